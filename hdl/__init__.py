@@ -1,0 +1,1 @@
+"""Amaranth 0.5 RTL: DCOH and 68B-flit CXL.cache link layer."""

@@ -1,0 +1,1 @@
+"""Python golden model of CXL.cache coherence."""

@@ -1,0 +1,704 @@
+"""Golden model of one CXL.cache device: K internal MESI caches behind a DCOH.
+
+The DCOH has
+  * an inclusive snoop filter (sets x ways, tree pseudo-LRU) whose entries hold the device state of a
+    line (S or E; ``dirty`` once an internal M copy was downgraded) and a presence vector over the K
+    internal caches;
+  * a request tracker: CQIDs, at most ``max_outstanding`` in use, at most one request per line; a host
+    snoop that hits a line with a pending request is answered from the transient state
+    (states.SNOOP_TABLE) or held (STALL);
+  * the snoop handler: snoop-filter miss -> RspIHitI without touching the internal caches; a hit that
+    must invalidate, downgrade or fetch from internal copies sends probes through
+  * the invalidation coalescer: probes to the lines of one aligned block within ``coalesce_window``
+    cycles are merged into one message per internal cache (counted: msgs in, msgs out);
+  * QoS: per-channel credits (models.link), a three-class priority arbiter for D2H requests with a
+    starvation bound, and a 2-bit DevLoad-style level from tracker occupancy.
+
+A capacity eviction in the snoop filter back-invalidates the victim's internal copies (through the
+coalescer), then evicts the line to the host (DirtyEvict with the dirty data, else CleanEvict /
+CleanEvictNoData) before the way is reused.
+"""
+
+from collections import deque
+
+from hdl.protocol import (Channel, D2HReqOpcode as Req, D2HRspOpcode as Rsp, H2DRspOpcode as HRsp,
+                          GOState)
+from .link import Msg
+from .states import (MESI, Perm, DevState as D, STALL, GRANTED, REQUEST_START, GO_OF,
+                     snoop_transition, response_transition, UndeclaredTransition)
+
+__all__ = ["SnoopFilter", "Coalescer", "TxArbiter", "CpuOp", "Device", "ProtocolError",
+           "PRIORITY_CLASS", "devload_level"]
+
+
+class ProtocolError(RuntimeError):
+    """A peer sent something the protocol does not allow here (names the message and the state)."""
+
+
+# ------------------------------------------------------------------------------------------------
+class SFEntry:
+    __slots__ = ("state", "dirty", "presence", "set", "way")
+
+    def __init__(self, set_, way):
+        self.state = None          # None: placeholder for a line whose read/ownership request is pending
+        self.dirty = False
+        self.presence = 0
+        self.set, self.way = set_, way
+
+    def key(self):
+        return (self.state, self.dirty, self.presence, self.way)
+
+
+class SnoopFilter:
+    """Set-associative tag store.  Replacement: the lowest-numbered free way; else the tree pseudo-LRU
+    way; if that one is busy, the lowest-numbered way that is not busy (the RTL does the same)."""
+
+    def __init__(self, sets, ways):
+        self.sets, self.ways = sets, ways
+        self.tags = [[None] * ways for _ in range(sets)]
+        self.plru = [0] * sets           # bit n-1 is tree node n (heap order, root 1)
+        self.entries = {}
+
+    def set_of(self, line):
+        return line & (self.sets - 1)
+
+    def lookup(self, line):
+        return self.entries.get(line)
+
+    def touch(self, s, way):
+        node = way + self.ways
+        bits = self.plru[s]
+        while node > 1:
+            parent = node >> 1
+            if node & 1:     # right child used: point the parent left
+                bits &= ~(1 << (parent - 1))
+            else:
+                bits |= 1 << (parent - 1)
+            node = parent
+        self.plru[s] = bits
+
+    def plru_way(self, s):
+        node, bits = 1, self.plru[s]
+        while node < self.ways:
+            node = 2 * node + ((bits >> (node - 1)) & 1)
+        return node - self.ways
+
+    def free_way(self, s):
+        tags = self.tags[s]
+        for w in range(self.ways):
+            if tags[w] is None:
+                return w
+        return None
+
+    def victim(self, s, busy):
+        tags = self.tags[s]
+        w = self.plru_way(s)
+        if tags[w] not in busy:
+            return w
+        for w in range(self.ways):
+            if tags[w] not in busy:
+                return w
+        return None
+
+    def allocate(self, line, way):
+        s = self.set_of(line)
+        assert self.tags[s][way] is None and line not in self.entries
+        self.tags[s][way] = line
+        e = self.entries[line] = SFEntry(s, way)
+        self.touch(s, way)
+        return e
+
+    def free(self, line):
+        e = self.entries.pop(line)
+        self.tags[e.set][e.way] = None
+
+    def check(self):
+        for s, tags in enumerate(self.tags):
+            live = [t for t in tags if t is not None]
+            if len(live) != len(set(live)):
+                raise AssertionError(f"snoop filter set {s} holds a tag twice: {tags}")
+            for w, t in enumerate(tags):
+                if t is not None and (self.entries[t].set, self.entries[t].way) != (s, w):
+                    raise AssertionError(f"snoop filter index broken at set {s} way {w}")
+        if len(self.entries) != sum(t is not None for tags in self.tags for t in tags):
+            raise AssertionError("snoop filter entry count differs from its tags")
+
+    def key(self):
+        return (tuple(sorted((l, e.key()) for l, e in self.entries.items())), tuple(self.plru))
+
+
+# ------------------------------------------------------------------------------------------------
+class Coalescer:
+    """Merges probes to the lines of one aligned block of ``block`` lines that arrive within
+    ``window`` cycles of the first: one message per internal cache per block instead of one per line."""
+
+    def __init__(self, window, block):
+        self.window, self.block = window, block
+        self.groups = {}            # block -> [deadline, [lines], cache mask]
+        self.msgs_in = 0
+        self.msgs_out = 0
+
+    def add(self, line, caches, now):
+        b = line // self.block
+        g = self.groups.get(b)
+        if g is None:
+            g = self.groups[b] = [now + self.window, [], 0]
+        g[1].append(line)
+        g[2] |= caches
+        self.msgs_in += bin(caches).count("1")
+
+    def due(self, now):
+        return [b for b, g in self.groups.items() if g[0] <= now]
+
+    def pop(self, b):
+        _, lines, caches = self.groups.pop(b)
+        self.msgs_out += bin(caches).count("1")
+        return lines
+
+    def next_time(self):
+        return min((g[0] for g in self.groups.values()), default=None)
+
+    def key(self):
+        return tuple(sorted((b, tuple(g[1])) for b, g in self.groups.items()))
+
+
+# ------------------------------------------------------------------------------------------------
+PRIORITY_CLASS = {  # 0 is served first.  Evictions free device resources, so they go first.
+    Req.DirtyEvict: 0, Req.CleanEvict: 0, Req.CleanEvictNoData: 0,
+    Req.RdShared: 1, Req.RdAny: 1, Req.RdOwn: 1, Req.RdOwnNoData: 1,
+    Req.RdCurr: 2, Req.ItoMWr: 2, Req.WrInv: 2, Req.CLFlush: 2,
+}
+
+
+class TxArbiter:
+    """Strict priority between classes, except that a class whose head has been passed over
+    ``bound`` times is granted next (the lowest-priority such class first).  So a head waits at most
+    ``bound + classes - 1`` grants."""
+
+    CLASSES = 3
+
+    def __init__(self, bound):
+        self.bound = bound
+        self.queues = [deque() for _ in range(self.CLASSES)]
+        self.passed = [0] * self.CLASSES
+        self.max_passed = 0
+
+    def push(self, txn):
+        self.queues[PRIORITY_CLASS[txn.op]].append(txn)
+
+    def __len__(self):
+        return sum(len(q) for q in self.queues)
+
+    def pop(self):
+        waiting = [c for c in range(self.CLASSES) if self.queues[c]]
+        starved = [c for c in waiting if self.passed[c] >= self.bound]
+        c = starved[-1] if starved else waiting[0]
+        for o in waiting:
+            if o != c:
+                self.passed[o] += 1
+                self.max_passed = max(self.max_passed, self.passed[o])
+        self.passed[c] = 0
+        return self.queues[c].popleft()
+
+    def key(self):
+        return (tuple(tuple(t.cqid for t in q) for q in self.queues), tuple(self.passed))
+
+
+def devload_level(occupied, capacity, thresholds):
+    """2-bit DevLoad-style level: 0 Light, 1 Optimal, 2 Moderate overload, 3 Severe overload
+    (encodings from facts §3.2; the occupancy thresholds are a configuration assumption)."""
+    f = occupied / capacity
+    return sum(f >= t for t in thresholds)
+
+
+# ------------------------------------------------------------------------------------------------
+class CpuOp:
+    """One access from internal cache ``k``: load, store, evict, or an uncached request
+    (rdcurr, itomwr, wrinv, clflush).  ``variant`` picks between equivalent opcodes
+    (RdShared/RdAny, RdOwn/RdOwnNoData, CleanEvict/CleanEvictNoData)."""
+    __slots__ = ("kind", "k", "line", "value", "variant", "t0", "victim")
+    KINDS = ("load", "store", "evict", "rdcurr", "itomwr", "wrinv", "clflush")
+
+    def __init__(self, kind, k, line, value=0, variant=0, t0=0):
+        if kind not in self.KINDS:
+            raise ValueError(f"unknown CPU operation {kind!r}")
+        self.kind, self.k, self.line, self.value, self.variant, self.t0 = kind, k, line, value, variant, t0
+        self.victim = None
+
+    def key(self):
+        return (self.kind, self.k, self.line, self.value, self.variant, self.victim)
+
+    def __repr__(self):
+        return f"{self.kind}(cache {self.k}, line {self.line:#x}" + \
+            (f", value {self.value}" if self.kind in ("store", "itomwr", "wrinv") else "") + ")"
+
+
+class Txn:
+    """A tracker entry: one D2H request in flight."""
+    __slots__ = ("cqid", "op", "line", "state", "cpu", "value", "data", "granted", "t0")
+
+    def __init__(self, cqid, op, line, state, cpu, value, t0):
+        self.cqid, self.op, self.line, self.state, self.cpu = cqid, op, line, state, cpu
+        self.value, self.data, self.granted, self.t0 = value, None, None, t0
+
+    def key(self):
+        return (self.cqid, self.op, self.line, self.state, self.cpu.k if self.cpu else None,
+                self.value, self.data, self.granted)
+
+    def __repr__(self):
+        return f"CQID {self.cqid} {self.op.name} line {self.line:#x} in {self.state.name}"
+
+
+class LineWork:
+    """Probes outstanding on a line: a host snoop waiting for them and/or a back-invalidation."""
+    __slots__ = ("snoop", "evict")
+
+    def __init__(self):
+        self.snoop = None
+        self.evict = None        # reserved CQID of the eviction that follows a back-invalidation
+
+
+_ALLOWED = {  # the most permission internal copies may have in each device state
+    D.I: Perm.NONE, D.S: Perm.READ, D.E: Perm.READWRITE, D.M: Perm.READWRITE,
+    D.SM_AD: Perm.READ, D.SM_A: Perm.READ, D.SM_D: Perm.READ,
+}
+
+
+class Device:
+    def __init__(self, index, cfg, link, checker, stats=None):
+        self.index, self.cfg, self.link, self.checker = index, cfg, link, checker
+        self.caches = [dict() for _ in range(cfg.caches)]   # line -> [MESI, value]
+        self.sf = SnoopFilter(cfg.sf_sets, cfg.sf_ways)
+        self.txns = {}          # cqid -> Txn
+        self.by_line = {}       # line -> Txn
+        self.free_cqids = list(range(cfg.max_outstanding))
+        self.work = {}          # line -> LineWork
+        self.ops = [None] * cfg.caches
+        self.queue = []         # accepted CpuOps not yet issued
+        self.coal = Coalescer(cfg.coalesce_window, cfg.coalesce_block)
+        self.arb = TxArbiter(cfg.starvation_bound)
+        self.done = []          # completed (opcode, latency) since last drained by the system
+        self.stats = stats if stats is not None else {}
+        self.now = 0
+
+    # ---------------------------------------------------------------- state queries
+    def name(self):
+        return f"dev{self.index}"
+
+    def line_state(self, line):
+        t = self.by_line.get(line)
+        if t is not None:
+            return t.state
+        e = self.sf.entries.get(line)
+        if e is None or e.state is None:
+            return D.I
+        if e.dirty:
+            return D.M
+        if e.state is D.E:
+            for k in self._holders(e):
+                if self.caches[k][line][0] is MESI.M:
+                    return D.M
+            return D.E
+        return D.S
+
+    def _holders(self, e):
+        p, k = e.presence, 0
+        while p:
+            if p & 1:
+                yield k
+            p >>= 1
+            k += 1
+
+    def busy(self, line):
+        return line in self.by_line or line in self.work
+
+    def idle_cache(self, k):
+        return self.ops[k] is None
+
+    def outstanding(self):
+        """Everything not finished, with its age, for the watchdog."""
+        out = [(self.now - t.t0, f"{self.name()} {t!r}") for t in self.txns.values()]
+        out += [(self.now - op.t0, f"{self.name()} waiting {op!r}") for op in self.queue]
+        return out
+
+    # ---------------------------------------------------------------- CPU side
+    def accept(self, op, now):
+        """Take an access from internal cache ``op.k``.  Hits finish at once; anything else waits in
+        the DCOH until it can issue.  Returns False if the cache already has an access outstanding."""
+        self.now = now
+        if self.ops[op.k] is not None:
+            return False
+        op.t0 = now
+        self.ops[op.k] = op
+        self.queue.append(op)
+        self.service(now)
+        return True
+
+    def service(self, now):
+        self.now = now
+        progress = True
+        while progress and self.queue:
+            progress = False
+            for op in list(self.queue):
+                if self._try_issue(op, now):
+                    self.queue.remove(op)
+                    progress = True
+
+    def _finish_op(self, op):
+        self.ops[op.k] = None
+
+    def _alloc_cqid(self):
+        return self.free_cqids.pop(0) if self.free_cqids else None
+
+    def _new_txn(self, op_code, line, state, cpu, value, now, cqid=None):
+        if cqid is None:
+            cqid = self._alloc_cqid()
+        t = Txn(cqid, op_code, line, state, cpu, value, now)
+        self.txns[cqid] = t
+        self.by_line[line] = t
+        self.arb.push(t)
+        return t
+
+    def _way_for(self, op, now):
+        """A snoop-filter way for ``op.line``, or None after starting to free one."""
+        s = self.sf.set_of(op.line)
+        w = self.sf.free_way(s)
+        if w is not None:
+            return w
+        if op.victim is not None and op.victim in self.work:
+            return None          # our victim is still being back-invalidated
+        busy = set(self.by_line) | set(self.work)
+        w = self.sf.victim(s, busy)
+        if w is None or len(self.free_cqids) < 2:
+            return None
+        victim = self.sf.tags[s][w]
+        op.victim = victim
+        self._back_invalidate(victim, now)
+        return None
+
+    def _back_invalidate(self, line, now):
+        work = self.work.setdefault(line, LineWork())
+        work.evict = self._alloc_cqid()
+        self.coal.add(line, self.sf.entries[line].presence, now)
+        self.stats["sf_evictions"] = self.stats.get("sf_evictions", 0) + 1
+
+    def _try_issue(self, op, now):
+        line, k, kind = op.line, op.k, op.kind
+        cache = self.caches[k]
+        c = cache.get(line)
+        if kind == "load" and c is not None:
+            self.checker.read(line, c[1], f"{self.name()} cache {k} load hit")
+            self._finish_op(op)
+            return True
+        if kind == "store" and c is not None and c[0].perm is Perm.READWRITE:
+            c[0], c[1] = MESI.M, op.value
+            self.checker.write(line, op.value, f"{self.name()} cache {k} store")
+            self._finish_op(op)
+            return True
+        if kind == "evict" and c is None:
+            self._finish_op(op)
+            return True
+        if kind == "rdcurr" and c is not None:
+            self.checker.read(line, c[1], f"{self.name()} cache {k} RdCurr hit")
+            self._finish_op(op)
+            return True
+        if self.busy(line):
+            return False
+        e = self.sf.entries.get(line)
+        if kind == "load":
+            if e is not None:       # another internal cache has it: fill from it, no host traffic
+                self._internal_fill(e, k, line, write=False)
+                self.checker.read(line, cache[line][1], f"{self.name()} cache {k} internal fill")
+                self._finish_op(op)
+                return True
+            return self._issue_miss(op, Req.RdAny if op.variant else Req.RdShared, now)
+        if kind == "store":
+            if e is not None and e.state is D.E:
+                self._internal_fill(e, k, line, write=True)
+                cache[line] = [MESI.M, op.value]
+                self.checker.write(line, op.value, f"{self.name()} cache {k} store after internal upgrade")
+                self._finish_op(op)
+                return True
+            code = Req.RdOwnNoData if op.variant else Req.RdOwn
+            if e is not None:       # device holds it in S: upgrade
+                if not self.free_cqids:
+                    return False
+                self._new_txn(code, line, REQUEST_START[(code, D.S)], op, op.value, now)
+                return True
+            return self._issue_miss(op, code, now)
+        if kind == "evict":
+            others = e.presence & ~(1 << k)
+            if others:
+                del cache[line]
+                e.presence = others
+                self._finish_op(op)
+                return True
+            if not self.free_cqids:
+                return False
+            state = self.line_state(line)
+            value = c[1]
+            del cache[line]
+            self.sf.free(line)
+            if state is D.M:
+                code = Req.DirtyEvict
+            elif state is D.E:
+                code = Req.CleanEvictNoData if op.variant else Req.CleanEvict
+            else:
+                code = Req.CleanEvict if op.variant else Req.CleanEvictNoData
+            self._new_txn(code, line, REQUEST_START[(code, state)], op, value, now)
+            return True
+        # uncached requests: the device must not hold the line; flush its own copies first
+        if e is not None:
+            if e.state is not None and len(self.free_cqids) >= 2:
+                self._back_invalidate(line, now)
+            return False
+        if not self.free_cqids:
+            return False
+        code = {"rdcurr": Req.RdCurr, "itomwr": Req.ItoMWr, "wrinv": Req.WrInv, "clflush": Req.CLFlush}[kind]
+        self._new_txn(code, line, REQUEST_START[(code, D.I)], op, op.value, now)
+        return True
+
+    def _issue_miss(self, op, code, now):
+        if not self.free_cqids:
+            return False
+        w = self._way_for(op, now)
+        if w is None:
+            return False
+        self.sf.allocate(op.line, w)
+        self._new_txn(code, op.line, REQUEST_START[(code, D.I)], op, op.value, now)
+        op.victim = None
+        return True
+
+    def _internal_fill(self, e, k, line, write):
+        """Give cache ``k`` a copy from its peers: for a read, downgrade any E/M peer to S; for a
+        write (device exclusive), invalidate the peers."""
+        value = None
+        for j in list(self._holders(e)):
+            if j == k:
+                continue
+            st, v = self.caches[j][line]
+            value = v
+            if write:
+                del self.caches[j][line]
+            elif st is MESI.M or st is MESI.E:
+                if st is MESI.M:
+                    e.dirty = True
+                self.caches[j][line] = [MESI.S, v]
+        if write:
+            e.presence = 1 << k
+        else:
+            if k not in self._holders(e):
+                self.caches[k][line] = [MESI.S, value]
+            e.presence |= 1 << k
+        self.sf.touch(e.set, e.way)
+        self.stats["internal_fills"] = self.stats.get("internal_fills", 0) + 1
+
+    # ---------------------------------------------------------------- D2H request transmit (QoS)
+    def transmit(self, now, limit=None):
+        """Send queued D2H requests while credits last (``limit`` per call in timed mode)."""
+        sent = 0
+        link = self.link
+        while self.arb.queues[0] or self.arb.queues[1] or self.arb.queues[2]:
+            if link.credits[Channel.D2H_REQ] <= 0 or (limit is not None and sent >= limit):
+                break
+            t = self.arb.pop()
+            link.send(Msg(Channel.D2H_REQ, t.op, t.cqid, t.line,
+                          data=t.value if t.op in (Req.ItoMWr, Req.WrInv) else None), now)
+            sent += 1
+        return sent
+
+    def devload(self):
+        return devload_level(len(self.txns), self.cfg.max_outstanding, self.cfg.devload_thresholds)
+
+    # ---------------------------------------------------------------- host snoops
+    def can_accept_snoop(self, msg):
+        line = msg.line
+        w = self.work.get(line)
+        if w is not None and w.snoop is not None:
+            raise ProtocolError(f"{self.name()}: second snoop {msg.op.name} to line {line:#x} while one "
+                                f"is still being answered")
+        if w is not None:
+            return True
+        rsp, _, _ = snoop_transition(self.line_state(line), msg.op)
+        return rsp is not STALL
+
+    def on_snoop(self, msg, now):
+        self.now = now
+        line = msg.line
+        w = self.work.get(line)
+        if w is not None:            # a back-invalidation is under way: answer after its probes
+            w.snoop = msg
+            return
+        state = self.line_state(line)
+        rsp, nxt, data = snoop_transition(state, msg.op)
+        e = self.sf.entries.get(line)
+        if e is not None and e.presence:
+            copies = max(self.caches[k][line][0].perm for k in self._holders(e))
+            fetch = data and state is not D.MI_A
+            if fetch or _ALLOWED.get(nxt, Perm.NONE) < copies:
+                self.work.setdefault(line, LineWork()).snoop = msg
+                self.coal.add(line, e.presence, now)
+                return
+        self._answer_snoop(msg, now, 0)
+
+    def _answer_snoop(self, msg, now, extra):
+        line = msg.line
+        state = self.line_state(line)
+        rsp, nxt, data = snoop_transition(state, msg.op)
+        assert rsp is not STALL
+        value = None
+        t = self.by_line.get(line)
+        e = self.sf.entries.get(line)
+        if data:
+            if t is not None:
+                value = t.value                       # MI_A: the write-back buffer holds it
+            else:
+                value = next(self.caches[k][line][1] for k in self._holders(e)
+                             if self.caches[k][line][0] is MESI.M or e.dirty)
+        if t is not None:
+            t.state = nxt
+            if e is not None and _ALLOWED.get(nxt, Perm.NONE) is Perm.NONE and e.presence:
+                for k in self._holders(e):
+                    del self.caches[k][line]
+                e.presence, e.state, e.dirty = 0, None, False
+        elif e is not None and nxt is not state:
+            if nxt is D.S:
+                for k in self._holders(e):
+                    self.caches[k][line][0] = MESI.S
+                e.state, e.dirty = D.S, False
+            elif nxt is D.I:
+                for k in self._holders(e):
+                    del self.caches[k][line]
+                self.sf.free(line)
+            else:
+                raise UndeclaredTransition(f"{self.name()} snoop apply", state, nxt)
+        self.link.send(Msg(Channel.D2H_RSP, rsp, msg.uid, line), now, extra)
+        if data:
+            self.link.send(Msg(Channel.D2H_DATA, None, msg.uid, line, data=value), now, extra)
+        self.stats[rsp.name] = self.stats.get(rsp.name, 0) + 1
+
+    def flush(self, block, now):
+        """The coalescer sends the merged probes of ``block``; their acknowledgements finish the
+        snoops and back-invalidations that waited for them."""
+        self.now = now
+        extra = self.cfg.probe_latency
+        for line in self.coal.pop(block):
+            w = self.work.pop(line, None)
+            if w is None:
+                continue
+            if w.snoop is not None:
+                self._answer_snoop(w.snoop, now, extra)
+            if w.evict is not None:
+                self._evict_after_back_invalidation(line, w.evict, now)
+        self.service(now)
+
+    def _evict_after_back_invalidation(self, line, cqid, now):
+        state = self.line_state(line)
+        if state is D.I:             # a snoop took it meanwhile: nothing left to evict
+            self.free_cqids.append(cqid)
+            self.free_cqids.sort()
+            return
+        e = self.sf.entries[line]
+        value = None
+        for k in self._holders(e):
+            st, v = self.caches[k].pop(line)
+            if value is None or st is MESI.M:
+                value = v
+        self.sf.free(line)
+        code = {D.M: Req.DirtyEvict, D.E: Req.CleanEvict, D.S: Req.CleanEvictNoData}[state]
+        self._new_txn(code, line, REQUEST_START[(code, state)], None, value, now, cqid=cqid)
+
+    # ---------------------------------------------------------------- host responses and data
+    def on_h2d_rsp(self, msg, now):
+        self.now = now
+        t = self.txns.get(msg.uid)
+        if t is None:
+            raise ProtocolError(f"{self.name()}: {msg.op.name} for CQID {msg.uid}, which is not in use")
+        if msg.op is HRsp.GO:
+            try:
+                event = GO_OF[GOState(msg.rsp_data & 0xF)]
+            except (KeyError, ValueError):
+                raise ProtocolError(f"{self.name()}: GO with state {msg.rsp_data:#x} for {t!r}") from None
+        else:
+            event = msg.op.name
+        nxt, action = response_transition(t.state, event)
+        if event in ("GO-S", "GO-E"):
+            t.granted = D.S if event == "GO-S" else D.E
+        if action is not None:
+            bogus = action == "send_bogus"
+            self.link.send(Msg(Channel.D2H_DATA, None, msg.rsp_data, t.line,
+                               data=None if bogus else t.value, bogus=bogus), now)
+        self._advance(t, nxt, now)
+
+    def on_h2d_data(self, msg, now):
+        self.now = now
+        t = self.txns.get(msg.uid)
+        if t is None:
+            raise ProtocolError(f"{self.name()}: H2D Data for CQID {msg.uid}, which is not in use")
+        nxt, _ = response_transition(t.state, "Data")
+        t.data = msg.data
+        self._advance(t, nxt, now)
+
+    def _advance(self, t, nxt, now):
+        if nxt == GRANTED:
+            nxt = t.granted
+        t.state = nxt
+        if nxt.stable:
+            self._complete(t, now)
+
+    def _complete(self, t, now):
+        line, op = t.line, t.cpu
+        del self.txns[t.cqid]
+        del self.by_line[line]
+        self.free_cqids.append(t.cqid)
+        self.free_cqids.sort()
+        self.done.append((t.op, now - t.t0))
+        if t.state is not D.I:                   # a read or ownership request granted the line
+            e = self.sf.entries[line]
+            k = op.k
+            if t.op in (Req.RdShared, Req.RdAny, Req.RdOwn):
+                self.checker.read(line, t.data, f"{self.name()} {t.op.name} data")
+            if t.state is D.E and op.kind == "store":
+                for j in self._holders(e):
+                    del self.caches[j][line]
+                e.state, e.dirty, e.presence = D.E, False, 1 << k
+                self.caches[k][line] = [MESI.M, op.value]
+                self.checker.write(line, op.value, f"{self.name()} cache {k} store after {t.op.name}")
+            else:
+                e.state, e.dirty, e.presence = t.state, False, 1 << k
+                self.caches[k][line] = [MESI.S if t.state is D.S else MESI.E, t.data]
+            self.sf.touch(e.set, e.way)
+        elif t.op is Req.RdCurr:
+            self.checker.read_at_serialization(line, t.data, f"{self.name()} RdCurr data")
+        if op is not None:
+            self._finish_op(op)
+        self.service(now)
+
+    # ---------------------------------------------------------------- invariants and state
+    def check(self):
+        """Snoop-filter inclusion and consistency, tracker consistency."""
+        self.sf.check()
+        for k, cache in enumerate(self.caches):
+            for line, (st, _) in cache.items():
+                e = self.sf.entries.get(line)
+                if e is None or not (e.presence >> k) & 1:
+                    raise AssertionError(f"inclusion broken: {self.name()} cache {k} holds line {line:#x} "
+                                         f"in {st.name} but the snoop filter does not track it")
+        for line, e in self.sf.entries.items():
+            for k in self._holders(e):
+                if line not in self.caches[k]:
+                    raise AssertionError(f"{self.name()} snoop filter says cache {k} holds line {line:#x}")
+            if e.state is None and line not in self.by_line:
+                raise AssertionError(f"{self.name()} placeholder entry for line {line:#x} with no request")
+        live = set(self.txns)
+        if live & set(self.free_cqids) or len(live) + len(self.free_cqids) + \
+                sum(w.evict is not None for w in self.work.values()) != self.cfg.max_outstanding:
+            raise AssertionError(f"{self.name()} CQID accounting broken: live {sorted(live)}, "
+                                 f"free {self.free_cqids}")
+
+    def key(self):
+        return (tuple(tuple(sorted((l, s.value[0], v) for l, (s, v) in c.items())) for c in self.caches),
+                self.sf.key(), tuple(sorted(t.key() for t in self.txns.values())),
+                tuple(sorted((l, (w.snoop, w.evict)) for l, w in self.work.items())),
+                tuple(op.key() if op else None for op in self.ops), tuple(op.key() for op in self.queue),
+                self.coal.key(), self.arb.key())

@@ -1,0 +1,158 @@
+"""Host<->device channels of the golden model: latency, per-channel credits, and the ordering rule.
+
+Each device has one :class:`Link`.  A direction keeps its in-flight messages in send order; any ready
+message may be delivered (the model does not promise in-order channels), except that a snoop (H2D Req)
+never passes an earlier H2D Rsp (GO, GO_WritePull, ...) to the same line.
+Ref: cxl_facts.md §1.1 ("a GO sent in one cycle cannot be passed by a snoop sent in a later cycle").
+
+Credits are counted at the sender per channel; the receiver returns one when it consumes a message.
+In timed mode the return takes the link latency; in untimed (exploration) mode it is immediate.
+Invariant: available + in flight + returns in flight == initial, per channel (``check_credits``).
+"""
+
+from collections import deque
+from typing import NamedTuple, Optional
+
+from hdl.protocol import Channel, CODECS
+
+__all__ = ["Msg", "Link", "encode", "decode"]
+
+UP = (Channel.D2H_REQ, Channel.D2H_RSP, Channel.D2H_DATA)
+DOWN = (Channel.H2D_REQ, Channel.H2D_RSP, Channel.H2D_DATA)
+
+
+class Msg(NamedTuple):
+    """One model message.  ``op`` is the opcode enum member (None for data headers); ``uid`` the CQID
+    or UQID the header carries; ``line`` the line address (carried on the wire by requests and snoops;
+    for responses and data it is the model's own note of the line, used for the ordering rule and
+    checking); ``rsp_data`` the H2D Rsp RspData field; ``data`` the line value a data message carries,
+    or, on an ItoMWr/WrInv request, the value the device is going to write (ghost bookkeeping)."""
+    chan: Channel
+    op: Optional[object]
+    uid: int
+    line: int
+    rsp_data: int = 0
+    data: Optional[int] = None
+    bogus: bool = False
+
+
+def encode(msg):
+    """The header's wire encoding (the integer of its hdl.protocol layout)."""
+    c = msg.chan
+    if c is Channel.D2H_REQ:
+        f = dict(opcode=msg.op, cqid=msg.uid, nt=0, addr=msg.line)
+    elif c is Channel.D2H_RSP:
+        f = dict(opcode=msg.op, uqid=msg.uid)
+    elif c is Channel.D2H_DATA:
+        f = dict(uqid=msg.uid, chunk_valid=0, bogus=int(msg.bogus), poison=0)
+    elif c is Channel.H2D_REQ:
+        f = dict(opcode=msg.op, addr=msg.line, uqid=msg.uid)
+    elif c is Channel.H2D_RSP:
+        f = dict(opcode=msg.op, rsp_data=msg.rsp_data, rsp_pre=0, cqid=msg.uid)
+    else:
+        f = dict(cqid=msg.uid, chunk_valid=0, poison=0, go_err=0)
+    return CODECS[c].encode(f)
+
+
+def decode(chan, value, line=0, data=None):
+    """Inverse of :func:`encode`; ``line``/``data`` supply what the header does not carry."""
+    f = CODECS[chan].decode(value)
+    if chan is Channel.D2H_REQ:
+        return Msg(chan, f["opcode"], f["cqid"], f["addr"])
+    if chan is Channel.D2H_RSP:
+        return Msg(chan, f["opcode"], f["uqid"], line)
+    if chan is Channel.D2H_DATA:
+        return Msg(chan, None, f["uqid"], line, data=data, bogus=bool(f["bogus"]))
+    if chan is Channel.H2D_REQ:
+        return Msg(chan, f["opcode"], f["uqid"], f["addr"])
+    if chan is Channel.H2D_RSP:
+        return Msg(chan, f["opcode"], f["cqid"], line, rsp_data=f["rsp_data"])
+    return Msg(chan, None, f["cqid"], line, data=data)
+
+
+class Link:
+    def __init__(self, cfg, timed):
+        self.latency = cfg.link_latency
+        self.initial = cfg.credits
+        self.timed = timed
+        self.flight = {True: [], False: []}        # upstream?: [[ready_at, msg], ...] in send order
+        self.credits = {c: cfg.credits for c in Channel}
+        self.returns = []                           # [ready_at, chan] (timed mode only)
+        self.waiting = {c: deque() for c in Channel}  # sender-side queue: (msg, extra delay)
+
+    # -- sending ----------------------------------------------------------------------------------
+    def send(self, msg, now, extra=0):
+        c = msg.chan
+        if self.credits[c] > 0 and not self.waiting[c]:
+            self.credits[c] -= 1
+            self.flight[c <= Channel.D2H_DATA].append([now + self.latency + extra, msg])
+        else:
+            self.waiting[c].append((msg, extra))
+
+    def _credit_back(self, chan, now):
+        self.credits[chan] += 1
+        q = self.waiting[chan]
+        while q and self.credits[chan] > 0:
+            msg, extra = q.popleft()
+            self.credits[chan] -= 1
+            self.flight[chan <= Channel.D2H_DATA].append([now + self.latency + extra, msg])
+
+    def consumed(self, chan, now):
+        """The receiver took a message off ``chan``: its credit goes back to the sender."""
+        if self.timed:
+            self.returns.append([now + self.latency, chan])
+        else:
+            self._credit_back(chan, now)
+
+    def tick_credits(self, now):
+        if self.returns:
+            due = [r for r in self.returns if r[0] <= now]
+            if due:
+                self.returns = [r for r in self.returns if r[0] > now]
+                for _, chan in due:
+                    self._credit_back(chan, now)
+
+    # -- delivery ---------------------------------------------------------------------------------
+    @staticmethod
+    def blocked(flight, i):
+        """Ordering rule: a snoop may not pass an earlier H2D Rsp to the same line."""
+        msg = flight[i][1]
+        if msg.chan is not Channel.H2D_REQ:
+            return False
+        for j in range(i):
+            m = flight[j][1]
+            if m.chan is Channel.H2D_RSP and m.line == msg.line:
+                return True
+        return False
+
+    def deliverable(self, upstream, now=None):
+        """Indices of messages that may be delivered now (``now=None``: ignore time)."""
+        flight = self.flight[upstream]
+        return [i for i, (t, _) in enumerate(flight)
+                if (now is None or t <= now) and not self.blocked(flight, i)]
+
+    def next_time(self):
+        ts = [f[0][0] for f in self.flight.values() if f]
+        ts += [min(r[0] for r in self.returns)] if self.returns else []
+        return min(ts) if ts else None
+
+    def busy(self):
+        return any(self.flight.values()) or any(self.waiting.values()) or bool(self.returns)
+
+    # -- invariants and state ---------------------------------------------------------------------
+    def check_credits(self):
+        for c in Channel:
+            in_flight = sum(1 for _, m in self.flight[c <= Channel.D2H_DATA] if m.chan is c)
+            ret = sum(1 for _, rc in self.returns if rc is c)
+            total = self.credits[c] + in_flight + ret
+            if total != self.initial:
+                raise AssertionError(f"credit conservation broken on {c.name}: available "
+                                     f"{self.credits[c]} + in flight {in_flight} + returning {ret} "
+                                     f"= {total} != {self.initial}")
+            if self.credits[c] < 0:
+                raise AssertionError(f"negative credits on {c.name}")
+
+    def key(self):
+        return (tuple(m for _, m in self.flight[True]), tuple(m for _, m in self.flight[False]),
+                tuple(sorted((c.value, self.credits[c]) for c in Channel)),
+                tuple(tuple(m for m, _ in self.waiting[c]) for c in Channel))

@@ -1,0 +1,1 @@
+"""cocotb testbenches and verification IP."""
