@@ -17,8 +17,7 @@ from hdl.protocol import Channel, CODECS
 
 __all__ = ["Msg", "Link", "encode", "decode"]
 
-UP = (Channel.D2H_REQ, Channel.D2H_RSP, Channel.D2H_DATA)
-DOWN = (Channel.H2D_REQ, Channel.H2D_RSP, Channel.H2D_DATA)
+CHANNELS = tuple(Channel)      # iterating the enum class itself is slow in the hot loop
 
 
 class Msg(NamedTuple):
@@ -76,31 +75,40 @@ class Link:
         self.initial = cfg.credits
         self.timed = timed
         self.flight = {True: [], False: []}        # upstream?: [[ready_at, msg], ...] in send order
-        self.credits = {c: cfg.credits for c in Channel}
+        # Per-channel lists indexed by the Channel value.
+        self.credits = [cfg.credits] * len(CHANNELS)
         self.returns = []                           # [ready_at, chan] (timed mode only)
-        self.waiting = {c: deque() for c in Channel}  # sender-side queue: (msg, extra delay)
+        self.in_flight = [0] * len(CHANNELS)        # counted as they go; check_credits(full) recounts
+        self.returning = [0] * len(CHANNELS)
+        self.waiting = [deque() for _ in CHANNELS]  # sender-side queue: (msg, extra delay)
 
     # -- sending ----------------------------------------------------------------------------------
     def send(self, msg, now, extra=0):
         c = msg.chan
         if self.credits[c] > 0 and not self.waiting[c]:
             self.credits[c] -= 1
+            self.in_flight[c] += 1
             self.flight[c <= Channel.D2H_DATA].append([now + self.latency + extra, msg])
         else:
             self.waiting[c].append((msg, extra))
 
     def _credit_back(self, chan, now):
         self.credits[chan] += 1
+        if self.timed:
+            self.returning[chan] -= 1
         q = self.waiting[chan]
         while q and self.credits[chan] > 0:
             msg, extra = q.popleft()
             self.credits[chan] -= 1
+            self.in_flight[chan] += 1
             self.flight[chan <= Channel.D2H_DATA].append([now + self.latency + extra, msg])
 
     def consumed(self, chan, now):
         """The receiver took a message off ``chan``: its credit goes back to the sender."""
+        self.in_flight[chan] -= 1
         if self.timed:
             self.returns.append([now + self.latency, chan])
+            self.returning[chan] += 1
         else:
             self._credit_back(chan, now)
 
@@ -137,22 +145,25 @@ class Link:
         return min(ts) if ts else None
 
     def busy(self):
-        return any(self.flight.values()) or any(self.waiting.values()) or bool(self.returns)
+        return bool(self.flight[True] or self.flight[False] or self.returns or any(self.waiting))
 
     # -- invariants and state ---------------------------------------------------------------------
-    def check_credits(self):
-        for c in Channel:
-            in_flight = sum(1 for _, m in self.flight[c <= Channel.D2H_DATA] if m.chan is c)
-            ret = sum(1 for _, rc in self.returns if rc is c)
-            total = self.credits[c] + in_flight + ret
-            if total != self.initial:
-                raise AssertionError(f"credit conservation broken on {c.name}: available "
-                                     f"{self.credits[c]} + in flight {in_flight} + returning {ret} "
+    def check_credits(self, full=False):
+        """available + in flight + returning == initial, per channel.  ``full`` also recounts the
+        in-flight and returning lists against the running counters."""
+        for c in CHANNELS:
+            total = self.credits[c] + self.in_flight[c] + self.returning[c]
+            if total != self.initial or self.credits[c] < 0:
+                raise AssertionError(f"credit conservation broken on {c.name}: available {self.credits[c]} "
+                                     f"+ in flight {self.in_flight[c]} + returning {self.returning[c]} "
                                      f"= {total} != {self.initial}")
-            if self.credits[c] < 0:
-                raise AssertionError(f"negative credits on {c.name}")
+            if full:
+                n = sum(1 for _, m in self.flight[c <= Channel.D2H_DATA] if m.chan is c)
+                r = sum(1 for _, rc in self.returns if rc is c)
+                if (n, r) != (self.in_flight[c], self.returning[c]):
+                    raise AssertionError(f"{c.name}: {n} in flight and {r} returning, but the counters "
+                                         f"say {self.in_flight[c]} and {self.returning[c]}")
 
     def key(self):
         return (tuple(m for _, m in self.flight[True]), tuple(m for _, m in self.flight[False]),
-                tuple(sorted((c.value, self.credits[c]) for c in Channel)),
-                tuple(tuple(m for m, _ in self.waiting[c]) for c in Channel))
+                tuple(self.credits), tuple(tuple(m for m, _ in q) for q in self.waiting))
