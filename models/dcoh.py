@@ -279,6 +279,7 @@ class Device:
         self.arb = TxArbiter(cfg.starvation_bound)
         self.done = []          # completed (opcode, latency) since last drained by the system
         self.stats = stats if stats is not None else {}
+        self.coverage = {}      # (state, event) -> times taken, for race tests and coverage reports
         self.now = 0
 
     # ---------------------------------------------------------------- state queries
@@ -546,6 +547,8 @@ class Device:
         state = self.line_state(line)
         rsp, nxt, data = snoop_transition(state, msg.op)
         assert rsp is not STALL
+        cov = (state.name, msg.op.name)
+        self.coverage[cov] = self.coverage.get(cov, 0) + 1
         value = None
         t = self.by_line.get(line)
         e = self.sf.entries.get(line)
@@ -572,7 +575,10 @@ class Device:
                 self.sf.free(line)
             else:
                 raise UndeclaredTransition(f"{self.name()} snoop apply", state, nxt)
-        self.link.send(Msg(Channel.D2H_RSP, rsp, msg.uid, line), now, extra)
+        # SnpCur leaves the device its permission, so it may write again before the host uses the
+        # answer: the read is serialized here.  The response notes the value then (ghost only).
+        snap = self.checker.value(line) if rsp is Rsp.RspVHitV or rsp is Rsp.RspVFwdV else None
+        self.link.send(Msg(Channel.D2H_RSP, rsp, msg.uid, line, data=snap), now, extra)
         if data:
             self.link.send(Msg(Channel.D2H_DATA, None, msg.uid, line, data=value), now, extra)
         self.stats[rsp.name] = self.stats.get(rsp.name, 0) + 1
@@ -622,6 +628,8 @@ class Device:
         else:
             event = msg.op.name
         nxt, action = response_transition(t.state, event)
+        cov = (t.state.name, event)
+        self.coverage[cov] = self.coverage.get(cov, 0) + 1
         if event in ("GO-S", "GO-E"):
             t.granted = D.S if event == "GO-S" else D.E
         if action is not None:
@@ -636,6 +644,8 @@ class Device:
         if t is None:
             raise ProtocolError(f"{self.name()}: H2D Data for CQID {msg.uid}, which is not in use")
         nxt, _ = response_transition(t.state, "Data")
+        cov = (t.state.name, "Data")
+        self.coverage[cov] = self.coverage.get(cov, 0) + 1
         t.data = msg.data
         self._advance(t, nxt, now)
 

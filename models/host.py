@@ -10,7 +10,6 @@ snoop data and pulled write data (the WritePull family carries the UQID in RspDa
 Opcodes the host does not serve (WrCur, WOWrInv, WOWrInvF, CacheFlushed) raise UndeclaredTransition.
 """
 
-import heapq
 from collections import deque
 
 from hdl.protocol import (Channel, D2HReqOpcode as Req, D2HRspOpcode as Rsp, H2DReqOpcode as Snp,
@@ -34,7 +33,7 @@ _LEGAL = {  # responses allowed to each snoop
 
 
 class HostTxn:
-    __slots__ = ("dev", "op", "cqid", "line", "value", "pending", "fwd", "pull", "expect_bogus", "t0")
+    __slots__ = ("dev", "op", "cqid", "line", "value", "pending", "fwd", "pull", "expect_bogus", "snap", "t0")
 
     def __init__(self, dev, msg, now):
         self.dev, self.op, self.cqid, self.line, self.value = dev, msg.op, msg.uid, msg.line, msg.data
@@ -42,6 +41,7 @@ class HostTxn:
         self.fwd = None           # data forwarded by a snoop
         self.pull = None          # UQID of the write data being pulled
         self.expect_bogus = False
+        self.snap = None          # ghost value where a SnpCur serialized this read (RdCurr)
         self.t0 = now
 
     def key(self):
@@ -53,14 +53,14 @@ class HostTxn:
 
 
 class _SnoopWait:
-    __slots__ = ("txn", "dev", "snoop", "rsp", "data", "has_data")
+    __slots__ = ("txn", "dev", "snoop", "rsp", "data", "has_data", "snap")
 
     def __init__(self, txn, dev, snoop):
         self.txn, self.dev, self.snoop = txn, dev, snoop
-        self.rsp, self.data, self.has_data = None, None, False
+        self.rsp, self.data, self.has_data, self.snap = None, None, False, None
 
     def key(self):
-        return (self.txn.line, self.dev, self.snoop, self.rsp, self.data, self.has_data)
+        return (self.txn.line, self.dev, self.snoop, self.rsp, self.data, self.has_data, self.snap)
 
 
 class Host:
@@ -72,8 +72,9 @@ class Host:
         self.queue = {}           # line -> deque of (dev, msg, t)
         self.snoops = {}          # uqid -> _SnoopWait
         self.pulls = {}           # uqid -> HostTxn
-        self.free_uqids = list(range(MAX_IDS))  # a heap: lowest free first
+        self.used_uqids = set()   # the lowest free UQID is allocated (keeps explored states canonical)
         self.served = 0
+        self.bogus_dropped = 0    # write-back data marked Bogus (the line was snooped away first)
         self.now = 0
 
     # ---------------------------------------------------------------- helpers
@@ -81,12 +82,17 @@ class Host:
         self.links[dev].send(msg, now, self.cfg.host_latency)
 
     def _uqid(self):
-        if not self.free_uqids:
-            raise ProtocolError("host ran out of UQIDs")
-        return heapq.heappop(self.free_uqids)
+        u = 0
+        used = self.used_uqids
+        while u in used:
+            u += 1
+        if u >= MAX_IDS:
+            raise ProtocolError(f"host ran out of UQIDs ({MAX_IDS} in use)")
+        used.add(u)
+        return u
 
     def _free(self, uqid):
-        heapq.heappush(self.free_uqids, uqid)
+        self.used_uqids.remove(uqid)
 
     def _rsp(self, txn, op, rsp_data, now):
         self._send(txn.dev, Msg(Channel.H2D_RSP, op, txn.cqid, txn.line, rsp_data=rsp_data), now)
@@ -143,6 +149,7 @@ class Host:
             raise ProtocolError(f"host: dev{dev} answered {w.snoop.name} to line {w.txn.line:#x} with "
                                 f"{msg.op.name}, which that snoop does not allow")
         w.rsp = msg.op
+        w.snap = msg.data
         state, w.has_data = _RESULT[msg.op]
         holders = self.dir.setdefault(w.txn.line, {})
         if state is None:
@@ -177,11 +184,13 @@ class Host:
         del self.snoops[uqid]
         self._free(uqid)
         txn = w.txn
+        if w.snap is not None:
+            txn.snap = w.snap
         if w.has_data:
             txn.fwd = w.data
             if w.rsp is not Rsp.RspVFwdV:          # the snooped copy gave up M: memory is now current
                 self.mem[txn.line] = w.data
-            self.checker.read(txn.line, w.data, f"host: snoop data from dev{w.dev}")
+                self.checker.read(txn.line, w.data, f"host: snoop data from dev{w.dev}")
         txn.pending -= 1
         if txn.pending == 0:
             self._grant(txn, now)
@@ -205,7 +214,12 @@ class Host:
                 self._send(dev, Msg(Channel.H2D_DATA, None, txn.cqid, line, data=value), now)
             self._finish(txn, now)
         elif op is Req.RdCurr:
-            self.checker.read(line, value, f"host: data for RdCurr from dev{dev}")
+            if txn.snap is not None:   # serialized when the owner answered SnpCur
+                if value != txn.snap:
+                    self.checker.read(line, value, f"host: data for RdCurr from dev{dev} (SnpCur said "
+                                      f"{txn.snap})")
+            else:
+                self.checker.read(line, value, f"host: data for RdCurr from dev{dev}")
             self._send(dev, Msg(Channel.H2D_DATA, None, txn.cqid, line, data=value), now)
             self._finish(txn, now)
         elif op in (Req.ItoMWr, Req.DirtyEvict) or (op is Req.CleanEvict and self.cfg.clean_evict_data):
@@ -238,7 +252,9 @@ class Host:
             if msg.bogus != txn.expect_bogus:
                 raise ProtocolError(f"host: {txn.op.name} data from dev{txn.dev} line {line:#x} has Bogus="
                                     f"{int(msg.bogus)}, expected {int(txn.expect_bogus)}")
-            if not msg.bogus:
+            if msg.bogus:
+                self.bogus_dropped += 1
+            else:
                 self.checker.read(line, msg.data, f"host: {txn.op.name} data from dev{txn.dev}")
                 self.mem[line] = msg.data
         elif txn.op is Req.ItoMWr:

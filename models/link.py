@@ -69,6 +69,12 @@ def decode(chan, value, line=0, data=None):
     return Msg(chan, None, f["cqid"], line, data=data)
 
 
+def msg_order(m):
+    """A total order on messages, for canonical state keys."""
+    return (m.chan, -1 if m.op is None else m.op.value, m.uid, m.line, m.rsp_data,
+            -1 if m.data is None else m.data, m.bogus)
+
+
 class Link:
     def __init__(self, cfg, timed):
         self.latency = cfg.link_latency
@@ -165,5 +171,16 @@ class Link:
                                          f"say {self.in_flight[c]} and {self.returning[c]}")
 
     def key(self):
-        return (tuple(m for _, m in self.flight[True]), tuple(m for _, m in self.flight[False]),
+        """Canonical: order matters only between an H2D Rsp and a later snoop to the same line, so
+        the key keeps that order per line and sorts everything else."""
+        down_order = {}
+        rest = []
+        for _, m in self.flight[False]:
+            if m.chan is Channel.H2D_DATA:
+                rest.append(m)
+            else:
+                down_order.setdefault(m.line, []).append(m)
+        return (tuple(sorted((m for _, m in self.flight[True]), key=msg_order)),
+                tuple(sorted(rest, key=msg_order)),
+                tuple(sorted((l, tuple(v)) for l, v in down_order.items())),
                 tuple(self.credits), tuple(tuple(m for m, _ in q) for q in self.waiting))

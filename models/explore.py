@@ -1,0 +1,208 @@
+"""Exhaustive breadth-first exploration of tiny golden-model configurations.
+
+Every reachable state is expanded with every enabled event: delivering any deliverable message
+(nondeterministic order, subject only to the ordering rule and snoop stalls), any internal cache
+starting any access on any line with any value, and the coalescer flushing any pending block.  After
+each event the devices settle deterministically (queued accesses issue, D2H requests transmit).
+Every new state is checked against all invariants.  A deadlock is a reachable state with protocol work
+outstanding in which no message can be delivered and no coalescer group can flush.
+
+``python -m models.explore`` (``make explore``) runs the standard configurations and writes
+build/explore/summary.json.
+"""
+
+import argparse
+import copyreg
+import json
+import os
+import pickle
+import sys
+import time
+from collections import deque
+
+from hdl import protocol
+from .config import Config
+from .dcoh import CpuOp
+from . import states
+from .system import System
+
+__all__ = ["explore", "CONFIGS", "main"]
+
+UNCACHED = ("rdcurr", "itomwr", "wrinv", "clflush")
+
+
+def _enum_by_name(member):
+    return getattr, (type(member), member.name)
+
+
+# States are cloned by pickling; the default enum pickling calls the enum constructor, which
+# dominated exploration time.  Look members up by name instead.
+for _cls in (protocol.Channel, protocol.D2HReqOpcode, protocol.D2HRspOpcode, protocol.H2DReqOpcode,
+             protocol.H2DRspOpcode, protocol.GOState, states.DevState, states.MESI, states.Perm):
+    copyreg.pickle(_cls, _enum_by_name)
+
+
+def enabled(sysm, lines, values, cpu_kinds, variants):
+    acts = []
+    for d in range(sysm.cfg.devices):
+        for up in (True, False):
+            for i in sysm.deliverable(d, up):
+                acts.append(("deliver", d, up, i))
+        for b in sysm.devices[d].coal.groups:
+            acts.append(("flush", d, b))
+    protocol = len(acts)
+    for d, dev in enumerate(sysm.devices):
+        for k in range(sysm.cfg.caches):
+            if dev.ops[k] is not None:
+                continue
+            for line in lines:
+                held = line in dev.caches[k]
+                for kind in cpu_kinds:
+                    if kind == "evict" and not held:
+                        continue
+                    if kind == "load" and held:
+                        continue       # a hit changes nothing
+                    vals = values if kind in ("store", "itomwr", "wrinv") else (0,)
+                    for v in vals:
+                        for var in (variants if kind in ("load", "store", "evict") else (0,)):
+                            acts.append(("cpu", d, k, kind, line, v, var))
+    return acts, protocol
+
+
+def apply(sysm, act):
+    if act[0] == "deliver":
+        _, d, up, i = act
+        sysm.deliver(d, up, i)
+    elif act[0] == "flush":
+        _, d, b = act
+        sysm.devices[d].flush(b, sysm.now)
+    else:
+        _, d, k, kind, line, v, var = act
+        sysm.devices[d].accept(CpuOp(kind, k, line, v, var), sysm.now)
+    sysm.settle()
+
+
+def describe(act):
+    if act[0] == "deliver":
+        return f"deliver {'up' if act[2] else 'down'} dev{act[1]}[{act[3]}]"
+    if act[0] == "flush":
+        return f"dev{act[1]} coalescer flush block {act[2]}"
+    _, d, k, kind, line, v, var = act
+    return f"dev{d} cache {k} {kind} line {line} value {v} variant {var}"
+
+
+def explore(cfg, lines=(0,), values=(0, 1), cpu_kinds=("load", "store", "evict") + UNCACHED,
+            variants=(0, 1), max_states=None, progress=None):
+    """BFS; returns a summary dict (with the first violation's trace, if any)."""
+    t0 = time.perf_counter()
+    root = System(cfg, timed=False)
+    root.checker.initial = values[0]
+    start = pickle.dumps(root, pickle.HIGHEST_PROTOCOL)
+    parent = {root.key(): (None, None)}
+    frontier = deque([(root.key(), start)])
+    transitions = 0
+    next_report = 50000
+    violations, deadlocks = [], []
+    complete = True
+
+    def trace(key):
+        out = []
+        while parent[key][0] is not None:
+            key, act = parent[key]
+            out.append(describe(act))
+        return list(reversed(out))
+
+    while frontier:
+        key, blob = frontier.popleft()
+        sysm = pickle.loads(blob)
+        acts, protocol = enabled(sysm, lines, values, cpu_kinds, variants)
+        if protocol == 0 and not sysm.quiescent():
+            deadlocks.append({"trace": trace(key), "outstanding": [w for _, w in sysm.outstanding()]})
+            continue
+        for act in acts:
+            nxt = pickle.loads(blob)
+            transitions += 1
+            try:
+                apply(nxt, act)
+                nxt.check_all()
+            except AssertionError as e:
+                violations.append({"error": str(e), "trace": trace(key) + [describe(act)]})
+                continue
+            except Exception as e:      # undeclared transition, protocol error: a violation too
+                violations.append({"error": f"{type(e).__name__}: {e}", "trace": trace(key) + [describe(act)]})
+                continue
+            k2 = nxt.key()
+            if k2 in parent:
+                continue
+            parent[k2] = (key, act)
+            if max_states is not None and len(parent) > max_states:
+                complete = False
+                frontier.clear()
+                break
+            frontier.append((k2, pickle.dumps(nxt, pickle.HIGHEST_PROTOCOL)))
+        if progress and len(parent) >= next_report:
+            next_report += 50000
+            progress(len(parent), len(frontier))
+        if violations and len(violations) > 20:
+            break
+    return {
+        "devices": cfg.devices, "caches": cfg.caches, "lines": len(lines), "values": len(values),
+        "sf": f"{cfg.sf_sets}x{cfg.sf_ways}", "credits": cfg.credits, "max_outstanding": cfg.max_outstanding,
+        "ops": list(cpu_kinds), "states": len(parent), "transitions": transitions,
+        "violations": len(violations), "deadlocks": len(deadlocks), "complete": complete and not violations,
+        "seconds": round(time.perf_counter() - t0, 2),
+        "first_violation": violations[0] if violations else None,
+        "first_deadlock": deadlocks[0] if deadlocks else None,
+    }
+
+
+def tiny(caches, sf_ways, credits=1):
+    return Config(devices=2, caches=caches, sf_sets=1, sf_ways=sf_ways, max_outstanding=2, credits=credits,
+                  coalesce_block=2, coalesce_window=0)
+
+
+# (name, config, lines, cpu kinds)
+CONFIGS = [
+    ("2dev-1cache-1line", lambda: tiny(1, 1), (0,), None),
+    ("2dev-2cache-1line", lambda: tiny(2, 1), (0,), None),
+    ("2dev-1cache-2line-sfevict", lambda: tiny(1, 1), (0, 1), ("load", "store", "evict")),
+    ("2dev-2cache-2line-sfevict", lambda: tiny(2, 1), (0, 1), ("load", "store", "evict")),
+]
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="Exhaustive exploration of tiny CXL.cache configurations")
+    ap.add_argument("--out", default="build/explore/summary.json")
+    ap.add_argument("--max-states", type=int, default=None)
+    ap.add_argument("--only", default=None, help="run only configurations whose name contains this")
+    args = ap.parse_args(argv)
+    results = []
+    failed = False
+    for name, make, lines, kinds in CONFIGS:
+        if args.only and args.only not in name:
+            continue
+        cfg = make()
+        kw = {"cpu_kinds": kinds} if kinds else {}
+        print(f"exploring {name} ...", file=sys.stderr, flush=True)
+        r = explore(cfg, lines=lines, max_states=args.max_states,
+                    progress=lambda n, f: print(f"  {n} states, frontier {f}", file=sys.stderr, flush=True),
+                    **kw)
+        r["name"] = name
+        results.append(r)
+        print(f"  {r['states']} states, {r['transitions']} transitions, {r['violations']} violations, "
+              f"{r['deadlocks']} deadlocks, {r['seconds']} s", file=sys.stderr)
+        for what in ("first_violation", "first_deadlock"):
+            if r[what]:
+                failed = True
+                print(f"  {what}: {json.dumps(r[what], indent=2)}", file=sys.stderr)
+        if not r["complete"]:
+            failed = True
+    os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump({"configs": results}, f, indent=2)
+    print(f"wrote {args.out}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

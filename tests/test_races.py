@@ -1,0 +1,148 @@
+"""One test per race named in the Foundation issue.  Each forces the interleaving by choosing which
+message is delivered when, checks every invariant after every step, checks that the racy path was
+really taken (the device's (state, event) coverage), and checks the final states."""
+
+from hdl.protocol import Channel, D2HReqOpcode as Req, D2HRspOpcode as Rsp, H2DReqOpcode as Snp, \
+    H2DRspOpcode as HRsp
+from scenario import Scenario
+
+L = 0x10
+
+
+def test_two_devices_rdown_one_line_at_once():
+    s = Scenario()
+    s.cpu(0, 0, "store", L, value=1)
+    s.cpu(1, 0, "store", L, value=2)
+    s.deliver(0, Channel.D2H_REQ, Req.RdOwn)         # dev0 reaches the host first: serialized first
+    s.deliver(1, Channel.D2H_REQ, Req.RdOwn)         # dev1 waits behind it at the host
+    # the host answered dev0 and snooped it for dev1; the snoop may not pass dev0's GO
+    assert not s.deliverable(0, Channel.H2D_REQ, Snp.SnpInv)
+    s.deliver(0, Channel.H2D_RSP, HRsp.GO)
+    # GO seen, data not yet: dev0 holds the snoop until its data arrives
+    assert s.dev(0).line_state(L).name == "IM_D"
+    assert not s.deliverable(0, Channel.H2D_REQ, Snp.SnpInv)
+    s.deliver(0, Channel.H2D_DATA)
+    assert s.state(0, 0, L) == ("M", 1)
+    s.deliver(0, Channel.H2D_REQ, Snp.SnpInv)
+    s.drain()
+    assert s.state(0, 0, L) == ("I", None)
+    assert s.state(1, 0, L) == ("M", 2)
+    assert s.sys.checker.value(L) == 2
+    assert s.dev(0).coverage[("M", "SnpInv")] == 1
+
+
+def test_snpinv_while_own_rdown_pending():
+    s = Scenario()
+    s.cpu(0, 0, "load", L)
+    s.drain()
+    s.cpu(1, 0, "load", L)
+    s.drain()
+    assert s.state(0, 0, L)[0] == "S" and s.state(1, 0, L)[0] == "S"
+    s.cpu(0, 0, "store", L, value=5)                 # dev0: RdOwn from S, SM_AD
+    s.cpu(1, 0, "store", L, value=6)                 # dev1: RdOwn from S
+    s.deliver(1, Channel.D2H_REQ, Req.RdOwn)         # dev1 first: the host sends SnpInv to dev0
+    s.deliver(0, Channel.D2H_REQ, Req.RdOwn)
+    assert s.dev(0).line_state(L).name == "SM_AD"
+    s.deliver(0, Channel.H2D_REQ, Snp.SnpInv)
+    assert s.dev(0).line_state(L).name == "SM_AD"    # its S copy is still readable until the probe
+    s.flush(0)
+    assert s.dev(0).line_state(L).name == "IM_AD"    # lost its S copy, request still pending
+    assert s.dev(0).coverage[("SM_AD", "SnpInv")] == 1
+    s.drain()
+    assert s.state(0, 0, L) == ("M", 5)              # dev0 was serialized after dev1
+    assert s.state(1, 0, L) == ("I", None)
+    assert s.sys.checker.value(L) == 5
+
+
+def test_dirtyevict_racing_snpdata():
+    s = Scenario()
+    s.cpu(0, 0, "store", L, value=7)
+    s.drain()
+    s.cpu(0, 0, "evict", L)                          # DirtyEvict, MI_A
+    s.cpu(1, 0, "load", L)                           # RdShared
+    s.deliver(1, Channel.D2H_REQ, Req.RdShared)      # the read wins: SnpData to dev0
+    s.deliver(0, Channel.D2H_REQ, Req.DirtyEvict)
+    s.deliver(0, Channel.H2D_REQ, Snp.SnpData)
+    assert s.dev(0).coverage[("MI_A", "SnpData")] == 1
+    rsp = s.deliver(0, Channel.D2H_RSP)
+    assert rsp.op is Rsp.RspIFwdM
+    s.drain()
+    assert s.dev(0).coverage[("II_A", "GO_WritePull")] == 1
+    assert s.sys.host.bogus_dropped == 1             # the stale write-back was dropped
+    assert s.state(1, 0, L) == ("S", 7)
+    assert s.sys.host.memory(L) == 7
+
+
+def _fill_victim(s):
+    s.cpu(0, 0, "store", L, value=3)
+    s.drain()
+
+
+def test_sf_capacity_eviction_while_snoop_to_victim_in_flight_snoop_first():
+    s = Scenario(sf_sets=1, sf_ways=1, coalesce_window=4)
+    _fill_victim(s)
+    s.cpu(1, 0, "store", L, value=4)                 # dev1 RdOwn -> SnpInv to dev0 on its way
+    s.deliver(1, Channel.D2H_REQ, Req.RdOwn)
+    s.cpu(0, 0, "load", L + 1)                       # needs dev0's only SF way: back-invalidate L
+    assert L in s.dev(0).work                        # back-invalidation waits in the coalescer
+    s.deliver(0, Channel.H2D_REQ, Snp.SnpInv)        # the snoop joins it
+    assert s.dev(0).work[L].snoop is not None
+    s.flush(0)
+    assert s.dev(0).coverage[("M", "SnpInv")] == 1
+    s.drain()
+    assert s.state(1, 0, L) == ("M", 4)
+    assert s.state(0, 0, L) == ("I", None)
+    assert s.state(0, 0, L + 1)[0] in ("S", "E")
+    assert s.sys.host.bogus_dropped == 0             # the snoop took the data; no eviction was needed
+
+
+def test_sf_capacity_eviction_while_snoop_to_victim_in_flight_eviction_first():
+    s = Scenario(sf_sets=1, sf_ways=1, coalesce_window=4)
+    _fill_victim(s)
+    s.cpu(1, 0, "store", L, value=4)
+    s.deliver(1, Channel.D2H_REQ, Req.RdOwn)
+    s.cpu(0, 0, "load", L + 1)
+    s.flush(0)                                       # back-invalidation done: DirtyEvict queued, MI_A
+    assert s.dev(0).line_state(L).name == "MI_A"
+    s.deliver(0, Channel.H2D_REQ, Snp.SnpInv)
+    assert s.dev(0).coverage[("MI_A", "SnpInv")] == 1
+    s.drain()
+    assert s.sys.host.bogus_dropped == 1
+    assert s.state(1, 0, L) == ("M", 4)
+    assert s.sys.checker.value(L) == 4
+
+
+def test_cleanevict_of_line_being_snooped():
+    s = Scenario()
+    s.cpu(0, 0, "load", L, variant=1)                # RdAny: granted E (nobody else holds it)
+    s.drain()
+    assert s.state(0, 0, L)[0] == "E"
+    s.cpu(0, 0, "evict", L)                          # E -> CleanEvict, EI_A
+    s.cpu(1, 0, "store", L, value=9)                 # RdOwn -> SnpInv to dev0
+    s.deliver(1, Channel.D2H_REQ, Req.RdOwn)
+    s.deliver(0, Channel.D2H_REQ, Req.CleanEvict)
+    s.deliver(0, Channel.H2D_REQ, Snp.SnpInv)
+    assert s.dev(0).coverage[("EI_A", "SnpInv")] == 1
+    assert s.dev(0).line_state(L).name == "II_A"
+    s.drain()
+    assert s.dev(0).coverage[("II_A", "GO_WritePull_Drop")] == 1
+    assert s.state(1, 0, L) == ("M", 9)
+
+
+def test_itomwr_against_concurrent_readers():
+    s = Scenario(devices=3)
+    for d in (0, 1):
+        s.cpu(d, 0, "load", L)
+    s.drain()
+    s.cpu(2, 0, "itomwr", L, value=11)
+    s.deliver(2, Channel.D2H_REQ, Req.ItoMWr)        # host snoops both readers
+    s.cpu(0, 0, "load", L)                           # hit on its S copy: still the old value
+    s.deliver(0, Channel.H2D_REQ, Snp.SnpInv)
+    s.flush(0)                                       # the invalidation probe reaches the cache
+    s.cpu(0, 0, "load", L)                           # miss now; its RdShared queues behind the ItoMWr
+    s.deliver(0, Channel.D2H_REQ, Req.RdShared)
+    s.deliver(1, Channel.H2D_REQ, Snp.SnpInv)
+    s.drain()
+    assert s.state(0, 0, L) == ("S", 11)             # the reader serialized after the write sees it
+    assert s.state(1, 0, L) == ("I", None)
+    assert s.sys.host.memory(L) == 11
