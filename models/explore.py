@@ -42,7 +42,7 @@ for _cls in (protocol.Channel, protocol.D2HReqOpcode, protocol.D2HRspOpcode, pro
     copyreg.pickle(_cls, _enum_by_name)
 
 
-def enabled(sysm, lines, values, cpu_kinds, variants):
+def enabled(sysm, lines, values, cpu_kinds, variants, budget=None):
     acts = []
     for d in range(sysm.cfg.devices):
         for up in (True, False):
@@ -51,6 +51,8 @@ def enabled(sysm, lines, values, cpu_kinds, variants):
         for b in sysm.devices[d].coal.groups:
             acts.append(("flush", d, b))
     protocol = len(acts)
+    if budget is not None and sysm.issued >= budget:
+        return acts, protocol
     for d, dev in enumerate(sysm.devices):
         for k in range(sysm.cfg.caches):
             if dev.ops[k] is not None:
@@ -79,6 +81,7 @@ def apply(sysm, act):
     else:
         _, d, k, kind, line, v, var = act
         sysm.devices[d].accept(CpuOp(kind, k, line, v, var), sysm.now)
+        sysm.issued += 1
     sysm.settle()
 
 
@@ -92,14 +95,17 @@ def describe(act):
 
 
 def explore(cfg, lines=(0,), values=(0, 1), cpu_kinds=("load", "store", "evict") + UNCACHED,
-            variants=(0, 1), max_states=None, progress=None):
-    """BFS; returns a summary dict (with the first violation's trace, if any)."""
+            variants=(0, 1), budget=None, max_states=None, progress=None):
+    """BFS; returns a summary dict (with the first violation's trace, if any).  ``budget`` bounds the
+    number of CPU accesses along any path (None: unbounded; the state space is finite anyway)."""
     t0 = time.perf_counter()
     root = System(cfg, timed=False)
+    root.issued = 0
     root.checker.initial = values[0]
     start = pickle.dumps(root, pickle.HIGHEST_PROTOCOL)
-    parent = {root.key(): (None, None)}
-    frontier = deque([(root.key(), start)])
+    keyof = (lambda s: s.key()) if budget is None else (lambda s: (s.issued, s.key()))
+    parent = {keyof(root): (None, None)}
+    frontier = deque([(keyof(root), start)])
     transitions = 0
     next_report = 50000
     violations, deadlocks = [], []
@@ -115,7 +121,7 @@ def explore(cfg, lines=(0,), values=(0, 1), cpu_kinds=("load", "store", "evict")
     while frontier:
         key, blob = frontier.popleft()
         sysm = pickle.loads(blob)
-        acts, protocol = enabled(sysm, lines, values, cpu_kinds, variants)
+        acts, protocol = enabled(sysm, lines, values, cpu_kinds, variants, budget)
         if protocol == 0 and not sysm.quiescent():
             deadlocks.append({"trace": trace(key), "outstanding": [w for _, w in sysm.outstanding()]})
             continue
@@ -131,7 +137,7 @@ def explore(cfg, lines=(0,), values=(0, 1), cpu_kinds=("load", "store", "evict")
             except Exception as e:      # undeclared transition, protocol error: a violation too
                 violations.append({"error": f"{type(e).__name__}: {e}", "trace": trace(key) + [describe(act)]})
                 continue
-            k2 = nxt.key()
+            k2 = keyof(nxt)
             if k2 in parent:
                 continue
             parent[k2] = (key, act)
@@ -148,7 +154,7 @@ def explore(cfg, lines=(0,), values=(0, 1), cpu_kinds=("load", "store", "evict")
     return {
         "devices": cfg.devices, "caches": cfg.caches, "lines": len(lines), "values": len(values),
         "sf": f"{cfg.sf_sets}x{cfg.sf_ways}", "credits": cfg.credits, "max_outstanding": cfg.max_outstanding,
-        "ops": list(cpu_kinds), "states": len(parent), "transitions": transitions,
+        "ops": list(cpu_kinds), "variants": list(variants), "access_budget": budget, "states": len(parent), "transitions": transitions,
         "violations": len(violations), "deadlocks": len(deadlocks), "complete": complete and not violations,
         "seconds": round(time.perf_counter() - t0, 2),
         "first_violation": violations[0] if violations else None,
@@ -161,13 +167,15 @@ def tiny(caches, sf_ways, credits=1):
                   coalesce_block=2, coalesce_window=0)
 
 
-# (name, config, lines, cpu kinds)
+# name, config, lines, CPU kinds, opcode variants, access budget (None: unbounded)
+LSE = ("load", "store", "evict")
 CONFIGS = [
-    ("2dev-1cache-1line", lambda: tiny(1, 1), (0,), None),
-    ("2dev-2cache-1line", lambda: tiny(2, 1), (0,), None),
-    ("2dev-1cache-2line-sfevict", lambda: tiny(1, 1), (0, 1), ("load", "store", "evict")),
-    ("2dev-2cache-2line-sfevict", lambda: tiny(2, 1), (0, 1), ("load", "store", "evict")),
+    ("2dev-1cache-1line", lambda: tiny(1, 1), (0,), LSE + UNCACHED, (0,), None),
+    ("2dev-1cache-1line-variants", lambda: tiny(1, 1), (0,), LSE, (0, 1), None),
+    ("2dev-1cache-2line-sfevict", lambda: tiny(1, 1), (0, 1), LSE, (0,), None),
+    ("2dev-2cache-1line", lambda: tiny(2, 1), (0,), LSE, (0,), 6),
 ]
+QUICK = "2dev-1cache-1line-variants"
 
 
 def main(argv=None):
@@ -178,15 +186,13 @@ def main(argv=None):
     args = ap.parse_args(argv)
     results = []
     failed = False
-    for name, make, lines, kinds in CONFIGS:
+    for name, make, lines, kinds, variants, budget in CONFIGS:
         if args.only and args.only not in name:
             continue
-        cfg = make()
-        kw = {"cpu_kinds": kinds} if kinds else {}
         print(f"exploring {name} ...", file=sys.stderr, flush=True)
-        r = explore(cfg, lines=lines, max_states=args.max_states,
-                    progress=lambda n, f: print(f"  {n} states, frontier {f}", file=sys.stderr, flush=True),
-                    **kw)
+        r = explore(make(), lines=lines, cpu_kinds=kinds, variants=variants, budget=budget,
+                    max_states=args.max_states,
+                    progress=lambda n, f: print(f"  {n} states, frontier {f}", file=sys.stderr, flush=True))
         r["name"] = name
         results.append(r)
         print(f"  {r['states']} states, {r['transitions']} transitions, {r['violations']} violations, "

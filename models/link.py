@@ -80,23 +80,32 @@ class Link:
         self.latency = cfg.link_latency
         self.initial = cfg.credits
         self.timed = timed
-        self.flight = {True: [], False: []}        # upstream?: [[ready_at, msg], ...] in send order
+        self.flight = {True: [], False: []}        # upstream?: [[ready_at, msg, extra], ...] in send
+                                                    # order; ready_at None: still waiting for a credit
         # Per-channel lists indexed by the Channel value.
         self.credits = [cfg.credits] * len(CHANNELS)
         self.returns = []                           # [ready_at, chan] (timed mode only)
         self.in_flight = [0] * len(CHANNELS)        # counted as they go; check_credits(full) recounts
         self.returning = [0] * len(CHANNELS)
-        self.waiting = [deque() for _ in CHANNELS]  # sender-side queue: (msg, extra delay)
+        self.waiting = [deque() for _ in CHANNELS]  # entries of ``flight`` still waiting for a credit
 
     # -- sending ----------------------------------------------------------------------------------
     def send(self, msg, now, extra=0):
+        """Queue ``msg``.  It joins the ordered in-flight list at once (so ordering against later
+        messages holds even while it waits), but moves only once it has a credit."""
         c = msg.chan
+        entry = [None, msg, extra]
+        self.flight[c <= Channel.D2H_DATA].append(entry)
         if self.credits[c] > 0 and not self.waiting[c]:
-            self.credits[c] -= 1
-            self.in_flight[c] += 1
-            self.flight[c <= Channel.D2H_DATA].append([now + self.latency + extra, msg])
+            self._launch(entry, now)
         else:
-            self.waiting[c].append((msg, extra))
+            self.waiting[c].append(entry)
+
+    def _launch(self, entry, now):
+        c = entry[1].chan
+        self.credits[c] -= 1
+        self.in_flight[c] += 1
+        entry[0] = now + self.latency + entry[2]
 
     def _credit_back(self, chan, now):
         self.credits[chan] += 1
@@ -104,10 +113,7 @@ class Link:
             self.returning[chan] -= 1
         q = self.waiting[chan]
         while q and self.credits[chan] > 0:
-            msg, extra = q.popleft()
-            self.credits[chan] -= 1
-            self.in_flight[chan] += 1
-            self.flight[chan <= Channel.D2H_DATA].append([now + self.latency + extra, msg])
+            self._launch(q.popleft(), now)
 
     def consumed(self, chan, now):
         """The receiver took a message off ``chan``: its credit goes back to the sender."""
@@ -142,11 +148,11 @@ class Link:
     def deliverable(self, upstream, now=None):
         """Indices of messages that may be delivered now (``now=None``: ignore time)."""
         flight = self.flight[upstream]
-        return [i for i, (t, _) in enumerate(flight)
-                if (now is None or t <= now) and not self.blocked(flight, i)]
+        return [i for i, (t, _, _) in enumerate(flight)
+                if t is not None and (now is None or t <= now) and not self.blocked(flight, i)]
 
     def next_time(self):
-        ts = [f[0][0] for f in self.flight.values() if f]
+        ts = [t for f in self.flight.values() for t, _, _ in f if t is not None]
         ts += [min(r[0] for r in self.returns)] if self.returns else []
         return min(ts) if ts else None
 
@@ -164,7 +170,7 @@ class Link:
                                      f"+ in flight {self.in_flight[c]} + returning {self.returning[c]} "
                                      f"= {total} != {self.initial}")
             if full:
-                n = sum(1 for _, m in self.flight[c <= Channel.D2H_DATA] if m.chan is c)
+                n = sum(1 for t, m, _ in self.flight[c <= Channel.D2H_DATA] if m.chan is c and t is not None)
                 r = sum(1 for _, rc in self.returns if rc is c)
                 if (n, r) != (self.in_flight[c], self.returning[c]):
                     raise AssertionError(f"{c.name}: {n} in flight and {r} returning, but the counters "
@@ -175,12 +181,13 @@ class Link:
         the key keeps that order per line and sorts everything else."""
         down_order = {}
         rest = []
-        for _, m in self.flight[False]:
+        for t, m, _ in self.flight[False]:
             if m.chan is Channel.H2D_DATA:
-                rest.append(m)
+                rest.append((m, t is None))
             else:
-                down_order.setdefault(m.line, []).append(m)
-        return (tuple(sorted((m for _, m in self.flight[True]), key=msg_order)),
-                tuple(sorted(rest, key=msg_order)),
+                down_order.setdefault(m.line, []).append((m, t is None))
+        order = lambda mw: (msg_order(mw[0]), mw[1])
+        return (tuple(sorted(((m, t is None) for t, m, _ in self.flight[True]), key=order)),
+                tuple(sorted(rest, key=order)),
                 tuple(sorted((l, tuple(v)) for l, v in down_order.items())),
-                tuple(self.credits), tuple(tuple(m for m, _ in q) for q in self.waiting))
+                tuple(self.credits), tuple(tuple(e[1] for e in q) for q in self.waiting))

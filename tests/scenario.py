@@ -26,7 +26,7 @@ class Scenario:
     def find(self, d, chan, op=None, line=None):
         """Index of the first in-flight message on link d matching, or None."""
         up = chan <= Channel.D2H_DATA
-        for i, (_, m) in enumerate(self.sys.links[d].flight[up]):
+        for i, (_, m, _) in enumerate(self.sys.links[d].flight[up]):
             if m.chan is chan and (op is None or m.op is op) and (line is None or m.line == line):
                 return i
         return None
