@@ -73,6 +73,7 @@ class CoherenceMachine(RuleBasedStateMachine):
         if not hasattr(self, "sys"):
             return
         for _ in range(2000):          # drain: the oldest deliverable first
+            self.sys.check_all()
             if self.sys.quiescent():
                 return
             moves = self._moves()
