@@ -19,6 +19,7 @@ coalescer), then evicts the line to the host (DirtyEvict with the dirty data, el
 CleanEvictNoData) before the way is reused.
 """
 
+import heapq
 from collections import deque
 
 from hdl.protocol import (Channel, D2HReqOpcode as Req, D2HRspOpcode as Rsp, H2DRspOpcode as HRsp,
@@ -137,12 +138,15 @@ class Coalescer:
         self.groups = {}            # block -> [deadline, [lines], cache mask]
         self.msgs_in = 0
         self.msgs_out = 0
+        self.wake = None            # timed mode: a heap the simulator wakes up from
 
     def add(self, line, caches, now):
         b = line // self.block
         g = self.groups.get(b)
         if g is None:
             g = self.groups[b] = [now + self.window, [], 0]
+            if self.wake is not None:
+                heapq.heappush(self.wake, now + self.window)
         g[1].append(line)
         g[2] |= caches
         self.msgs_in += bin(caches).count("1")
@@ -182,12 +186,14 @@ class TxArbiter:
         self.queues = [deque() for _ in range(self.CLASSES)]
         self.passed = [0] * self.CLASSES
         self.max_passed = 0
+        self.count = 0
 
     def push(self, txn):
         self.queues[PRIORITY_CLASS[txn.op]].append(txn)
+        self.count += 1
 
     def __len__(self):
-        return sum(len(q) for q in self.queues)
+        return self.count
 
     def pop(self):
         waiting = [c for c in range(self.CLASSES) if self.queues[c]]
@@ -198,6 +204,7 @@ class TxArbiter:
                 self.passed[o] += 1
                 self.max_passed = max(self.max_passed, self.passed[o])
         self.passed[c] = 0
+        self.count -= 1
         return self.queues[c].popleft()
 
     def key(self):
@@ -499,7 +506,7 @@ class Device:
         """Send queued D2H requests while credits last (``limit`` per call in timed mode)."""
         sent = 0
         link = self.link
-        while self.arb.queues[0] or self.arb.queues[1] or self.arb.queues[2]:
+        while self.arb.count:
             if link.credits[Channel.D2H_REQ] <= 0 or (limit is not None and sent >= limit):
                 break
             t = self.arb.pop()

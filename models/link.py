@@ -10,6 +10,7 @@ In timed mode the return takes the link latency; in untimed (exploration) mode i
 Invariant: available + in flight + returns in flight == initial, per channel (``check_credits``).
 """
 
+import heapq
 from collections import deque
 from typing import NamedTuple, Optional
 
@@ -88,6 +89,7 @@ class Link:
         self.in_flight = [0] * len(CHANNELS)        # counted as they go; check_credits(full) recounts
         self.returning = [0] * len(CHANNELS)
         self.waiting = [deque() for _ in CHANNELS]  # entries of ``flight`` still waiting for a credit
+        self.wake = None                            # timed mode: a heap the simulator wakes up from
 
     # -- sending ----------------------------------------------------------------------------------
     def send(self, msg, now, extra=0):
@@ -105,7 +107,9 @@ class Link:
         c = entry[1].chan
         self.credits[c] -= 1
         self.in_flight[c] += 1
-        entry[0] = now + self.latency + entry[2]
+        entry[0] = t = now + self.latency + entry[2]
+        if self.wake is not None:
+            heapq.heappush(self.wake, t)
 
     def _credit_back(self, chan, now):
         self.credits[chan] += 1
@@ -121,6 +125,8 @@ class Link:
         if self.timed:
             self.returns.append([now + self.latency, chan])
             self.returning[chan] += 1
+            if self.wake is not None:
+                heapq.heappush(self.wake, now + self.latency)
         else:
             self._credit_back(chan, now)
 

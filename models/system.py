@@ -11,6 +11,7 @@ Invariants, checked after every step on the lines it touched (``check_all`` chec
 """
 
 import argparse
+import heapq
 import json
 import os
 import random
@@ -209,35 +210,50 @@ def run(cfg, transactions, seed, progress=None):
     t_start = time.perf_counter()
     now = 0
     last_watchdog = 0
+    wake = []                       # event times; every timer below pushes here
+    for link in sysm.links:
+        link.wake = wake
+    for dev in devs:
+        dev.coal.wake = wake
+    for nd in next_issue:
+        for t in nd:
+            heapq.heappush(wake, t)
     while done < transactions:
         sysm.now = now
         for link in sysm.links:
             link.tick_credits(now)
         # deliver every ready message, in send order per link
         for d in range(cfg.devices):
+            link = sysm.links[d]
             for upstream in (True, False):
-                while True:
+                flight = link.flight[upstream]
+                while flight:
                     idx = sysm.deliverable(d, upstream, now)
                     if not idx:
                         break
                     sysm.deliver(d, upstream, idx[0])
                     msgs += 1
         for dev in devs:
-            for b in dev.coal.due(now):
-                dev.flush(b, now)
+            if dev.coal.groups:
+                for b in dev.coal.due(now):
+                    dev.flush(b, now)
         for d, dev in enumerate(devs):
+            nd = next_issue[d]
             for k in range(cfg.caches):
-                if dev.ops[k] is None and next_issue[d][k] <= now:
+                if dev.ops[k] is None and nd[k] <= now:
                     dev.accept(wl.next_op(k), now)
-                    next_issue[d][k] = now + 1 + rng.randrange(wl.think + 1)
-            dev.service(now)
-            dev.transmit(now, 1)
+                    nd[k] = now + 1 + rng.randrange(wl.think + 1)
+                    heapq.heappush(wake, nd[k])
+            if dev.queue:
+                dev.service(now)
+            if dev.arb.count:
+                dev.transmit(now, 1)
             if dev.done:
                 devload_hist[dev.devload()] += 1
-            for op, lat in dev.done:
-                latency.setdefault(op.name, []).append(lat)
-            done += len(dev.done)
-            dev.done.clear()
+                for op, lat in dev.done:
+                    latency.setdefault(op.name, []).append(lat)
+                done += len(dev.done)
+                dev.done.clear()
         if sysm.checker.touched:
             sysm.check_step()
         if now - last_watchdog >= 1000:
@@ -245,16 +261,22 @@ def run(cfg, transactions, seed, progress=None):
             sysm.watchdog()
             if progress:
                 progress(done, now)
-        # next cycle with something to do
-        nxt = now + 1
-        busy_tx = any(len(dev.arb) and dev.link.credits[Channel.D2H_REQ] > 0 for dev in devs)
-        if not busy_tx:
-            cands = [t for link in sysm.links for t in [link.next_time()] if t is not None]
-            cands += [t for dev in devs for t in [dev.coal.next_time()] if t is not None]
-            cands += [next_issue[d][k] for d, dev in enumerate(devs) for k in range(cfg.caches)
-                      if dev.ops[k] is None]
-            if cands:
-                nxt = max(nxt, min(cands))
+        # next cycle with something to do: a timer, or a request the arbiter could send, or an
+        # internal cache that finished and may issue again
+        if any(dev.arb.count and dev.link.credits[Channel.D2H_REQ] > 0 for dev in devs):
+            heapq.heappush(wake, now + 1)
+        for d, dev in enumerate(devs):
+            for k in range(cfg.caches):
+                if dev.ops[k] is None and next_issue[d][k] <= now:
+                    next_issue[d][k] = now + 1
+                    heapq.heappush(wake, now + 1)
+        while wake and wake[0] <= now:
+            heapq.heappop(wake)
+        if not wake:
+            sysm.watchdog()
+            raise ForwardProgressError(f"nothing left to happen at cycle {now} with "
+                                       f"{len(sysm.outstanding())} requests outstanding: {sysm.outstanding()}")
+        nxt = heapq.heappop(wake)
         if nxt - now > cfg.watchdog:
             sysm.now = nxt
             sysm.watchdog()
@@ -304,9 +326,13 @@ def main(argv=None):
         return 2
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
 
+    marks = iter(range(20000, args.transactions, 20000))
+    mark = [next(marks, None)]
+
     def progress(done, now):
-        if done and done % 20000 < 300:
+        if mark[0] is not None and done >= mark[0]:
             print(f"  {done} transactions, cycle {now}", file=sys.stderr)
+            mark[0] = next(marks, None)
 
     try:
         summary = run(cfg, args.transactions, args.seed, progress)
