@@ -175,7 +175,8 @@ CONFIGS = [
     ("2dev-1cache-2line-sfevict", lambda: tiny(1, 1), (0, 1), LSE, (0,), None),
     ("2dev-2cache-1line", lambda: tiny(2, 1), (0,), LSE, (0,), 6),
 ]
-QUICK = "2dev-1cache-1line-variants"
+# For `make test`: the core load/store/evict protocol on the smallest shape, every interleaving.
+QUICK = ("2dev-1cache-1line-lse", lambda: tiny(1, 1), (0,), LSE, (0,), None)
 
 
 def main(argv=None):
