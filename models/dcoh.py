@@ -337,6 +337,7 @@ class Device:
         if self.ops[op.k] is not None:
             return False
         op.t0 = now
+        self.checker.touched.add(op.line)
         self.ops[op.k] = op
         self.queue.append(op)
         self.service(now)
@@ -596,6 +597,7 @@ class Device:
         self.now = now
         extra = self.cfg.probe_latency
         for line in self.coal.pop(block):
+            self.checker.touched.add(line)
             w = self.work.pop(line, None)
             if w is None:
                 continue
@@ -692,6 +694,15 @@ class Device:
         self.service(now)
 
     # ---------------------------------------------------------------- invariants and state
+    def check_line(self, line):
+        """Snoop-filter inclusion for one line: the presence vector is exactly the caches holding it."""
+        e = self.sf.entries.get(line)
+        held = sum(1 << k for k, c in enumerate(self.caches) if line in c)
+        tracked = e.presence if e is not None else 0
+        if held != tracked:
+            raise AssertionError(f"inclusion broken: {self.name()} line {line:#x} is held by caches "
+                                 f"{held:#b} but the snoop filter tracks {tracked:#b}")
+
     def check(self):
         """Snoop-filter inclusion and consistency, tracker consistency."""
         self.sf.check()

@@ -120,6 +120,9 @@ class System:
     def check_step(self):
         lines = self.checker.touched
         self.check_lines(lines)
+        for dev in self.devices:
+            for line in lines:
+                dev.check_line(line)
         lines.clear()
         for link in self.links:
             link.check_credits()
