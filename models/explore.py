@@ -95,7 +95,7 @@ def describe(act):
 
 
 def explore(cfg, lines=(0,), values=(0, 1), cpu_kinds=("load", "store", "evict") + UNCACHED,
-            variants=(0, 1), budget=None, max_states=None, progress=None):
+            variants=(0, 1), budget=None, max_states=None, progress=None, stop_at_first=False):
     """BFS; returns a summary dict (with the first violation's trace, if any).  ``budget`` bounds the
     number of CPU accesses along any path (None: unbounded; the state space is finite anyway)."""
     t0 = time.perf_counter()
@@ -124,6 +124,8 @@ def explore(cfg, lines=(0,), values=(0, 1), cpu_kinds=("load", "store", "evict")
         acts, protocol = enabled(sysm, lines, values, cpu_kinds, variants, budget)
         if protocol == 0 and not sysm.quiescent():
             deadlocks.append({"trace": trace(key), "outstanding": [w for _, w in sysm.outstanding()]})
+            if stop_at_first:
+                break
             continue
         for act in acts:
             nxt = pickle.loads(blob)
@@ -149,7 +151,7 @@ def explore(cfg, lines=(0,), values=(0, 1), cpu_kinds=("load", "store", "evict")
         if progress and len(parent) >= next_report:
             next_report += 50000
             progress(len(parent), len(frontier))
-        if violations and len(violations) > 20:
+        if violations and (stop_at_first or len(violations) > 20):
             break
     return {
         "devices": cfg.devices, "caches": cfg.caches, "lines": len(lines), "values": len(values),

@@ -5,7 +5,7 @@ import os
 
 from hypothesis import HealthCheck, settings
 
-settings.register_profile("ci", derandomize=True, deadline=None, max_examples=60, print_blob=True,
+settings.register_profile("ci", derandomize=True, deadline=None, max_examples=200, print_blob=True,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("dev", deadline=None, max_examples=300, print_blob=True,
                           suppress_health_check=[HealthCheck.too_slow])

@@ -86,7 +86,7 @@ MUTATIONS = [
 def test_exhaustive_search_catches(monkeypatch, name, mutate, caches, expect):
     mutate(monkeypatch)
     r = explore(tiny(caches, 1), lines=(0,), cpu_kinds=("load", "store", "evict"), variants=(0, 1),
-                budget=5, max_states=200000)
+                budget=5, max_states=200000, stop_at_first=True)
     found = r["first_violation"] or r["first_deadlock"]
     assert found, f"{name}: exhaustive search found nothing in {r['states']} states"
     text = r["first_violation"]["error"] if r["first_violation"] else "deadlock"
