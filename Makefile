@@ -46,7 +46,7 @@ help:
 	@echo '  make sim      golden-model system simulation -> build/sim/summary.json'
 	@echo '                (DEVICES=$(DEVICES) TRANSACTIONS=$(TRANSACTIONS) SEED=$(SEED), override on the command line)'
 	@echo '  make test     all tests (pytest, HYPOTHESIS_PROFILE=$(HYPOTHESIS_PROFILE); PYTEST_ARGS=... to pass more)'
-	@echo '  make explore  design-space exploration -> build/explore/summary.json'
+	@echo '  make explore  exhaustive exploration of tiny configurations -> build/explore/summary.json'
 	@echo '  make table    protocol tables -> build/tables/*.csv and docs/protocol.md'
 	@echo '  make deps     venv + iverilog + C++ compiler + YoWASP warm-up (sim/test do this themselves)'
 	@echo '  make venv     .venv with the pinned packages (pip install -e .[dev])'
