@@ -18,7 +18,8 @@ from hdl.protocol import Channel, CODECS
 
 __all__ = ["Msg", "Link", "encode", "decode"]
 
-CHANNELS = tuple(Channel)      # iterating the enum class itself is slow in the hot loop
+CHANNELS = tuple(Channel)
+INF = float("inf")      # iterating the enum class itself is slow in the hot loop
 
 
 class Msg(NamedTuple):
@@ -85,11 +86,12 @@ class Link:
                                                     # order; ready_at None: still waiting for a credit
         # Per-channel lists indexed by the Channel value.
         self.credits = [cfg.credits] * len(CHANNELS)
-        self.returns = []                           # [ready_at, chan] (timed mode only)
+        self.returns = deque()                      # (ready_at, chan) (timed mode only)
         self.in_flight = [0] * len(CHANNELS)        # counted as they go; check_credits(full) recounts
         self.returning = [0] * len(CHANNELS)
         self.waiting = [deque() for _ in CHANNELS]  # entries of ``flight`` still waiting for a credit
         self.wake = None                            # timed mode: a heap the simulator wakes up from
+        self.next_due = INF                         # timed mode: nothing to do here before this cycle
 
     # -- sending ----------------------------------------------------------------------------------
     def send(self, msg, now, extra=0):
@@ -110,6 +112,8 @@ class Link:
         entry[0] = t = now + self.latency + entry[2]
         if self.wake is not None:
             heapq.heappush(self.wake, t)
+            if t < self.next_due:
+                self.next_due = t
 
     def _credit_back(self, chan, now):
         self.credits[chan] += 1
@@ -123,20 +127,20 @@ class Link:
         """The receiver took a message off ``chan``: its credit goes back to the sender."""
         self.in_flight[chan] -= 1
         if self.timed:
-            self.returns.append([now + self.latency, chan])
+            t = now + self.latency
+            self.returns.append((t, chan))     # the latency is fixed, so this stays sorted by time
             self.returning[chan] += 1
             if self.wake is not None:
-                heapq.heappush(self.wake, now + self.latency)
+                heapq.heappush(self.wake, t)
+                if t < self.next_due:
+                    self.next_due = t
         else:
             self._credit_back(chan, now)
 
     def tick_credits(self, now):
-        if self.returns:
-            due = [r for r in self.returns if r[0] <= now]
-            if due:
-                self.returns = [r for r in self.returns if r[0] > now]
-                for _, chan in due:
-                    self._credit_back(chan, now)
+        returns = self.returns
+        while returns and returns[0][0] <= now:
+            self._credit_back(returns.popleft()[1], now)
 
     # -- delivery ---------------------------------------------------------------------------------
     @staticmethod
@@ -159,7 +163,7 @@ class Link:
 
     def next_time(self):
         ts = [t for f in self.flight.values() for t, _, _ in f if t is not None]
-        ts += [min(r[0] for r in self.returns)] if self.returns else []
+        ts += [self.returns[0][0]] if self.returns else []
         return min(ts) if ts else None
 
     def busy(self):

@@ -23,7 +23,7 @@ from .checker import Checker, InvariantViolation
 from .config import Config, ConfigError
 from .dcoh import Device, CpuOp
 from .host import Host
-from .link import Link
+from .link import INF, Link
 from .states import Perm, DevState
 
 __all__ = ["System", "Workload", "run", "main"]
@@ -223,11 +223,12 @@ def run(cfg, transactions, seed, progress=None):
             heapq.heappush(wake, t)
     while done < transactions:
         sysm.now = now
-        for link in sysm.links:
-            link.tick_credits(now)
-        # deliver every ready message, in send order per link
+        # credit returns, then every ready message in send order, on the links with something due
         for d in range(cfg.devices):
             link = sysm.links[d]
+            if link.next_due > now:
+                continue
+            link.tick_credits(now)
             for upstream in (True, False):
                 flight = link.flight[upstream]
                 while flight:
@@ -236,6 +237,8 @@ def run(cfg, transactions, seed, progress=None):
                         break
                     sysm.deliver(d, upstream, idx[0])
                     msgs += 1
+            t = link.next_time()
+            link.next_due = INF if t is None else t
         for dev in devs:
             if dev.coal.groups:
                 for b in dev.coal.due(now):
