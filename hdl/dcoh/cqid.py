@@ -1,0 +1,60 @@
+"""CQID allocator of the DCOH request tracker: hands out the lowest free CQID, takes CQIDs back.
+
+Matches the golden model (``models.dcoh.Device``: ``free_cqids`` kept sorted, lowest popped first).
+``alloc`` is a ``lib.stream`` source: ``valid`` while a CQID is free, ``payload`` the lowest free one,
+taken when ``ready``; ``free_valid``/``free_cqid`` return a CQID, which becomes free at the next clock
+edge (a plain pair, not a stream: it cannot be back-pressured, and an always-ready stream's constant
+``ready`` cannot be a top-level Verilog port in Amaranth 0.5).  A CQID freed in a cycle is not offered in that
+same cycle (it is offered from the next).  Allocation and free in one cycle are both honoured.
+
+Asserts (checked at the clock edge): no live CQID is handed out again, only live CQIDs are freed.
+# Ref: ../shared/reference/cxl_facts.md §1.6 (CQID is 12 bits: at most 4096 outstanding requests).
+"""
+
+from amaranth.hdl import Assert, Module, Signal
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from hdl.protocol import ID_WIDTH, MAX_IDS
+
+__all__ = ["CQIDAllocator"]
+
+
+class CQIDAllocator(wiring.Component):
+    def __init__(self, depth):
+        if not 1 <= depth <= MAX_IDS:
+            raise ValueError(f"depth={depth!r}: must be 1..{MAX_IDS} (12-bit CQID, facts §1.6)")
+        self.depth = depth
+        super().__init__({
+            "alloc": Out(stream.Signature(ID_WIDTH)),
+            "free_valid": In(1),
+            "free_cqid": In(ID_WIDTH),
+            "live": Out(depth),          # bit i: CQID i is in use
+            "count": Out(range(depth + 1)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        free_mask = ~self.live
+        # lowest free CQID: later assignments win, so walk from the top down
+        for i in reversed(range(self.depth)):
+            with m.If(free_mask[i]):
+                m.d.comb += self.alloc.payload.eq(i)
+        m.d.comb += self.alloc.valid.eq(free_mask.any())
+        took = self.alloc.valid & self.alloc.ready
+        set_bits = Signal(self.depth)
+        clr_bits = Signal(self.depth)
+        with m.If(took):
+            m.d.comb += set_bits.eq(1 << self.alloc.payload)
+        with m.If(self.free_valid):
+            m.d.comb += clr_bits.eq(1 << self.free_cqid)
+        m.d.sync += [
+            self.live.eq((self.live | set_bits) & ~clr_bits),
+            self.count.eq(self.count + took - self.free_valid),
+        ]
+        m.d.sync += [
+            Assert(~took | ~(self.live >> self.alloc.payload)[0], "live CQID handed out again"),
+            Assert(~self.free_valid | (self.free_cqid < self.depth), "freed CQID out of range"),
+            Assert(~self.free_valid | (self.live >> self.free_cqid)[0], "freed a CQID that is not live"),
+        ]
+        return m
