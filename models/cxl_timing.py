@@ -35,7 +35,6 @@ from hdl.protocol import Channel, MAX_IDS
 from .config import Config
 from .dcoh import CpuOp
 from .flit import efficiency as flit_efficiency, optimum as flit_optimum
-from .link import INF
 from .states import DevState
 from .system import System
 
@@ -185,25 +184,7 @@ class GoldenSim:
         return self.sys.devices[d].accept(CpuOp(kind, 0, line, value), self.now)
 
     def step(self):
-        sysm, now = self.sys, self.now
-        sysm.now = now
-        for d, link in enumerate(sysm.links):
-            if link.next_due > now:
-                continue
-            link.tick_credits(now)
-            for upstream in (True, False):
-                flight = link.flight[upstream]
-                while flight:
-                    idx = sysm.deliverable(d, upstream, now)
-                    if not idx:
-                        break
-                    sysm.deliver(d, upstream, idx[0])
-            t = link.next_time()
-            link.next_due = INF if t is None else t
-        for dev in sysm.devices:
-            if dev.coal.groups:
-                for b in dev.coal.due(now):
-                    dev.flush(b, now)
+        self.sys.step_timed(self.now)
 
     def service(self):
         sysm, now = self.sys, self.now

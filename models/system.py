@@ -77,6 +77,32 @@ class System:
         self.checker.touched.add(msg.line)
         return msg
 
+    def step_timed(self, now):
+        """One cycle of timed delivery: on each link with something due, credit returns and then
+        every ready message in send order; then the coalescer groups whose window closed.
+        Returns the number of messages delivered."""
+        self.now = now
+        n = 0
+        for d, link in enumerate(self.links):
+            if link.next_due > now:
+                continue
+            link.tick_credits(now)
+            for upstream in (True, False):
+                flight = link.flight[upstream]
+                while flight:
+                    idx = self.deliverable(d, upstream, now)
+                    if not idx:
+                        break
+                    self.deliver(d, upstream, idx[0])
+                    n += 1
+            t = link.next_time()
+            link.next_due = INF if t is None else t
+        for dev in self.devices:
+            if dev.coal.groups:
+                for b in dev.coal.due(now):
+                    dev.flush(b, now)
+        return n
+
     def settle(self, limit=None):
         """Deterministic device-internal progress: queued accesses, D2H request transmit."""
         for dev in self.devices:
@@ -222,27 +248,7 @@ def run(cfg, transactions, seed, progress=None):
         for t in nd:
             heapq.heappush(wake, t)
     while done < transactions:
-        sysm.now = now
-        # credit returns, then every ready message in send order, on the links with something due
-        for d in range(cfg.devices):
-            link = sysm.links[d]
-            if link.next_due > now:
-                continue
-            link.tick_credits(now)
-            for upstream in (True, False):
-                flight = link.flight[upstream]
-                while flight:
-                    idx = sysm.deliverable(d, upstream, now)
-                    if not idx:
-                        break
-                    sysm.deliver(d, upstream, idx[0])
-                    msgs += 1
-            t = link.next_time()
-            link.next_due = INF if t is None else t
-        for dev in devs:
-            if dev.coal.groups:
-                for b in dev.coal.due(now):
-                    dev.flush(b, now)
+        msgs += sysm.step_timed(now)
         for d, dev in enumerate(devs):
             nd = next_issue[d]
             for k in range(cfg.caches):
