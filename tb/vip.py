@@ -1,0 +1,135 @@
+"""cocotb VIP for the six CXL.cache channels: a Source, Sink and Monitor per channel over
+valid/ready, in the style of cocotbext-axi, built from the shared message definitions.
+
+Messages are the field dicts of ``hdl.protocol.CODECS[channel]`` (enum fields as enum members); the
+VIP packs and unpacks them with the same codec the RTL layout comes from, so no width or encoding is
+restated here.  Signals are found by prefix with Amaranth's ``__`` separator: ``<prefix>__valid``,
+``<prefix>__ready``, ``<prefix>__payload``.
+
+Pause and backpressure generators: any iterable of booleans (e.g. ``itertools.cycle([1, 0, 0])``);
+True means "idle this cycle" for a Source and "not ready this cycle" for a Sink.
+"""
+
+from collections import deque
+
+import cocotb
+from cocotb.triggers import Event, RisingEdge
+
+from hdl.protocol import CODECS, Channel
+
+__all__ = ["ChannelSource", "ChannelSink", "ChannelMonitor", "channel_endpoints"]
+
+
+class _Channel:
+    def __init__(self, dut, prefix, clock, channel):
+        self.channel = Channel(channel)
+        self.codec = CODECS[self.channel]
+        self.clock = clock
+        self.valid = getattr(dut, f"{prefix}__valid")
+        self.ready = getattr(dut, f"{prefix}__ready")
+        self.payload = getattr(dut, f"{prefix}__payload")
+        width = len(self.payload)
+        if width != self.codec.width:
+            raise ValueError(f"{prefix}__payload is {width} bits, but {self.channel.name} messages are "
+                             f"{self.codec.width} bits")
+        self.name = prefix
+
+    def _transferred(self):
+        return self.valid.value.is_resolvable and self.ready.value.is_resolvable and \
+            int(self.valid.value) and int(self.ready.value)
+
+
+class ChannelSource(_Channel):
+    """Drives ``valid``/``payload``; ``send()`` queues a message, ``wait_idle()`` waits for the queue."""
+
+    def __init__(self, dut, prefix, clock, channel, pause=None):
+        super().__init__(dut, prefix, clock, channel)
+        self.queue = deque()
+        self.pause = iter(pause) if pause is not None else None
+        self.sent = 0
+        self._idle = Event()
+        self._idle.set()
+        self.valid.value = 0
+        self._task = cocotb.start_soon(self._run())
+
+    def set_pause_generator(self, pause):
+        self.pause = iter(pause) if pause is not None else None
+
+    def send(self, fields):
+        self.queue.append(self.codec.encode(fields))
+        self._idle.clear()
+
+    async def wait_idle(self):
+        await self._idle.wait()
+
+    async def _run(self):
+        current = None
+        while True:
+            await RisingEdge(self.clock)
+            if current is not None and self._transferred():
+                current = None
+                self.sent += 1
+            if current is None:
+                paused = self.pause is not None and next(self.pause, False)
+                if self.queue and not paused:
+                    current = self.queue.popleft()
+                    self.payload.value = current
+                    self.valid.value = 1
+                else:
+                    self.valid.value = 0
+                    if not self.queue:
+                        self._idle.set()
+
+
+class ChannelSink(_Channel):
+    """Drives ``ready``; decodes every transfer into ``self.received``; ``recv()`` waits for one."""
+
+    def __init__(self, dut, prefix, clock, channel, backpressure=None):
+        super().__init__(dut, prefix, clock, channel)
+        self.received = deque()
+        self.backpressure = iter(backpressure) if backpressure is not None else None
+        self._event = Event()
+        self.ready.value = 1
+        self._task = cocotb.start_soon(self._run())
+
+    def set_backpressure_generator(self, backpressure):
+        self.backpressure = iter(backpressure) if backpressure is not None else None
+
+    async def recv(self):
+        while not self.received:
+            self._event.clear()
+            await self._event.wait()
+        return self.received.popleft()
+
+    async def _run(self):
+        # Sample right after the clock edge (the values the edge saw), then drive ready for the
+        # next cycle: the cocotbext-axi pattern.
+        while True:
+            await RisingEdge(self.clock)
+            if self._transferred():
+                self.received.append(self.codec.decode(int(self.payload.value)))
+                self._event.set()
+            stall = self.backpressure is not None and next(self.backpressure, False)
+            self.ready.value = 0 if stall else 1
+
+
+class ChannelMonitor(_Channel):
+    """Passive: records every transfer (decoded) into ``self.seen``; an illegal encoding from the DUT
+    raises, naming the field."""
+
+    def __init__(self, dut, prefix, clock, channel):
+        super().__init__(dut, prefix, clock, channel)
+        self.seen = []
+        self._task = cocotb.start_soon(self._run())
+
+    async def _run(self):
+        while True:
+            await RisingEdge(self.clock)
+            if self._transferred():
+                self.seen.append(self.codec.decode(int(self.payload.value)))
+
+
+def channel_endpoints(dut, clock, prefix_of):
+    """Source/Sink pairs for a loopback-style DUT: ``prefix_of(channel, 'in'|'out')`` names the ports."""
+    return {c: (ChannelSource(dut, prefix_of(c, "in"), clock, c), ChannelSink(dut, prefix_of(c, "out"), clock, c))
+            for c in Channel}
