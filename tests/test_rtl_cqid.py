@@ -2,17 +2,11 @@
 
 import pytest
 from amaranth.back import verilog
-from amaranth.sim import Simulator
+
+from rtl_sim import run_clocked
 from hypothesis import given, strategies as st
 
 from hdl.dcoh.cqid import CQIDAllocator
-
-
-def _sim(dut, bench):
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    sim.run()
 
 
 @given(depth=st.integers(1, 16), data=st.data())
@@ -42,7 +36,7 @@ def test_allocator_matches_model(depth, data):
                 free.sort()
             assert ctx.get(dut.count) == len(live)
             assert ctx.get(dut.live) == sum(1 << c for c in live)
-    _sim(dut, bench)
+    run_clocked(dut, bench)
 
 
 def test_freeing_a_free_cqid_asserts():
@@ -53,7 +47,7 @@ def test_freeing_a_free_cqid_asserts():
         ctx.set(dut.free_cqid, 2)
         await ctx.tick()
     with pytest.raises(AssertionError, match="not live"):
-        _sim(dut, bench)
+        run_clocked(dut, bench)
 
 
 def test_bad_depth_is_named():

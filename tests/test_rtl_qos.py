@@ -3,6 +3,8 @@
 import pytest
 from amaranth.back import verilog
 from amaranth.sim import Simulator
+
+from rtl_sim import run_clocked
 from hypothesis import given, strategies as st
 
 from hdl.dcoh.qos import CreditCounter, DevLoad, PriorityArbiter
@@ -18,13 +20,6 @@ BY_CLASS = {0: Req.DirtyEvict, 1: Req.RdOwn, 2: Req.ItoMWr}
 class _T:
     def __init__(self, op, n):
         self.op, self.cqid = op, n
-
-
-def _run(dut, bench):
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    sim.run()
 
 
 @given(bound=st.integers(1, 5), data=st.data())
@@ -49,7 +44,7 @@ def test_arbiter_matches_model(bound, data):
                 granted = PRIORITY_CLASS[model.pop().op]
                 assert ctx.get(dut.grant) == 1 << granted, (req, model.passed)
             await ctx.tick()
-    _run(dut, bench)
+    run_clocked(dut, bench)
 
 
 @given(initial=st.integers(1, 12), data=st.data())
@@ -68,7 +63,7 @@ def test_credit_counter_matches_link_accounting(initial, data):
             available += ret - take
             in_flight += take - ret
             assert (ctx.get(dut.available), ctx.get(dut.in_flight)) == (available, in_flight)
-    _run(dut, bench)
+    run_clocked(dut, bench)
 
 
 def test_credit_counter_asserts_on_overreturn():
@@ -78,7 +73,7 @@ def test_credit_counter_asserts_on_overreturn():
         ctx.set(dut.ret, 1)                           # nothing is in flight
         await ctx.tick()
     with pytest.raises(AssertionError, match="more credits returned than in flight"):
-        _run(dut, bench)
+        run_clocked(dut, bench)
 
 
 @given(capacity=st.integers(1, 64), data=st.data())
