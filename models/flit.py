@@ -81,6 +81,7 @@ from collections import deque
 from pathlib import Path
 from typing import NamedTuple, Optional
 
+from hdl.link.crc import CRC_POLY
 from hdl.protocol import CODECS, LINE_BYTES, Channel
 
 __all__ = [
@@ -156,7 +157,8 @@ MAX_PER_FLIT = {
 
 
 # ---------------------------------------------------------------- CRC (facts §2.3)
-CRC_POLY = 0x1F053
+# The polynomial is defined once, with the RTL (hdl/link/crc.py); this module implements the CRC itself
+# independently (serial and table forms), and the tests check the two implementations against each other.
 _CRC_LOW = CRC_POLY & 0xFFFF   # x^16 is implicit in a 16-bit shift register
 
 
