@@ -43,13 +43,7 @@ for _cls in (protocol.Channel, protocol.D2HReqOpcode, protocol.D2HRspOpcode, pro
 
 
 def enabled(sysm, lines, values, cpu_kinds, variants, budget=None):
-    acts = []
-    for d in range(sysm.cfg.devices):
-        for up in (True, False):
-            for i in sysm.deliverable(d, up):
-                acts.append(("deliver", d, up, i))
-        for b in sysm.devices[d].coal.groups:
-            acts.append(("flush", d, b))
+    acts = sysm.protocol_moves()
     protocol = len(acts)
     if budget is not None and sysm.issued >= budget:
         return acts, protocol
@@ -72,16 +66,12 @@ def enabled(sysm, lines, values, cpu_kinds, variants, budget=None):
 
 
 def apply(sysm, act):
-    if act[0] == "deliver":
-        _, d, up, i = act
-        sysm.deliver(d, up, i)
-    elif act[0] == "flush":
-        _, d, b = act
-        sysm.devices[d].flush(b, sysm.now)
-    else:
-        _, d, k, kind, line, v, var = act
-        sysm.devices[d].accept(CpuOp(kind, k, line, v, var), sysm.now)
-        sysm.issued += 1
+    if act[0] != "cpu":
+        sysm.apply_move(act)
+        return
+    _, d, k, kind, line, v, var = act
+    sysm.devices[d].accept(CpuOp(kind, k, line, v, var), sysm.now)
+    sysm.issued += 1
     sysm.settle()
 
 

@@ -103,6 +103,25 @@ class System:
                     dev.flush(b, now)
         return n
 
+    def protocol_moves(self):
+        """Every protocol event that may happen now, ignoring time (for the explorers): delivering any
+        deliverable message, ("deliver", device, upstream, index), or flushing any coalescer group,
+        ("flush", device, block).  CPU accesses are not protocol moves."""
+        moves = []
+        for d in range(self.cfg.devices):
+            for up in (True, False):
+                moves += [("deliver", d, up, i) for i in self.deliverable(d, up)]
+            moves += [("flush", d, b) for b in self.devices[d].coal.groups]
+        return moves
+
+    def apply_move(self, move):
+        """Carry out one of :meth:`protocol_moves`, then let the devices settle."""
+        if move[0] == "deliver":
+            self.deliver(*move[1:4])
+        else:
+            self.devices[move[1]].flush(move[2], self.now)
+        self.settle()
+
     def settle(self, limit=None):
         """Deterministic device-internal progress: queued accesses, D2H request transmit."""
         for dev in self.devices:

@@ -43,20 +43,13 @@ class CoherenceMachine(RuleBasedStateMachine):
         self.sys.settle()
 
     def _moves(self):
-        moves = []
-        for d in range(self.cfg.devices):
-            for up in (True, False):
-                flight = self.sys.links[d].flight[up]
-                moves += [("deliver", d, up, i, _describe(flight[i][1])) for i in self.sys.deliverable(d, up)]
-            moves += [("flush", d, b) for b in self.sys.devices[d].coal.groups]
-        return moves
+        """The system's protocol moves, deliveries labelled with their message (for shrunk output)."""
+        links = self.sys.links
+        return [m + (_describe(links[m[1]].flight[m[2]][m[3]][1]),) if m[0] == "deliver" else m
+                for m in self.sys.protocol_moves()]
 
     def _do(self, move):
-        if move[0] == "deliver":
-            self.sys.deliver(*move[1:4])
-        else:
-            self.sys.devices[move[1]].flush(move[2], 0)
-        self.sys.settle()
+        self.sys.apply_move(move[:4] if move[0] == "deliver" else move)
 
     @rule(data=st.data())
     def deliver_any(self, data):
