@@ -28,7 +28,7 @@ from .link import Msg
 from .states import (MESI, Perm, DevState as D, STALL, GRANTED, REQUEST_START, GO_OF,
                      snoop_transition, response_transition, UndeclaredTransition)
 
-__all__ = ["SnoopFilter", "Coalescer", "TxArbiter", "CpuOp", "Device", "ProtocolError",
+__all__ = ["SnoopFilter", "Coalescer", "TxArbiter", "CpuOp", "Device", "ProtocolError", "cache_hit",
            "PRIORITY_CLASS", "devload_level"]
 
 
@@ -240,6 +240,20 @@ class CpuOp:
             (f", value {self.value}" if self.kind in ("store", "itomwr", "wrinv") else "") + ")"
 
 
+def cache_hit(cache, op):
+    """True if access ``op`` finishes inside its internal cache (``cache``: line -> [MESI, value]) with
+    no DCOH work: a load or RdCurr of a held line, a store with write permission (E -> M is silent), an
+    eviction of a line not held.  The RTL testbench's cache BFM makes the same decision."""
+    c = cache.get(op.line)
+    if op.kind in ("load", "rdcurr"):
+        return c is not None
+    if op.kind == "store":
+        return c is not None and c[0].perm is Perm.READWRITE
+    if op.kind == "evict":
+        return c is None
+    return False
+
+
 class Txn:
     """A tracker entry: one D2H request in flight."""
     __slots__ = ("cqid", "op", "line", "state", "cpu", "value", "data", "granted", "t0")
@@ -395,20 +409,12 @@ class Device:
         line, k, kind = op.line, op.k, op.kind
         cache = self.caches[k]
         c = cache.get(line)
-        if kind == "load" and c is not None:
-            self.checker.read(line, c[1], f"{self.name()} cache {k} load hit")
-            self._finish_op(op)
-            return True
-        if kind == "store" and c is not None and c[0].perm is Perm.READWRITE:
-            c[0], c[1] = MESI.M, op.value
-            self.checker.write(line, op.value, f"{self.name()} cache {k} store")
-            self._finish_op(op)
-            return True
-        if kind == "evict" and c is None:
-            self._finish_op(op)
-            return True
-        if kind == "rdcurr" and c is not None:
-            self.checker.read(line, c[1], f"{self.name()} cache {k} RdCurr hit")
+        if cache_hit(cache, op):
+            if kind == "store":
+                c[0], c[1] = MESI.M, op.value
+                self.checker.write(line, op.value, f"{self.name()} cache {k} store")
+            elif c is not None:
+                self.checker.read(line, c[1], f"{self.name()} cache {k} {kind} hit")
             self._finish_op(op)
             return True
         if self.busy(line):

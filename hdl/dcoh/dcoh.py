@@ -1,0 +1,1030 @@
+"""The DCOH top: snoop filter, request tracker, snoop handler, invalidation coalescer and QoS, with the
+six CXL.cache channel ports on the host side and the internal-cache ports on the device side.
+
+RTL counterpart of :class:`models.dcoh.Device` (the golden model).  Its transitions are not restated:
+the snoop table, the request start states, the response table and the permission of each device state
+are read from :mod:`models.states` / :mod:`models.dcoh` at elaboration and turned into logic, so the
+RTL cannot disagree with the model's tables; tests/test_rtl_dcoh.py checks the behaviour around them
+(same messages, same final snoop-filter, tracker and internal-cache states) by co-simulating this top
+against the model's device inside the model's whole system.
+
+Ports
+-----
+Host side (``lib.stream``, payloads from :mod:`hdl.protocol` / :mod:`hdl.link.ports`):
+  ``h2d_req`` in (snoops), ``h2d_rsp`` in, ``h2d_data`` in (:class:`DataMsg`: header + 64 B line);
+  ``d2h_req`` out, ``d2h_rsp`` out, ``d2h_data`` out (:class:`DataMsg`).
+  ``crd_req`` / ``crd_rsp`` / ``crd_data`` in: D2H credits returned by the link (0..64 per cycle);
+  the D2H outputs are valid only while their credit counter has a credit.
+Device side (the internal caches; the cache decides its own hits, the DCOH sees only what it cannot):
+  ``cpu_req`` in (:class:`CpuReq`): a miss, upgrade, eviction or uncached access of cache ``cache``
+    (at most one outstanding per cache; ``data``: the value a store, ItoMWr or WrInv writes; an evicted
+    copy is taken out of the cache with a ``cmd`` when the eviction issues, as the model does);
+  ``cpu_rsp`` out (:class:`CpuRsp`): that access is finished; ``state`` is what the cache installs
+    (I: nothing) and ``data`` the line (reads) -- the model's completion;
+  ``probe`` out (:class:`Message` of the coalescer): a merged invalidation/recall notice for the lines
+    of one block, to the caches in ``caches``; taking it acknowledges it (the model's ``flush``);
+  ``cmd`` out (:class:`CacheCmd`) / ``cmd_rsp`` in (:class:`CacheCmdRsp`): when the DCOH applies a
+    decision to the copies of one line (answering a snoop, evicting after a back-invalidation, an
+    internal fill) it tells the holders to keep, downgrade to S or invalidate them, and they answer with
+    ``dirty`` (one held M) and ``data`` (the M copy's line, or any copy's).
+Status: ``idle`` (nothing in progress: no event, no queued access that could issue, no probe waiting),
+  ``devload`` (2-bit level from tracker occupancy), ``protocol_errors`` (messages from the host that
+  name a CQID not in use or make an undeclared transition: counted and dropped; ``last_error`` names
+  the kind), ``msgs_in``/``msgs_out`` (the coalescer's counters).
+
+Micro-architecture
+------------------
+One engine (an FSM) serializes every event -- the model's event order -- with this priority: probes
+acknowledged (work on their lines), H2D Rsp, H2D Data, snoops, new CPU accesses, then a rescan of the
+waiting accesses in arrival order (the model's ``service``, after every event).  The snoop filter has
+one lookup per cycle (1-cycle latency).  A snoop that misses the snoop filter, the tracker and the
+work table is answered RspIHitI on the **fast path**: the response is valid in the cycle after the
+snoop is taken, and the next snoop's lookup is issued in that same cycle, so misses stream at one per
+cycle.  Anything else goes to the slow path, which follows the model step by step.
+
+Where the RTL differs from the model (documented, not a behaviour difference at the boundary):
+  * The DCOH cannot see a silent E->M upgrade in an internal cache.  A snoop to a line the device holds
+    in E therefore always probes the copies and learns from ``cmd_rsp.dirty`` whether the device state
+    is E or M; the model looks into the cache and skips the probe when the copy is clean and the snoop
+    leaves the copy its permission (SnpCur, or SnpData to S copies).  Same responses, an extra probe.
+  * The tracker, work table and coalescer are finite (parameters); the model's are not.  A snoop that
+    needs a work entry when none is free is held (back-pressure on ``h2d_req``), as is a snoop that the
+    model stalls (a line whose GO came before its data).
+
+# Ref: ../shared/reference/cxl_facts.md §1.2-1.6 (opcodes, snoop-response table, field widths),
+#      §2.4 (credits), §3.2 (DevLoad); states and transitions: models/states.py.
+"""
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.lib import data, enum, fifo, stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+from amaranth.utils import exact_log2
+
+from hdl.link.ports import LINE_BITS, channel_shape
+from hdl.protocol import (ADDR_WIDTH, ID_WIDTH, MAX_IDS, Channel, D2HReqOpcode as Req,
+                          D2HRspOpcode as Rsp, H2DReqOpcode as Snp, H2DRspOpcode as HRsp, GOState)
+from models.dcoh import CpuOp, PRIORITY_CLASS, _ALLOWED
+from models.states import (DevState as D, MESI, Perm, STALL, GRANTED, REQUEST_START, RESPONSE_TABLE,
+                           SNOOP_TABLE, GO_OF)
+
+from .coalescer import InvalidationCoalescer, Message
+from .cqid import CQIDAllocator
+from .qos import CreditCounter, PriorityArbiter, DevLoad
+from .snoop_filter import SnoopFilter, SFState, SFOp, AllocKind
+
+__all__ = ["CpuKind", "CmdOp", "CacheState", "CpuReq", "CpuRsp", "CacheCmd", "CacheCmdRsp", "DCOH",
+           "STATE_CODE", "ErrorKind"]
+
+# ---------------------------------------------------------------- encodings derived from the model
+class CpuKind(enum.Enum, shape=3):
+    """The model's CPU access kinds (``CpuOp.KINDS``), in its order."""
+    LOAD = 0
+    STORE = 1
+    EVICT = 2
+    RDCURR = 3
+    ITOMWR = 4
+    WRINV = 5
+    CLFLUSH = 6
+
+
+class CacheState(enum.Enum, shape=2):
+    """An internal cache's MESI state (``models.states.MESI``), as installed by ``cpu_rsp``."""
+    I = 0
+    S = 1
+    E = 2
+    M = 3
+
+
+# The RTL encodings must name exactly the model's kinds and states (checked at import).
+assert [k.name.lower() for k in CpuKind] == list(CpuOp.KINDS), "CpuKind differs from models.dcoh.CpuOp.KINDS"
+assert [c.name for c in CacheState] == [s.name for s in MESI], "CacheState differs from models.states.MESI"
+STATE_CODE = {s: i for i, s in enumerate(D)}          # device line state -> tracker state code
+_STATE_BITS = (len(STATE_CODE) - 1).bit_length()
+_UNCACHED = {"rdcurr": Req.RdCurr, "itomwr": Req.ItoMWr, "wrinv": Req.WrInv, "clflush": Req.CLFlush}
+_EVENTS = ("GO-S", "GO-E", "GO-I", "Data", "GO_WritePull", "GO_WritePull_Drop", "WritePull")
+_EVENT_CODE = {e: i for i, e in enumerate(_EVENTS)}
+
+
+class CmdOp(enum.Enum, shape=2):
+    KEEP = 0          #: read only (the copies keep their state)
+    TO_S = 1          #: downgrade E/M copies to S
+    INV = 2           #: invalidate the copies
+
+
+class ErrorKind(enum.Enum, shape=2):
+    NONE = 0
+    UNKNOWN_CQID = 1      #: H2D Rsp/Data for a CQID not in use
+    UNDECLARED = 2        #: a response the line's state does not declare (or a bad GO state)
+    SECOND_SNOOP = 3      #: a snoop to a line whose earlier snoop is still being answered
+
+
+class CpuReq(data.StructLayout):
+    def __init__(self, caches, addr_width=ADDR_WIDTH):
+        super().__init__({"kind": CpuKind, "cache": range(caches), "line": addr_width, "variant": 1,
+                          "data": LINE_BITS})
+
+
+class CpuRsp(data.StructLayout):
+    def __init__(self, caches, addr_width=ADDR_WIDTH):
+        super().__init__({"cache": range(caches), "line": addr_width, "state": CacheState,
+                          "data": LINE_BITS})
+
+
+class CacheCmd(data.StructLayout):
+    def __init__(self, caches, addr_width=ADDR_WIDTH):
+        super().__init__({"line": addr_width, "caches": caches, "op": CmdOp})
+
+
+class CacheCmdRsp(data.StructLayout):
+    def __init__(self):
+        super().__init__({"dirty": 1, "data": LINE_BITS})
+
+
+def _is_int(v):
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+class DCOH(wiring.Component):
+    """Device coherency engine (ports and behaviour in the module docstring).
+
+    Parameters (each checked; a bad one raises ValueError naming it):
+      caches (1..32), sf_sets / sf_ways (powers of two), tracker (CQIDs, 2..4096), work (work-table
+      entries: lines with probes outstanding, >= 1), coalesce_window (>= 0), coalesce_block (power of
+      two), coalesce_groups (>= 1), starvation_bound (>= 1), credits (initial D2H credits per channel,
+      1..1023), devload_thresholds, addr_width (> log2(sf_sets) and > log2(coalesce_block)).
+    """
+
+    def __init__(self, *, caches=2, sf_sets=64, sf_ways=4, tracker=16, work=4, coalesce_window=4,
+                 coalesce_block=4, coalesce_groups=4, starvation_bound=4, credits=8,
+                 devload_thresholds=(0.25, 0.5, 0.75), addr_width=ADDR_WIDTH):
+        def bad(name, value, why):
+            raise ValueError(f"DCOH: {name}={value!r}: {why}")
+        if not _is_int(caches) or not 1 <= caches <= 32:
+            bad("caches", caches, "must be an integer in 1..32")
+        for name, v in (("sf_sets", sf_sets), ("sf_ways", sf_ways), ("coalesce_block", coalesce_block)):
+            if not _is_int(v) or v < 1 or v & (v - 1):
+                bad(name, v, "must be a power of two >= 1")
+        if not _is_int(tracker) or not 2 <= tracker <= MAX_IDS:
+            bad("tracker", tracker, f"must be 2..{MAX_IDS} (12-bit CQID; a miss may need a second CQID "
+                                    "for its victim's eviction)")
+        if not _is_int(work) or work < 1:
+            bad("work", work, "must be an integer >= 1")
+        if not _is_int(coalesce_groups) or coalesce_groups < 1:
+            bad("coalesce_groups", coalesce_groups, "must be an integer >= 1")
+        if not _is_int(coalesce_window) or coalesce_window < 0:
+            bad("coalesce_window", coalesce_window, "must be an integer >= 0")
+        if not _is_int(starvation_bound) or starvation_bound < 1:
+            bad("starvation_bound", starvation_bound, "must be an integer >= 1")
+        if not _is_int(credits) or not 1 <= credits <= 1023:
+            bad("credits", credits, "must be 1..1023 (10-bit credit counters, facts §2.4)")
+        if not _is_int(addr_width) or addr_width <= max(exact_log2(sf_sets), exact_log2(coalesce_block)):
+            bad("addr_width", addr_width, "must exceed log2(sf_sets) and log2(coalesce_block)")
+        self.caches, self.sf_sets, self.sf_ways = caches, sf_sets, sf_ways
+        self.tracker, self.work = tracker, work
+        self.coalesce_window, self.coalesce_block, self.coalesce_groups = \
+            coalesce_window, coalesce_block, coalesce_groups
+        self.starvation_bound, self.credits = starvation_bound, credits
+        self.devload_thresholds, self.addr_width = tuple(devload_thresholds), addr_width
+        # sub-blocks built here so that tests can reach their state (snoop-filter storage)
+        self.sf = SnoopFilter(sf_sets, sf_ways, caches, addr_width)
+        self.coal = InvalidationCoalescer(coalesce_window, coalesce_block, coalesce_groups, caches,
+                                          addr_width)
+        self.cqids = CQIDAllocator(tracker)
+        self.devload_block = DevLoad(tracker, self.devload_thresholds)  # ValueError names bad thresholds
+        data_in = lambda chan: In(stream.Signature(channel_shape(chan)))
+        data_out = lambda chan: Out(stream.Signature(channel_shape(chan)))
+        super().__init__({
+            "h2d_req": data_in(Channel.H2D_REQ), "h2d_rsp": data_in(Channel.H2D_RSP),
+            "h2d_data": data_in(Channel.H2D_DATA),
+            "d2h_req": data_out(Channel.D2H_REQ), "d2h_rsp": data_out(Channel.D2H_RSP),
+            "d2h_data": data_out(Channel.D2H_DATA),
+            "crd_req": In(range(65)), "crd_rsp": In(range(65)), "crd_data": In(range(65)),
+            "cpu_req": In(stream.Signature(CpuReq(caches, addr_width))),
+            "cpu_rsp": Out(stream.Signature(CpuRsp(caches, addr_width))),
+            "probe": Out(stream.Signature(Message(addr_width - exact_log2(coalesce_block),
+                                                  coalesce_block, caches))),
+            "cmd": Out(stream.Signature(CacheCmd(caches, addr_width))),
+            "cmd_rsp": In(stream.Signature(CacheCmdRsp())),
+            "idle": Out(1), "devload": Out(2),
+            "protocol_errors": Out(16), "last_error": Out(ErrorKind),
+            "msgs_in": Out(32), "msgs_out": Out(32),
+        })
+
+    # ------------------------------------------------------------------------------------------
+    def elaborate(self, platform):
+        m = Module()
+        K, T, W = self.caches, self.tracker, self.work
+        AW = self.addr_width
+        set_bits = exact_log2(self.sf_sets)
+        way_bits = exact_log2(self.sf_ways)
+        m.submodules.sf = sf = self.sf
+        m.submodules.coal = coal = self.coal
+        m.submodules.cqids = cqids = self.cqids
+        m.submodules.devload = dl = self.devload_block
+        m.submodules.arb = arb = PriorityArbiter(3, self.starvation_bound)
+        m.submodules.crd_req = crq = CreditCounter(self.credits)
+        m.submodules.crd_rsp = crs = CreditCounter(self.credits)
+        m.submodules.crd_data = crd = CreditCounter(self.credits)
+        class_fifos = []
+        for c in range(3):
+            f = fifo.SyncFIFOBuffered(width=ID_WIDTH, depth=T)
+            m.submodules[f"class{c}"] = f
+            class_fifos.append(f)
+
+        m.d.comb += [crq.ret.eq(self.crd_req), crs.ret.eq(self.crd_rsp), crd.ret.eq(self.crd_data),
+                     dl.occupancy.eq(cqids.count), self.devload.eq(dl.level),
+                     self.msgs_in.eq(coal.msgs_in), self.msgs_out.eq(coal.msgs_out)]
+
+        # ---- tracker (registers) and its data buffer (a memory: one line per CQID) ----------------
+        TEntry = data.StructLayout({
+            "valid": 1, "op": Req, "line": AW, "state": _STATE_BITS, "cache": range(K), "cpu": 1,
+            "store": 1, "granted_e": 1, "has_way": 1, "way": max(way_bits, 1)})
+        trk = self.trk = Signal(data.ArrayLayout(TEntry, T))   # tests read it (tracker states)
+        m.submodules.buf = buf = Memory(shape=LINE_BITS, depth=T, init=[])
+        buf_w = buf.write_port()
+        buf_r = buf.read_port()
+        m.d.comb += buf_r.en.eq(1)
+
+        # ---- work table: lines with probes outstanding (a held snoop and/or a back-invalidation) --
+        WEntry = data.StructLayout({
+            "valid": 1, "ready": 1, "line": AW, "way": max(way_bits, 1), "snoop": 1, "snp_op": Snp,
+            "snp_uqid": ID_WIDTH, "evict": 1, "evict_cqid": ID_WIDTH})
+        wk = Signal(data.ArrayLayout(WEntry, W))
+
+        # ---- waiting CPU accesses: one per cache, a queue of cache indices in arrival order --------
+        ops = Signal(data.ArrayLayout(data.StructLayout({
+            "valid": 1, "req": CpuReq(K, AW), "victim_valid": 1, "victim": AW}), K))
+        queue = Signal(data.ArrayLayout(range(K), K))
+        q_len = Signal(range(K + 1))
+
+        def tcam(line):
+            return Cat(trk[i].valid & (trk[i].line == line) for i in range(T))
+
+        def wcam(line):
+            return Cat(wk[i].valid & (wk[i].line == line) for i in range(W))
+
+        def first(bits, n):
+            """Index of the lowest set bit (0 if none)."""
+            idx = Signal(range(max(n, 2)))
+            for i in reversed(range(n)):
+                with m.If(bits[i]):
+                    m.d.comb += idx.eq(i)
+            return idx
+
+        free_cqids = Signal(range(T + 1))
+        m.d.comb += free_cqids.eq(T - cqids.count)
+        w_free = Cat(~wk[i].valid for i in range(W))
+        w_free_idx = first(w_free, W)
+
+        # ---- snoop-filter lookup port: busy mask over the ways of the line's set -------------------
+        look_line = Signal(AW)
+        look_valid = Signal()
+        busy = Signal(self.sf_ways)
+        lset = look_line[:set_bits] if set_bits else Const(0, 1)
+        for w in range(self.sf_ways):
+            hits = []
+            for i in range(T):
+                hits.append(trk[i].valid & trk[i].has_way & (trk[i].way == w) &
+                            ((trk[i].line[:set_bits] == lset) if set_bits else 1))
+            for i in range(W):
+                hits.append(wk[i].valid & (wk[i].way == w) &
+                            ((wk[i].line[:set_bits] == lset) if set_bits else 1))
+            m.d.comb += busy[w].eq(Cat(*hits).any())
+        m.d.comb += [sf.lookup.valid.eq(look_valid), sf.lookup.p.line.eq(look_line),
+                     sf.lookup.p.busy.eq(busy)]
+        res = sf.result.p
+
+        # ---- snoop-filter update port (one per cycle; ready is tied to 1) ---------------------------
+        upd = sf.update
+        def sf_update(op, line, way, state=None, dirty=None, presence=None):
+            m.d.comb += [upd.valid.eq(1), upd.p.op.eq(op), upd.p.line.eq(line), upd.p.way.eq(way)]
+            if state is not None:
+                m.d.comb += [upd.p.entry.state.eq(state), upd.p.entry.dirty.eq(dirty),
+                             upd.p.entry.presence.eq(presence)]
+
+        # ---- D2H request transmit: per-class FIFOs of CQIDs, the arbiter, the credit counter ---------
+        push_cqid = Signal(ID_WIDTH)
+        push_class = Signal(range(3))
+        push = Signal()
+        for c, f in enumerate(class_fifos):
+            m.d.comb += [f.w_data.eq(push_cqid), f.w_en.eq(push & (push_class == c)),
+                         arb.req[c].eq(f.r_rdy)]
+        head = Signal(ID_WIDTH)
+        for c, f in enumerate(class_fifos):
+            with m.If(arb.grant[c]):
+                m.d.comb += head.eq(f.r_data)
+        head_t = trk[head]
+        m.d.comb += [
+            self.d2h_req.valid.eq(arb.valid & (crq.available != 0)),
+            self.d2h_req.p.valid.eq(1), self.d2h_req.p.opcode.eq(head_t.op),
+            self.d2h_req.p.cqid.eq(head), self.d2h_req.p.addr.eq(head_t.line),
+        ]
+        sent = self.d2h_req.valid & self.d2h_req.ready
+        m.d.comb += [arb.advance.eq(sent), crq.take.eq(sent)]
+        for c, f in enumerate(class_fifos):
+            m.d.comb += f.r_en.eq(sent & arb.grant[c])
+
+        # ---- D2H response / data outputs (driven by the engine) -----------------------------------
+        rsp_valid, data_valid = Signal(), Signal()
+        m.d.comb += [
+            self.d2h_rsp.valid.eq(rsp_valid & (crs.available != 0)),
+            self.d2h_data.valid.eq(data_valid & (crd.available != 0)),
+            self.d2h_rsp.p.valid.eq(1), self.d2h_data.p.hdr.valid.eq(1),
+        ]
+        rsp_sent = self.d2h_rsp.valid & self.d2h_rsp.ready
+        data_sent = self.d2h_data.valid & self.d2h_data.ready
+        m.d.comb += [crs.take.eq(rsp_sent), crd.take.eq(data_sent)]
+
+        # ---- probes: the coalescer's merged messages go to the caches; taking one readies the work --
+        m.d.comb += [self.probe.valid.eq(coal.messages.valid), self.probe.p.eq(coal.messages.p),
+                     coal.messages.ready.eq(self.probe.ready)]
+        probe_taken = self.probe.valid & self.probe.ready
+        bb = exact_log2(self.coalesce_block)
+        for i in range(W):
+            line = wk[i].line
+            covered = (line[bb:] == coal.messages.p.block) & coal.messages.p.lines.bit_select(line[:bb], 1) \
+                if bb else (line == coal.messages.p.block) & coal.messages.p.lines[0]
+            with m.If(probe_taken & wk[i].valid & covered):
+                m.d.sync += wk[i].ready.eq(1)
+        coal_push = Signal()
+        coal_line = Signal(AW)
+        coal_caches = Signal(K)
+        m.d.comb += [coal.probes.valid.eq(coal_push), coal.probes.p.line.eq(coal_line),
+                     coal.probes.p.caches.eq(coal_caches)]
+
+        # ---- engine registers ---------------------------------------------------------------------
+        snp = Signal(channel_shape(Channel.H2D_REQ))       # the snoop being looked up / handled
+        replay = Signal()                                   # snp is held (stalled) and must be re-run
+        replay_go = Signal()                                # something changed since: re-run it
+        r = Signal.like(res)                                # latched lookup result
+        r_t = Signal(range(max(T, 2)))                      # tracker hit index
+        r_th = Signal()
+        r_w = Signal(range(max(W, 2)))                      # work hit index
+        r_wh = Signal()
+        ev = Signal(channel_shape(Channel.H2D_RSP))         # latched H2D Rsp
+        dv = Signal(channel_shape(Channel.H2D_DATA))        # latched H2D Data
+        rescan = Signal()
+        scan_i = Signal(range(K + 1))
+        progress = Signal()
+        cur_w = Signal(range(max(W, 2)))                    # work entry being finished
+        cur_t = Signal(ID_WIDTH)                            # tracker entry being advanced/completed
+        cmd_data = Signal(LINE_BITS)
+        cmd_dirty = Signal()
+        errors = Signal(16)
+        reply_state = Signal(CacheState)                    # what S_REPLY tells the cache to install
+        reply_touch = Signal()                              # S_REPLY first touches the pseudo-LRU
+        m.d.comb += self.protocol_errors.eq(errors)
+
+        # answer context (the slow snoop path and the work path share it)
+        a_op = Signal(Snp, init=Snp.SnpData)
+        a_uqid = Signal(ID_WIDTH)
+        a_state = Signal(_STATE_BITS)      # device state of the line (E: maybe M until the probe says)
+        a_maybe_m = Signal()               # state E from the snoop filter: M if a copy is dirty
+        a_probed = Signal()                # the copies were probed: command them
+        a_fromwork = Signal()
+
+        def count_error(kind):
+            m.d.sync += [errors.eq(errors + 1), self.last_error.eq(kind)]
+
+        # ---- table lookups generated from the model's tables ----------------------------------------
+        def snoop_table(state, op):
+            """(stall, rsp, next state, data) for a device state code and a snoop opcode."""
+            stall, rsp, nxt, dat = Signal(), Signal(Rsp, init=Rsp.RspIHitI), Signal(_STATE_BITS), Signal()
+            with m.Switch(state):
+                for s, code in STATE_CODE.items():
+                    with m.Case(code):
+                        with m.Switch(op):
+                            for o in Snp:
+                                if (s, o) not in SNOOP_TABLE:
+                                    continue
+                                r_, n_, d_ = SNOOP_TABLE[(s, o)]
+                                with m.Case(o):
+                                    if r_ is STALL:
+                                        m.d.comb += [stall.eq(1), nxt.eq(STATE_CODE[n_])]
+                                    else:
+                                        m.d.comb += [rsp.eq(r_), nxt.eq(STATE_CODE[n_]), dat.eq(d_)]
+            return stall, rsp, nxt, dat
+
+        def perm_none(state):
+            """The device state leaves internal copies no permission (the model's _ALLOWED)."""
+            none = [STATE_CODE[s] for s in D if _ALLOWED.get(s, Perm.NONE) is Perm.NONE]
+            return Cat(state == c for c in none).any()
+
+        def response_table(state, event):
+            """(legal, next state code or GRANTED, granted, send data, bogus)."""
+            legal, nxt, granted, send, bogus = Signal(), Signal(_STATE_BITS), Signal(), Signal(), Signal()
+            with m.Switch(state):
+                for s, code in STATE_CODE.items():
+                    evs = [(e, v) for (s2, e), v in RESPONSE_TABLE.items() if s2 is s]
+                    if not evs:
+                        continue
+                    with m.Case(code):
+                        with m.Switch(event):
+                            for e, (n_, action) in evs:
+                                with m.Case(_EVENT_CODE[e]):
+                                    m.d.comb += legal.eq(1)
+                                    if n_ == GRANTED:
+                                        m.d.comb += granted.eq(1)
+                                    else:
+                                        m.d.comb += nxt.eq(STATE_CODE[n_])
+                                    m.d.comb += [send.eq(action is not None), bogus.eq(action == "send_bogus")]
+            return legal, nxt, granted, send, bogus
+
+        stable_codes = [STATE_CODE[s] for s in (D.I, D.S, D.E, D.M)]
+
+        def is_stable(code):
+            return Cat(code == c for c in stable_codes).any()
+
+        # ---- the state a snoop finds, from the lookup result and the CAMs --------------------------
+        def line_state(hit, entry, th, t_state):
+            st = Signal(_STATE_BITS)
+            maybe_m = Signal()
+            with m.If(th):
+                m.d.comb += st.eq(t_state)
+            with m.Elif(hit & (entry.state != SFState.PLACEHOLDER)):
+                with m.If(entry.dirty):
+                    m.d.comb += st.eq(STATE_CODE[D.M])
+                with m.Elif(entry.state == SFState.E):
+                    m.d.comb += [st.eq(STATE_CODE[D.E]), maybe_m.eq(1)]
+                with m.Else():
+                    m.d.comb += st.eq(STATE_CODE[D.S])
+            with m.Else():
+                m.d.comb += st.eq(STATE_CODE[D.I])
+            return st, maybe_m
+
+        # ---- new tracker entry (a D2H request) -----------------------------------------------------
+        def new_txn(cqid, op, line, state, cache, cpu, store, has_way, way):
+            e = trk[cqid]
+            m.d.sync += [e.valid.eq(1), e.op.eq(op), e.line.eq(line), e.state.eq(state), e.cache.eq(cache),
+                         e.cpu.eq(cpu), e.store.eq(store), e.granted_e.eq(0), e.has_way.eq(has_way),
+                         e.way.eq(way)]
+            m.d.comb += [push.eq(1), push_cqid.eq(cqid)]
+            with m.Switch(op):
+                for o, c in PRIORITY_CLASS.items():
+                    with m.Case(o):
+                        m.d.comb += push_class.eq(c)
+
+        # ================================================================================ the FSM
+        work_ready = Cat(wk[i].valid & wk[i].ready for i in range(W))
+        work_ready_idx = first(work_ready, W)
+        cur_op = ops[queue[scan_i]]          # the access being tried by the rescan
+        cur_k = Signal(range(K))
+        m.d.comb += cur_k.eq(queue[scan_i])
+        res_alloc_free = r.alloc == AllocKind.FREE
+        victim_busy = wcam(cur_op.victim).any()
+
+        def dequeue():
+            """Take queue[scan_i] out (the later ones move up); the scan will go round again."""
+            for j in range(K - 1):
+                with m.If(scan_i <= j):
+                    m.d.sync += queue[j].eq(queue[j + 1])
+            m.d.sync += [q_len.eq(q_len - 1), progress.eq(1)]
+
+        # snoop table evaluations used by the slow path (state from the latched lookup)
+        r_state, r_maybe_m = line_state(r.hit, r.entry, r_th, trk[r_t].state)
+        s_stall, s_rsp, s_nxt, s_data = snoop_table(r_state, snp.opcode)
+        a_stall, a_rsp, a_nxt, a_data = snoop_table(a_state, a_op)
+        # event code of the latched H2D Rsp
+        ev_code = Signal(range(len(_EVENTS)))
+        ev_ok = Signal()
+        with m.Switch(ev.opcode):
+            with m.Case(HRsp.GO):
+                with m.Switch(ev.rsp_data[:4]):
+                    for g, name in GO_OF.items():
+                        with m.Case(g):
+                            m.d.comb += [ev_code.eq(_EVENT_CODE[name]), ev_ok.eq(1)]
+            for o in (HRsp.GO_WritePull, HRsp.GO_WritePull_Drop, HRsp.WritePull):
+                with m.Case(o):
+                    m.d.comb += [ev_code.eq(_EVENT_CODE[o.name]), ev_ok.eq(1)]
+        ev_t = trk[ev.cqid]
+        ev_live = (ev.cqid < T) & ev_t.valid
+        e_legal, e_nxt, e_granted, e_send, e_bogus = response_table(ev_t.state, ev_code)
+        dv_t = trk[dv.hdr.cqid]
+        dv_live = (dv.hdr.cqid < T) & dv_t.valid
+        d_legal, d_nxt, d_granted, _, _ = response_table(dv_t.state, Const(_EVENT_CODE["Data"], ev_code.shape()))
+        ct = trk[cur_t]
+
+        with m.FSM(name="engine") as engine:
+            # ---------------------------------------------------------------- dispatch
+            with m.State("IDLE"):
+                with m.If(work_ready.any()):
+                    m.d.sync += cur_w.eq(work_ready_idx)
+                    m.next = "W_LOOK"
+                with m.Elif(self.h2d_rsp.valid):
+                    m.d.comb += self.h2d_rsp.ready.eq(1)
+                    m.d.sync += [ev.eq(self.h2d_rsp.p), replay_go.eq(1)]
+                    m.next = "RSP"
+                with m.Elif(self.h2d_data.valid):
+                    m.d.comb += self.h2d_data.ready.eq(1)
+                    m.d.sync += [dv.eq(self.h2d_data.p), replay_go.eq(1)]
+                    m.next = "DATA"
+                with m.Elif(replay & replay_go):
+                    m.d.comb += [look_valid.eq(1), look_line.eq(snp.addr)]
+                    m.d.sync += [replay.eq(0), replay_go.eq(0)]
+                    m.next = "SNP_RES"
+                with m.Elif(~replay & self.h2d_req.valid):
+                    m.d.comb += [look_valid.eq(1), look_line.eq(self.h2d_req.p.addr),
+                                 self.h2d_req.ready.eq(sf.lookup.ready)]
+                    m.d.sync += snp.eq(self.h2d_req.p)
+                    m.next = "SNP_RES"
+                with m.Elif(self.cpu_req.valid & ~ops[self.cpu_req.p.cache].valid):
+                    m.d.comb += self.cpu_req.ready.eq(1)
+                    k = self.cpu_req.p.cache
+                    m.d.sync += [ops[k].valid.eq(1), ops[k].req.eq(self.cpu_req.p), ops[k].victim_valid.eq(0),
+                                 queue[q_len].eq(k), q_len.eq(q_len + 1), rescan.eq(1)]
+                with m.Elif(rescan):
+                    m.d.sync += [rescan.eq(0), scan_i.eq(0), progress.eq(0)]
+                    m.next = "SCAN"
+
+            # ---------------------------------------------------------------- snoops
+            with m.State("SNP_RES"):
+                th, wh = tcam(res.line), wcam(res.line)
+                fast = ~res.hit & ~th.any() & ~wh.any()
+                with m.If(fast):
+                    m.d.comb += [rsp_valid.eq(1), self.d2h_rsp.p.opcode.eq(Rsp.RspIHitI),
+                                 self.d2h_rsp.p.uqid.eq(snp.uqid),
+                                 sf.result.ready.eq(rsp_sent)]
+                    with m.If(rsp_sent):
+                        # stream the next snoop if nothing of higher priority waits
+                        with m.If(~work_ready.any() & ~self.h2d_rsp.valid & ~self.h2d_data.valid &
+                                  self.h2d_req.valid):
+                            m.d.comb += [look_valid.eq(1), look_line.eq(self.h2d_req.p.addr),
+                                         self.h2d_req.ready.eq(sf.lookup.ready)]
+                            m.d.sync += snp.eq(self.h2d_req.p)
+                        with m.Else():
+                            m.d.sync += rescan.eq(1)
+                            m.next = "IDLE"
+                with m.Else():
+                    m.d.comb += sf.result.ready.eq(1)
+                    m.d.sync += [r.eq(res), r_th.eq(th.any()), r_t.eq(first(th, T)),
+                                 r_wh.eq(wh.any()), r_w.eq(first(wh, W))]
+                    m.next = "SNP_SLOW"
+
+            with m.State("SNP_SLOW"):
+                presence = Signal(K)
+                m.d.comb += presence.eq(Mux(r.hit, r.entry.presence, 0))
+                need_probe = (presence != 0) & (r_maybe_m | (s_data & (r_state != STATE_CODE[D.MI_A])) |
+                                                perm_none(s_nxt))
+                with m.If(r_wh):
+                    with m.If(wk[r_w].snoop):
+                        count_error(ErrorKind.SECOND_SNOOP)     # the model raises ProtocolError
+                    with m.Else():
+                        m.d.sync += [wk[r_w].snoop.eq(1), wk[r_w].snp_op.eq(snp.opcode),
+                                     wk[r_w].snp_uqid.eq(snp.uqid)]
+                    m.next = "IDLE"
+                with m.Elif(s_stall):
+                    m.d.sync += [replay.eq(1), replay_go.eq(0)]
+                    m.next = "IDLE"
+                with m.Elif(need_probe):
+                    with m.If(w_free.any()):
+                        e = wk[w_free_idx]
+                        m.d.sync += [e.valid.eq(1), e.ready.eq(0), e.line.eq(r.line), e.way.eq(r.hit_way),
+                                     e.snoop.eq(1), e.snp_op.eq(snp.opcode), e.snp_uqid.eq(snp.uqid),
+                                     e.evict.eq(0)]
+                        m.d.sync += [coal_line.eq(r.line), coal_caches.eq(presence)]
+                        m.next = "PROBE"
+                    with m.Else():                      # no work entry: hold the snoop until one frees
+                        m.d.sync += [replay.eq(1), replay_go.eq(0)]
+                        m.next = "IDLE"
+                with m.Else():
+                    m.d.sync += [a_op.eq(snp.opcode), a_uqid.eq(snp.uqid), a_state.eq(r_state),
+                                 a_maybe_m.eq(r_maybe_m), a_probed.eq(0), a_fromwork.eq(0)]
+                    m.next = "ANSWER"
+
+            with m.State("PROBE"):                      # hand one probe to the coalescer
+                m.d.comb += coal_push.eq(1)
+                with m.If(coal.probes.ready):
+                    m.next = "IDLE"
+                    m.d.sync += rescan.eq(1)
+
+            # ---------------------------------------------------------------- answer a snoop
+            with m.State("ANSWER"):
+                # command the copies (probed lines only) and collect dirty/data
+                with m.If(a_probed & (r.hit & (r.entry.presence != 0))):
+                    m.d.comb += [self.cmd.valid.eq(1), self.cmd.p.line.eq(r.line),
+                                 self.cmd.p.caches.eq(r.entry.presence)]
+                    with m.If(perm_none(a_nxt)):
+                        m.d.comb += self.cmd.p.op.eq(CmdOp.INV)
+                    with m.Elif(a_nxt == STATE_CODE[D.S]):
+                        m.d.comb += self.cmd.p.op.eq(CmdOp.TO_S)
+                    with m.Else():
+                        m.d.comb += self.cmd.p.op.eq(CmdOp.KEEP)
+                    with m.If(self.cmd.ready):
+                        m.next = "ANSWER_RSP"
+                with m.Else():
+                    m.d.sync += [cmd_dirty.eq(0), cmd_data.eq(0)]
+                    m.next = "ANSWER_FINAL"
+            with m.State("ANSWER_RSP"):
+                m.d.comb += self.cmd_rsp.ready.eq(1)
+                with m.If(self.cmd_rsp.valid):
+                    m.d.sync += [cmd_dirty.eq(self.cmd_rsp.p.dirty), cmd_data.eq(self.cmd_rsp.p.data)]
+                    m.next = "ANSWER_FINAL"
+            with m.State("ANSWER_FINAL"):
+                # E from the snoop filter is M if a copy was dirty
+                with m.If(a_maybe_m & cmd_dirty):
+                    m.d.sync += a_state.eq(STATE_CODE[D.M])
+                m.d.sync += a_maybe_m.eq(0)
+                m.d.comb += buf_r.addr.eq(r_t)           # MI_A: the write-back buffer holds the line
+                m.next = "ANSWER_SEND"
+            with m.State("ANSWER_SEND"):
+                m.d.comb += [rsp_valid.eq(1), self.d2h_rsp.p.opcode.eq(a_rsp), self.d2h_rsp.p.uqid.eq(a_uqid)]
+                with m.If(rsp_sent):
+                    with m.If(a_data):
+                        with m.If(a_state == STATE_CODE[D.MI_A]):
+                            m.d.sync += cmd_data.eq(buf_r.data)
+                        m.next = "ANSWER_DATA"
+                    with m.Else():
+                        m.next = "ANSWER_APPLY"
+                m.d.comb += buf_r.addr.eq(r_t)
+            with m.State("ANSWER_DATA"):
+                m.d.comb += [data_valid.eq(1), self.d2h_data.p.hdr.uqid.eq(a_uqid),
+                             self.d2h_data.p.data.eq(cmd_data)]
+                with m.If(data_sent):
+                    m.next = "ANSWER_APPLY"
+            with m.State("ANSWER_APPLY"):
+                with m.If(r_th):
+                    m.d.sync += trk[r_t].state.eq(a_nxt)
+                    with m.If(perm_none(a_nxt) & r.hit & (r.entry.presence != 0)):
+                        sf_update(SFOp.MODIFY, r.line, r.hit_way, SFState.PLACEHOLDER, 0, 0)
+                with m.Elif(r.hit & (a_nxt != a_state)):
+                    with m.If(a_nxt == STATE_CODE[D.S]):
+                        sf_update(SFOp.MODIFY, r.line, r.hit_way, SFState.S, 0, r.entry.presence)
+                    with m.Elif(a_nxt == STATE_CODE[D.I]):
+                        sf_update(SFOp.FREE, r.line, r.hit_way)
+                with m.If(a_fromwork):
+                    m.d.sync += wk[cur_w].snoop.eq(0)
+                    with m.If(~wk[cur_w].evict):
+                        m.d.sync += wk[cur_w].valid.eq(0)
+                    with m.Else():
+                        m.d.sync += wk[cur_w].ready.eq(1)      # the eviction follows (a fresh lookup)
+                m.d.sync += [rescan.eq(1), replay_go.eq(1)]
+                m.next = "IDLE"
+
+            # ---------------------------------------------------------------- work after its probes
+            with m.State("W_LOOK"):
+                m.d.comb += [look_valid.eq(1), look_line.eq(wk[cur_w].line)]
+                m.d.sync += wk[cur_w].ready.eq(0)
+                m.next = "W_RES"
+            with m.State("W_RES"):
+                th = tcam(res.line)
+                m.d.comb += sf.result.ready.eq(1)
+                m.d.sync += [r.eq(res), r_th.eq(th.any()), r_t.eq(first(th, T)), r_wh.eq(1), r_w.eq(cur_w)]
+                m.next = "W_GO"
+            with m.State("W_GO"):
+                w = wk[cur_w]
+                with m.If(w.snoop):
+                    m.d.sync += [a_op.eq(w.snp_op), a_uqid.eq(w.snp_uqid), a_state.eq(r_state),
+                                 a_maybe_m.eq(r_maybe_m), a_probed.eq(1), a_fromwork.eq(1)]
+                    m.next = "ANSWER"
+                with m.Elif(~r.hit):                      # a snoop took the line: nothing to evict
+                    m.d.comb += [cqids.free_valid.eq(1), cqids.free_cqid.eq(w.evict_cqid)]
+                    m.d.sync += [w.valid.eq(0), rescan.eq(1), replay_go.eq(1)]
+                    m.next = "IDLE"
+                with m.Else():
+                    with m.If(r.entry.presence != 0):
+                        m.d.comb += [self.cmd.valid.eq(1), self.cmd.p.line.eq(r.line),
+                                     self.cmd.p.caches.eq(r.entry.presence), self.cmd.p.op.eq(CmdOp.INV)]
+                        with m.If(self.cmd.ready):
+                            m.next = "EV_RSP"
+                    with m.Else():
+                        m.d.sync += [cmd_dirty.eq(0), cmd_data.eq(0)]
+                        m.next = "EV_ISSUE"
+            with m.State("EV_RSP"):
+                m.d.comb += self.cmd_rsp.ready.eq(1)
+                with m.If(self.cmd_rsp.valid):
+                    m.d.sync += [cmd_dirty.eq(self.cmd_rsp.p.dirty), cmd_data.eq(self.cmd_rsp.p.data)]
+                    m.next = "EV_ISSUE"
+            with m.State("EV_ISSUE"):
+                w = wk[cur_w]
+                dirty = r.entry.dirty | cmd_dirty
+                sf_update(SFOp.FREE, r.line, r.hit_way)
+                m.d.comb += [buf_w.en.eq(1), buf_w.addr.eq(w.evict_cqid), buf_w.data.eq(cmd_data)]
+                with m.If(dirty):
+                    new_txn(w.evict_cqid, Req.DirtyEvict, r.line, STATE_CODE[D.MI_A], 0, 0, 0, 0, 0)
+                with m.Elif(r.entry.state == SFState.E):
+                    new_txn(w.evict_cqid, Req.CleanEvict, r.line, STATE_CODE[D.EI_A], 0, 0, 0, 0, 0)
+                with m.Else():
+                    new_txn(w.evict_cqid, Req.CleanEvictNoData, r.line, STATE_CODE[D.SI_A], 0, 0, 0, 0, 0)
+                m.d.sync += [w.valid.eq(0), rescan.eq(1), replay_go.eq(1)]
+                m.next = "IDLE"
+
+            # ---------------------------------------------------------------- host responses
+            with m.State("RSP"):
+                with m.If(~ev_live):
+                    count_error(ErrorKind.UNKNOWN_CQID)
+                    m.next = "IDLE"
+                with m.Elif(~ev_ok | ~e_legal):
+                    count_error(ErrorKind.UNDECLARED)
+                    m.next = "IDLE"
+                with m.Else():
+                    m.d.sync += cur_t.eq(ev.cqid)
+                    with m.If(e_granted):
+                        m.d.sync += ev_t.state.eq(Mux(ev_t.granted_e, STATE_CODE[D.E], STATE_CODE[D.S]))
+                    with m.Else():
+                        m.d.sync += ev_t.state.eq(e_nxt)
+                    with m.If(ev_code == _EVENT_CODE["GO-S"]):
+                        m.d.sync += ev_t.granted_e.eq(0)
+                    with m.If(ev_code == _EVENT_CODE["GO-E"]):
+                        m.d.sync += ev_t.granted_e.eq(1)
+                    with m.If(e_send):
+                        m.d.sync += cmd_dirty.eq(e_bogus)         # reused: the bogus flag
+                        m.d.comb += buf_r.addr.eq(ev.cqid)
+                        m.next = "RSP_DATA"
+                    with m.Else():
+                        m.next = "ADVANCE"
+            with m.State("RSP_DATA"):
+                m.d.comb += [data_valid.eq(1), self.d2h_data.p.hdr.uqid.eq(ev.rsp_data),
+                             self.d2h_data.p.hdr.bogus.eq(cmd_dirty),
+                             self.d2h_data.p.data.eq(Mux(cmd_dirty, 0, buf_r.data))]
+                m.d.comb += buf_r.addr.eq(ev.cqid)
+                with m.If(data_sent):
+                    m.next = "ADVANCE"
+            with m.State("DATA"):
+                with m.If(~dv_live):
+                    count_error(ErrorKind.UNKNOWN_CQID)
+                    m.next = "IDLE"
+                with m.Elif(~d_legal):
+                    count_error(ErrorKind.UNDECLARED)
+                    m.next = "IDLE"
+                with m.Else():
+                    m.d.comb += [buf_w.en.eq(1), buf_w.addr.eq(dv.hdr.cqid), buf_w.data.eq(dv.data)]
+                    m.d.sync += cur_t.eq(dv.hdr.cqid)
+                    with m.If(d_granted):
+                        m.d.sync += dv_t.state.eq(Mux(dv_t.granted_e, STATE_CODE[D.E], STATE_CODE[D.S]))
+                    with m.Else():
+                        m.d.sync += dv_t.state.eq(d_nxt)
+                    m.next = "ADVANCE"
+            with m.State("ADVANCE"):
+                with m.If(is_stable(ct.state)):
+                    m.d.comb += [cqids.free_valid.eq(1), cqids.free_cqid.eq(cur_t)]
+                    m.d.sync += ct.valid.eq(0)
+                    with m.If(ct.state != STATE_CODE[D.I]):
+                        m.d.comb += [look_valid.eq(1), look_line.eq(ct.line)]
+                        m.next = "C_RES"
+                    with m.Else():
+                        m.d.comb += buf_r.addr.eq(cur_t)
+                        m.next = "C_DONE"
+                with m.Else():
+                    m.d.sync += rescan.eq(1)
+                    m.next = "IDLE"
+            with m.State("C_RES"):               # a read/ownership request completed: fill the cache
+                m.d.comb += sf.result.ready.eq(1)
+                m.d.sync += r.eq(res)
+                m.next = "C_FILL"
+            with m.State("C_FILL"):
+                k = ct.cache
+                mine = Signal(K)
+                m.d.comb += mine.eq(1 << k)
+                others = r.entry.presence & ~mine
+                with m.If(ct.store & (ct.state == STATE_CODE[D.E]) & (others != 0)):
+                    m.d.comb += [self.cmd.valid.eq(1), self.cmd.p.line.eq(ct.line),
+                                 self.cmd.p.caches.eq(others), self.cmd.p.op.eq(CmdOp.INV)]
+                    with m.If(self.cmd.ready):
+                        m.next = "C_INV_RSP"
+                with m.Else():
+                    sf_update(SFOp.MODIFY, ct.line, ct.way,
+                              Mux(ct.state == STATE_CODE[D.E], SFState.E, SFState.S), 0, mine)
+                    m.next = "C_TOUCH"
+            with m.State("C_INV_RSP"):
+                m.d.comb += self.cmd_rsp.ready.eq(1)
+                with m.If(self.cmd_rsp.valid):
+                    m.next = "C_FILL2"
+            with m.State("C_FILL2"):
+                sf_update(SFOp.MODIFY, ct.line, ct.way, SFState.E, 0, 1 << ct.cache)
+                m.next = "C_TOUCH"
+            with m.State("C_TOUCH"):
+                sf_update(SFOp.TOUCH, ct.line, ct.way)
+                m.d.comb += buf_r.addr.eq(cur_t)
+                m.next = "C_DONE"
+            with m.State("C_DONE"):               # tell the cache (buf_r holds the line now)
+                m.d.comb += buf_r.addr.eq(cur_t)
+                with m.If(ct.cpu):
+                    m.d.comb += [self.cpu_rsp.valid.eq(1), self.cpu_rsp.p.cache.eq(ct.cache),
+                                 self.cpu_rsp.p.line.eq(ct.line), self.cpu_rsp.p.data.eq(buf_r.data)]
+                    with m.If(ct.state == STATE_CODE[D.E]):
+                        m.d.comb += self.cpu_rsp.p.state.eq(Mux(ct.store, CacheState.M, CacheState.E))
+                    with m.Elif(ct.state == STATE_CODE[D.S]):
+                        m.d.comb += self.cpu_rsp.p.state.eq(CacheState.S)
+                    with m.Else():
+                        m.d.comb += self.cpu_rsp.p.state.eq(CacheState.I)
+                    with m.If(self.cpu_rsp.ready):
+                        m.d.sync += [ops[ct.cache].valid.eq(0), rescan.eq(1), replay_go.eq(1)]
+                        m.next = "IDLE"
+                with m.Else():
+                    m.d.sync += [rescan.eq(1), replay_go.eq(1)]
+                    m.next = "IDLE"
+
+            # ---------------------------------------------------------------- rescan of waiting accesses
+            with m.State("SCAN"):
+                with m.If(scan_i >= q_len):
+                    with m.If(progress):
+                        m.d.sync += [scan_i.eq(0), progress.eq(0)]
+                    with m.Else():
+                        m.next = "IDLE"
+                with m.Elif(work_ready.any() | self.h2d_rsp.valid | self.h2d_data.valid):
+                    m.d.sync += rescan.eq(1)             # an event first; the scan restarts after it
+                    m.next = "IDLE"
+                with m.Else():
+                    m.d.comb += [look_valid.eq(1), look_line.eq(cur_op.req.line)]
+                    m.next = "S_RES"
+            with m.State("S_RES"):
+                th, wh = tcam(res.line), wcam(res.line)
+                m.d.comb += sf.result.ready.eq(1)
+                m.d.sync += [r.eq(res), r_th.eq(th.any()), r_wh.eq(wh.any()), r_t.eq(first(th, T))]
+                m.next = "S_TRY"
+            with m.State("S_TRY"):
+                k = cur_k
+                req = cur_op.req
+                mine = Signal(K)
+                m.d.comb += mine.eq(1 << k)
+                hit = r.hit & (r.entry.state != SFState.PLACEHOLDER)
+                peers = r.entry.presence & ~mine
+                have_cqid = free_cqids != 0
+                kind = req.kind
+
+                def fail():
+                    m.d.sync += scan_i.eq(scan_i + 1)
+                    m.next = "SCAN"
+
+                def issued():                           # off the queue; the cache waits for cpu_rsp
+                    dequeue()
+                    m.next = "SCAN"
+
+                def txn(code, state, has_way=0, way=0):
+                    m.d.comb += cqids.alloc.ready.eq(1)
+                    new_txn(cqids.alloc.payload, code, req.line, STATE_CODE[state], k, 1,
+                            kind == CpuKind.STORE, has_way, way)
+
+                def back_invalidate(line, way, presence):
+                    e = wk[w_free_idx]
+                    m.d.comb += cqids.alloc.ready.eq(1)
+                    m.d.sync += [e.valid.eq(1), e.ready.eq(0), e.line.eq(line), e.way.eq(way), e.snoop.eq(0),
+                                 e.evict.eq(1), e.evict_cqid.eq(cqids.alloc.payload),
+                                 coal_line.eq(line), coal_caches.eq(presence)]
+                    m.next = "S_PROBE"
+
+                def miss(code):
+                    start = REQUEST_START[(code, D.I)]
+                    with m.If(~have_cqid):
+                        fail()
+                    with m.Elif(res_alloc_free):
+                        sf_update(SFOp.ALLOCATE, req.line, r.alloc_way, SFState.PLACEHOLDER, 0, 0)
+                        txn(code, start, 1, r.alloc_way)
+                        m.d.sync += ops[k].victim_valid.eq(0)
+                        issued()
+                    with m.Elif(r.alloc == AllocKind.VICTIM):
+                        with m.If(cur_op.victim_valid & victim_busy):
+                            fail()                      # our victim is still being back-invalidated
+                        with m.Elif((free_cqids < 2) | ~w_free.any()):
+                            fail()
+                        with m.Else():
+                            m.d.sync += [ops[k].victim_valid.eq(1), ops[k].victim.eq(r.victim_line)]
+                            back_invalidate(r.victim_line, r.alloc_way, r.victim.presence)
+                    with m.Else():
+                        fail()
+
+                def variant(a, b):
+                    """Opcode a, or b for the access's variant bit."""
+                    code = Signal(Req, init=Req.RdCurr)
+                    m.d.comb += code.eq(Mux(req.variant, b, a))
+                    return code
+
+                with m.If(r_th | r_wh):
+                    fail()                              # a request or probes pending on the line
+                with m.Elif(kind == CpuKind.LOAD):
+                    with m.If(hit):                     # another internal cache has it: fill from it
+                        m.d.sync += reply_state.eq(CacheState.S)
+                        m.next = "S_LFILL"
+                    with m.Elif(req.variant):
+                        miss(Req.RdAny)
+                    with m.Else():
+                        miss(Req.RdShared)
+                with m.Elif(kind == CpuKind.STORE):
+                    with m.If(hit & (r.entry.state == SFState.E)):   # device exclusive: take it inside
+                        m.d.sync += [reply_state.eq(CacheState.M), cmd_data.eq(req.data)]
+                        m.next = "S_SFILL"
+                    with m.Elif(hit):                   # device holds it in S: upgrade
+                        with m.If(~have_cqid):
+                            fail()
+                        with m.Elif(req.variant):
+                            txn(Req.RdOwnNoData, REQUEST_START[(Req.RdOwnNoData, D.S)], 1, r.hit_way)
+                            issued()
+                        with m.Else():
+                            txn(Req.RdOwn, REQUEST_START[(Req.RdOwn, D.S)], 1, r.hit_way)
+                            issued()
+                    with m.Elif(req.variant):
+                        miss(Req.RdOwnNoData)
+                    with m.Else():
+                        miss(Req.RdOwn)
+                with m.Elif(kind == CpuKind.EVICT):
+                    with m.If(~hit | ((r.entry.presence & mine) == 0)):
+                        m.d.sync += [reply_state.eq(CacheState.I), reply_touch.eq(0)]
+                        m.next = "S_REPLY"               # the cache no longer holds it
+                    with m.Elif((peers != 0) | have_cqid):
+                        m.next = "S_EVICT"               # take the copy out of the cache first
+                    with m.Else():
+                        fail()
+                with m.Else():                          # uncached: flush the device's own copies first
+                    with m.If(hit):
+                        with m.If((free_cqids >= 2) & w_free.any()):
+                            back_invalidate(req.line, r.hit_way, r.entry.presence)
+                        with m.Else():
+                            fail()
+                    with m.Elif(~have_cqid):
+                        fail()
+                    with m.Else():
+                        m.d.comb += [buf_w.en.eq(1), buf_w.addr.eq(cqids.alloc.payload), buf_w.data.eq(req.data)]
+                        for name, code in _UNCACHED.items():
+                            with m.If(kind == CpuKind[name.upper()]):
+                                txn(code, REQUEST_START[(code, D.I)])
+                        issued()
+
+            with m.State("S_EVICT"):                    # the evicting cache hands over its copy
+                m.d.comb += [self.cmd.valid.eq(1), self.cmd.p.line.eq(r.line),
+                             self.cmd.p.caches.eq(Const(1, K) << cur_k), self.cmd.p.op.eq(CmdOp.INV)]
+                with m.If(self.cmd.ready):
+                    m.next = "S_EVICT_RSP"
+            with m.State("S_EVICT_RSP"):
+                m.d.comb += self.cmd_rsp.ready.eq(1)
+                with m.If(self.cmd_rsp.valid):
+                    m.d.sync += [cmd_dirty.eq(self.cmd_rsp.p.dirty), cmd_data.eq(self.cmd_rsp.p.data)]
+                    m.next = "S_EVICT_SET"
+            with m.State("S_EVICT_SET"):
+                req = cur_op.req
+                peers = r.entry.presence & ~(Const(1, K) << cur_k)
+                with m.If(peers != 0):                  # others still hold it: no message
+                    sf_update(SFOp.MODIFY, r.line, r.hit_way, r.entry.state, r.entry.dirty, peers)
+                    m.d.sync += [reply_state.eq(CacheState.I), reply_touch.eq(0)]
+                    m.next = "S_REPLY"
+                with m.Else():
+                    sf_update(SFOp.FREE, r.line, r.hit_way)
+                    cqid = cqids.alloc.payload
+                    m.d.comb += [buf_w.en.eq(1), buf_w.addr.eq(cqid), buf_w.data.eq(cmd_data),
+                                 cqids.alloc.ready.eq(1)]
+                    code = Signal(Req, init=Req.DirtyEvict)
+                    state = Signal(_STATE_BITS)
+                    with m.If(r.entry.dirty | cmd_dirty):
+                        m.d.comb += [code.eq(Req.DirtyEvict), state.eq(STATE_CODE[REQUEST_START[(Req.DirtyEvict, D.M)]])]
+                    with m.Elif(r.entry.state == SFState.E):
+                        m.d.comb += [code.eq(Mux(req.variant, Req.CleanEvictNoData, Req.CleanEvict)),
+                                     state.eq(STATE_CODE[D.EI_A])]
+                    with m.Else():
+                        m.d.comb += [code.eq(Mux(req.variant, Req.CleanEvict, Req.CleanEvictNoData)),
+                                     state.eq(STATE_CODE[D.SI_A])]
+                    new_txn(cqid, code, r.line, state, cur_k, 1, 0, 0, 0)
+                    dequeue()
+                    m.next = "SCAN"
+            with m.State("S_PROBE"):                    # back-invalidation: one probe to the coalescer
+                m.d.comb += coal_push.eq(1)
+                with m.If(coal.probes.ready):
+                    m.d.sync += scan_i.eq(scan_i + 1)
+                    m.next = "SCAN"
+            with m.State("S_LFILL"):                    # internal fill for a load: peers E/M -> S
+                m.d.comb += [self.cmd.valid.eq(1), self.cmd.p.line.eq(r.line),
+                             self.cmd.p.caches.eq(r.entry.presence & ~(Const(1, K) << cur_k)),
+                             self.cmd.p.op.eq(CmdOp.TO_S)]
+                with m.If(self.cmd.ready):
+                    m.next = "S_LFILL_RSP"
+            with m.State("S_LFILL_RSP"):
+                m.d.comb += self.cmd_rsp.ready.eq(1)
+                with m.If(self.cmd_rsp.valid):
+                    m.d.sync += [cmd_dirty.eq(self.cmd_rsp.p.dirty), cmd_data.eq(self.cmd_rsp.p.data)]
+                    m.next = "S_LFILL_SET"
+            with m.State("S_LFILL_SET"):
+                sf_update(SFOp.MODIFY, r.line, r.hit_way, r.entry.state, r.entry.dirty | cmd_dirty,
+                          r.entry.presence | (Const(1, K) << cur_k))
+                m.d.sync += reply_touch.eq(1)
+                m.next = "S_REPLY"
+            with m.State("S_SFILL"):                    # internal fill for a store: invalidate the peers
+                peers = r.entry.presence & ~(Const(1, K) << cur_k)
+                with m.If(peers != 0):
+                    m.d.comb += [self.cmd.valid.eq(1), self.cmd.p.line.eq(r.line), self.cmd.p.caches.eq(peers),
+                                 self.cmd.p.op.eq(CmdOp.INV)]
+                    with m.If(self.cmd.ready):
+                        m.next = "S_SFILL_RSP"
+                with m.Else():
+                    m.next = "S_SFILL_SET"
+            with m.State("S_SFILL_RSP"):
+                m.d.comb += self.cmd_rsp.ready.eq(1)
+                with m.If(self.cmd_rsp.valid):
+                    m.next = "S_SFILL_SET"
+            with m.State("S_SFILL_SET"):
+                sf_update(SFOp.MODIFY, r.line, r.hit_way, SFState.E, r.entry.dirty, Const(1, K) << cur_k)
+                m.d.sync += reply_touch.eq(1)
+                m.next = "S_REPLY"
+            with m.State("S_REPLY"):                    # finished inside the device: tell the cache
+                with m.If(reply_touch):
+                    sf_update(SFOp.TOUCH, r.line, r.hit_way)
+                    m.d.sync += reply_touch.eq(0)
+                m.d.comb += [self.cpu_rsp.valid.eq(~reply_touch), self.cpu_rsp.p.cache.eq(cur_k),
+                             self.cpu_rsp.p.line.eq(cur_op.req.line), self.cpu_rsp.p.state.eq(reply_state),
+                             self.cpu_rsp.p.data.eq(cmd_data)]
+                with m.If(self.cpu_rsp.ready & ~reply_touch):
+                    m.d.sync += ops[cur_k].valid.eq(0)
+                    dequeue()
+                    m.next = "SCAN"
+
+        work_live = Cat(wk[i].valid for i in range(W)).any()
+        m.d.comb += self.idle.eq(engine.ongoing("IDLE") & ~rescan & ~work_live & ~(replay & replay_go))
+        return m

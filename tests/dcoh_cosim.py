@@ -1,0 +1,281 @@
+"""Co-simulation of the RTL DCOH against the golden model's device, inside the model's whole system.
+
+The model's untimed system (host, links, N devices) runs as usual; device 0 is *shadowed* by the RTL:
+every access device 0's caches make and every message the host delivers to device 0 is applied to the
+model's device and to the RTL (through an internal-cache BFM following the model's MESI rules), the RTL
+runs until it is idle, and then
+
+* the D2H messages device 0 sent in that step must equal the RTL's (as multisets: opcode, CQID/UQID,
+  address, data, bogus), and
+* the RTL's internal caches, snoop-filter contents (tags, state, dirty, presence, pseudo-LRU bits) and
+  tracker states must equal the model's.
+
+A move of the model that opens a coalescer group on device 0 is followed at once by its flush, because
+the RTL flushes by itself ``coalesce_window`` cycles later and the comparison is made at quiescence.
+"""
+
+import random
+
+from hdl.dcoh.dcoh import DCOH, CacheState, CmdOp, CpuKind, STATE_CODE
+from hdl.dcoh.snoop_filter import SFState
+from hdl.protocol import Channel, D2HReqOpcode, D2HRspOpcode
+from models.config import Config
+from models.dcoh import CpuOp, cache_hit
+from models.states import MESI, DevState
+from models.system import System
+
+__all__ = ["CONFIG", "run_cosim", "CosimMismatch"]
+
+CONFIG = dict(devices=2, caches=2, sf_sets=2, sf_ways=2, max_outstanding=4, credits=64,
+              coalesce_window=2, coalesce_block=2, clean_evict_data=False)
+IDLE_LIMIT = 3000          # cycles the RTL may take to go idle after one event
+
+
+class CosimMismatch(AssertionError):
+    pass
+
+
+_MESI_OF = {CacheState.I: None, CacheState.S: MESI.S, CacheState.E: MESI.E, CacheState.M: MESI.M}
+_SF_STATE = {None: SFState.PLACEHOLDER, DevState.S: SFState.S, DevState.E: SFState.E}
+
+
+def make_dut(cfg):
+    return DCOH(caches=cfg.caches, sf_sets=cfg.sf_sets, sf_ways=cfg.sf_ways, tracker=cfg.max_outstanding,
+                work=8, coalesce_window=cfg.coalesce_window, coalesce_block=cfg.coalesce_block,
+                coalesce_groups=4, starvation_bound=cfg.starvation_bound, credits=64)
+
+
+class CacheBFM:
+    """The RTL's internal caches: line -> [MESI, value], changed only by the DCOH's commands."""
+
+    def __init__(self, caches):
+        self.caches = [dict() for _ in range(caches)]
+        self.busy = [None] * caches
+
+    def command(self, line, mask, op):
+        dirty, data = 0, 0
+        for k, cache in enumerate(self.caches):
+            if not (mask >> k) & 1 or line not in cache:
+                continue
+            st, v = cache[line]
+            if st is MESI.M or not dirty:
+                data = v
+            dirty |= st is MESI.M
+            if op is CmdOp.INV:
+                del cache[line]
+            elif op is CmdOp.TO_S:
+                cache[line] = [MESI.S, v]
+        return dirty, data
+
+
+def _rtl_sf(ctx, dut, sf):
+    """The RTL snoop filter as {line: (state, dirty, presence, way)} and its pseudo-LRU bits per set."""
+    from amaranth.lib import data as _data
+    entries, plru = {}, []
+    set_bits = dut.sf.set_bits
+    for s in range(dut.sf_sets):
+        row = _data.Const(dut.sf.row_layout, ctx.get(dut.sf.storage[s]))
+        plru.append(int(row.plru))
+        for w in range(dut.sf_ways):
+            way = row.ways[w]
+            if way.valid:
+                line = (int(way.tag) << set_bits) | s
+                entries[line] = (SFState(way.entry.state), int(way.entry.dirty), int(way.entry.presence), w)
+    return entries, plru
+
+
+async def run_cosim(ctx, dut, seed, steps, lines=6, log=None):
+    """Drive ``steps`` random moves; raise CosimMismatch on the first difference."""
+    rng = random.Random(seed)
+    cfg = Config(**CONFIG)
+    sysm = System(cfg, timed=False)
+    dev = sysm.devices[0]
+    bfm = CacheBFM(cfg.caches)
+    sent = []                       # D2H messages device 0 sent in the model this step
+    link0 = sysm.links[0]
+    orig_send = link0.send
+
+    def spy(msg, now, extra=0):
+        if msg.chan.upstream:
+            sent.append(msg)
+        return orig_send(msg, now, extra)
+    link0.send = spy
+    value = [100]
+
+    for d in (dut.d2h_req, dut.d2h_rsp, dut.d2h_data, dut.cpu_rsp, dut.probe, dut.cmd):
+        ctx.set(d.ready, 1)
+
+    async def rtl_until_idle(step):
+        """Tick until the RTL is idle with nothing left to emit; collect what it emitted."""
+        out = []
+        pending_rsp = None
+        idle_run = 0
+        last_ret = {"req": 0, "rsp": 0, "data": 0}
+        for _ in range(IDLE_LIMIT):
+            if pending_rsp is not None:
+                ctx.set(dut.cmd_rsp.valid, 1)
+                ctx.set(dut.cmd_rsp.p.dirty, pending_rsp[0])
+                ctx.set(dut.cmd_rsp.p.data, pending_rsp[1])
+            else:
+                ctx.set(dut.cmd_rsp.valid, 0)
+            rsp_taken = ctx.get(dut.cmd_rsp.valid) and ctx.get(dut.cmd_rsp.ready)
+            ret = {"req": 0, "rsp": 0, "data": 0}
+            if ctx.get(dut.d2h_req.valid):
+                p = ctx.get(dut.d2h_req.p)
+                out.append(("req", D2HReqOpcode(p.opcode), int(p.cqid), int(p.addr)))
+                ret["req"] = 1
+            if ctx.get(dut.d2h_rsp.valid):
+                p = ctx.get(dut.d2h_rsp.p)
+                out.append(("rsp", D2HRspOpcode(p.opcode), int(p.uqid)))
+                ret["rsp"] = 1
+            if ctx.get(dut.d2h_data.valid):
+                p = ctx.get(dut.d2h_data.p)
+                bogus = int(p.hdr.bogus)
+                out.append(("data", int(p.hdr.uqid), None if bogus else int(p.data), bogus))
+                ret["data"] = 1
+            new_cmd = None
+            if ctx.get(dut.cmd.valid):
+                c = ctx.get(dut.cmd.p)
+                new_cmd = bfm.command(int(c.line), int(c.caches), CmdOp(c.op))
+            if ctx.get(dut.cpu_rsp.valid):
+                c = ctx.get(dut.cpu_rsp.p)
+                k, line, st = int(c.cache), int(c.line), CacheState(c.state)
+                if st is not CacheState.I:
+                    op = bfm.busy[k]
+                    bfm.caches[k][line] = [_MESI_OF[st], op.value if st is CacheState.M else int(c.data)]
+                bfm.busy[k] = None
+            # the link returns each credit one cycle after the message left (the counter's rule)
+            ctx.set(dut.crd_req, last_ret["req"])
+            ctx.set(dut.crd_rsp, last_ret["rsp"])
+            ctx.set(dut.crd_data, last_ret["data"])
+            last_ret = ret
+            idle = ctx.get(dut.idle) and not any(ctx.get(s) for s in (
+                dut.d2h_req.valid, dut.d2h_rsp.valid, dut.d2h_data.valid, dut.cpu_rsp.valid, dut.cmd.valid,
+                dut.cpu_req.valid, dut.h2d_req.valid, dut.h2d_rsp.valid, dut.h2d_data.valid)) \
+                and pending_rsp is None
+            await ctx.tick()
+            if rsp_taken:
+                pending_rsp = None
+            if new_cmd is not None:
+                pending_rsp = new_cmd
+            idle_run = idle_run + 1 if idle and not any(last_ret.values()) else 0
+            if idle_run >= 2:
+                ctx.set(dut.crd_req, 0)
+                ctx.set(dut.crd_rsp, 0)
+                ctx.set(dut.crd_data, 0)
+                return out
+        raise CosimMismatch(f"seed {seed} step {step}: the RTL did not go idle in {IDLE_LIMIT} cycles")
+
+    async def drive(stream_, payload, step):
+        ctx.set(stream_.valid, 1)
+        for name, v in payload.items():
+            target = stream_.p
+            for part in name.split("."):
+                target = getattr(target, part)
+            ctx.set(target, v)
+        for _ in range(IDLE_LIMIT):
+            ready = ctx.get(stream_.ready)
+            await ctx.tick()
+            if ready:
+                ctx.set(stream_.valid, 0)
+                return
+        raise CosimMismatch(f"seed {seed} step {step}: the RTL never took {payload}")
+
+    def model_out():
+        out = []
+        for msg in sent:
+            if msg.chan is Channel.D2H_REQ:
+                out.append(("req", msg.op, msg.uid, msg.line))
+            elif msg.chan is Channel.D2H_RSP:
+                out.append(("rsp", msg.op, msg.uid))
+            else:
+                out.append(("data", msg.uid, None if msg.bogus else msg.data, int(msg.bogus)))
+        sent.clear()
+        return out
+
+    def compare(step, what, rtl_out):
+        want = model_out()
+        key = lambda t: repr(t)
+        if sorted(want, key=key) != sorted(rtl_out, key=key):
+            raise CosimMismatch(f"seed {seed} step {step} ({what}): model sent {want}, RTL sent {rtl_out}")
+        for k in range(cfg.caches):
+            if bfm.caches[k] != dev.caches[k]:
+                raise CosimMismatch(f"seed {seed} step {step} ({what}): cache {k}: model {dev.caches[k]}, "
+                                    f"RTL {bfm.caches[k]}")
+        rtl_sf, rtl_plru = _rtl_sf(ctx, dut, dev.sf)
+        model_sf = {line: (_SF_STATE[e.state], int(e.dirty), e.presence, e.way)
+                    for line, e in dev.sf.entries.items()}
+        if rtl_sf != model_sf or rtl_plru != dev.sf.plru:
+            raise CosimMismatch(f"seed {seed} step {step} ({what}): snoop filter: model {model_sf} plru "
+                                f"{dev.sf.plru}, RTL {rtl_sf} plru {rtl_plru}")
+        trk = ctx.get(dut.trk)
+        rtl_t = {i: int(trk[i].state) for i in range(cfg.max_outstanding) if trk[i].valid}
+        model_t = {c: STATE_CODE[t.state] for c, t in dev.txns.items()}
+        if rtl_t != model_t:
+            raise CosimMismatch(f"seed {seed} step {step} ({what}): tracker: model {model_t}, RTL {rtl_t}")
+
+    async def flush_dev0(step):
+        while dev.coal.groups:
+            for b in list(dev.coal.groups):
+                dev.flush(b, 0)
+            sysm.settle()
+
+    def describe(msg):
+        return f"{msg.chan.name} {getattr(msg.op, 'name', '')} uid {msg.uid} line {msg.line:#x}"
+
+    for step in range(steps):
+        moves = sysm.protocol_moves()
+        idle_caches = [(d, k) for d in range(cfg.devices) for k in range(cfg.caches)
+                       if sysm.devices[d].ops[k] is None]
+        choice = None
+        if idle_caches and (not moves or rng.random() < 0.35):
+            d, k = rng.choice(idle_caches)
+            kind = rng.choice(("load", "load", "store", "store", "evict", "rdcurr", "itomwr", "wrinv", "clflush"))
+            value[0] += 1
+            op = CpuOp(kind, k, rng.randrange(lines), value[0], rng.randrange(2))
+            if d != 0:
+                sysm.devices[d].accept(op, 0)
+                sysm.settle()
+                what = None
+            else:
+                what = repr(op)
+                hit = cache_hit(bfm.caches[k], op)
+                assert dev.accept(op, 0)
+                sysm.settle()
+                if hit:
+                    if kind == "store":
+                        bfm.caches[k][op.line] = [MESI.M, op.value]
+                else:
+                    bfm.busy[k] = op
+                    await drive(dut.cpu_req, {
+                        "kind": CpuKind[kind.upper()], "cache": k, "line": op.line, "variant": op.variant,
+                        "data": op.value}, step)
+        elif moves:
+            move = rng.choice(moves)
+            what = None
+            if move[0] == "deliver" and move[1] == 0 and not move[2]:
+                msg = sysm.links[0].flight[False][move[3]][1]
+                what = describe(msg)
+                sysm.apply_move(move)
+                if msg.chan is Channel.H2D_REQ:
+                    await drive(dut.h2d_req, {"opcode": msg.op, "addr": msg.line, "uqid": msg.uid}, step)
+                elif msg.chan is Channel.H2D_RSP:
+                    await drive(dut.h2d_rsp, {"opcode": msg.op, "rsp_data": msg.rsp_data, "cqid": msg.uid}, step)
+                else:
+                    await drive(dut.h2d_data, {"hdr.cqid": msg.uid, "data": msg.data}, step)
+            elif move[0] == "flush" and move[1] == 0:
+                raise CosimMismatch("device 0 flushes are applied right after the move that opened them")
+            else:
+                sysm.apply_move(move)
+        else:
+            break
+        if dev.coal.groups:
+            await flush_dev0(step)
+            what = what or "flush"
+        rtl_out = await rtl_until_idle(step)
+        if what is not None or sent or rtl_out:
+            compare(step, what or "other", rtl_out)
+            if log is not None:
+                log.append(what)
+        sysm.check_all()
+    return sysm
