@@ -39,9 +39,12 @@ _MESI_OF = {CacheState.I: None, CacheState.S: MESI.S, CacheState.E: MESI.E, Cach
 _SF_STATE = {None: SFState.PLACEHOLDER, DevState.S: SFState.S, DevState.E: SFState.E}
 
 
-def make_dut(cfg):
+def make_dut(cfg, window=128):
+    """The RTL for a model configuration.  Its coalescer window is long (``window`` cycles) because
+    the model's untimed groups stay open until a move flushes them; the harness flushes a group
+    before half the window has passed."""
     return DCOH(caches=cfg.caches, sf_sets=cfg.sf_sets, sf_ways=cfg.sf_ways, tracker=cfg.max_outstanding,
-                work=8, coalesce_window=cfg.coalesce_window, coalesce_block=cfg.coalesce_block,
+                work=8, coalesce_window=window, coalesce_block=cfg.coalesce_block,
                 coalesce_groups=4, starvation_bound=cfg.starvation_bound, credits=64)
 
 
@@ -53,7 +56,7 @@ class CacheBFM:
         self.busy = [None] * caches
 
     def command(self, line, mask, op):
-        dirty, data = 0, 0
+        dirty, excl, data = 0, 0, 0
         for k, cache in enumerate(self.caches):
             if not (mask >> k) & 1 or line not in cache:
                 continue
@@ -61,11 +64,12 @@ class CacheBFM:
             if st is MESI.M or not dirty:
                 data = v
             dirty |= st is MESI.M
+            excl |= st is MESI.M or st is MESI.E
             if op is CmdOp.INV:
                 del cache[line]
             elif op is CmdOp.TO_S:
                 cache[line] = [MESI.S, v]
-        return dirty, data
+        return dirty, excl, data
 
 
 def _rtl_sf(ctx, dut, sf):
@@ -84,10 +88,16 @@ def _rtl_sf(ctx, dut, sf):
     return entries, plru
 
 
-async def run_cosim(ctx, dut, seed, steps, lines=6, log=None):
-    """Drive ``steps`` random moves; raise CosimMismatch on the first difference."""
+KINDS = ("load", "load", "store", "store", "evict", "rdcurr", "itomwr", "wrinv", "clflush")
+
+
+async def run_cosim(ctx, dut, seed, steps=0, *, cfg=None, trace=None, lines=6, log=None):
+    """Drive ``steps`` random moves (or the moves of ``trace``: ("cpu", d, k, kind, line, value,
+    variant) / ("deliver", d, upstream, index) / ("flush", d, block)); raise CosimMismatch on the
+    first difference.  The model's device 0 coalescer groups are flushed by moves, and the RTL's
+    caches take the matching probe message only then."""
     rng = random.Random(seed)
-    cfg = Config(**CONFIG)
+    cfg = cfg or Config(**CONFIG)
     sysm = System(cfg, timed=False)
     dev = sysm.devices[0]
     bfm = CacheBFM(cfg.caches)
@@ -102,7 +112,7 @@ async def run_cosim(ctx, dut, seed, steps, lines=6, log=None):
     link0.send = spy
     value = [100]
 
-    for d in (dut.d2h_req, dut.d2h_rsp, dut.d2h_data, dut.cpu_rsp, dut.probe, dut.cmd):
+    for d in (dut.d2h_req, dut.d2h_rsp, dut.d2h_data, dut.cpu_rsp, dut.cmd):
         ctx.set(d.ready, 1)
 
     async def rtl_until_idle(step):
@@ -115,7 +125,8 @@ async def run_cosim(ctx, dut, seed, steps, lines=6, log=None):
             if pending_rsp is not None:
                 ctx.set(dut.cmd_rsp.valid, 1)
                 ctx.set(dut.cmd_rsp.p.dirty, pending_rsp[0])
-                ctx.set(dut.cmd_rsp.p.data, pending_rsp[1])
+                ctx.set(dut.cmd_rsp.p.excl, pending_rsp[1])
+                ctx.set(dut.cmd_rsp.p.data, pending_rsp[2])
             else:
                 ctx.set(dut.cmd_rsp.valid, 0)
             rsp_taken = ctx.get(dut.cmd_rsp.valid) and ctx.get(dut.cmd_rsp.ready)
@@ -154,6 +165,7 @@ async def run_cosim(ctx, dut, seed, steps, lines=6, log=None):
                 dut.cpu_req.valid, dut.h2d_req.valid, dut.h2d_rsp.valid, dut.h2d_data.valid)) \
                 and pending_rsp is None
             await ctx.tick()
+            clock[0] += 1
             if rsp_taken:
                 pending_rsp = None
             if new_cmd is not None:
@@ -176,6 +188,7 @@ async def run_cosim(ctx, dut, seed, steps, lines=6, log=None):
         for _ in range(IDLE_LIMIT):
             ready = ctx.get(stream_.ready)
             await ctx.tick()
+            clock[0] += 1
             if ready:
                 ctx.set(stream_.valid, 0)
                 return
@@ -214,68 +227,108 @@ async def run_cosim(ctx, dut, seed, steps, lines=6, log=None):
         if rtl_t != model_t:
             raise CosimMismatch(f"seed {seed} step {step} ({what}): tracker: model {model_t}, RTL {rtl_t}")
 
-    async def flush_dev0(step):
-        while dev.coal.groups:
-            for b in list(dev.coal.groups):
-                dev.flush(b, 0)
-            sysm.settle()
-
     def describe(msg):
         return f"{msg.chan.name} {getattr(msg.op, 'name', '')} uid {msg.uid} line {msg.line:#x}"
 
-    for step in range(steps):
-        moves = sysm.protocol_moves()
-        idle_caches = [(d, k) for d in range(cfg.devices) for k in range(cfg.caches)
-                       if sysm.devices[d].ops[k] is None]
-        choice = None
-        if idle_caches and (not moves or rng.random() < 0.35):
-            d, k = rng.choice(idle_caches)
-            kind = rng.choice(("load", "load", "store", "store", "evict", "rdcurr", "itomwr", "wrinv", "clflush"))
-            value[0] += 1
-            op = CpuOp(kind, k, rng.randrange(lines), value[0], rng.randrange(2))
-            if d != 0:
-                sysm.devices[d].accept(op, 0)
-                sysm.settle()
-                what = None
-            else:
-                what = repr(op)
-                hit = cache_hit(bfm.caches[k], op)
-                assert dev.accept(op, 0)
-                sysm.settle()
-                if hit:
-                    if kind == "store":
-                        bfm.caches[k][op.line] = [MESI.M, op.value]
-                else:
-                    bfm.busy[k] = op
-                    await drive(dut.cpu_req, {
-                        "kind": CpuKind[kind.upper()], "cache": k, "line": op.line, "variant": op.variant,
-                        "data": op.value}, step)
-        elif moves:
-            move = rng.choice(moves)
-            what = None
-            if move[0] == "deliver" and move[1] == 0 and not move[2]:
-                msg = sysm.links[0].flight[False][move[3]][1]
-                what = describe(msg)
-                sysm.apply_move(move)
-                if msg.chan is Channel.H2D_REQ:
-                    await drive(dut.h2d_req, {"opcode": msg.op, "addr": msg.line, "uqid": msg.uid}, step)
-                elif msg.chan is Channel.H2D_RSP:
-                    await drive(dut.h2d_rsp, {"opcode": msg.op, "rsp_data": msg.rsp_data, "cqid": msg.uid}, step)
-                else:
-                    await drive(dut.h2d_data, {"hdr.cqid": msg.uid, "data": msg.data}, step)
-            elif move[0] == "flush" and move[1] == 0:
-                raise CosimMismatch("device 0 flushes are applied right after the move that opened them")
-            else:
-                sysm.apply_move(move)
+    opened = {}                     # dev0 coalescer block -> RTL cycle its group opened at
+    clock = [0]
+
+    async def flush_dev0(block, step):
+        """The model flushes ``block``; the RTL's caches take the coalescer's message for it."""
+        dev.flush(block, 0)
+        sysm.settle()
+        opened.pop(block, None)
+        for _ in range(IDLE_LIMIT):
+            if ctx.get(dut.probe.valid):
+                got = int(ctx.get(dut.probe.p.block))
+                if got != block:
+                    raise CosimMismatch(f"seed {seed} step {step}: the model flushes block {block:#x}, the RTL "
+                                        f"offers block {got:#x}")
+                ctx.set(dut.probe.ready, 1)
+                await ctx.tick()
+                clock[0] += 1
+                ctx.set(dut.probe.ready, 0)
+                return
+            await ctx.tick()
+            clock[0] += 1
+        raise CosimMismatch(f"seed {seed} step {step}: no probe message from the RTL for block {block:#x}")
+
+    async def cpu(d, k, kind, line, val, variant, step):
+        op = CpuOp(kind, k, line, val, variant)
+        if d != 0:
+            sysm.devices[d].accept(op, 0)
+            sysm.settle()
+            return None
+        hit = cache_hit(bfm.caches[k], op)
+        assert dev.accept(op, 0)
+        sysm.settle()
+        if hit:                                   # the cache's own business: no DCOH traffic
+            if kind == "store":
+                bfm.caches[k][op.line] = [MESI.M, op.value]
         else:
-            break
-        if dev.coal.groups:
-            await flush_dev0(step)
-            what = what or "flush"
+            bfm.busy[k] = op
+            await drive(dut.cpu_req, {"kind": CpuKind[kind.upper()], "cache": k, "line": line,
+                                      "variant": variant, "data": val}, step)
+        return repr(op)
+
+    async def deliver(move, step):
+        if move[1] == 0 and not move[2]:
+            msg = sysm.links[0].flight[False][move[3]][1]
+            sysm.apply_move(move)
+            if msg.chan is Channel.H2D_REQ:
+                await drive(dut.h2d_req, {"opcode": msg.op, "addr": msg.line, "uqid": msg.uid}, step)
+            elif msg.chan is Channel.H2D_RSP:
+                await drive(dut.h2d_rsp, {"opcode": msg.op, "rsp_data": msg.rsp_data, "cqid": msg.uid}, step)
+            else:
+                await drive(dut.h2d_data, {"hdr.cqid": msg.uid, "data": msg.data}, step)
+            return describe(msg)
+        sysm.apply_move(move)
+        return None
+
+    def random_moves():
+        for step in range(steps):
+            moves = [mv for mv in sysm.protocol_moves() if mv[0] != "flush" or mv[1] != 0]
+            if dev.coal.groups:                    # dev0 flushes its oldest group first, as the RTL does
+                moves.append(("flush", 0, next(iter(dev.coal.groups))))
+            idle_caches = [(d, k) for d in range(cfg.devices) for k in range(cfg.caches)
+                           if sysm.devices[d].ops[k] is None]
+            if idle_caches and (not moves or rng.random() < 0.35):
+                d, k = rng.choice(idle_caches)
+                value[0] += 1
+                yield ("cpu", d, k, rng.choice(KINDS), rng.randrange(lines), value[0], rng.randrange(2))
+            elif moves:
+                yield rng.choice(moves)
+            else:
+                return
+
+    for step, move in enumerate(trace if trace is not None else random_moves()):
+        # the RTL's coalescer window must not close before the model flushes: flush old groups first
+        for block, t0 in list(opened.items()):
+            if clock[0] - t0 > dut.coalesce_window // 2 and block in dev.coal.groups:
+                await flush_dev0(block, step)
+                compare(step, f"flush {block:#x} (window)", await rtl_until_idle(step))
+        if move[0] == "cpu":
+            what = await cpu(*move[1:], step)
+        elif move[0] == "deliver":
+            what = await deliver(move, step)
+        elif move[1] == 0:
+            if move[2] not in dev.coal.groups:
+                continue                           # a trace's flush of a group already flushed
+            await flush_dev0(move[2], step)
+            what = f"flush {move[2]:#x}"
+        else:
+            sysm.apply_move(move)
+            what = None
         rtl_out = await rtl_until_idle(step)
+        for block in dev.coal.groups:
+            opened.setdefault(block, clock[0])
         if what is not None or sent or rtl_out:
             compare(step, what or "other", rtl_out)
             if log is not None:
                 log.append(what)
         sysm.check_all()
+    # finish: flush what is left so that the last probes are compared too
+    for block in list(dev.coal.groups):
+        await flush_dev0(block, steps)
+        compare(steps, f"final flush {block:#x}", await rtl_until_idle(steps))
     return sysm

@@ -26,8 +26,9 @@ Device side (the internal caches; the cache decides its own hits, the DCOH sees 
   ``cmd`` out (:class:`CacheCmd`) / ``cmd_rsp`` in (:class:`CacheCmdRsp`): when the DCOH applies a
     decision to the copies of one line (answering a snoop, evicting after a back-invalidation, an
     internal fill) it tells the holders to keep, downgrade to S or invalidate them, and they answer with
-    ``dirty`` (one held M) and ``data`` (the M copy's line, or any copy's).
-Status: ``idle`` (nothing in progress: no event, no queued access that could issue, no probe waiting),
+    ``dirty`` (one held M), ``excl`` (one held E or M) and ``data`` (the M copy's line, or any copy's).
+Status: ``idle`` (the engine has nothing it can do: no event in progress, no rescan or replay due; work
+  waiting for the caches to take its probe does not count),
   ``devload`` (2-bit level from tracker occupancy), ``protocol_errors`` (messages from the host that
   name a CQID not in use or make an undeclared transition: counted and dropped; ``last_error`` names
   the kind), ``msgs_in``/``msgs_out`` (the coalescer's counters).
@@ -44,9 +45,9 @@ cycle.  Anything else goes to the slow path, which follows the model step by ste
 
 Where the RTL differs from the model (documented, not a behaviour difference at the boundary):
   * The DCOH cannot see a silent E->M upgrade in an internal cache.  A snoop to a line the device holds
-    in E therefore always probes the copies and learns from ``cmd_rsp.dirty`` whether the device state
-    is E or M; the model looks into the cache and skips the probe when the copy is clean and the snoop
-    leaves the copy its permission (SnpCur, or SnpData to S copies).  Same responses, an extra probe.
+    in E first queries the copies (``cmd`` KEEP: ``dirty`` says E or M, ``excl`` whether a copy is
+    still E/M rather than S) and then decides to probe exactly as the model does, which looks into the
+    caches directly.
   * The tracker, work table and coalescer are finite (parameters); the model's are not.  A snoop that
     needs a work entry when none is free is held (back-pressure on ``h2d_req``), as is a snoop that the
     model stalls (a line whose GO came before its data).
@@ -138,7 +139,7 @@ class CacheCmd(data.StructLayout):
 
 class CacheCmdRsp(data.StructLayout):
     def __init__(self):
-        super().__init__({"dirty": 1, "data": LINE_BITS})
+        super().__init__({"dirty": 1, "excl": 1, "data": LINE_BITS})
 
 
 def _is_int(v):
@@ -406,6 +407,11 @@ class DCOH(wiring.Component):
                                         m.d.comb += [rsp.eq(r_), nxt.eq(STATE_CODE[n_]), dat.eq(d_)]
             return stall, rsp, nxt, dat
 
+        def perm_rw(state):
+            """The device state allows internal copies write permission."""
+            rw = [STATE_CODE[s] for s in D if _ALLOWED.get(s, Perm.NONE) is Perm.READWRITE]
+            return Cat(state == c for c in rw).any()
+
         def perm_none(state):
             """The device state leaves internal copies no permission (the model's _ALLOWED)."""
             none = [STATE_CODE[s] for s in D if _ALLOWED.get(s, Perm.NONE) is Perm.NONE]
@@ -482,7 +488,15 @@ class DCOH(wiring.Component):
             m.d.sync += [q_len.eq(q_len - 1), progress.eq(1)]
 
         # snoop table evaluations used by the slow path (state from the latched lookup)
-        r_state, r_maybe_m = line_state(r.hit, r.entry, r_th, trk[r_t].state)
+        # q_*: what a query (cmd KEEP) of an E line's copies said: the DCOH cannot see a silent E->M
+        q_done, q_dirty, q_excl = Signal(), Signal(), Signal()
+        r_state0, r_maybe_m0 = line_state(r.hit, r.entry, r_th, trk[r_t].state)
+        r_state, r_maybe_m = Signal(_STATE_BITS), Signal()
+        m.d.comb += [r_state.eq(Mux(r_maybe_m0 & q_done & q_dirty, STATE_CODE[D.M], r_state0)),
+                     r_maybe_m.eq(r_maybe_m0 & ~q_done)]
+        # the most permission the internal copies have (the model's ``copies``): S copies unless an E
+        # line's query found an E/M one
+        copies_rw = r_maybe_m0 & q_done & q_excl
         s_stall, s_rsp, s_nxt, s_data = snoop_table(r_state, snp.opcode)
         a_stall, a_rsp, a_nxt, a_data = snoop_table(a_state, a_op)
         # event code of the latched H2D Rsp
@@ -558,15 +572,18 @@ class DCOH(wiring.Component):
                 with m.Else():
                     m.d.comb += sf.result.ready.eq(1)
                     m.d.sync += [r.eq(res), r_th.eq(th.any()), r_t.eq(first(th, T)),
-                                 r_wh.eq(wh.any()), r_w.eq(first(wh, W))]
+                                 r_wh.eq(wh.any()), r_w.eq(first(wh, W)), q_done.eq(0)]
                     m.next = "SNP_SLOW"
 
             with m.State("SNP_SLOW"):
                 presence = Signal(K)
                 m.d.comb += presence.eq(Mux(r.hit, r.entry.presence, 0))
-                need_probe = (presence != 0) & (r_maybe_m | (s_data & (r_state != STATE_CODE[D.MI_A])) |
-                                                perm_none(s_nxt))
-                with m.If(r_wh):
+                # the model's rule: fetch data, or take away permission the copies have
+                need_probe = (presence != 0) & ((s_data & (r_state != STATE_CODE[D.MI_A])) |
+                                                perm_none(s_nxt) | (copies_rw & ~perm_rw(s_nxt)))
+                with m.If(~r_wh & r_maybe_m & (presence != 0)):
+                    m.next = "SNP_QUERY"               # E or M? and E or S copies? ask the caches
+                with m.Elif(r_wh):
                     with m.If(wk[r_w].snoop):
                         count_error(ErrorKind.SECOND_SNOOP)     # the model raises ProtocolError
                     with m.Else():
@@ -591,6 +608,17 @@ class DCOH(wiring.Component):
                     m.d.sync += [a_op.eq(snp.opcode), a_uqid.eq(snp.uqid), a_state.eq(r_state),
                                  a_maybe_m.eq(r_maybe_m), a_probed.eq(0), a_fromwork.eq(0)]
                     m.next = "ANSWER"
+
+            with m.State("SNP_QUERY"):
+                m.d.comb += [self.cmd.valid.eq(1), self.cmd.p.line.eq(r.line),
+                             self.cmd.p.caches.eq(r.entry.presence), self.cmd.p.op.eq(CmdOp.KEEP)]
+                with m.If(self.cmd.ready):
+                    m.next = "SNP_QUERY_RSP"
+            with m.State("SNP_QUERY_RSP"):
+                m.d.comb += self.cmd_rsp.ready.eq(1)
+                with m.If(self.cmd_rsp.valid):
+                    m.d.sync += [q_done.eq(1), q_dirty.eq(self.cmd_rsp.p.dirty), q_excl.eq(self.cmd_rsp.p.excl)]
+                    m.next = "SNP_SLOW"
 
             with m.State("PROBE"):                      # hand one probe to the coalescer
                 m.d.comb += coal_push.eq(1)
@@ -669,7 +697,8 @@ class DCOH(wiring.Component):
             with m.State("W_RES"):
                 th = tcam(res.line)
                 m.d.comb += sf.result.ready.eq(1)
-                m.d.sync += [r.eq(res), r_th.eq(th.any()), r_t.eq(first(th, T)), r_wh.eq(1), r_w.eq(cur_w)]
+                m.d.sync += [r.eq(res), r_th.eq(th.any()), r_t.eq(first(th, T)), r_wh.eq(1), r_w.eq(cur_w),
+                             q_done.eq(0)]
                 m.next = "W_GO"
             with m.State("W_GO"):
                 w = wk[cur_w]
@@ -1025,6 +1054,6 @@ class DCOH(wiring.Component):
                     dequeue()
                     m.next = "SCAN"
 
-        work_live = Cat(wk[i].valid for i in range(W)).any()
-        m.d.comb += self.idle.eq(engine.ongoing("IDLE") & ~rescan & ~work_live & ~(replay & replay_go))
+        # work waiting for its probe to be acknowledged is the caches' move, not the engine's
+        m.d.comb += self.idle.eq(engine.ongoing("IDLE") & ~rescan & ~work_ready.any() & ~(replay & replay_go))
         return m
