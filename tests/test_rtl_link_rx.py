@@ -1,0 +1,458 @@
+"""The RTL RX unpacker (hdl/link/rx.py) against the reference ``models.flit.Unpacker``.
+
+Every test feeds a flit stream to the RTL and checks, flit by flit, that it does what the reference's
+``receive`` does: the same messages per channel (in order), credits, acks and control flits for a good
+flit; ``crc_error`` / ``rule_error`` with the matching ``RxError`` exactly when the reference raises
+``FlitError``; and a rejected flit leaves the state unchanged (the flits after it still decode as the
+reference decodes them).  Inputs come with random gaps and the outputs with random backpressure; every
+run is bounded in cycles (no hang).
+
+One simulator per (direction, lane depth) is built once and ``reset()`` between runs: elaborating the
+unpacker costs seconds, a run milliseconds.
+"""
+
+import json
+import random
+import re
+import time
+from collections import namedtuple
+
+import pytest
+from amaranth.back import verilog
+from amaranth.sim import Simulator
+from hypothesis import given, settings, strategies as st
+
+from hdl.link.ports import channel_shape
+from hdl.link.rx import CONTROL_KIND_NAMES, FlitKind, FlitUnpacker, RxError
+from hdl.protocol import CODECS, D2HReqOpcode, D2HRspOpcode
+from models import flit as F
+from models.flit import (CONTROL_KINDS, Credits, Direction, FlitError, Packer, Unpacker,
+                         control, deframe, encode_control, encode_header, msg_from_json, seal)
+
+DIRS = {True: Direction.UPSTREAM, False: Direction.DOWNSTREAM}
+PORTS = ("req", "rsp", "data")
+
+Job = namedtuple("Job", "flits gaps ready seed")
+Status = namedtuple("Status", "good crc_error rule_error error kind credits mem_credits acks ctl")
+
+
+# ---------------------------------------------------------------- simulation harness
+class Harness:
+    """One elaborated unpacker; ``run(job)`` resets it and plays one flit stream."""
+
+    def __init__(self, upstream, depth=4):
+        self.dut = FlitUnpacker(upstream, depth=depth)
+        self.direction = DIRS[upstream]
+        self.job = None
+        self.result = None
+        self.sim = Simulator(self.dut)
+        self.sim.add_clock(1e-8)
+        self.sim.add_testbench(self._bench)
+        self.first = True
+
+    def run(self, job):
+        self.job, self.result = job, None
+        if not self.first:
+            self.sim.reset()
+        self.first = False
+        self.sim.run()
+        return self.result
+
+    async def _bench(self, ctx):
+        dut, job = self.dut, self.job
+        rng = random.Random(job.seed)
+        flits = [int.from_bytes(f, "little") for f in job.flits]
+        n = len(flits)
+        got = {name: [] for name in PORTS}
+        statuses = []
+        self.done_at = []
+        limit = 200 + 60 * n        # backpressure is >= 25 % ready, so this is generous
+        i, gap, cycles, idle = 0, (job.gaps[0] if n else 0), 0, 0
+        while True:
+            assert cycles < limit, f"hang: {len(statuses)} of {n} flits retired after {cycles} cycles"
+            drain = len(statuses) == n
+            offer = i < n and gap == 0
+            ctx.set(dut.flit.valid, offer)
+            if offer:
+                ctx.set(dut.flit.payload, flits[i])
+            any_valid = False
+            for name, p in zip(PORTS, job.ready):
+                port = getattr(dut, name)
+                ready = drain or rng.random() < p
+                ctx.set(port.ready, ready)
+                if ctx.get(port.valid):
+                    any_valid = True
+                    if ready:
+                        got[name].append(ctx.get(port.payload).as_value().value)
+            if offer and ctx.get(dut.flit.ready):
+                i += 1
+                gap = job.gaps[i] if i < n else 0
+            elif not offer and gap:
+                gap -= 1
+            await ctx.tick()
+            cycles += 1
+            if ctx.get(dut.done):
+                statuses.append(self._status(ctx))
+                self.done_at.append(cycles)
+            if drain:
+                idle = 0 if any_valid else idle + 1
+                if idle >= 3:        # the FIFO output register needs a cycle; 3 quiet ones mean empty
+                    break
+        self.result = (got, statuses, ctx.get(dut.crc_errors), ctx.get(dut.rule_errors), cycles)
+
+    def _status(self, ctx):
+        d = self.dut
+        ctl = None
+        if ctx.get(d.ctl_valid):
+            kind = CONTROL_KIND_NAMES[ctx.get(d.ctl.kind)]
+            ctl = (kind, {name: ctx.get(getattr(d.ctl, name)) for name in CONTROL_KINDS[kind][2]})
+        as_credits = lambda v: Credits(v.req, v.rsp, v.data)    # noqa: E731
+        return Status(ctx.get(d.good), ctx.get(d.crc_error), ctx.get(d.rule_error), ctx.get(d.error),
+                      ctx.get(d.kind), as_credits(ctx.get(d.credits)), as_credits(ctx.get(d.mem_credits)),
+                      ctx.get(d.acks), ctl)
+
+
+_HARNESSES = {}
+
+
+def harness(upstream, depth=4):
+    if (upstream, depth) not in _HARNESSES:
+        _HARNESSES[upstream, depth] = Harness(upstream, depth)
+    return _HARNESSES[upstream, depth]
+
+
+# ---------------------------------------------------------------- the reference's view
+def expected_code(err):
+    """The RxError the RTL must report for a reference FlitError (classified by field and message)."""
+    field, text = err.field, str(err)
+    if field == "CRC":
+        return RxError.CRC
+    if field == "Type":
+        return RxError.TYPE
+    if field in ("CTL_FMT", "LLCTRL", "SubType", "Slot1-3"):
+        return RxError.CONTROL
+    if field == "reserved":
+        return RxError.RESERVED if "flit header" in text else RxError.CONTROL
+    if field == "BE":
+        return RxError.BE
+    if field == "Sz":
+        return RxError.SZ
+    if re.fullmatch(r"Slot\d", field):
+        if re.match(r"(upstream|downstream) format ", text.split(": ", 1)[1]):
+            return RxError.FORMAT           # "<direction> format Xn ... reserved / not supported"
+        for key, code in (("S2M NDR", RxError.NDR), ("padding", RxError.PADDING),
+                          ("with non-zero bits", RxError.INVALID), ("encoding", RxError.OPCODE),
+                          ("more than", RxError.MAX), ("must be G0", RxError.ROLLOVER),
+                          ("no data header", RxError.NO_DATA)):
+            if key in text:
+                return code
+    raise AssertionError(f"unclassified reference error {err}")
+
+
+KINDS = {"protocol": FlitKind.PROTOCOL, "all-data": FlitKind.ALL_DATA, "control": FlitKind.CONTROL}
+
+
+def msg_value(msg):
+    """A reference FlitMsg as the integer the RTL's output stream carries."""
+    bits = CODECS[msg.chan].encode(msg.fields)
+    if msg.data is None:
+        return bits
+    layout = channel_shape(msg.chan)
+    return (bits << layout["hdr"].offset) | (int.from_bytes(msg.data, "little") << layout["data"].offset)
+
+
+def reference(direction, flits):
+    """Per-flit expected Status and per-port expected message values."""
+    rx = Unpacker(direction)
+    msgs = {name: [] for name in PORTS}
+    port_of = dict(zip(direction.channels, PORTS))
+    statuses = []
+    for flit in flits:
+        try:
+            r = rx.receive(flit)
+        except FlitError as e:
+            code = expected_code(e)
+            crc = code is RxError.CRC
+            statuses.append(Status(0, int(crc), int(not crc), code, None, None, None, None, None))
+            continue
+        for m in r.messages:
+            msgs[port_of[m.chan]].append(msg_value(m))
+        ctl = (r.control.kind, r.control.fields) if r.control else None
+        statuses.append(Status(1, 0, 0, RxError.NONE, KINDS[r.kind], r.credits, r.mem_credits, r.acks, ctl))
+    return statuses, msgs
+
+
+def check(direction, flits, data=None, rng=None, depth=4):
+    """Play ``flits`` on the RTL (random gaps and backpressure from ``data`` or ``rng``) and compare
+    everything with the reference."""
+    if data is not None:
+        gaps = data.draw(st.lists(st.sampled_from((0, 0, 0, 1, 3)), min_size=len(flits), max_size=len(flits)),
+                         label="gaps")
+        ready = data.draw(st.tuples(*[st.sampled_from((1.0, 1.0, 0.5, 0.25))] * 3), label="ready")
+        seed = data.draw(st.integers(0, 2**32 - 1), label="seed")
+    else:
+        gaps = [rng.choice((0, 0, 0, 1, 3)) for _ in flits]
+        ready = tuple(rng.choice((1.0, 0.5, 0.25)) for _ in PORTS)
+        seed = rng.getrandbits(32)
+    want_status, want_msgs = reference(direction, flits)
+    got_msgs, got_status, crc_errors, rule_errors, cycles = harness(direction is Direction.UPSTREAM, depth).run(
+        Job(flits, gaps, ready, seed))
+    assert len(got_status) == len(flits)
+    for k, (g, w) in enumerate(zip(got_status, want_status)):
+        if not w.good:     # only the verdict matters for a rejected flit
+            g = g._replace(kind=None, credits=None, mem_credits=None, acks=None, ctl=None)
+        assert g == w, f"flit {k} of {len(flits)}: RTL {g} != reference {w}"
+    assert got_msgs == want_msgs
+    assert crc_errors == sum(s.crc_error for s in want_status)
+    assert rule_errors == sum(s.rule_error for s in want_status)
+    return want_status, cycles
+
+
+# ---------------------------------------------------------------- stimulus
+class RandomPolicy(Packer):
+    """A legal transmitter with random slot formats (reaches formats the reference policy never picks)."""
+
+    def __init__(self, direction, rng):
+        super().__init__(direction)
+        self.rng = rng
+
+    def choose_slot0(self, counts, priority):
+        return self.rng.choice(self.h_formats)
+
+    def choose_g(self, slot, rollover, counts):
+        if rollover or (self.chunks and self.rng.random() < 0.5):
+            return self.g0
+        return self.rng.choice(self.g_formats)
+
+
+def random_control(rng):
+    kind = rng.choice(CONTROL_KIND_NAMES)
+    spec = CONTROL_KINDS[kind][2]
+    fields = {name: rng.getrandbits(max(s + w for s, _, w in pieces)) for name, pieces in spec.items()}
+    return seal(encode_control(control(kind, **fields)))
+
+
+def random_stream(rng, direction, segments=3):
+    """Flits of a few packed segments (reference or random policy) with control flits between them
+    (where no data chunk is owed, so they are legal)."""
+    flits = []
+    for _ in range(segments):
+        packer = Packer(direction) if rng.random() < 0.5 else RandomPolicy(direction, rng)
+        for _ in range(rng.choice((0, rng.randrange(1, 6), rng.randrange(6, 20)))):
+            packer.push(F.random_msg(rng, rng.choice(direction.channels)))
+        packer.return_credits(*(rng.choice((0, rng.randrange(1, 100))) for _ in range(3)))
+        packer.acknowledge(rng.choice((0, rng.randrange(1, 40))))
+        flits += packer.drain()
+        for _ in range(rng.choice((0, 0, 1, 2))):
+            flits.append(random_control(rng))
+    return flits
+
+
+# ---------------------------------------------------------------- 1. vectors
+def test_vectors(tmp_path):
+    path = F.write_vectors(tmp_path / "v.jsonl", count=100, seed=11)
+    rng = random.Random(5)
+    for line in path.read_text().splitlines():
+        vec = json.loads(line)
+        direction = Direction(vec["direction"])
+        flits = [deframe(bytes.fromhex(h)) for h in vec["flits"]]
+        want = {name: [] for name in PORTS}
+        port_of = dict(zip(direction.channels, PORTS))
+        for obj in vec["messages"]:
+            msg = msg_from_json(obj)
+            want[port_of[msg.chan]].append(msg_value(msg))
+        statuses, _ = check(direction, flits, rng=rng)      # per-flit status and messages vs reference
+        assert all(s.good for s in statuses)
+        got, *_ = harness(direction is Direction.UPSTREAM).result
+        assert got == want                                  # ... and the messages vs the vector itself
+
+
+# ---------------------------------------------------------------- 2. random legal streams
+@settings(max_examples=40)
+@given(upstream=st.booleans(), seed=st.integers(0, 2**32 - 1), data=st.data())
+def test_random_streams(upstream, seed, data):
+    flits = random_stream(random.Random(seed), DIRS[upstream])
+    statuses, _ = check(DIRS[upstream], flits, data)
+    assert all(s.good for s in statuses)
+
+
+@settings(max_examples=10)
+@given(seed=st.integers(0, 2**32 - 1), data=st.data())
+def test_random_streams_shallow_lanes(seed, data):
+    """Depth-1 lanes: every flit with a message waits for the output, the hardest backpressure case."""
+    flits = random_stream(random.Random(seed), Direction.DOWNSTREAM)
+    check(Direction.DOWNSTREAM, flits, data, depth=1)
+
+
+def test_throughput_one_flit_per_cycle():
+    """Streaming reads (header flits + all-data flits) with outputs always ready: one flit per cycle."""
+    rng = random.Random(3)
+    msgs = [F.random_msg(rng, F.Channel.H2D_DATA) for _ in range(16)]
+    flits = F.pack(Direction.DOWNSTREAM, msgs)
+    h = harness(False)
+    got, statuses, _, _, cycles = h.run(Job(flits, [0] * len(flits), (1.0,) * 3, 0))
+    assert len(got["data"]) == 16 and all(s.good for s in statuses)
+    # Offered from cycle 0, retired on consecutive edges starting with the second (the input register).
+    assert h.done_at == list(range(2, 2 + len(flits))), h.done_at
+
+
+# ---------------------------------------------------------------- 3. errors
+def _flip_burst(flit, start, length, rng):
+    """Flip a burst of ``length`` bits (first and last always) starting at codeword position ``start``
+    in the order the CRC consumes the codeword: payload bit 511 .. 0, then CRC bit 15 .. 0."""
+    def flit_bit(q):
+        return 511 - q if q < 512 else 512 + 15 - (q - 512)
+    value = int.from_bytes(flit, "little")
+    for q in range(start, start + length):
+        if q in (start, start + length - 1) or rng.random() < 0.5:
+            value ^= 1 << flit_bit(q)
+    return value.to_bytes(len(flit), "little")
+
+
+@settings(max_examples=40)
+@given(upstream=st.booleans(), seed=st.integers(0, 2**32 - 1), error=st.sampled_from(("1", "2", "burst")),
+       data=st.data())
+def test_crc_errors(upstream, seed, error, data):
+    rng = random.Random(seed)
+    direction = DIRS[upstream]
+    flits = random_stream(rng, direction, segments=2) or [random_control(rng)]
+    k = rng.randrange(len(flits))
+    bad = int.from_bytes(flits[k], "little")
+    if error == "1":
+        bad ^= 1 << rng.randrange(528)
+    elif error == "2":
+        for b in rng.sample(range(528), 2):
+            bad ^= 1 << b
+    else:
+        length = rng.randint(2, 16)
+        bad = int.from_bytes(_flip_burst(flits[k], rng.randrange(528 - length + 1), length, rng), "little")
+    bad = bad.to_bytes(len(flits[k]), "little")
+    stream = flits[:k] + [bad] + flits[k:]          # the bad copy first, as a retry would resend it
+    statuses, _ = check(direction, stream, data)
+    assert statuses[k].crc_error                    # facts §2.3: all 1-, 2-bit and <= 16-bit bursts caught
+    assert all(s.good for i, s in enumerate(statuses) if i != k)
+
+
+def _kinds(direction, flits):
+    rx = Unpacker(direction)
+    return [rx.receive(f).kind for f in flits]
+
+
+SLOT_FIELDS = [(offset, width) for name, offset, width in F.HEADER_FIELDS if name.startswith("slot")]
+
+
+@settings(max_examples=150)
+@given(upstream=st.booleans(), seed=st.integers(0, 2**32 - 1), data=st.data())
+def test_mutated_flits_match_reference(upstream, seed, data):
+    """Mutate a valid flit (random bit flips biased to the header and slot 0, or a slot-format field
+    rewritten, which re-reads the slot's messages under another format), re-seal it, and insert it
+    before the original: the RTL flags a rule error exactly when the reference raises, with the same
+    code, and carries on exactly as the reference does."""
+    rng = random.Random(seed)
+    direction = DIRS[upstream]
+    flits = random_stream(rng, direction, segments=2) or [random_control(rng)]
+    kinds = _kinds(direction, flits)
+    protocol = [i for i, kind in enumerate(kinds) if kind == "protocol"]
+    k = rng.choice(protocol) if protocol and rng.random() < 0.7 else rng.randrange(len(flits))
+    value = int.from_bytes(flits[k][:64], "little")
+    if rng.random() < 0.3:
+        offset, width = rng.choice(SLOT_FIELDS)
+        value = (value & ~(((1 << width) - 1) << offset)) | rng.getrandbits(width) << offset
+    for _ in range(rng.choice((0, 1, 1, 2, 3))):
+        value ^= 1 << rng.randrange(rng.choice((32, 128, 512)))      # header, slot 0, anywhere
+    stream = flits[:k] + [seal(value)] + flits[k:]
+    check(direction, stream, data)
+
+
+def _payload(header, slots):
+    """Sealed protocol flit from header fields and {slot: message-area bits}."""
+    value = encode_header(header)
+    for s, bits in slots.items():
+        value |= bits << (F.HEADER_BITS if s == 0 else F.SLOT_BITS * s)
+    return seal(value)
+
+
+def _fmt(direction, kind, code):
+    return F.SLOT_FORMATS[direction, kind, code]
+
+
+def _place(direction, kind, code, msgs):
+    """Message-area bits of format (kind, code) with ``msgs`` = {position: message integer}."""
+    fmt = _fmt(direction, kind, code)
+    return sum(v << fmt.fields[pos][1] for pos, v in msgs.items())
+
+
+UP, DOWN = Direction.UPSTREAM, Direction.DOWNSTREAM
+D2H_REQ, D2H_RSP, D2H_DATA = UP.channels
+_RSP = CODECS[D2H_RSP].encode(opcode=D2HRspOpcode.RspIHitI, uqid=5)
+_DHDR = CODECS[D2H_DATA].encode(uqid=9, chunk_valid=0, bogus=0, poison=0)
+
+
+def _header_flit_up():
+    """Upstream H0 with one data header and its first chunk in slot 1: leaves 3 chunks owed."""
+    slot0 = _place(UP, "H", 0, {0: _DHDR})
+    return _payload({"sz": 1, "slot0": 0, "slot1": 0, "slot2": 1, "slot3": 1}, {0: slot0, 1: 0xAB})
+
+
+def _malformed():
+    """(name, direction, stream, expected code of the last flit): one per rule."""
+    rsp = _RSP
+    req = CODECS[D2H_REQ].encode(opcode=D2HReqOpcode.RdOwn, cqid=1, nt=0, addr=3)
+    _, off, width, _ = next(f for f in CODECS[D2H_REQ].fields if f[0] == "opcode")
+    bad_req = req & ~(((1 << width) - 1) << off)          # opcode 0: no D2H Req encoding
+    empty = {"slot0": 0, "slot1": 1, "slot2": 1, "slot3": 1}
+    owe3 = _header_flit_up()
+    g3_pad = 1 << _fmt(UP, "G", 3).used_bits
+    llcrd = encode_control(control("LLCRD", acks=5))
+    cases = [
+        ("reserved header bit", UP, [_payload(dict(empty, rsvd1=1), {})], RxError.RESERVED),
+        ("byte enable", UP, [_payload(dict(empty, be=1), {})], RxError.BE),
+        ("reserved H7", DOWN, [_payload(dict(empty, slot0=7), {})], RxError.FORMAT),
+        ("unsupported G4 (CXL.mem)", DOWN, [_payload(dict(empty, slot2=4), {})], RxError.FORMAT),
+        ("broken rollover", UP, [owe3, _payload(empty, {})], RxError.ROLLOVER),
+        ("G0 with nothing owed", UP, [_payload(dict(empty, slot3=0), {})], RxError.NO_DATA),
+        ("G3 padding", UP, [_payload(dict(empty, slot1=3), {1: g3_pad})], RxError.PADDING),
+        ("H0 S2M NDR", UP, [_payload(empty, {0: 1 << _fmt(UP, "H", 0).fields[3][1]})], RxError.NDR),
+        ("invalid message with bits", UP, [_payload(empty, {0: _place(UP, "H", 0, {1: rsp & ~1})})],
+         RxError.INVALID),
+        ("illegal opcode", UP, [_payload(dict(empty, slot1=1), {1: _place(UP, "G", 1, {0: bad_req})})],
+         RxError.OPCODE),
+        ("three D2H Rsp", UP, [_payload(dict(empty, slot1=1),
+                                        {0: _place(UP, "H", 0, {1: rsp, 2: rsp}),
+                                         1: _place(UP, "G", 1, {1: rsp})})], RxError.MAX),
+        ("Sz without data header", UP, [_payload(dict(empty, sz=1), {})], RxError.SZ),
+        ("data header without Sz", UP, [_payload(empty, {0: _place(UP, "H", 0, {0: _DHDR})})], RxError.SZ),
+        ("control flit while owed", UP, [owe3, seal(llcrd)], RxError.TYPE),
+        ("LLCRD reserved bit", DOWN, [seal(llcrd | 1 << 40)], RxError.CONTROL),
+        ("control flit slot 2", DOWN, [seal(llcrd | 1 << 300)], RxError.CONTROL),
+        ("reserved LLCTRL", DOWN, [seal(llcrd | 0b0111 << 32)], RxError.CONTROL),
+    ]
+    return cases
+
+
+@pytest.mark.parametrize("case", _malformed(), ids=lambda c: c[0])
+def test_malformed_flits(case):
+    name, direction, stream, code = case
+    rx = Unpacker(direction)
+    for flit in stream[:-1]:
+        rx.receive(flit)
+    with pytest.raises(FlitError) as e:
+        rx.receive(stream[-1])
+    assert expected_code(e.value) is code, f"{name}: the reference says {e.value}"
+    good = F.pack(direction, [F.random_msg(random.Random(1), ch) for ch in direction.channels])
+    statuses, _ = check(direction, stream + good, rng=random.Random(2))
+    assert statuses[len(stream) - 1].error is code and statuses[len(stream) - 1].rule_error
+
+
+# ---------------------------------------------------------------- parameters and Verilog
+@pytest.mark.parametrize("kwargs", [dict(upstream=1), dict(upstream=True, depth=0), dict(upstream="up")])
+def test_rejects_bad_parameters(kwargs):
+    with pytest.raises(ValueError, match="upstream|depth"):
+        FlitUnpacker(**kwargs)
+
+
+def test_converts_to_verilog():
+    t = time.monotonic()
+    text = verilog.convert(FlitUnpacker(True), name="flit_unpacker", emit_src=False)
+    assert "module flit_unpacker" in text
+    assert time.monotonic() - t < 120
