@@ -1,5 +1,6 @@
 """Scripted runs of the untimed golden model, for race tests: start accesses, deliver chosen
-messages in a chosen order, then drain everything and check all invariants."""
+messages in a chosen order, then drain everything and check all invariants.  Every move is recorded in
+``trace`` (the move format of tests/dcoh_cosim.py), so the same race replays against the RTL."""
 
 from hdl.protocol import Channel
 from models.config import Config
@@ -12,14 +13,17 @@ class Scenario:
         base = dict(devices=2, caches=1, sf_sets=4, sf_ways=2, max_outstanding=4, credits=4,
                     coalesce_window=0, coalesce_block=4)
         base.update(cfg)
-        self.sys = System(Config(**base), timed=False)
+        self.cfg = Config(**base)
+        self.sys = System(self.cfg, timed=False)
         self.log = []
+        self.trace = []
 
     def dev(self, d):
         return self.sys.devices[d]
 
     def cpu(self, d, k, kind, line, value=0, variant=0):
         assert self.sys.devices[d].accept(CpuOp(kind, k, line, value, variant), 0), "cache busy"
+        self.trace.append(("cpu", d, k, kind, line, value, variant))
         self.sys.settle()
         self.sys.check_all()
 
@@ -41,6 +45,7 @@ class Scenario:
         up = chan <= Channel.D2H_DATA
         assert i in self.sys.deliverable(d, up), f"{chan.name} {getattr(op, 'name', '')} on link {d} is not deliverable"
         msg = self.sys.deliver(d, up, i)
+        self.trace.append(("deliver", d, up, i))
         self.log.append((d, msg))
         self.sys.settle()
         self.sys.check_all()
@@ -50,6 +55,7 @@ class Scenario:
         dev = self.sys.devices[d]
         for b in list(dev.coal.groups):
             dev.flush(b, 0)
+            self.trace.append(("flush", d, b))
         self.sys.settle()
         self.sys.check_all()
 
@@ -67,6 +73,7 @@ class Scenario:
                     idx = self.sys.deliverable(d, up)
                     if idx:
                         msg = self.sys.deliver(d, up, idx[0])
+                        self.trace.append(("deliver", d, up, idx[0]))
                         self.log.append((d, msg))
                         self.sys.settle()
                         self.sys.check_all()

@@ -122,13 +122,13 @@ class ErrorKind(enum.Enum, shape=2):
 
 class CpuReq(data.StructLayout):
     def __init__(self, caches, addr_width=ADDR_WIDTH):
-        super().__init__({"kind": CpuKind, "cache": range(caches), "line": addr_width, "variant": 1,
+        super().__init__({"kind": CpuKind, "cache": range(max(caches, 2)), "line": addr_width, "variant": 1,
                           "data": LINE_BITS})
 
 
 class CpuRsp(data.StructLayout):
     def __init__(self, caches, addr_width=ADDR_WIDTH):
-        super().__init__({"cache": range(caches), "line": addr_width, "state": CacheState,
+        super().__init__({"cache": range(max(caches, 2)), "line": addr_width, "state": CacheState,
                           "data": LINE_BITS})
 
 
@@ -239,7 +239,7 @@ class DCOH(wiring.Component):
 
         # ---- tracker (registers) and its data buffer (a memory: one line per CQID) ----------------
         TEntry = data.StructLayout({
-            "valid": 1, "op": Req, "line": AW, "state": _STATE_BITS, "cache": range(K), "cpu": 1,
+            "valid": 1, "op": Req, "line": AW, "state": _STATE_BITS, "cache": range(max(K, 2)), "cpu": 1,
             "store": 1, "granted_e": 1, "has_way": 1, "way": max(way_bits, 1)})
         trk = self.trk = Signal(data.ArrayLayout(TEntry, T))   # tests read it (tracker states)
         m.submodules.buf = buf = Memory(shape=LINE_BITS, depth=T, init=[])
@@ -256,8 +256,9 @@ class DCOH(wiring.Component):
         # ---- waiting CPU accesses: one per cache, a queue of cache indices in arrival order --------
         ops = Signal(data.ArrayLayout(data.StructLayout({
             "valid": 1, "req": CpuReq(K, AW), "victim_valid": 1, "victim": AW}), K))
-        queue = Signal(data.ArrayLayout(range(K), K))
+        queue = Signal(data.ArrayLayout(range(max(K, 2)), K))
         q_len = Signal(range(K + 1))
+        self.ops, self.queue, self.q_len = ops, queue, q_len         # tests read them
 
         def tcam(line):
             return Cat(trk[i].valid & (trk[i].line == line) for i in range(T))
@@ -475,7 +476,7 @@ class DCOH(wiring.Component):
         work_ready = Cat(wk[i].valid & wk[i].ready for i in range(W))
         work_ready_idx = first(work_ready, W)
         cur_op = ops[queue[scan_i]]          # the access being tried by the rescan
-        cur_k = Signal(range(K))
+        cur_k = Signal(range(max(K, 2)))
         m.d.comb += cur_k.eq(queue[scan_i])
         res_alloc_free = r.alloc == AllocKind.FREE
         victim_busy = wcam(cur_op.victim).any()
@@ -919,7 +920,11 @@ class DCOH(wiring.Component):
                     m.d.comb += code.eq(Mux(req.variant, b, a))
                     return code
 
-                with m.If(r_th | r_wh):
+                gone = (kind == CpuKind.EVICT) & (~hit | ((r.entry.presence & mine) == 0))
+                with m.If(gone):                        # the model checks this before the line's
+                    m.d.sync += [reply_state.eq(CacheState.I), reply_touch.eq(0)]   # pending work
+                    m.next = "S_REPLY"                  # the cache no longer holds it: done
+                with m.Elif(r_th | r_wh):
                     fail()                              # a request or probes pending on the line
                 with m.Elif(kind == CpuKind.LOAD):
                     with m.If(hit):                     # another internal cache has it: fill from it
@@ -947,10 +952,7 @@ class DCOH(wiring.Component):
                     with m.Else():
                         miss(Req.RdOwn)
                 with m.Elif(kind == CpuKind.EVICT):
-                    with m.If(~hit | ((r.entry.presence & mine) == 0)):
-                        m.d.sync += [reply_state.eq(CacheState.I), reply_touch.eq(0)]
-                        m.next = "S_REPLY"               # the cache no longer holds it
-                    with m.Elif((peers != 0) | have_cqid):
+                    with m.If((peers != 0) | have_cqid):
                         m.next = "S_EVICT"               # take the copy out of the cache first
                     with m.Else():
                         fail()
