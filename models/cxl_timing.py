@@ -13,8 +13,8 @@ Time base (every number has its source in ``SOURCES``; "facts §n" is
   (facts §2.7: 1.079 ns per 68B flit at 32 GT/s x16) + the DCOH's per-message pipeline cycles;
 * host home agent = ``host_ns`` added to every message the host sends (as the golden model's
   ``host_latency``);
-* DCOH cycles (``DCOH_CYCLES``: probe, coalescing window, rx/tx pipeline) at ``clock_mhz``; today these
-  are the golden model's assumptions, and the RTL's measured counts replace them (issue 3).
+* DCOH cycles (``DCOH_CYCLES``: probe, coalescing window, rx/tx pipeline) at ``clock_mhz``: the RTL's
+  measured counts (bench/dcoh_cycles.json, from bench/dcoh_bench.py).
 
 The golden model runs in ticks of ``tick_ns`` (every duration is rounded to whole ticks; error at most
 half a tick per component).
@@ -26,10 +26,12 @@ Workloads: :func:`sync_latencies` (one writer, N-1 readers; latency to visibilit
 """
 
 import heapq
+import json
 import math
 import random
 from dataclasses import dataclass, field, fields, replace
 from functools import lru_cache
+from pathlib import Path
 
 from hdl.protocol import Channel, MAX_IDS
 from .config import Config
@@ -48,19 +50,31 @@ FLIT_NS = 68 * 8 / (32 * 16) * 130 / 128
 LINE_BYTES = 64
 LINK_GBS = 68 / FLIT_NS                     # 63.0 GB/s per direction (facts §2.7, §4.4)
 
-# DCOH cycle counts.  Source: golden model assumption (models/config.py), to be replaced by RTL
-# measurements (issue 3).  Keys:
-#   probe            DCOH -> internal cache invalidation/downgrade and its ack (Config.probe_latency)
-#   coalesce_window  an invalidation waits this long for others to the same block (Config.coalesce_window)
-#   rx               a host message is acted on this many cycles after it arrives (golden model: 0)
-#   tx               a D2H message leaves this many cycles after the DCOH decides to send it (golden: 0)
-DCOH_CYCLES = {
-    "probe": Config.probe_latency,
-    "coalesce_window": Config.coalesce_window,
-    "rx": 0,
-    "tx": 0,
-}
-DCOH_CYCLES_SOURCE = "golden model assumption, to be replaced by RTL measurements (issue 3)"
+# DCOH cycle counts, measured on the RTL (hdl/dcoh/dcoh.py) by bench/dcoh_bench.py, which writes the
+# committed bench/dcoh_cycles.json (`make bench` refreshes it).  Keys:
+#   probe            snoop hit: snoop in -> response out through the DCOH (RTL, window 0, excluding the
+#                    internal cache) + the internal cache's own ack time (assumption: Config.probe_latency)
+#   coalesce_window  an invalidation waits this long for others to the same block (Config.coalesce_window,
+#                    a configuration choice)
+#   rx               a host response/data is acted on: H2D Data in -> fill out to the cache (RTL)
+#   tx               a D2H request leaves: cache miss in -> D2H Req out (RTL)
+RTL_CYCLES_FILE = Path(__file__).resolve().parents[1] / "bench" / "dcoh_cycles.json"
+
+
+def _rtl_cycles():
+    try:
+        rtl = json.loads(RTL_CYCLES_FILE.read_text())
+        return {"probe": rtl["snoop_hit_inv_latency"] + Config.probe_latency,
+                "coalesce_window": Config.coalesce_window,
+                "rx": rtl["rx_fill"], "tx": rtl["tx_miss"]}
+    except (OSError, KeyError, ValueError) as e:
+        raise RuntimeError(f"{RTL_CYCLES_FILE}: the RTL cycle counts are missing or malformed ({e}); "
+                           "run `make bench` (python -m bench.dcoh_bench) to measure them") from None
+
+
+DCOH_CYCLES = _rtl_cycles()
+DCOH_CYCLES_SOURCE = ("RTL cycle counts measured by bench/dcoh_bench.py (bench/dcoh_cycles.json); the internal "
+                      "cache's ack time and the coalescing window are configuration assumptions (models/config.py)")
 
 
 @dataclass(frozen=True)

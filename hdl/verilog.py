@@ -1,0 +1,56 @@
+"""`make verilog`: one Verilog file per synthesizable top, at default parameters.
+
+    python -m hdl.verilog --out build/verilog [--tops dcoh,link_tx]
+
+Each top is elaborated and written with ``amaranth.back.verilog.convert`` to ``<out>/<name>.v``
+(module name = file name).  The Makefile then runs ``verilator --lint-only`` on each file.
+A top whose module is missing is an error naming it, not a silent skip.
+"""
+
+import argparse
+import importlib
+import sys
+import time
+from pathlib import Path
+
+from amaranth.back import verilog
+
+# name -> (module, class, keyword arguments).  Default parameters unless a note says otherwise.
+TOPS = {
+    "dcoh": ("hdl.dcoh.dcoh", "DCOH", {}),
+    "link_tx_up": ("hdl.link.tx", "FlitPacker", {"upstream": True}),
+    "link_rx_up": ("hdl.link.rx", "FlitUnpacker", {"upstream": True}),
+}
+
+
+def build(name):
+    module, cls, kwargs = TOPS[name]
+    return getattr(importlib.import_module(module), cls)(**kwargs)
+
+
+def write(name, out):
+    t0 = time.monotonic()
+    text = verilog.convert(build(name), name=name)
+    path = Path(out) / f"{name}.v"
+    path.write_text(text)
+    return path, time.monotonic() - t0
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default="build/verilog")
+    ap.add_argument("--tops", default=",".join(TOPS), help=f"comma-separated, from {sorted(TOPS)}")
+    args = ap.parse_args(argv)
+    names = [n for n in args.tops.split(",") if n]
+    unknown = [n for n in names if n not in TOPS]
+    if unknown:
+        ap.error(f"unknown top(s) {unknown}; known: {sorted(TOPS)}")
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    for name in names:
+        path, seconds = write(name, args.out)
+        print(f"{path}: {path.stat().st_size // 1024} KiB in {seconds:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
