@@ -16,6 +16,8 @@ the RTL flushes by itself ``coalesce_window`` cycles later and the comparison is
 
 import random
 
+from amaranth.lib import data
+
 from hdl.dcoh.dcoh import DCOH, CacheState, CmdOp, CpuKind, STATE_CODE
 from hdl.dcoh.snoop_filter import SFState
 from hdl.protocol import Channel, D2HReqOpcode, D2HRspOpcode
@@ -72,13 +74,12 @@ class CacheBFM:
         return dirty, excl, data
 
 
-def _rtl_sf(ctx, dut, sf):
+def _rtl_sf(ctx, dut):
     """The RTL snoop filter as {line: (state, dirty, presence, way)} and its pseudo-LRU bits per set."""
-    from amaranth.lib import data as _data
     entries, plru = {}, []
     set_bits = dut.sf.set_bits
     for s in range(dut.sf_sets):
-        row = _data.Const(dut.sf.row_layout, ctx.get(dut.sf.storage[s]))
+        row = data.Const(dut.sf.row_layout, ctx.get(dut.sf.storage[s]))
         plru.append(int(row.plru))
         for w in range(dut.sf_ways):
             way = row.ways[w]
@@ -215,7 +216,7 @@ async def run_cosim(ctx, dut, seed, steps=0, *, cfg=None, trace=None, lines=6, l
             if bfm.caches[k] != dev.caches[k]:
                 raise CosimMismatch(f"seed {seed} step {step} ({what}): cache {k}: model {dev.caches[k]}, "
                                     f"RTL {bfm.caches[k]}")
-        rtl_sf, rtl_plru = _rtl_sf(ctx, dut, dev.sf)
+        rtl_sf, rtl_plru = _rtl_sf(ctx, dut)
         model_sf = {line: (_SF_STATE[e.state], int(e.dirty), e.presence, e.way)
                     for line, e in dev.sf.entries.items()}
         if rtl_sf != model_sf or rtl_plru != dev.sf.plru:

@@ -64,7 +64,7 @@ from amaranth.utils import exact_log2
 
 from hdl.link.ports import LINE_BITS, channel_shape
 from hdl.protocol import (ADDR_WIDTH, ID_WIDTH, MAX_IDS, Channel, D2HReqOpcode as Req,
-                          D2HRspOpcode as Rsp, H2DReqOpcode as Snp, H2DRspOpcode as HRsp, GOState)
+                          D2HRspOpcode as Rsp, H2DReqOpcode as Snp, H2DRspOpcode as HRsp)
 from models.dcoh import CpuOp, PRIORITY_CLASS, _ALLOWED
 from models.states import (DevState as D, MESI, Perm, STALL, GRANTED, REQUEST_START, RESPONSE_TABLE,
                            SNOOP_TABLE, GO_OF)
@@ -373,6 +373,7 @@ class DCOH(wiring.Component):
         cur_t = Signal(ID_WIDTH)                            # tracker entry being advanced/completed
         cmd_data = Signal(LINE_BITS)
         cmd_dirty = Signal()
+        bogus = Signal()                                    # the D2H Data being sent is Bogus
         errors = Signal(16)
         reply_state = Signal(CacheState)                    # what S_REPLY tells the cache to install
         reply_touch = Signal()                              # S_REPLY first touches the pseudo-LRU
@@ -758,15 +759,15 @@ class DCOH(wiring.Component):
                     with m.If(ev_code == _EVENT_CODE["GO-E"]):
                         m.d.sync += ev_t.granted_e.eq(1)
                     with m.If(e_send):
-                        m.d.sync += cmd_dirty.eq(e_bogus)         # reused: the bogus flag
+                        m.d.sync += bogus.eq(e_bogus)
                         m.d.comb += buf_r.addr.eq(ev.cqid)
                         m.next = "RSP_DATA"
                     with m.Else():
                         m.next = "ADVANCE"
             with m.State("RSP_DATA"):
                 m.d.comb += [data_valid.eq(1), self.d2h_data.p.hdr.uqid.eq(ev.rsp_data),
-                             self.d2h_data.p.hdr.bogus.eq(cmd_dirty),
-                             self.d2h_data.p.data.eq(Mux(cmd_dirty, 0, buf_r.data))]
+                             self.d2h_data.p.hdr.bogus.eq(bogus),
+                             self.d2h_data.p.data.eq(Mux(bogus, 0, buf_r.data))]
                 m.d.comb += buf_r.addr.eq(ev.cqid)
                 with m.If(data_sent):
                     m.next = "ADVANCE"
@@ -913,12 +914,6 @@ class DCOH(wiring.Component):
                             back_invalidate(r.victim_line, r.alloc_way, r.victim.presence)
                     with m.Else():
                         fail()
-
-                def variant(a, b):
-                    """Opcode a, or b for the access's variant bit."""
-                    code = Signal(Req, init=Req.RdCurr)
-                    m.d.comb += code.eq(Mux(req.variant, b, a))
-                    return code
 
                 gone = (kind == CpuKind.EVICT) & (~hit | ((r.entry.presence & mine) == 0))
                 with m.If(gone):                        # the model checks this before the line's
