@@ -36,8 +36,9 @@ Status: ``idle`` (the engine has nothing it can do: no event in progress, no res
 Micro-architecture
 ------------------
 One engine (an FSM) serializes every event -- the model's event order -- with this priority: probes
-acknowledged (work on their lines), H2D Rsp, H2D Data, snoops, new CPU accesses, then a rescan of the
-waiting accesses in arrival order (the model's ``service``, after every event).  The snoop filter has
+acknowledged (work on their lines), the rescan of the waiting accesses in arrival order that follows
+every event (the model's ``service``; never interrupted, so an event and its service are atomic as in
+the model), H2D Rsp, H2D Data, snoops, new CPU accesses.  The snoop filter has
 one lookup per cycle (1-cycle latency).  A snoop that misses the snoop filter, the tracker and the
 work table is answered RspIHitI on the **fast path**: the response is valid in the cycle after the
 snoop is taken, and the next snoop's lookup is issued in that same cycle, so misses stream at one per
@@ -527,6 +528,9 @@ class DCOH(wiring.Component):
                 with m.If(work_ready.any()):
                     m.d.sync += cur_w.eq(work_ready_idx)
                     m.next = "W_LOOK"
+                with m.Elif(rescan):                    # the model's service() after every event
+                    m.d.sync += [rescan.eq(0), scan_i.eq(0), progress.eq(0)]
+                    m.next = "SCAN"
                 with m.Elif(self.h2d_rsp.valid):
                     m.d.comb += self.h2d_rsp.ready.eq(1)
                     m.d.sync += [ev.eq(self.h2d_rsp.p), replay_go.eq(1)]
@@ -549,9 +553,6 @@ class DCOH(wiring.Component):
                     k = self.cpu_req.p.cache
                     m.d.sync += [ops[k].valid.eq(1), ops[k].req.eq(self.cpu_req.p), ops[k].victim_valid.eq(0),
                                  queue[q_len].eq(k), q_len.eq(q_len + 1), rescan.eq(1)]
-                with m.Elif(rescan):
-                    m.d.sync += [rescan.eq(0), scan_i.eq(0), progress.eq(0)]
-                    m.next = "SCAN"
 
             # ---------------------------------------------------------------- snoops
             with m.State("SNP_RES"):
@@ -853,9 +854,6 @@ class DCOH(wiring.Component):
                         m.d.sync += [scan_i.eq(0), progress.eq(0)]
                     with m.Else():
                         m.next = "IDLE"
-                with m.Elif(work_ready.any() | self.h2d_rsp.valid | self.h2d_data.valid):
-                    m.d.sync += rescan.eq(1)             # an event first; the scan restarts after it
-                    m.next = "IDLE"
                 with m.Else():
                     m.d.comb += [look_valid.eq(1), look_line.eq(cur_op.req.line)]
                     m.next = "S_RES"
