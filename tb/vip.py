@@ -3,7 +3,9 @@ valid/ready, in the style of cocotbext-axi, built from the shared message defini
 
 Messages are the field dicts of ``hdl.protocol.CODECS[channel]`` (enum fields as enum members); the
 VIP packs and unpacks them with the same codec the RTL layout comes from, so no width or encoding is
-restated here.  Signals are found by prefix with Amaranth's ``__`` separator: ``<prefix>__valid``,
+restated here.  A data-channel port may carry the header alone or the header with its 64-byte line
+(``hdl.link.ports.DataMsg``: the header in the low bits, the line above it); then the message dict has
+one more key, ``"data"`` (the line as an integer).  Signals are found by prefix with Amaranth's ``__`` separator: ``<prefix>__valid``,
 ``<prefix>__ready``, ``<prefix>__payload``.
 
 Pause and backpressure generators: any iterable of booleans (e.g. ``itertools.cycle([1, 0, 0])``);
@@ -15,6 +17,7 @@ from collections import deque
 import cocotb
 from cocotb.triggers import Event, RisingEdge
 
+from hdl.link.ports import LINE_BITS
 from hdl.protocol import CODECS, Channel
 
 __all__ = ["ChannelSource", "ChannelSink", "ChannelMonitor", "channel_endpoints"]
@@ -29,10 +32,28 @@ class _Channel:
         self.ready = getattr(dut, f"{prefix}__ready")
         self.payload = getattr(dut, f"{prefix}__payload")
         width = len(self.payload)
-        if width != self.codec.width:
+        data_chan = self.channel in (Channel.D2H_DATA, Channel.H2D_DATA)
+        self.with_data = data_chan and width == self.codec.width + LINE_BITS
+        if width != self.codec.width and not self.with_data:
             raise ValueError(f"{prefix}__payload is {width} bits, but {self.channel.name} messages are "
-                             f"{self.codec.width} bits")
+                             f"{self.codec.width} bits" + (f" (or {self.codec.width + LINE_BITS} with the line)"
+                                                           if data_chan else ""))
         self.name = prefix
+
+    def encode(self, fields):
+        if self.with_data:
+            fields = dict(fields)
+            data = int(fields.pop("data", 0))
+            return self.codec.encode(fields) | (data << self.codec.width)
+        return self.codec.encode(fields)
+
+    def decode(self, value):
+        value = int(value)
+        if self.with_data:
+            out = self.codec.decode(value & ((1 << self.codec.width) - 1))
+            out["data"] = value >> self.codec.width
+            return out
+        return self.codec.decode(value)
 
     def _transferred(self):
         return self.valid.value.is_resolvable and self.ready.value.is_resolvable and \
@@ -56,7 +77,7 @@ class ChannelSource(_Channel):
         self.pause = iter(pause) if pause is not None else None
 
     def send(self, fields):
-        self.queue.append(self.codec.encode(fields))
+        self.queue.append(self.encode(fields))
         self._idle.clear()
 
     async def wait_idle(self):
@@ -107,7 +128,7 @@ class ChannelSink(_Channel):
         while True:
             await RisingEdge(self.clock)
             if self._transferred():
-                self.received.append(self.codec.decode(int(self.payload.value)))
+                self.received.append(self.decode(self.payload.value))
                 self._event.set()
             stall = self.backpressure is not None and next(self.backpressure, False)
             self.ready.value = 0 if stall else 1
@@ -126,7 +147,7 @@ class ChannelMonitor(_Channel):
         while True:
             await RisingEdge(self.clock)
             if self._transferred():
-                self.seen.append(self.codec.decode(int(self.payload.value)))
+                self.seen.append(self.decode(self.payload.value))
 
 
 def channel_endpoints(dut, clock, prefix_of):

@@ -22,8 +22,9 @@ from hdl.dcoh.dcoh import DCOH, CacheState, CmdOp, CpuKind, STATE_CODE
 from hdl.dcoh.snoop_filter import SFState
 from hdl.protocol import Channel, D2HReqOpcode, D2HRspOpcode
 from models.config import Config
-from models.dcoh import CpuOp, cache_hit
-from models.states import MESI, DevState
+from models.dcoh import CpuOp
+from tb.cache_bfm import CacheBFM
+from models.states import DevState
 from models.system import System
 
 __all__ = ["CONFIG", "run_cosim", "CosimMismatch"]
@@ -37,7 +38,6 @@ class CosimMismatch(AssertionError):
     pass
 
 
-_MESI_OF = {CacheState.I: None, CacheState.S: MESI.S, CacheState.E: MESI.E, CacheState.M: MESI.M}
 _SF_STATE = {None: SFState.PLACEHOLDER, DevState.S: SFState.S, DevState.E: SFState.E}
 
 
@@ -48,30 +48,6 @@ def make_dut(cfg, window=128):
     return DCOH(caches=cfg.caches, sf_sets=cfg.sf_sets, sf_ways=cfg.sf_ways, tracker=cfg.max_outstanding,
                 work=8, coalesce_window=window, coalesce_block=cfg.coalesce_block,
                 coalesce_groups=4, starvation_bound=cfg.starvation_bound, credits=64)
-
-
-class CacheBFM:
-    """The RTL's internal caches: line -> [MESI, value], changed only by the DCOH's commands."""
-
-    def __init__(self, caches):
-        self.caches = [dict() for _ in range(caches)]
-        self.busy = [None] * caches
-
-    def command(self, line, mask, op):
-        dirty, excl, data = 0, 0, 0
-        for k, cache in enumerate(self.caches):
-            if not (mask >> k) & 1 or line not in cache:
-                continue
-            st, v = cache[line]
-            if st is MESI.M or not dirty:
-                data = v
-            dirty |= st is MESI.M
-            excl |= st is MESI.M or st is MESI.E
-            if op is CmdOp.INV:
-                del cache[line]
-            elif op is CmdOp.TO_S:
-                cache[line] = [MESI.S, v]
-        return dirty, excl, data
 
 
 def _rtl_sf(ctx, dut):
@@ -148,14 +124,10 @@ async def run_cosim(ctx, dut, seed, steps=0, *, cfg=None, trace=None, lines=6, l
             new_cmd = None
             if ctx.get(dut.cmd.valid):
                 c = ctx.get(dut.cmd.p)
-                new_cmd = bfm.command(int(c.line), int(c.caches), CmdOp(c.op))
+                new_cmd = bfm.command(int(c.line), int(c.caches), CmdOp(c.op).name)
             if ctx.get(dut.cpu_rsp.valid):
                 c = ctx.get(dut.cpu_rsp.p)
-                k, line, st = int(c.cache), int(c.line), CacheState(c.state)
-                if st is not CacheState.I:
-                    op = bfm.busy[k]
-                    bfm.caches[k][line] = [_MESI_OF[st], op.value if st is CacheState.M else int(c.data)]
-                bfm.busy[k] = None
+                bfm.install(int(c.cache), int(c.line), CacheState(c.state).name, int(c.data))
             # the link returns each credit one cycle after the message left (the counter's rule)
             ctx.set(dut.crd_req, last_ret["req"])
             ctx.set(dut.crd_rsp, last_ret["rsp"])
@@ -260,14 +232,10 @@ async def run_cosim(ctx, dut, seed, steps=0, *, cfg=None, trace=None, lines=6, l
             sysm.devices[d].accept(op, 0)
             sysm.settle()
             return None
-        hit = cache_hit(bfm.caches[k], op)
+        hit = bfm.access(op)                      # a hit is the cache's own business
         assert dev.accept(op, 0)
         sysm.settle()
-        if hit:                                   # the cache's own business: no DCOH traffic
-            if kind == "store":
-                bfm.caches[k][op.line] = [MESI.M, op.value]
-        else:
-            bfm.busy[k] = op
+        if not hit:
             await drive(dut.cpu_req, {"kind": CpuKind[kind.upper()], "cache": k, "line": line,
                                       "variant": variant, "data": val}, step)
         return repr(op)

@@ -1,0 +1,66 @@
+"""Internal-cache BFM: the K MESI caches behind one DCOH, following the golden model's rules.
+
+Used on the device side of the RTL DCOH (amaranth.sim co-simulation and cocotb).  The caches hold
+``line -> [MESI, value]`` exactly like ``models.dcoh.Device.caches``; they change only by
+
+* a local hit (``models.dcoh.cache_hit``: the same decision the model makes): a store hit writes M;
+* the DCOH's ``cmd`` (keep / downgrade to S / invalidate the named caches' copies of a line), answered
+  with ``dirty`` (a copy was M), ``excl`` (a copy was E or M) and the line;
+* the DCOH's ``cpu_rsp`` (install the granted state; a store's M takes the store's value).
+"""
+
+from models.dcoh import CpuOp, cache_hit
+from models.states import MESI
+
+__all__ = ["CacheBFM"]
+
+_INSTALL = {"I": None, "S": MESI.S, "E": MESI.E, "M": MESI.M}
+
+
+class CacheBFM:
+    def __init__(self, caches):
+        self.caches = [dict() for _ in range(caches)]
+        self.busy = [None] * caches          # the CpuOp each cache waits on, or None
+
+    def access(self, op):
+        """Start ``op`` (a :class:`CpuOp`).  Returns True if it finished in the cache (a hit); otherwise
+        the cache waits for the DCOH (send the request, then :meth:`install`)."""
+        if self.busy[op.k] is not None:
+            raise RuntimeError(f"cache {op.k} already waits on {self.busy[op.k]!r}")
+        if cache_hit(self.caches[op.k], op):
+            if op.kind == "store":
+                self.caches[op.k][op.line] = [MESI.M, op.value]
+            return True
+        self.busy[op.k] = op
+        return False
+
+    def command(self, line, mask, op):
+        """Apply a DCOH command (``op`` named "KEEP", "TO_S" or "INV") to the caches in ``mask``;
+        returns (dirty, excl, data)."""
+        dirty, excl, data = 0, 0, 0
+        for k, cache in enumerate(self.caches):
+            if not (mask >> k) & 1 or line not in cache:
+                continue
+            st, v = cache[line]
+            if st is MESI.M or not dirty:
+                data = v
+            dirty |= st is MESI.M
+            excl |= st is MESI.M or st is MESI.E
+            if op == "INV":
+                del cache[line]
+            elif op == "TO_S":
+                cache[line] = [MESI.S, v]
+        return dirty, excl, data
+
+    def install(self, k, line, state, data):
+        """The DCOH finished cache ``k``'s access: install ``state`` ("I" installs nothing)."""
+        op = self.busy[k]
+        if op is None:
+            raise RuntimeError(f"cpu_rsp for cache {k}, which waits on nothing")
+        if op.line != line:
+            raise RuntimeError(f"cpu_rsp for cache {k} names line {line:#x}, but it waits on {op!r}")
+        st = _INSTALL[state]
+        if st is not None:
+            self.caches[k][line] = [st, op.value if st is MESI.M else data]
+        self.busy[k] = None
+        return op
