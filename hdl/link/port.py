@@ -1,0 +1,433 @@
+"""One end of a CXL 2.0 68B-flit link: TX packer, RX unpacker, credits, acks and Link Layer Retry.
+
+``LinkPort(upstream, ...)`` is the link layer of one side.  ``upstream=True`` is the device end (sends
+D2H, receives H2D), ``False`` the host end (sends H2D, receives D2H).  It wraps a
+:class:`hdl.link.tx.FlitPacker` (its TX direction) and a :class:`hdl.link.rx.FlitUnpacker` (the other
+direction) and adds, around them and without changing them:
+
+* **TX credits**: one :class:`hdl.dcoh.qos.CreditCounter` per sent channel (pool ``credits[cls]``);
+  a message enters the packer only while its channel has a credit; credits come back in the credit
+  fields of the flits this end receives.  ``Assert``: never negative (the counter's own asserts), never
+  above the pool.
+* **RX credit return**: when this end's consumer takes a message from an output stream, 1 is added to
+  the packer's ``crd_*`` for that class (sent in the next protocol flit or an LLCRD).
+* **Acks**: every good retryable received flit is counted; the count is handed to the packer's
+  ``ack_add`` (Ak in protocol flits, 8 at a time, or an LLCRD when idle) when it reaches 8 or when
+  ``ack_timer`` cycles have passed since the first un-handed flit that needs a prompt ack.
+* **Retry buffer**: an ``amaranth.lib.memory.Memory`` of ``retry_depth`` flits; every flit the packer
+  sends (protocol, all-data, LLCRD: all retryable) is written at the TX sequence number and stays until
+  the peer acknowledges it (acks free entries oldest first).  New flits wait while ``retry_depth - 1``
+  entries are in use, and new *messages* stop entering the packer while fewer than ``reserve`` =
+  ``3 * tx_depth + 4`` entries are free (assumption: enough flits to drain the packer's queues and owed
+  chunks and then send an LLCRD).  So an end whose buffer is nearly full still gets its pending acks
+  out (in Ak or the packer's LLCRD, always at legal points of the flit stream), and two nearly full ends
+  cannot deadlock waiting for each other's acks.  Without this rule both ends of a link at BER 1e-3
+  deadlocked with full buffers and the acks stuck inside the packers (seen in the BER test).
+* **LLR** (below).
+
+Ports (channel names lower case, shapes from :mod:`hdl.link.ports`): ``In`` streams for the three
+channels this end sends (``d2h_req``, ``d2h_rsp``, ``d2h_data`` on the device end; ``h2d_*`` on the
+host end), ``Out`` streams for the three it receives; ``tx_flit: Out(flit_stream())`` and
+``rx_flit: In(flit_stream())`` (528-bit flits, payload 511:0, CRC 527:512).
+Counters (32 bits, wrap): ``retries`` (RETRY.Req flits sent), ``crc_errors`` (received flits with a
+bad CRC), ``rule_errors`` (CRC-good flits the unpacker rejected and this end
+counted), ``flits_sent`` (every flit handed to the wire, control and replays
+included), ``flits_replayed``.  Status: ``rx_waiting`` (the receiver discards and waits for a replay),
+``rx_good`` (one-cycle pulse per good retryable flit the unpacker retired and this end counted),
+``tx_occupancy`` (retry-buffer entries in use), ``tx_credits`` (available credits per class).
+``self.debug`` (set by ``elaborate``) names internal state signals for testbenches.
+
+Link Layer Retry as implemented
+-------------------------------
+Sequence numbers are implicit: both ends count retryable flits from 0 at reset, modulo
+``retry_depth`` (a power of two <= 256); they are only carried in RETRY flits.  RETRY.* flits are
+built here, never written to the retry buffer and never counted; every other flit is retryable.
+
+Receiver (``rx_flit`` side).  Each incoming flit's CRC is checked here first (a ``FlitCRC``, in the
+same cycle), and RETRY flits are recognised by their exact bit pattern, so neither ever reaches the
+unpacker (a RETRY flit may arrive while data chunks are owed, which the unpacker would reject).
+* NORMAL: a CRC-good non-RETRY flit goes to the unpacker and gets the next expected sequence number.
+  A CRC error -> WAIT with ``eseq`` = that flit's sequence number.  A rule error reported by the
+  unpacker (two cycles later) -> WAIT with ``eseq`` = the bad flit's number; the one flit that may
+  already be behind it inside the unpacker is not counted (see the limitation).
+* WAIT: every flit is discarded except RETRY flits; a RETRY.Req is sent (Eseq = ``eseq``, NUM_RETRY =
+  re-sends in this episode) and re-sent every ``retry_timeout`` cycles until a RETRY.Ack echoing
+  ``eseq`` arrives; then the receiver resumes at ``eseq`` (the peer replays from there).
+* A RETRY.Ack that arrives in NORMAL (the answer to a re-sent Req after the first Ack was already
+  taken) announces a replay from its echoed Eseq: the receiver drops that many already-received flits
+  (``next_seq - Eseq``) before forwarding again, so a duplicate Req never duplicates messages.
+* A good RETRY.Req (in any state) asks the TX side to replay; one whose Eseq is no longer in the retry
+  buffer (a duplicate Req whose flits were acknowledged in the meantime) is ignored.
+
+Transmitter (``tx_flit`` side), one output register, priority: RETRY.Ack (answer to the peer's Req)
+> RETRY.Req (this receiver's) > replay from the retry buffer > a new flit from the packer.  On the
+peer's RETRY.Req(Eseq): the replay pointer is set to Eseq, a RETRY.Ack (echoed Eseq and NUM_RETRY,
+WrPtr = TX sequence number, Empty = nothing to replay, NumFreeBuf) is sent, then every buffered flit
+from Eseq up to the newest is sent again, bit for bit; a Req that arrives during a replay restarts it.
+New flits wait until the replay is done.
+
+Simplifications versus the spec (each a decision of this model):
+* No RETRY.Frame flits before the Ack and no RETRY.Idle: the Ack itself marks where the replay starts.
+  # Ref: ../shared/reference/cxl_facts.md §2.5 (RETRY.Idle/Req/Ack/Frame encodings; their sequencing
+  #      is not in the facts).
+* No PHY re-initialisation: NUM_PHY_REINIT is always 0 and retries go on forever, every
+  ``retry_timeout`` cycles (a fixed timeout, assumption; LL_REPLAY_TIMER/LL_REPLAY_COUNT are [S, low
+  reliability] in facts §2.5).  NUM_RETRY counts re-sends within one episode and saturates at 31.
+* Sequence numbers wrap at ``retry_depth`` (facts §2.5 [S]: "wrapping at the retry-buffer depth");
+  the 8-bit Eseq/WrPtr fields carry them zero-extended.  At most ``retry_depth - 1`` flits are
+  outstanding, so a distance between two sequence numbers is never ambiguous.
+* Ack policy: hand over at 8 pending (facts §2.1: Ak = 8 flits [S]) or after ``ack_timer`` cycles
+  (facts §2.4: an Ack/CRD flush timer exists; its value here is an assumption).  An LLCRD that returns
+  no credits (an ack-only LLCRD) is counted and acknowledged but does not start the timer; otherwise
+  two quiet ends would acknowledge each other's ack-only LLCRDs forever.  So a quiet link can leave up
+  to 7 ack-only LLCRDs unacknowledged in each retry buffer (acked with the next traffic).
+* RETRY flits are recognised by pattern before the unpacker: an all-data flit whose 512 bits happen to
+  equal a RETRY flit (slots 1-3 all zero and slot 0 exactly a RETRY encoding) would be taken for one.
+* Limitation (needs an rx.py change, not made here): the unpacker reports a rule error two cycles after
+  taking the flit and has then already taken the next flit; if that next flit is good in the
+  unpacker's pre-error state its messages are delivered and the replay delivers them again.  CRC
+  errors (every error the loopback injects) never reach the unpacker and are exact.  The fix: a
+  ``discard`` input on ``FlitUnpacker`` that retires the held flit as dropped (no state change, no
+  output), which this port would drive with its rule-error pulse.
+* Viral, IDE, INIT.Param and CXL.mem credits are not handled (received CXL.mem credits are ignored).
+
+# Ref: ../shared/reference/cxl_facts.md §2.1 (Ak = 8 flits), §2.3 (CRC), §2.4 (credit fields,
+#      exponential encoding, 10-bit counters, Ack/CRD flush timer), §2.5 (RETRY encodings and payloads,
+#      RETRY flits are the only non-retryable ones, implicit sequence numbers, 8-bit wrap value).
+"""
+
+from amaranth.hdl import Assert, Cat, Const, Module, Mux, Signal
+from amaranth.lib import wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from hdl.dcoh.qos import CreditCounter
+from hdl.link.crc import FlitCRC
+from hdl.link.ports import FLIT_BITS, PAYLOAD_BITS, channel_stream, direction_channels, flit_stream
+from hdl.link.rx import CONTROL_KIND_NAMES, CONTROL_TABLES, FlitUnpacker
+from hdl.link.tx import AK_FLITS, FlitPacker
+from models.flit import CONTROL_KINDS, CREDIT_CLASSES, MAX_PER_FLIT, control, encode_control
+
+__all__ = ["LinkPort", "RETRY_KINDS", "default_credits"]
+
+RETRY_KINDS = ("RETRY.Idle", "RETRY.Req", "RETRY.Ack", "RETRY.Frame")   # facts §2.5: not retryable
+SEQ_FIELD_BITS = 8          # Ref: ../shared/reference/cxl_facts.md §2.5 (Eseq / WrPtr 8 b, wrap <= 256)
+NUM_RETRY_BITS = 5          # Ref: ../shared/reference/cxl_facts.md §2.5 (NUM_RETRY 5 b)
+MAX_POOL = 1023             # Ref: ../shared/reference/cxl_facts.md §2.4 (10-bit credit counters)
+
+
+def default_credits(upstream, rx_depth):
+    """Credits per class for the channels an end sends: what the peer's unpacker can buffer
+    (``MAX_PER_FLIT`` lanes of ``rx_depth`` entries for req/rsp, one lane for data; see rx.py)."""
+    peer_rx = direction_channels(upstream)
+    return {cls: (1 if cls == "data" else MAX_PER_FLIT[ch]) * rx_depth
+            for cls, ch in zip(CREDIT_CLASSES, peer_rx)}
+
+
+def _field(value, kind, name):
+    """The bits of control field ``name`` of ``kind`` in payload ``value`` (pieces concatenated)."""
+    pieces = sorted(CONTROL_KINDS[kind][2][name])
+    return Cat(*(value[offset:offset + width] for _, offset, width in pieces))
+
+
+def _place(m, target, kind, values):
+    """Drive control fields of ``kind`` into ``target`` (the fixed bits are set by the caller)."""
+    for name, v in values.items():
+        for shift, offset, width in CONTROL_KINDS[kind][2][name]:
+            v = Cat(v, Const(0, shift + width))                 # zero-extend narrower values
+            m.d.comb += target[offset:offset + width].eq(v[shift:shift + width])
+
+
+class LinkPort(wiring.Component):
+    """One link end; see the module docstring.
+
+    Parameters: ``upstream`` (True: device end), ``retry_depth`` (retry-buffer entries, a power of two,
+    16..256), ``credits`` ({"req", "rsp", "data"}: credit pools of the sent channels; default: what the
+    peer's unpacker buffers, :func:`default_credits`), ``ack_timer`` (cycles), ``retry_timeout``
+    (cycles between RETRY.Req re-sends), ``rx_depth`` (unpacker lane depth), ``tx_depth`` (packer queue
+    depth)."""
+
+    def __init__(self, upstream, *, retry_depth=64, credits=None, ack_timer=16, retry_timeout=32,
+                 rx_depth=8, tx_depth=4):
+        if not isinstance(upstream, bool):
+            raise ValueError(f"upstream={upstream!r}: must be True (device end) or False (host end)")
+        if retry_depth not in (16, 32, 64, 128, 256):
+            raise ValueError(f"retry_depth={retry_depth!r}: a power of two 16..256 (facts §2.5: 8-bit "
+                             "wrap value; at least 2 x Ak = 8 flits so acks can keep up)")
+        if credits is None:
+            credits = default_credits(upstream, rx_depth)
+        if set(credits) != set(CREDIT_CLASSES) or not all(1 <= v <= MAX_POOL for v in credits.values()):
+            raise ValueError(f"credits={credits!r}: need req/rsp/data pools of 1..{MAX_POOL}")
+        for name, v in (("ack_timer", ack_timer), ("retry_timeout", retry_timeout)):
+            if not isinstance(v, int) or v < 1:
+                raise ValueError(f"{name}={v!r}: must be an integer >= 1")
+        self.upstream = upstream
+        self.retry_depth = retry_depth
+        self.credits = dict(credits)
+        self.ack_timer = ack_timer
+        self.retry_timeout = retry_timeout
+        self.rx_depth, self.tx_depth = rx_depth, tx_depth
+        # Entries kept free for draining the packer (see elaborate): its queues and owed lines, in
+        # flits, plus the LLCRD after them.  An assumption sized from the packer's structure.
+        self.reserve = 3 * tx_depth + 4
+        if self.reserve + 8 > retry_depth:
+            raise ValueError(f"retry_depth={retry_depth} too small for tx_depth={tx_depth}: need > "
+                             f"{self.reserve + 8} entries")
+        self.tx_chans = direction_channels(upstream)
+        self.rx_chans = direction_channels(not upstream)
+        members = {ch.name.lower(): In(channel_stream(ch)) for ch in self.tx_chans}
+        members.update({ch.name.lower(): Out(channel_stream(ch)) for ch in self.rx_chans})
+        members.update(tx_flit=Out(flit_stream()), rx_flit=In(flit_stream()))
+        for name in ("retries", "crc_errors", "rule_errors", "flits_sent", "flits_replayed"):
+            members[name] = Out(32)
+        members.update(rx_waiting=Out(1), rx_good=Out(1), tx_occupancy=Out(range(retry_depth + 1)),
+                       tx_credits=Out(wiring.Signature({cls: Out(range(credits[cls] + 1))
+                                                        for cls in CREDIT_CLASSES})))
+        super().__init__(members)
+
+    def elaborate(self, platform):
+        m = Module()
+        D = self.retry_depth
+        seq_bits = (D - 1).bit_length()
+        m.submodules.packer = pk = FlitPacker(self.upstream, depth=self.tx_depth, data_depth=self.tx_depth)
+        m.submodules.unpacker = up = FlitUnpacker(not self.upstream, depth=self.rx_depth)
+
+        # ============================================================ RX: pre-check of every flit
+        rxf = self.rx_flit
+        p = rxf.payload[:PAYLOAD_BITS]
+        m.submodules.rx_crc = rcrc = FlitCRC()
+        crc_ok = Signal()
+        m.d.comb += [rcrc.payload.eq(p), crc_ok.eq(rcrc.crc == rxf.payload[PAYLOAD_BITS:])]
+        hit = {}
+        for kind in RETRY_KINDS:
+            fixed, fmask, _, _ = CONTROL_TABLES[kind]
+            keep = ((1 << PAYLOAD_BITS) - 1) & ~fmask
+            hit[kind] = Signal(name=f"rx_is_{kind.replace('.', '_').lower()}")
+            m.d.comb += hit[kind].eq((p & keep) == fixed)
+        is_retry = Signal()
+        m.d.comb += is_retry.eq(Cat(*hit.values()).any())
+        req_field = _field(p, "RETRY.Req", "eseq")
+        req_nretry = _field(p, "RETRY.Req", "num_retry")
+        ack_field = _field(p, "RETRY.Ack", "eseq")
+
+        # ============================================================ RX: state
+        waiting = Signal()                      # WAIT: discard until the replay
+        eseq = Signal(seq_bits)                 # the sequence number asked for
+        next_seq = Signal(seq_bits)             # number of the next flit handed to the unpacker
+        ret_seq = Signal(seq_bits)              # number of the next flit the unpacker retires (counted)
+        inflight = Signal(range(4))             # handed to the unpacker, status not seen yet
+        squash = Signal(range(4))               # status pulses to ignore (flits behind a rule error)
+        skip = Signal(range(D + 1))             # duplicate flits to drop after a late RETRY.Ack
+        since_resume = Signal(range(D + 1))     # flits handed over since the last resume (saturating)
+        req_pending = Signal()
+        req_timer = Signal(range(self.retry_timeout + 1))
+        num_retry = Signal(NUM_RETRY_BITS)
+
+        squashing = Signal()
+        good_c, bad_c = Signal(), Signal()      # counted status of a retired flit
+        m.d.comb += [squashing.eq(squash != 0),
+                     good_c.eq(up.good & ~squashing),
+                     bad_c.eq(up.done & ~up.good & ~squashing)]
+        wait_eff = Signal()
+        m.d.comb += wait_eff.eq(waiting | bad_c)
+
+        is_data = Signal()                      # CRC good and not a RETRY flit: a retryable flit
+        fwd_ok = Signal()
+        m.d.comb += [is_data.eq(crc_ok & ~is_retry),
+                     fwd_ok.eq(~wait_eff & (skip == 0))]
+        ack_match = Signal()
+        m.d.comb += ack_match.eq(crc_ok & hit["RETRY.Ack"] & (ack_field == eseq))
+        hold = Signal()                         # the resuming Ack waits for the unpacker to drain
+        m.d.comb += hold.eq(waiting & ack_match & (inflight != 0))
+        m.d.comb += [
+            up.flit.valid.eq(rxf.valid & is_data & fwd_ok),
+            up.flit.payload.eq(rxf.payload),
+            rxf.ready.eq(Mux(is_data & fwd_ok, up.flit.ready, ~hold)),
+        ]
+        take, fwd = Signal(), Signal()
+        m.d.comb += [take.eq(rxf.valid & rxf.ready), fwd.eq(take & is_data & fwd_ok)]
+        crc_bad_in = Signal()
+        got_req = Signal()
+        got_ack = Signal()
+        req_ok = Signal()
+        m.d.comb += [crc_bad_in.eq(take & ~crc_ok),
+                     got_req.eq(take & crc_ok & hit["RETRY.Req"]),
+                     got_ack.eq(take & crc_ok & hit["RETRY.Ack"])]
+
+        m.d.sync += [inflight.eq(inflight + fwd - up.done),
+                     next_seq.eq(next_seq + fwd),
+                     ret_seq.eq(ret_seq + good_c)]
+        with m.If(bad_c):
+            m.d.sync += squash.eq(inflight - 1)
+        with m.Elif(up.done & squashing):
+            m.d.sync += squash.eq(squash - 1)
+
+        with m.If(fwd):
+            m.d.sync += since_resume.eq(Mux(since_resume == D, D, since_resume + 1))
+        with m.If(take & is_data & ~wait_eff & (skip != 0)):
+            m.d.sync += skip.eq(skip - 1)
+
+        def start_wait(seq, episode_new):
+            m.d.sync += [waiting.eq(1), eseq.eq(seq), req_pending.eq(1), req_timer.eq(0), skip.eq(0),
+                         num_retry.eq(0 if episode_new else Mux(num_retry == 31, 31, num_retry + 1))]
+
+        sent_req = Signal()
+        with m.If(bad_c):
+            start_wait(ret_seq, False)
+            m.d.sync += num_retry.eq(Mux(waiting, Mux(num_retry == 31, 31, num_retry + 1), 0))
+        with m.Elif(~waiting):
+            with m.If(crc_bad_in):
+                start_wait(next_seq, True)
+            with m.Elif(got_ack):
+                # A replay we already resumed from: drop the flits we have had since its start.
+                diff = Signal(seq_bits)
+                m.d.comb += diff.eq(next_seq - ack_field[:seq_bits])
+                with m.If((ack_field < D) & (diff <= since_resume)):
+                    m.d.sync += skip.eq(diff)
+        with m.Else():                                      # WAIT
+            with m.If(got_ack & ack_match):
+                m.d.sync += [waiting.eq(0), next_seq.eq(eseq), ret_seq.eq(eseq), skip.eq(0),
+                             since_resume.eq(0), req_pending.eq(0), Assert(inflight == 0, "resume with flits in the unpacker")]
+            with m.Elif(sent_req):
+                m.d.sync += [req_pending.eq(0), req_timer.eq(0)]
+            with m.Elif(~req_pending):
+                with m.If(req_timer == self.retry_timeout - 1):
+                    m.d.sync += [req_pending.eq(1), req_timer.eq(0),
+                                 num_retry.eq(Mux(num_retry == 31, 31, num_retry + 1))]
+                with m.Else():
+                    m.d.sync += req_timer.eq(req_timer + 1)
+
+        # ============================================================ RX: acks and credits
+        llcrd_idx = CONTROL_KIND_NAMES.index("LLCRD")
+        lazy = Signal()
+        m.d.comb += lazy.eq(up.ctl_valid & (up.ctl.kind == llcrd_idx)
+                            & (up.credits.as_value() == 0) & (up.mem_credits.as_value() == 0))
+        ack_cnt = Signal(range(AK_FLITS + 1))
+        ack_armed = Signal()
+        ack_t = Signal(range(self.ack_timer + 1))
+        hand = Signal()
+        m.d.comb += [hand.eq((ack_cnt >= AK_FLITS) | (ack_armed & (ack_t >= self.ack_timer))),
+                     pk.ack_add.eq(Mux(hand, ack_cnt, 0))]
+        m.d.sync += [ack_cnt.eq(Mux(hand, 0, ack_cnt) + good_c),
+                     ack_armed.eq((ack_armed & ~hand) | (good_c & ~lazy)),
+                     ack_t.eq(Mux(hand | ~ack_armed, 0, Mux(ack_t == self.ack_timer, ack_t, ack_t + 1)))]
+
+        # Received messages out; each one taken returns one credit to the peer.
+        for cls, ch in zip(CREDIT_CLASSES, self.rx_chans):
+            src, dst = getattr(up, cls), getattr(self, ch.name.lower())
+            m.d.comb += [dst.valid.eq(src.valid), dst.payload.eq(src.payload), src.ready.eq(dst.ready),
+                         getattr(pk, f"crd_{cls}").eq(dst.valid & dst.ready)]
+
+        # New messages enter the packer only while the retry buffer has more than ``reserve`` free
+        # entries: the packer can then always drain its queues and owed chunks and send an LLCRD
+        # with its pending acks, so two nearly full ends still acknowledge each other (no deadlock).
+        intake = Signal()
+        occ = Signal(range(D + 1))              # retry-buffer entries not yet acknowledged
+        m.d.comb += intake.eq(occ < D - self.reserve)
+
+        # TX credits: spent by messages entering the packer, returned by the peer's credit fields.
+        for cls, ch in zip(CREDIT_CLASSES, self.tx_chans):
+            pool = self.credits[cls]
+            cc = m.submodules[f"credits_{cls}"] = CreditCounter(pool)
+            src, dst = getattr(self, ch.name.lower()), getattr(pk, cls)
+            ok = (cc.available != 0) & intake
+            m.d.comb += [dst.valid.eq(src.valid & ok), dst.payload.eq(src.payload),
+                         src.ready.eq(dst.ready & ok), cc.take.eq(src.valid & src.ready),
+                         cc.ret.eq(Mux(good_c, getattr(up.credits, cls), 0)),
+                         getattr(self.tx_credits, cls).eq(cc.available),
+                         Assert(cc.available <= pool, f"{cls} credits above the pool")]
+
+        # ============================================================ TX: retry buffer and output
+        m.submodules.rbuf = mem = Memory(shape=FLIT_BITS, depth=D, init=[])
+        wr = mem.write_port()
+        rd = mem.read_port(transparent_for=(wr,))
+        wr_seq = Signal(seq_bits)               # sequence number of the next new flit
+        rp = Signal(seq_bits)                   # replay pointer
+        replay_on = Signal()
+        ack_pending = Signal()
+        ack_eseq = Signal(seq_bits)
+        ack_nretry = Signal(NUM_RETRY_BITS)
+
+        out_valid = Signal()
+        out_payload = Signal(FLIT_BITS)
+        load = Signal()
+        m.d.comb += load.eq(~out_valid | self.tx_flit.ready)
+        replay_active = Signal()
+        m.d.comb += replay_active.eq(replay_on & (rp != wr_seq))
+        sel_ack, sel_req, sel_rep, new_ok, sel_new = Signal(), Signal(), Signal(), Signal(), Signal()
+        m.d.comb += [
+            sel_ack.eq(ack_pending),
+            sel_req.eq(~ack_pending & req_pending),
+            sel_rep.eq(~ack_pending & ~req_pending & replay_active),
+            new_ok.eq(~ack_pending & ~req_pending & ~replay_active & (occ < D - 1)),
+            sel_new.eq(new_ok & pk.flit.valid),
+            pk.flit.ready.eq(load & new_ok),
+            pk.pause.eq(0),
+            sent_req.eq(load & sel_req),
+        ]
+
+        # Control flits built here: RETRY.Ack and RETRY.Req, CRC computed on the spot.
+        ack_p, req_p = Signal(PAYLOAD_BITS), Signal(PAYLOAD_BITS)
+        m.d.comb += [ack_p.eq(encode_control(control("RETRY.Ack"))),
+                     req_p.eq(encode_control(control("RETRY.Req")))]
+        free = Signal(range(D + 1))
+        m.d.comb += free.eq(D - 1 - occ)
+        _place(m, ack_p, "RETRY.Ack", {"empty": (rp == wr_seq).as_unsigned(), "num_retry": ack_nretry,
+                                       "wrptr": wr_seq, "eseq": ack_eseq,
+                                       "num_free_buf": free})
+        _place(m, req_p, "RETRY.Req", {"eseq": eseq, "num_retry": num_retry})
+        ctl_p = Signal(PAYLOAD_BITS)
+        m.d.comb += ctl_p.eq(Mux(sel_ack, ack_p, req_p))
+        m.submodules.ctl_crc = ccrc = FlitCRC()
+        m.d.comb += ccrc.payload.eq(ctl_p)
+
+        m.d.comb += [rd.addr.eq(Mux(load & sel_rep, rp + 1, rp)), rd.en.eq(1),
+                     wr.addr.eq(wr_seq), wr.data.eq(pk.flit.payload),
+                     wr.en.eq(load & sel_new)]
+
+        with m.If(load):
+            m.d.sync += out_valid.eq(sel_ack | sel_req | sel_rep | sel_new)
+            with m.If(sel_ack):
+                m.d.sync += [out_payload.eq(Cat(ctl_p, ccrc.crc)), ack_pending.eq(0),
+                             replay_on.eq(rp != wr_seq)]
+            with m.Elif(sel_req):
+                m.d.sync += [out_payload.eq(Cat(ctl_p, ccrc.crc)), self.retries.eq(self.retries + 1)]
+            with m.Elif(sel_rep):
+                m.d.sync += [out_payload.eq(rd.data), rp.eq(rp + 1),
+                             self.flits_replayed.eq(self.flits_replayed + 1)]
+                with m.If((rp + 1)[:seq_bits] == wr_seq):      # modulo the depth
+                    m.d.sync += replay_on.eq(0)
+            with m.Elif(sel_new):
+                m.d.sync += [out_payload.eq(pk.flit.payload), wr_seq.eq(wr_seq + 1)]
+
+        # The peer's RETRY.Req: replay from its Eseq (must still be in the buffer).
+        in_window = Signal()
+        dist = Signal(seq_bits)
+        m.d.comb += [dist.eq(wr_seq - req_field[:seq_bits]),
+                     in_window.eq((req_field < D) & (dist <= occ)),
+                     req_ok.eq(got_req & in_window)]
+        with m.If(req_ok):
+            m.d.sync += [rp.eq(req_field[:seq_bits]), ack_pending.eq(1), ack_eseq.eq(req_field[:seq_bits]),
+                         ack_nretry.eq(req_nretry)]
+
+        freed = Signal(range(256))
+        m.d.comb += freed.eq(Mux(good_c, up.acks, 0))
+        written = Signal()
+        m.d.comb += written.eq(load & sel_new)
+        m.d.sync += [occ.eq(occ + written - freed),
+                     Assert(freed <= occ, "the peer acknowledged more flits than were sent")]
+
+        # ============================================================ counters and status
+        with m.If(self.tx_flit.valid & self.tx_flit.ready):
+            m.d.sync += self.flits_sent.eq(self.flits_sent + 1)
+        with m.If(crc_bad_in):
+            m.d.sync += self.crc_errors.eq(self.crc_errors + 1)
+        with m.If(bad_c):
+            m.d.sync += self.rule_errors.eq(self.rule_errors + 1)
+        # Internal state by name, for testbenches and waveform-free debugging.
+        self.debug = {"eseq": eseq, "next_seq": next_seq, "ret_seq": ret_seq, "skip": skip, "squash": squash,
+                      "inflight": inflight, "wr_seq": wr_seq, "rp": rp, "replay_on": replay_on,
+                      "ack_pending": ack_pending, "req_pending": req_pending}
+        m.d.comb += [self.tx_flit.valid.eq(out_valid), self.tx_flit.payload.eq(out_payload),
+                     self.rx_waiting.eq(waiting), self.rx_good.eq(good_c), self.tx_occupancy.eq(occ)]
+        return m
