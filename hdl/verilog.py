@@ -20,6 +20,8 @@ TOPS = {
     "dcoh": ("hdl.dcoh.dcoh", "DCOH", {}),
     "link_tx_up": ("hdl.link.tx", "FlitPacker", {"upstream": True}),
     "link_rx_up": ("hdl.link.rx", "FlitUnpacker", {"upstream": True}),
+    "link_port_dev": ("hdl.link.port", "LinkPort", {"upstream": True}),
+    "device": ("hdl.device", "Device", {}),
 }
 
 

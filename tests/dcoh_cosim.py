@@ -75,6 +75,7 @@ async def run_cosim(ctx, dut, seed, steps=0, *, cfg=None, trace=None, lines=6, l
     caches take the matching probe message only then."""
     rng = random.Random(seed)
     cfg = cfg or Config(**CONFIG)
+    core = getattr(dut, "dcoh", dut)          # the DCOH itself (a LinkedDevice wraps one)
     sysm = System(cfg, timed=False)
     dev = sysm.devices[0]
     bfm = CacheBFM(cfg.caches)
@@ -128,11 +129,13 @@ async def run_cosim(ctx, dut, seed, steps=0, *, cfg=None, trace=None, lines=6, l
             if ctx.get(dut.cpu_rsp.valid):
                 c = ctx.get(dut.cpu_rsp.p)
                 bfm.install(int(c.cache), int(c.line), CacheState(c.state).name, int(c.data))
-            # the link returns each credit one cycle after the message left (the counter's rule)
-            ctx.set(dut.crd_req, last_ret["req"])
-            ctx.set(dut.crd_rsp, last_ret["rsp"])
-            ctx.set(dut.crd_data, last_ret["data"])
-            last_ret = ret
+            # the link returns each credit one cycle after the message left (the counter's rule);
+            # a LinkedDevice has the link itself in between, with its own credits
+            if hasattr(dut, "crd_req"):
+                ctx.set(dut.crd_req, last_ret["req"])
+                ctx.set(dut.crd_rsp, last_ret["rsp"])
+                ctx.set(dut.crd_data, last_ret["data"])
+                last_ret = ret
             idle = ctx.get(dut.idle) and not any(ctx.get(s) for s in (
                 dut.d2h_req.valid, dut.d2h_rsp.valid, dut.d2h_data.valid, dut.cpu_rsp.valid, dut.cmd.valid,
                 dut.cpu_req.valid, dut.h2d_req.valid, dut.h2d_rsp.valid, dut.h2d_data.valid)) \
@@ -145,14 +148,17 @@ async def run_cosim(ctx, dut, seed, steps=0, *, cfg=None, trace=None, lines=6, l
                 pending_rsp = new_cmd
             idle_run = idle_run + 1 if idle and not any(last_ret.values()) else 0
             if idle_run >= 2:
-                ctx.set(dut.crd_req, 0)
-                ctx.set(dut.crd_rsp, 0)
-                ctx.set(dut.crd_data, 0)
+                if hasattr(dut, "crd_req"):
+                    for s in (dut.crd_req, dut.crd_rsp, dut.crd_data):
+                        ctx.set(s, 0)
                 return out
         raise CosimMismatch(f"seed {seed} step {step}: the RTL did not go idle in {IDLE_LIMIT} cycles")
 
     async def drive(stream_, payload, step):
         ctx.set(stream_.valid, 1)
+        msg = stream_.p.hdr if hasattr(stream_.p, "hdr") else stream_.p
+        if hasattr(msg, "valid"):
+            ctx.set(msg.valid, 1)                  # a CXL message's own Valid bit (a link drops 0)
         for name, v in payload.items():
             target = stream_.p
             for part in name.split("."):
@@ -188,13 +194,13 @@ async def run_cosim(ctx, dut, seed, steps=0, *, cfg=None, trace=None, lines=6, l
             if bfm.caches[k] != dev.caches[k]:
                 raise CosimMismatch(f"seed {seed} step {step} ({what}): cache {k}: model {dev.caches[k]}, "
                                     f"RTL {bfm.caches[k]}")
-        rtl_sf, rtl_plru = _rtl_sf(ctx, dut)
+        rtl_sf, rtl_plru = _rtl_sf(ctx, core)
         model_sf = {line: (_SF_STATE[e.state], int(e.dirty), e.presence, e.way)
                     for line, e in dev.sf.entries.items()}
         if rtl_sf != model_sf or rtl_plru != dev.sf.plru:
             raise CosimMismatch(f"seed {seed} step {step} ({what}): snoop filter: model {model_sf} plru "
                                 f"{dev.sf.plru}, RTL {rtl_sf} plru {rtl_plru}")
-        trk = ctx.get(dut.trk)
+        trk = ctx.get(core.trk)
         rtl_t = {i: int(trk[i].state) for i in range(cfg.max_outstanding) if trk[i].valid}
         model_t = {c: STATE_CODE[t.state] for c, t in dev.txns.items()}
         if rtl_t != model_t:

@@ -27,8 +27,8 @@ Device side (the internal caches; the cache decides its own hits, the DCOH sees 
     decision to the copies of one line (answering a snoop, evicting after a back-invalidation, an
     internal fill) it tells the holders to keep, downgrade to S or invalidate them, and they answer with
     ``dirty`` (one held M), ``excl`` (one held E or M) and ``data`` (the M copy's line, or any copy's).
-Status: ``idle`` (the engine has nothing it can do: no event in progress, no rescan or replay due; work
-  waiting for the caches to take its probe does not count),
+Status: ``idle`` (the engine has nothing it can do: no event in progress, no rescan or replay due, no
+  D2H request queued; work waiting for the caches to take its probe does not count),
   ``devload`` (2-bit level from tracker occupancy), ``protocol_errors`` (messages from the host that
   name a CQID not in use or make an undeclared transition: counted and dropped; ``last_error`` names
   the kind), ``msgs_in``/``msgs_out`` (the coalescer's counters).
@@ -1050,5 +1050,8 @@ class DCOH(wiring.Component):
                     m.next = "SCAN"
 
         # work waiting for its probe to be acknowledged is the caches' move, not the engine's
-        m.d.comb += self.idle.eq(engine.ongoing("IDLE") & ~rescan & ~work_ready.any() & ~(replay & replay_go))
+        # ... and a D2H request still queued for transmission is not idle either
+        queued = Cat(f.level != 0 for f in class_fifos).any()
+        m.d.comb += self.idle.eq(engine.ongoing("IDLE") & ~rescan & ~work_ready.any() & ~(replay & replay_go) &
+                                 ~queued)
         return m

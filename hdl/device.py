@@ -1,0 +1,70 @@
+"""The device top: the DCOH behind the device end of a 68B-flit CXL.cache link.
+
+``Device(dcoh=..., link=...)``: a :class:`hdl.dcoh.dcoh.DCOH` whose six host-side channels go through a
+:class:`hdl.link.port.LinkPort` (``upstream=True``: it sends D2H and receives H2D flits).  Ports: the
+link's ``tx_flit`` (out) / ``rx_flit`` (in), the DCOH's internal-cache ports (``cpu_req``, ``cpu_rsp``,
+``probe``, ``cmd``, ``cmd_rsp``) and status (``idle``, ``devload``, ``protocol_errors``, the link's
+``retries``/``crc_errors``/``rule_errors``).
+
+Credits: the link end holds the real D2H credits (returned by the host in its flits) and takes a
+message only while its channel has one.  The DCOH's own D2H credit counters then only count messages
+in the hand-off to the link: each credit comes back the cycle after its message was taken, so they
+never limit anything; their conservation Asserts still check the hand-off.
+"""
+
+from amaranth.hdl import Module, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from hdl.dcoh.dcoh import DCOH
+from hdl.link.port import LinkPort
+from hdl.link.ports import flit_stream
+from hdl.protocol import Channel
+
+__all__ = ["Device"]
+
+_D2H = (Channel.D2H_REQ, Channel.D2H_RSP, Channel.D2H_DATA)
+_H2D = (Channel.H2D_REQ, Channel.H2D_RSP, Channel.H2D_DATA)
+_CACHE_PORTS = ("cpu_req", "cpu_rsp", "probe", "cmd", "cmd_rsp")
+
+
+class Device(wiring.Component):
+    def __init__(self, *, dcoh=None, link=None):
+        self.dcoh = DCOH(**(dcoh or {}))
+        self.link = LinkPort(True, **(link or {}))
+        members = {"tx_flit": Out(flit_stream()), "rx_flit": In(flit_stream())}
+        for name in _CACHE_PORTS:
+            members[name] = self.dcoh.signature.members[name]
+        members.update(idle=Out(1), devload=Out(2), protocol_errors=Out(16),
+                       retries=Out(32), crc_errors=Out(32), rule_errors=Out(32))
+        super().__init__(members)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.dcoh = dcoh = self.dcoh
+        m.submodules.link = link = self.link
+        for ch in _D2H:
+            name = ch.name.lower()
+            wiring.connect(m, getattr(dcoh, name), getattr(link, name))
+        for ch in _H2D:
+            name = ch.name.lower()
+            wiring.connect(m, getattr(link, name), getattr(dcoh, name))
+        # each D2H credit of the DCOH comes back the cycle after the link took its message
+        for ch, ret in zip(_D2H, (dcoh.crd_req, dcoh.crd_rsp, dcoh.crd_data)):
+            s = getattr(dcoh, ch.name.lower())
+            taken = Signal(name=f"{ch.name.lower()}_taken")
+            m.d.sync += taken.eq(s.valid & s.ready)
+            m.d.comb += ret.eq(taken)
+        wiring.connect(m, link.tx_flit, wiring.flipped(self.tx_flit))
+        wiring.connect(m, wiring.flipped(self.rx_flit), link.rx_flit)
+        for name in _CACHE_PORTS:
+            port = getattr(self, name)
+            inner = getattr(dcoh, name)
+            if self.signature.members[name].flow is In:
+                wiring.connect(m, wiring.flipped(port), inner)
+            else:
+                wiring.connect(m, inner, wiring.flipped(port))
+        m.d.comb += [self.idle.eq(dcoh.idle), self.devload.eq(dcoh.devload),
+                     self.protocol_errors.eq(dcoh.protocol_errors), self.retries.eq(link.retries),
+                     self.crc_errors.eq(link.crc_errors), self.rule_errors.eq(link.rule_errors)]
+        return m

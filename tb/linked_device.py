@@ -1,0 +1,79 @@
+"""A device behind a whole link, for system tests: the host end of the link in RTL too.
+
+``LinkedDevice(dcoh=..., link=..., ber=0.0, seed=1)``: :class:`hdl.device.Device` (DCOH + device
+``LinkPort``) <- two wires with error injection (``hdl.link.loopback.WireInjector``) -> a host-end
+``LinkPort``.  Its ports are the DCOH's, seen from the host: ``h2d_req/rsp/data`` in and
+``d2h_req/rsp/data`` out (the host end's channel streams), the internal-cache ports, and ``idle``
+(the DCOH is idle and for ``QUIET`` cycles no flit was offered on either wire and no message on the
+host end: nothing is in flight).  ``dcoh`` is
+the DCOH instance (tests read its snoop filter and tracker), so tests/dcoh_cosim.py co-simulates
+this exactly as it does the bare DCOH, with every message crossing the flit link.
+"""
+
+from amaranth.hdl import Cat, Module, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from hdl.device import Device
+from hdl.link.loopback import WireInjector
+from hdl.link.port import LinkPort
+from hdl.link.ports import channel_stream
+from hdl.protocol import Channel
+
+__all__ = ["LinkedDevice"]
+
+QUIET = 64       # cycles without a flit on either wire before the link counts as idle (> ack timer)
+
+
+class LinkedDevice(wiring.Component):
+    def __init__(self, *, dcoh=None, link=None, ber=0.0, seed=1):
+        self.device = Device(dcoh=dcoh, link=link)
+        self.dcoh = self.device.dcoh
+        self.coalesce_window = self.dcoh.coalesce_window
+        self.host = LinkPort(False, **(link or {}))
+        self.up = WireInjector(ber=ber, seed=seed)
+        self.down = WireInjector(ber=ber, seed=seed + 1)
+        members = {}
+        for ch in (Channel.H2D_REQ, Channel.H2D_RSP, Channel.H2D_DATA):
+            members[ch.name.lower()] = In(channel_stream(ch))
+        for ch in (Channel.D2H_REQ, Channel.D2H_RSP, Channel.D2H_DATA):
+            members[ch.name.lower()] = Out(channel_stream(ch))
+        for name in ("cpu_req", "cpu_rsp", "probe", "cmd", "cmd_rsp"):
+            members[name] = self.device.signature.members[name]
+        members.update(idle=Out(1), retries=Out(32), injected=Out(32), crc_errors=Out(32))
+        super().__init__(members)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.device = dev = self.device
+        m.submodules.host = host = self.host
+        m.submodules.up = up = self.up
+        m.submodules.down = down = self.down
+        wiring.connect(m, dev.tx_flit, up.i)
+        wiring.connect(m, up.o, host.rx_flit)
+        wiring.connect(m, host.tx_flit, down.i)
+        wiring.connect(m, down.o, dev.rx_flit)
+        for ch in (Channel.H2D_REQ, Channel.H2D_RSP, Channel.H2D_DATA):
+            wiring.connect(m, wiring.flipped(getattr(self, ch.name.lower())), getattr(host, ch.name.lower()))
+        for ch in (Channel.D2H_REQ, Channel.D2H_RSP, Channel.D2H_DATA):
+            wiring.connect(m, getattr(host, ch.name.lower()), wiring.flipped(getattr(self, ch.name.lower())))
+        for name in ("cpu_req", "cpu_rsp", "probe", "cmd", "cmd_rsp"):
+            if self.signature.members[name].flow is In:
+                wiring.connect(m, wiring.flipped(getattr(self, name)), getattr(dev, name))
+            else:
+                wiring.connect(m, getattr(dev, name), wiring.flipped(getattr(self, name)))
+        quiet = Signal(range(QUIET + 1))
+        # anything entering the host end or offered by it, or any flit on a wire, restarts the count
+        dcoh = self.dcoh
+        moving = (up.i.valid | down.i.valid |
+                  Cat(getattr(self, ch.name.lower()).valid for ch in Channel) |
+                  Cat(getattr(dcoh, ch.name.lower()).valid for ch in Channel)).any()
+        with m.If(moving):
+            m.d.sync += quiet.eq(0)
+        with m.Elif(quiet != QUIET):
+            m.d.sync += quiet.eq(quiet + 1)
+        m.d.comb += [self.idle.eq(dev.idle & (quiet == QUIET)),
+                     self.retries.eq(dev.retries + host.retries),
+                     self.injected.eq(up.injected + down.injected),
+                     self.crc_errors.eq(dev.crc_errors + host.crc_errors)]
+        return m
