@@ -39,7 +39,7 @@ define need
 	else echo '$(3)' >&2; exit 1; fi
 endef
 
-.PHONY: help venv iverilog cxx warmup deps sim test explore table vectors report clean which-verilator formal verilog
+.PHONY: help venv iverilog cxx warmup deps sim test explore table vectors report clean which-verilator formal verilog bench
 
 help:
 	@echo 'cxl-dcoh targets:'
@@ -51,6 +51,7 @@ help:
 	@echo '  make vectors  68B-flit test vectors (1000 random message mixes, SEED=$(SEED)) -> build/vectors/flits.jsonl'
 	@echo '  make report   CXL.cache vs RDMA against the article (SEED=$(SEED)) -> build/report/{report.md,results.json,*.png}'
 	@echo '  make formal   SymbiYosys proofs of the RTL -> build/formal/summary.json and docs/formal.md'
+	@echo '  make bench    benchmarks beside their limits -> build/bench/results.json and BENCHMARKS.md (about 10 min)'
 	@echo '  make verilog  Verilog of each RTL top at default parameters -> build/verilog/*.v, then verilator --lint-only'
 	@echo '  make synth    ECP5 (LFE5UM-85F, speed 8) synthesis + place-and-route of the RTL tops -> build/synth/report.{json,md}'
 	@echo '                (SYNTH_ARGS="--tops dcoh,link_tx --small" to pass more; see synth/run.py)'
@@ -96,10 +97,13 @@ sim: deps
 	@mkdir -p build/sim
 	$(PY) -m models.system --devices $(DEVICES) --transactions $(TRANSACTIONS) --seed $(SEED) --out build/sim/summary.json
 
+# The wall time of the test run goes to build/bench/make_test_s.txt (make bench reports it).
 test: deps
-	@$(WITH_VLT) && export HYPOTHESIS_PROFILE=$(HYPOTHESIS_PROFILE) && \
+	@start=$$(date +%s); \
+	  $(WITH_VLT) && export HYPOTHESIS_PROFILE=$(HYPOTHESIS_PROFILE) && \
 	  echo "==> verilator: $$(command -v verilator)" && \
-	  $(PY) -m pytest -q $(PYTEST_ARGS)
+	  $(PY) -m pytest -q $(PYTEST_ARGS); rc=$$?; \
+	  mkdir -p build/bench && echo $$(( $$(date +%s) - start )) > build/bench/make_test_s.txt; exit $$rc
 
 explore: venv
 	@mkdir -p build/explore
@@ -134,6 +138,10 @@ synth: venv warmup
 #   ALWNEVER        constant fields (a message's Valid = 1) come out as `always @*` with no inputs
 #   ASCRANGE        zero-width signals come out as [-1:0]
 VLT_LINT_WAIVERS := -Wno-CASEINCOMPLETE -Wno-WIDTHEXPAND -Wno-WIDTHTRUNC -Wno-ALWNEVER -Wno-ASCRANGE
+
+bench: venv
+	@mkdir -p build/bench
+	$(PY) -m bench.run --out build/bench --doc BENCHMARKS.md
 
 verilog: venv
 	@mkdir -p build/verilog
