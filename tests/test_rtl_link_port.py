@@ -8,15 +8,19 @@ over-acknowledgement, resume only with an empty unpacker), so any violation fail
 Errors: (b) patterns driven through the wires' ``force`` inputs by a testbench that watches the flits
 (a single corrupted flit, back-to-back errors, a corrupted replayed flit, a corrupted RETRY.Req and
 RETRY.Ack, both directions at once); (c) a bit-error-rate sweep through the RTL injectors' thresholds;
-a rule error (CRC-good malformed flit) on a bare ``LinkPort``.  Every run has a cycle bound (no hang).
+a rule error (CRC-good malformed flit) on a bare ``LinkPort``, and one on a wire between two ports
+with good flits right behind it (each message exactly once).  Every run has a cycle bound (no hang).
 
 One loopback simulator is built per module (elaboration costs seconds) and ``reset()`` between runs.
 Seeds are printed in the assertion messages.
 """
 
+import copy
 import random
 
 import pytest
+from amaranth.hdl import Elaboratable, Module
+from amaranth.lib import wiring
 from amaranth.sim import Simulator
 
 from hdl.link.loopback import LinkLoopback, flit_error_probability
@@ -24,7 +28,7 @@ from hdl.link.port import LinkPort, RETRY_KINDS
 from hdl.link.ports import PAYLOAD_BITS, direction_channels
 from hdl.link.rx import CONTROL_TABLES
 from hdl.protocol import CODECS
-from models.flit import control, encode_control, random_msg, seal
+from models.flit import FLIT_BYTES, Direction, Unpacker, control, encode_control, random_msg, seal
 
 D2H = direction_channels(True)
 H2D = direction_channels(False)
@@ -287,3 +291,134 @@ def test_rule_error_retry_no_hang():
     assert result["req"] is not None, result
     assert result["waiting"] == 0, result          # resumed after the Ack
     assert result["goods"] == 1, result            # the LLCRD before the Ack dropped, the one after taken
+
+
+# ---------------------------------------------------------------- malformed flit between two ports
+class _Pair(Elaboratable):
+    """Two ``LinkPort``s: device -> host over a wire the testbench carries (so it can put any flit on
+    it, here a CRC-good malformed one), host -> device joined directly."""
+
+    def __init__(self):
+        self.dev, self.host = LinkPort(True), LinkPort(False)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.dev, m.submodules.host = self.dev, self.host
+        wiring.connect(m, self.host.tx_flit, self.dev.rx_flit)
+        return m
+
+
+_PAIR = {}
+
+
+def _pair_run(job):
+    if not _PAIR:
+        top = _Pair()
+        sim = Simulator(top)
+        sim.add_clock(1e-8)
+        box = {}
+
+        async def bench(ctx):
+            if "job" in box:
+                box["result"] = await _pair_bench(ctx, top, box["job"])
+        sim.add_testbench(bench)
+        _PAIR.update(top=top, sim=sim, box=box, fresh=True)
+    box, sim = _PAIR["box"], _PAIR["sim"]
+    box.clear()
+    box["job"] = job
+    if not _PAIR["fresh"]:
+        sim.reset()
+    _PAIR["fresh"] = False
+    sim.run()
+    return box["result"]
+
+
+async def _pair_bench(ctx, top, job):
+    dev, host = top.dev, top.host
+    rng = random.Random(job["seed"])
+    send = {ch: messages(ch, job["n"][ch], rng) for ch in D2H + H2D}
+    ins = {ch: getattr(dev if ch in D2H else host, ch.name.lower()) for ch in send}
+    outs = {ch: getattr(host if ch in D2H else dev, ch.name.lower()) for ch in send}
+    got = {ch: [] for ch in send}
+    idx = {ch: 0 for ch in send}
+    ref = Unpacker(Direction.UPSTREAM)  # the clean up-wire stream, until the first malformed flit
+    target, hits, pre, wire = None, 0, None, []   # wire: (cycle, flit as sent, flit as carried)
+    tail = None
+    for cycle in range(4000):
+        if tail is None and all(len(got[ch]) == len(send[ch]) for ch in send):
+            tail = cycle + 60                       # keep going: a late duplicate must show
+        if cycle == tail:
+            break
+        for ch in send:
+            offer = idx[ch] < len(send[ch]) and rng.random() < job["p_valid"]
+            ctx.set(ins[ch].valid, offer)
+            if offer:
+                ctx.set(ins[ch].payload.as_value(), send[ch][idx[ch]])
+            ctx.set(outs[ch].ready, 1)
+        # The up wire: the flit as sent, or its malformed twin (reserved header bit 1 set, re-sealed).
+        valid, flit = ctx.get(dev.tx_flit.valid), ctx.get(dev.tx_flit.payload)
+        carried = flit
+        if valid and flit == target and hits < job["times"]:
+            carried = int.from_bytes(seal((flit & MASK) | 1 << 1), "little")
+        ctx.set(host.rx_flit.valid, valid)
+        ctx.set(host.rx_flit.payload, carried)
+        ready = ctx.get(host.rx_flit.ready)
+        ctx.set(dev.tx_flit.ready, ready)
+        if valid and ready:
+            if carried != flit:
+                hits += 1
+            elif target is None and retry_kind(flit) is None:
+                before = copy.deepcopy(ref)
+                r = ref.receive(flit.to_bytes(FLIT_BYTES, "little"))
+                # A protocol flit with messages, no data header and no chunk owed before it: whatever
+                # follows it is then decoded by the unpacker alike before and after it.
+                if len(wire) >= 6 and r.kind == "protocol" and r.messages and before.owed == 0 \
+                        and ref.owed == 0:
+                    target, pre = flit, before
+                    carried = int.from_bytes(seal((flit & MASK) | 1 << 1), "little")
+                    hits += 1
+                    # this flit already went out as sent: replace it now (the host samples this edge)
+                    ctx.set(host.rx_flit.payload, carried)
+                    assert ctx.get(host.rx_flit.ready)
+            wire.append((cycle, flit, carried))
+        for ch in send:
+            if ctx.get(ins[ch].valid) and ctx.get(ins[ch].ready):
+                idx[ch] += 1
+            if ctx.get(outs[ch].valid) and ctx.get(outs[ch].ready):
+                v = ctx.get(outs[ch].payload.as_value())
+                k = len(got[ch])
+                assert k < len(send[ch]) and v == send[ch][k], (
+                    f"seed {job['seed']}: {ch.name} message {k} wrong/duplicated/reordered at cycle {cycle}")
+                got[ch].append(v)
+        await ctx.tick()
+    else:
+        raise AssertionError(f"seed {job['seed']}: hang, {sum(map(len, got.values()))} messages out")
+    # The malformed flit was followed on the very next cycle by a good flit with messages that the
+    # unpacker, in its state before the bad flit, would have delivered (the case that used to duplicate).
+    k = next(i for i, (_, f, c) in enumerate(wire) if f == target and c != f)
+    (c0, _, _), (c1, nxt, _) = wire[k], wire[k + 1]
+    follows = (c1 == c0 + 1 and retry_kind(nxt) is None
+               and pre.receive(nxt.to_bytes(FLIT_BYTES, "little")).messages)
+    res = {c: (ctx.get(getattr(dev, c)), ctx.get(getattr(host, c)))
+           for c in ("retries", "crc_errors", "rule_errors", "flits_replayed")}
+    res.update(hits=hits, follows=bool(follows), waiting=ctx.get(host.rx_waiting))
+    return res
+
+
+@pytest.mark.parametrize("times", [1, 2])
+def test_rule_error_between_ports_no_duplicates(times):
+    """A CRC-good malformed flit (the device's flit with a reserved header bit set, re-sealed) on the
+    up wire, with the next good flit carrying messages right behind it: the host counts a rule error,
+    sends a RETRY.Req, drops the flit behind the bad one (unpacker ``discard``) and takes the replay,
+    so every message arrives exactly once and in order.  ``times=2``: the replayed copy is malformed
+    again (a second episode)."""
+    n = {D2H[0]: 60, D2H[1]: 60, D2H[2]: 12, H2D[0]: 20, H2D[1]: 20, H2D[2]: 12}
+    res = _pair_run({"seed": 21, "n": n, "p_valid": 1.0, "times": times})
+    assert res["hits"] == times, res
+    assert res["follows"], f"the flit after the malformed one does not exercise the case: {res}"
+    dev_r, host_r = res["rule_errors"]
+    assert (dev_r, host_r) == (0, times), res
+    assert res["crc_errors"] == (0, 0), res
+    assert res["retries"][1] >= times, res              # the host's RETRY.Req(s)
+    assert res["flits_replayed"][0] >= 2 * times, res    # the bad flit and the one behind it, each time
+    assert res["waiting"] == 0, res

@@ -16,6 +16,7 @@ import random
 import re
 import time
 from collections import namedtuple
+from types import SimpleNamespace
 
 import pytest
 from amaranth.back import verilog
@@ -442,6 +443,96 @@ def test_malformed_flits(case):
     good = F.pack(direction, [F.random_msg(random.Random(1), ch) for ch in direction.channels])
     statuses, _ = check(direction, stream + good, rng=random.Random(2))
     assert statuses[len(stream) - 1].error is code and statuses[len(stream) - 1].rule_error
+
+
+# ---------------------------------------------------------------- 4. discard
+def test_discard_drops_held_flit():
+    """``discard`` high in a cycle where flit k is held retires k at the next edge as if it had never
+    arrived, even with the outputs backpressured: its status cycle shows ``done`` and ``discarded``
+    only, and everything else (messages, credits, verdicts, counters) is what the reference gives for
+    the stream without the discarded flits.  ``discard`` with nothing held does nothing.  Streams of
+    both directions, random gaps and backpressure, about a quarter of the flits discarded."""
+    for upstream in (True, False):
+        direction = DIRS[upstream]
+        dut = FlitUnpacker(upstream, depth=2)
+        job = {}
+
+        async def bench(ctx, dut=dut, job=job):
+            rng, values = job["rng"], [int.from_bytes(f, "little") for f in job["flits"]]
+            drop, ready = job["drop"], job["ready"]
+            got = {name: [] for name in PORTS}
+            statuses, taken, retired, idle, empty_discards = [], 0, 0, 0, 0
+            for _ in range(200 + 60 * len(values)):
+                offer = taken < len(values) and rng.random() < 0.7
+                ctx.set(dut.flit.valid, offer)
+                if offer:
+                    ctx.set(dut.flit.payload, values[taken])
+                held = taken > retired              # flit number ``retired`` is in the input register
+                dis = (held and retired in drop) or (not held and rng.random() < 0.3)
+                empty_discards += dis and not held
+                ctx.set(dut.discard, dis)
+                drain = len(statuses) == len(values)
+                any_valid = False
+                for name, pr in zip(PORTS, ready):
+                    port = getattr(dut, name)
+                    rdy = drain or rng.random() < pr
+                    ctx.set(port.ready, rdy)
+                    if ctx.get(port.valid):
+                        any_valid = True
+                        if rdy:
+                            got[name].append(ctx.get(port.payload).as_value().value)
+                if offer and ctx.get(dut.flit.ready):
+                    taken += 1
+                await ctx.tick()
+                if ctx.get(dut.done):
+                    assert not (dis and held) or retired in drop
+                    statuses.append((retired, ctx.get(dut.discarded),
+                                     Harness._status(SimpleNamespace(dut=dut), ctx)))
+                    retired += 1
+                else:
+                    assert not (dis and held), f"flit {retired}: discard did not retire it"
+                    assert not ctx.get(dut.discarded)
+                if drain:
+                    idle = 0 if any_valid else idle + 1
+                    if idle >= 3:
+                        break
+            else:
+                raise AssertionError(f"hang: {retired} of {len(values)} flits retired")
+            job.update(got=got, statuses=statuses, crc=ctx.get(dut.crc_errors),
+                       rule=ctx.get(dut.rule_errors), empty_discards=empty_discards)
+
+        sim = Simulator(dut)
+        sim.add_clock(1e-8)
+        sim.add_testbench(bench)
+        for seed in range(6):
+            rng = random.Random(1000 + seed)
+            flits = []
+            while len(flits) < 12:
+                flits += random_stream(rng, direction)
+            drop = {k for k in range(len(flits)) if rng.random() < 0.25}
+            want_status, want_msgs = reference(direction, [f for k, f in enumerate(flits) if k not in drop])
+            job.clear()
+            job.update(rng=rng, flits=flits, drop=drop, ready=[rng.choice((1.0, 0.5, 0.25)) for _ in PORTS])
+            if seed:
+                sim.reset()
+            sim.run()
+            where = f"upstream={upstream} seed={seed} drop={sorted(drop)}"
+            assert [k for k, *_ in job["statuses"]] == list(range(len(flits))), where
+            wants = iter(want_status)
+            for k, discarded, g in job["statuses"]:
+                if k in drop:
+                    assert discarded and g == Status(0, 0, 0, RxError.NONE, FlitKind.PROTOCOL, Credits(),
+                                                     Credits(), 0, None), (where, k, g)
+                    continue
+                w = next(wants)
+                assert not discarded, (where, k)
+                if not w.good:
+                    g = g._replace(kind=None, credits=None, mem_credits=None, acks=None, ctl=None)
+                assert g == w, f"{where}: flit {k}: RTL {g} != reference {w}"
+            assert job["got"] == want_msgs, where
+            assert job["crc"] == sum(s.crc_error for s in want_status), where
+            assert job["rule"] == sum(s.rule_error for s in want_status), where
+            assert job["empty_discards"] > 0, where
 
 
 # ---------------------------------------------------------------- parameters and Verilog

@@ -30,10 +30,10 @@ channels this end sends (``d2h_req``, ``d2h_rsp``, ``d2h_data`` on the device en
 host end), ``Out`` streams for the three it receives; ``tx_flit: Out(flit_stream())`` and
 ``rx_flit: In(flit_stream())`` (528-bit flits, payload 511:0, CRC 527:512).
 Counters (32 bits, wrap): ``retries`` (RETRY.Req flits sent), ``crc_errors`` (received flits with a
-bad CRC), ``rule_errors`` (CRC-good flits the unpacker rejected and this end
-counted), ``flits_sent`` (every flit handed to the wire, control and replays
-included), ``flits_replayed``.  Status: ``rx_waiting`` (the receiver discards and waits for a replay),
-``rx_good`` (one-cycle pulse per good retryable flit the unpacker retired and this end counted),
+bad CRC), ``rule_errors`` (CRC-good flits the unpacker rejected; the flit behind one, dropped unseen,
+is not counted), ``flits_sent`` (every flit handed to the wire, control and replays included),
+``flits_replayed``.  Status: ``rx_waiting`` (the receiver discards and waits for a replay),
+``rx_good`` (one-cycle pulse per good retryable flit the unpacker retired and delivered),
 ``tx_occupancy`` (retry-buffer entries in use), ``tx_credits`` (available credits per class).
 ``self.debug`` (set by ``elaborate``) names internal state signals for testbenches.
 
@@ -47,9 +47,13 @@ Receiver (``rx_flit`` side).  Each incoming flit's CRC is checked here first (a 
 same cycle), and RETRY flits are recognised by their exact bit pattern, so neither ever reaches the
 unpacker (a RETRY flit may arrive while data chunks are owed, which the unpacker would reject).
 * NORMAL: a CRC-good non-RETRY flit goes to the unpacker and gets the next expected sequence number.
-  A CRC error -> WAIT with ``eseq`` = that flit's sequence number.  A rule error reported by the
-  unpacker (two cycles later) -> WAIT with ``eseq`` = the bad flit's number; the one flit that may
-  already be behind it inside the unpacker is not counted (see the limitation).
+  A CRC error -> WAIT with ``eseq`` = that flit's sequence number.  A rule error (a CRC-good flit
+  that breaks a format rule) is reported by the unpacker two cycles after it took the flit, when it may
+  already hold the next one: the rule-error pulse goes to the unpacker's ``discard`` input, which
+  drops that one flit unseen (no messages, no state change, no credits or acks, not counted for
+  sequence numbers), and the receiver enters WAIT with ``eseq`` = the bad flit's number in the same
+  cycle, so nothing behind the bad flit is forwarded before the replay.  The replay then starts with
+  the bad flit's number and re-sends the dropped flit too: every message is delivered exactly once.
 * WAIT: every flit is discarded except RETRY flits; a RETRY.Req is sent (Eseq = ``eseq``, NUM_RETRY =
   re-sends in this episode) and re-sent every ``retry_timeout`` cycles until a RETRY.Ack echoing
   ``eseq`` arrives; then the receiver resumes at ``eseq`` (the peer replays from there).
@@ -83,12 +87,6 @@ Simplifications versus the spec (each a decision of this model):
   to 7 ack-only LLCRDs unacknowledged in each retry buffer (acked with the next traffic).
 * RETRY flits are recognised by pattern before the unpacker: an all-data flit whose 512 bits happen to
   equal a RETRY flit (slots 1-3 all zero and slot 0 exactly a RETRY encoding) would be taken for one.
-* Limitation (needs an rx.py change, not made here): the unpacker reports a rule error two cycles after
-  taking the flit and has then already taken the next flit; if that next flit is good in the
-  unpacker's pre-error state its messages are delivered and the replay delivers them again.  CRC
-  errors (every error the loopback injects) never reach the unpacker and are exact.  The fix: a
-  ``discard`` input on ``FlitUnpacker`` that retires the held flit as dropped (no state change, no
-  output), which this port would drive with its rule-error pulse.
 * Viral, IDE, INIT.Param and CXL.mem credits are not handled (received CXL.mem credits are ignored).
 
 # Ref: ../shared/reference/cxl_facts.md §2.1 (Ak = 8 flits), §2.3 (CRC), §2.4 (credit fields,
@@ -216,18 +214,20 @@ class LinkPort(wiring.Component):
         next_seq = Signal(seq_bits)             # number of the next flit handed to the unpacker
         ret_seq = Signal(seq_bits)              # number of the next flit the unpacker retires (counted)
         inflight = Signal(range(4))             # handed to the unpacker, status not seen yet
-        squash = Signal(range(4))               # status pulses to ignore (flits behind a rule error)
         skip = Signal(range(D + 1))             # duplicate flits to drop after a late RETRY.Ack
         since_resume = Signal(range(D + 1))     # flits handed over since the last resume (saturating)
         req_pending = Signal()
         req_timer = Signal(range(self.retry_timeout + 1))
         num_retry = Signal(NUM_RETRY_BITS)
 
-        squashing = Signal()
         good_c, bad_c = Signal(), Signal()      # counted status of a retired flit
-        m.d.comb += [squashing.eq(squash != 0),
-                     good_c.eq(up.good & ~squashing),
-                     bad_c.eq(up.done & ~up.good & ~squashing)]
+        # A rule error (or a CRC error, which the pre-check keeps from the unpacker) drops the one flit
+        # the unpacker may already hold behind the bad one: see rx.py "Discard" for the timing.  The
+        # dropped flit retires with ``discarded`` (neither good nor bad), so it is never counted.
+        m.d.comb += [good_c.eq(up.good),
+                     bad_c.eq(up.rule_error | up.crc_error),
+                     up.discard.eq(bad_c)]
+        m.d.sync += Assert(~bad_c | (inflight <= 2), "more than one flit behind a rule error")
         wait_eff = Signal()
         m.d.comb += wait_eff.eq(waiting | bad_c)
 
@@ -257,11 +257,6 @@ class LinkPort(wiring.Component):
         m.d.sync += [inflight.eq(inflight + fwd - up.done),
                      next_seq.eq(next_seq + fwd),
                      ret_seq.eq(ret_seq + good_c)]
-        with m.If(bad_c):
-            m.d.sync += squash.eq(inflight - 1)
-        with m.Elif(up.done & squashing):
-            m.d.sync += squash.eq(squash - 1)
-
         with m.If(fwd):
             m.d.sync += since_resume.eq(Mux(since_resume == D, D, since_resume + 1))
         with m.If(take & is_data & ~wait_eff & (skip != 0)):
@@ -425,7 +420,7 @@ class LinkPort(wiring.Component):
         with m.If(bad_c):
             m.d.sync += self.rule_errors.eq(self.rule_errors + 1)
         # Internal state by name, for testbenches and waveform-free debugging.
-        self.debug = {"eseq": eseq, "next_seq": next_seq, "ret_seq": ret_seq, "skip": skip, "squash": squash,
+        self.debug = {"eseq": eseq, "next_seq": next_seq, "ret_seq": ret_seq, "skip": skip,
                       "inflight": inflight, "wr_seq": wr_seq, "rp": rp, "replay_on": replay_on,
                       "ack_pending": ack_pending, "req_pending": req_pending}
         m.d.comb += [self.tx_flit.valid.eq(out_valid), self.tx_flit.payload.eq(out_payload),

@@ -12,11 +12,15 @@ flits (the device's receiver).
 Ports
 -----
 ``flit``: ``In(flit_stream())``, 528 bits: payload 511:0, CRC 527:512 (``hdl.link.ports``).
+``discard``: ``In(1)``, drop the held flit (see "Discard" below); tie to 0 when unused.
 ``req``, ``rsp``, ``data``: ``Out(channel_stream(chan))`` for the direction's three channels
     (``direction_channels(upstream)``); ``data`` carries a ``DataMsg`` (header + 64-byte line), sent once
     the line's fourth chunk has arrived, in header order.  Per channel the order is the reference's.
 Per retired flit, registered, high for exactly **one cycle** (the cycle after the retiring edge):
     ``done``        a flit was retired (every accepted flit is retired exactly once);
+    ``discarded``   it was dropped by ``discard`` (then ``good``, ``crc_error``, ``rule_error`` are 0,
+                    ``error`` is ``NONE`` and the other outputs are 0: exactly one of ``good``,
+                    ``crc_error``, ``rule_error``, ``discarded`` goes with each ``done``);
     ``good``        it passed CRC and every rule (the retry logic counts these for Ak / sequence numbers);
     ``crc_error``   its CRC was wrong (nothing else about it is looked at);
     ``rule_error``  CRC good but a rule broken; ``error`` (``RxError``) names the first broken rule in
@@ -55,6 +59,20 @@ Throughput: one flit per cycle while the outputs keep up (``done`` every cycle).
 accepted at clock edge *n* is retired at edge *n+1*, so its status pulses are high between edges *n+1*
 and *n+2*; its messages are valid on the output streams from edge *n+2* (the FIFO output register).
 Backpressure never hangs: with full outputs, the held flit waits and ``flit.ready`` is low.
+
+Discard
+-------
+``discard`` acts on the flit in the input register, in the cycle it is high (sampled at the next
+edge): if a flit is held in that cycle, it is retired at that edge whatever its content and whether or
+not the outputs have room, as if it had never arrived -- no message is written, the data-chunk state
+(waiting headers, chunk count and buffer) and the counters are unchanged, and its status cycle shows
+``done`` and ``discarded`` only.  ``flit.ready`` is high in that cycle (the register empties), so a flit
+offered at the same edge is taken normally and is not affected.  With nothing held, ``discard`` does
+nothing.  The use (``hdl.link.port``): a flit accepted at edge *n* is retired at *n+1* if it is bad (a
+bad flit needs no output room), so its ``rule_error`` is high between *n+1* and *n+2*; the only flit
+that can have followed it is one accepted at edge *n+1*, which is then the held flit (a flit is never
+retired earlier than the edge after it is accepted), so ``discard = rule_error`` drops exactly the one
+flit behind a rule error, at edge *n+2*, before any of its messages or state changes take effect.
 
 # Ref: ../shared/reference/cxl_facts.md §2.1 (528-bit flit, header fields, Ak = 8 flits, all-data
 #      flit and rollover), §2.2 (slot formats and per-flit maxima), §2.3 (CRC), §2.4 (credit fields),
@@ -190,10 +208,12 @@ class FlitUnpacker(wiring.Component):
         self.ctl_layout = control_layout()
         super().__init__({
             "flit": In(flit_stream()),
+            "discard": In(1),
             "req": Out(channel_stream(req)),
             "rsp": Out(channel_stream(rsp)),
             "data": Out(channel_stream(dat)),
             "done": Out(1),
+            "discarded": Out(1),
             "good": Out(1),
             "crc_error": Out(1),
             "rule_error": Out(1),
@@ -218,6 +238,8 @@ class FlitUnpacker(wiring.Component):
         held = Signal(FLIT_BITS)
         held_valid = Signal()
         retire = Signal()
+        commit = Signal()                       # retiring, not discarded: the flit takes effect
+        m.d.comb += commit.eq(retire & ~self.discard)
         m.d.comb += self.flit.ready.eq(~held_valid | retire)
         with m.If(self.flit.valid & self.flit.ready):
             m.d.sync += [held.eq(self.flit.payload), held_valid.eq(1)]
@@ -398,11 +420,11 @@ class FlitUnpacker(wiring.Component):
                 lane_idx = Mux(slot_idx >= n_lanes, slot_idx - n_lanes, slot_idx)
                 for i, fifo in enumerate(group):
                     with m.If(present & (lane_idx == i)):
-                        m.d.comb += [fifo.w_data.eq(v), fifo.w_en.eq(retire & good & is_proto)]
+                        m.d.comb += [fifo.w_data.eq(v), fifo.w_en.eq(commit & good & is_proto)]
                 rank = rank + present.as_unsigned()
             n_msgs = Signal(range(len(cands[chan]) + 1), name=f"{name}_count")
             m.d.comb += n_msgs.eq(rank)
-            with m.If(retire & good & is_proto):
+            with m.If(commit & good & is_proto):
                 m.d.sync += wptr.eq(Mux(wptr + n_msgs >= n_lanes, wptr + n_msgs - n_lanes, wptr + n_msgs))
             need[chan] = (good & is_proto & (n_msgs != 0), Cat(*(f.w_rdy for f in group)).all())
 
@@ -412,13 +434,14 @@ class FlitUnpacker(wiring.Component):
         m.d.comb += [
             delivers_line.eq(good & ~is_ctl & complete),
             dmsg.hdr.eq(hq[0]), dmsg.data.eq(line),
-            dfifo.w_data.eq(dmsg), dfifo.w_en.eq(retire & delivers_line),
+            dfifo.w_data.eq(dmsg), dfifo.w_en.eq(commit & delivers_line),
         ]
         need[dat_ch] = (delivers_line, dfifo.w_rdy)
-        m.d.comb += retire.eq(held_valid & Cat(*(~wants | room for wants, room in need.values())).all())
+        has_room = Cat(*(~wants | room for wants, room in need.values())).all()
+        m.d.comb += retire.eq(held_valid & (self.discard | has_room))   # a discarded flit writes nothing
 
         # ------------------------------------------------ commit the chunk state
-        with m.If(retire & good & ~is_ctl):
+        with m.If(commit & good & ~is_ctl):
             pop = complete.as_unsigned()
             m.d.sync += have.eq(have + n_ch - CHUNKS_PER_LINE * pop)
             for q, b in enumerate(buf):
@@ -449,13 +472,14 @@ class FlitUnpacker(wiring.Component):
                             target = out if protocol is CreditProtocol.CACHE else mem
                             m.d.sync += getattr(target, cls).eq(amount)
 
-        m.d.sync += [self.done.eq(retire), self.good.eq(retire & good),
-                     self.crc_error.eq(retire & crc_bad),
-                     self.rule_error.eq(retire & ~crc_bad & ~good),
-                     self.error.eq(Mux(retire, code, RxError.NONE)), self.kind.eq(FlitKind.PROTOCOL),
+        m.d.sync += [self.done.eq(retire), self.discarded.eq(retire & self.discard),
+                     self.good.eq(commit & good),
+                     self.crc_error.eq(commit & crc_bad),
+                     self.rule_error.eq(commit & ~crc_bad & ~good),
+                     self.error.eq(Mux(commit, code, RxError.NONE)), self.kind.eq(FlitKind.PROTOCOL),
                      self.credits.eq(0), self.mem_credits.eq(0), self.acks.eq(0),
                      self.ctl_valid.eq(0), self.ctl.eq(0)]
-        with m.If(retire & good):
+        with m.If(commit & good):
             with m.If(all_data):
                 m.d.sync += self.kind.eq(FlitKind.ALL_DATA)
             with m.Elif(is_ctl):
@@ -467,8 +491,8 @@ class FlitUnpacker(wiring.Component):
             with m.Else():
                 credits_of({cls: hdr[f"{cls}_crd"] for cls in CREDIT_CLASSES}, self.credits, self.mem_credits)
                 m.d.sync += self.acks.eq(Mux(hdr["ak"], ACKS_PER_AK, 0))
-        with m.If(retire & crc_bad):
+        with m.If(commit & crc_bad):
             m.d.sync += self.crc_errors.eq(self.crc_errors + 1)
-        with m.If(retire & ~crc_bad & ~good):
+        with m.If(commit & ~crc_bad & ~good):
             m.d.sync += self.rule_errors.eq(self.rule_errors + 1)
         return m
