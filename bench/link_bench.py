@@ -31,7 +31,7 @@ from amaranth.sim import Simulator
 from hdl.link.loopback import LinkLoopback, flit_error_probability
 from hdl.link.ports import direction_channels
 from hdl.protocol import CODECS
-from models.flit import WIRE_BYTES, WORKLOADS, LINE_BYTES, optimum, random_msg
+from models.flit import MIXED, WIRE_BYTES, WORKLOADS, LINE_BYTES, optimum, random_msg
 
 D2H = direction_channels(True)
 H2D = direction_channels(False)
@@ -158,7 +158,8 @@ def main(argv=None):
     # -------------------------------------------------- throughput and efficiency, error-free
     eff = {}
     runs = {"streaming_writes": {D2H[2]: n}, "streaming_reads": {H2D[2]: n},
-            "snoop_storm": {H2D[0]: n, D2H[1]: n}}
+            "snoop_storm": {H2D[0]: n, D2H[1]: n},
+            "mixed": {ch: k * n // 4 for ch, k in MIXED.items()}}
     assert set(runs) == set(WORKLOADS)
     for w, counts in runs.items():
         send = {ch: messages(ch, counts.get(ch, 0), rng) for ch in D2H + H2D}
