@@ -15,13 +15,14 @@ from pathlib import Path
 
 from amaranth.back import verilog
 
-# name -> (module, class, keyword arguments).  Default parameters unless a note says otherwise.
+# THE table of synthesizable tops (`make verilog` and `make synth` both use it): name -> (module, class,
+# keyword arguments), at default parameters.  Add a top with one line.
 TOPS = {
-    "dcoh": ("hdl.dcoh.dcoh", "DCOH", {}),
-    "link_tx_up": ("hdl.link.tx", "FlitPacker", {"upstream": True}),
-    "link_rx_up": ("hdl.link.rx", "FlitUnpacker", {"upstream": True}),
-    "link_port_dev": ("hdl.link.port", "LinkPort", {"upstream": True}),
-    "device": ("hdl.device", "Device", {}),
+    "dcoh":    ("hdl.dcoh.dcoh", "DCOH", {}),
+    "link_tx": ("hdl.link.tx", "FlitPacker", {"upstream": True}),     # device TX: D2H flits
+    "link_rx": ("hdl.link.rx", "FlitUnpacker", {"upstream": False}),  # device RX: H2D flits
+    "link":    ("hdl.link.port", "LinkPort", {"upstream": True}),     # device end: TX + RX + credits + retry
+    "device":  ("hdl.device", "Device", {}),                          # DCOH + device link end
 }
 
 

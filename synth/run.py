@@ -98,15 +98,8 @@ TARGET_MHZ = 150.0   # Ref: issue "make synth" (the 150 MHz target on the sync c
 ROUTER = "router1"
 
 # ---------------------------------------------------------------- the tops
-# name: (module, class, keyword arguments).  Add a top with one line; a module that does not
-# import yet is skipped with a message.
-TOPS = {
-    "dcoh":    ("hdl.dcoh.dcoh", "DCOH", {}),
-    "link_tx": ("hdl.link.tx", "FlitPacker", {"upstream": True}),     # device TX: D2H flits
-    "link_rx": ("hdl.link.rx", "FlitUnpacker", {"upstream": False}),  # device RX: H2D flits
-    "link":    ("hdl.link.port", "LinkPort", {"upstream": True}),     # device end: TX + RX + credits + retry
-    "device":  ("hdl.device", "Device", {}),                          # DCOH + link (to be added)
-}
+# One table of the synthesizable tops, shared with `make verilog` (hdl/verilog.py).
+from hdl.verilog import TOPS  # noqa: E402
 
 # --small: reduced parameters for a quick look (tops not listed here keep their defaults).
 SMALL = {
