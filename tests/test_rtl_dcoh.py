@@ -42,10 +42,10 @@ def _cosim(cfg, seed, steps=0, trace=None, window=128):
 
 # Each example runs a few hundred model moves through the RTL (~1 s), so fewer examples than the
 # profile's default; `make regress` style long runs use tests/dcoh_cosim.py directly with more seeds.
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**32 - 1))
 def test_rtl_matches_model_on_random_streams(seed):
-    _cosim(Config(**CONFIG), seed, steps=250)
+    _cosim(Config(**CONFIG), seed, steps=200)
 
 
 def test_cosim_detects_a_broken_rtl(monkeypatch):
@@ -57,7 +57,7 @@ def test_cosim_detects_a_broken_rtl(monkeypatch):
     monkeypatch.setattr(rtl, "SNOOP_TABLE", broken)
     with pytest.raises(CosimMismatch):
         for seed in range(20):
-            _cosim(Config(**CONFIG), seed, steps=250)
+            _cosim(Config(**CONFIG), seed, steps=200)
 
 
 RACES = [f for name, f in inspect.getmembers(test_races, inspect.isfunction) if name.startswith("test_")]
