@@ -307,3 +307,53 @@ async def run_cosim(ctx, dut, seed, steps=0, *, cfg=None, trace=None, lines=6, l
         await flush_dev0(block, steps)
         compare(steps, f"final flush {block:#x}", await rtl_until_idle(steps))
     return sysm
+
+
+def main(argv=None):
+    """Long co-simulation runs: ``python tests/dcoh_cosim.py --seeds 60 --steps 500 [--linked --ber 1e-4]``.
+    Prints one line per seed; a failure prints its seed (rerun it with --first SEED --seeds 1)."""
+    import argparse
+    import sys
+    import time
+    from amaranth.sim import Simulator
+    ap = argparse.ArgumentParser(description=main.__doc__.splitlines()[0])
+    ap.add_argument("--seeds", type=int, default=20)
+    ap.add_argument("--first", type=int, default=0)
+    ap.add_argument("--steps", type=int, default=500)
+    ap.add_argument("--linked", action="store_true", help="the device top behind a whole flit link")
+    ap.add_argument("--ber", type=float, default=0.0, help="bit error rate on the link wires (--linked)")
+    args = ap.parse_args(argv)
+    cfg = Config(**CONFIG)
+    failures = 0
+    for seed in range(args.first, args.first + args.seeds):
+        if args.linked:
+            from tb.linked_device import LinkedDevice
+            dut = LinkedDevice(dcoh=dict(caches=cfg.caches, sf_sets=cfg.sf_sets, sf_ways=cfg.sf_ways,
+                                         tracker=cfg.max_outstanding, work=8, coalesce_window=128,
+                                         coalesce_block=cfg.coalesce_block, coalesce_groups=4, credits=64),
+                               link=dict(retry_depth=32), ber=args.ber, seed=seed)
+        else:
+            dut = make_dut(cfg)
+        log = []
+
+        async def bench(ctx):
+            await run_cosim(ctx, dut, seed, args.steps, cfg=cfg, log=log)
+        sim = Simulator(dut)
+        sim.add_clock(1e-8)
+        sim.add_testbench(bench)
+        t0 = time.monotonic()
+        try:
+            sim.run()
+            print(f"seed {seed}: ok, {len(log)} steps touched device 0, {time.monotonic() - t0:.1f} s", flush=True)
+        except CosimMismatch as e:
+            failures += 1
+            print(f"seed {seed}: FAIL {e}", flush=True)
+    print(f"{failures} failure(s) in {args.seeds} seeds")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    sys.exit(main())
