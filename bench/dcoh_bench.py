@@ -9,7 +9,9 @@
   ``cmd_rsp`` valid, which the cache decides);
 * ``coalesce_window``: what the window adds to the hit path (measured: hit latency at window w minus at 0);
 * ``tx_miss``: cycles from a load miss's ``cpu_req`` handshake to its RdShared valid on ``d2h_req``;
-* ``rx_fill``: cycles from the H2D Data handshake (GO already seen) to the fill on ``cpu_rsp``.
+* ``rx_fill``: cycles from the H2D Data handshake (GO already seen) to the fill on ``cpu_rsp``;
+* ``link_one_way``: cycles a message takes through an idle 68B-flit link (the RTL loopback: packer,
+  CRC, wire, retry check, unpacker), the slower of the two directions.
 
     python -m bench.dcoh_bench [--out FILE]
 
@@ -150,8 +152,29 @@ def snoop_hit(window):
     return _run(dut, body)
 
 
+def link_one_way():
+    """Cycles a message takes through an idle link (hdl/link/loopback.py): handshake into one end ->
+    valid out of the other end's channel port (packer, CRC, wire, retry check, unpacker), both ways."""
+    from hdl.link.loopback import LinkLoopback
+    dut = LinkLoopback()
+
+    async def body(ctx):
+        out = {}
+        for name, src, dst, fields in (("up", dut.d2h_rsp, dut.host_d2h_rsp, {"opcode": D2HRspOpcode.RspIHitI}),
+                                       ("down", dut.host_h2d_rsp, dut.h2d_rsp, {"opcode": H2DRspOpcode.GO})):
+            ctx.set(dst.ready, 1)
+            await ctx.tick().repeat(50)                     # an idle link
+            ctx.set(src.p.valid, 1)
+            await _put(ctx, src, fields)
+            out[name] = await _wait(ctx, dst.valid) + 1      # counted from the handshake edge
+            await ctx.tick()
+        return out
+    return _run(dut, body)
+
+
 def measure():
     miss = snoop_miss()
+    link = link_one_way()
     hit0 = snoop_hit(0)
     hit4 = snoop_hit(4)
     return {
@@ -161,6 +184,8 @@ def measure():
         "coalesce_window_4_adds": hit4["latency"] - hit0["latency"],
         "tx_miss": hit0["tx"],
         "rx_fill": hit0["rx"],
+        "link_one_way": max(link["up"], link["down"]),
+        "link_one_way_up_down": [link["up"], link["down"]],
         "note": "cycles measured on the RTL in amaranth.sim (bench/dcoh_bench.py); hit latency excludes "
                 "the internal cache's own time",
     }

@@ -58,6 +58,8 @@ LINK_GBS = 68 / FLIT_NS                     # 63.0 GB/s per direction (facts §2
 #                    a configuration choice)
 #   rx               a host response/data is acted on: H2D Data in -> fill out to the cache (RTL)
 #   tx               a D2H request leaves: cache miss in -> D2H Req out (RTL)
+#   link             a message crosses the 68B-flit link layer, one way, idle link (RTL loopback: packer,
+#                    CRC, retry check, unpacker); the port/PHY time on top of it is ``port_ns`` (facts)
 RTL_CYCLES_FILE = Path(__file__).resolve().parents[1] / "bench" / "dcoh_cycles.json"
 
 
@@ -66,7 +68,7 @@ def _rtl_cycles():
         rtl = json.loads(RTL_CYCLES_FILE.read_text())
         return {"probe": rtl["snoop_hit_inv_latency"] + Config.probe_latency,
                 "coalesce_window": Config.coalesce_window,
-                "rx": rtl["rx_fill"], "tx": rtl["tx_miss"]}
+                "rx": rtl["rx_fill"], "tx": rtl["tx_miss"], "link": rtl["link_one_way"]}
     except (OSError, KeyError, ValueError) as e:
         raise RuntimeError(f"{RTL_CYCLES_FILE}: the RTL cycle counts are missing or malformed ({e}); "
                            "run `make bench` (python -m bench.dcoh_bench) to measure them") from None
@@ -142,10 +144,10 @@ SOURCES = {
 def hop_ns(p):
     """One-way host<->device latency of a message: port + interconnect + flit serialization + the DCOH's
     per-message pipeline (rx and tx averaged over the two directions: the golden model's links are
-    symmetric, and every round trip has one of each)."""
+    symmetric, and every round trip has one of each) + the link layer's pipeline (RTL, one way)."""
     dc = p.dcoh_cycles
     return (p.port_ns + p.interconnect_ns + p.flits_per_msg * p.flit_ns
-            + (dc["rx"] + dc["tx"]) / 2 * p.cycle_ns)
+            + ((dc["rx"] + dc["tx"]) / 2 + dc["link"]) * p.cycle_ns)
 
 
 def _ticks(ns, tick):

@@ -91,7 +91,7 @@ def test_makefile_has_a_report_target():
 # them (probe and window from Config, no rx/tx pipeline) instead of the RTL's measured counts.
 GOLDEN = C.CxlParams(port_ns=24 - 2 * C.FLIT_NS, interconnect_ns=0.0, host_ns=10.0, tick_ns=1.0,
                      dcoh_cycles={"probe": Config.probe_latency, "coalesce_window": Config.coalesce_window,
-                                  "rx": 0, "tx": 0})
+                                  "rx": 0, "tx": 0, "link": 0})
 
 
 def test_time_base_reproduces_the_golden_model_config():
@@ -118,10 +118,11 @@ def test_payload_efficiency_comes_from_models_flit():
 
 
 def test_dcoh_cycles_is_one_named_dict_and_validated():
-    assert set(C.DCOH_CYCLES) == {"probe", "coalesce_window", "rx", "tx"}
+    assert set(C.DCOH_CYCLES) == {"probe", "coalesce_window", "rx", "tx", "link"}
     rtl = json.loads(C.RTL_CYCLES_FILE.read_text())          # the RTL's measured counts feed the model
     assert C.DCOH_CYCLES["probe"] == rtl["snoop_hit_inv_latency"] + Config.probe_latency
-    assert (C.DCOH_CYCLES["rx"], C.DCOH_CYCLES["tx"]) == (rtl["rx_fill"], rtl["tx_miss"])
+    assert (C.DCOH_CYCLES["rx"], C.DCOH_CYCLES["tx"], C.DCOH_CYCLES["link"]) == \
+        (rtl["rx_fill"], rtl["tx_miss"], rtl["link_one_way"])
     with pytest.raises(ValueError, match="dcoh_cycles"):
         C.CxlParams(dcoh_cycles={"probe": 1})
     with pytest.raises(ValueError, match="outstanding"):
@@ -133,7 +134,8 @@ cxl_params = st.builds(
     port_ns=st.floats(0, 120), interconnect_ns=st.floats(0, 30), host_ns=st.floats(0, 80),
     clock_mhz=st.sampled_from([500.0, 1000.0, 2000.0]),
     dcoh_cycles=st.fixed_dictionaries({"probe": st.integers(0, 8), "coalesce_window": st.integers(0, 8),
-                                       "rx": st.integers(0, 4), "tx": st.integers(0, 4)}),
+                                       "rx": st.integers(0, 8), "tx": st.integers(0, 8),
+                                       "link": st.integers(0, 8)}),
     spin_ns=st.floats(1, 50), tick_ns=st.just(0.5),
 )
 
