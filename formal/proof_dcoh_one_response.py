@@ -1,0 +1,130 @@
+"""Every accepted H2D snoop gets exactly one D2H response (at most one: safety; at least one within
+``BOUND`` cycles: bounded liveness).  DCOH (hdl/dcoh/dcoh.py) with caches=2, sf_sets=1, sf_ways=2,
+tracker=2, work=1, coalesce_window=0, coalesce_block=1, coalesce_groups=1, credits=2, addr_width=1
+(two lines).
+
+Environment
+-----------
+Free every cycle (``AnySeq``): ``h2d_rsp`` and ``h2d_data`` (valid and header: any opcode, any CQID,
+any GO state, in any order -- the DCOH must count and drop what is illegal), ``h2d_req`` valid,
+address and UQID, ``cpu_req`` (valid, kind, cache, line, variant: anything; the DCOH's ready keeps
+one access per cache), and the ``dirty``/``excl`` bits of ``cmd_rsp``.
+Tied: every line-data input is 0 (``h2d_data``, ``cpu_req``, ``cmd_rsp``; no control decision reads
+line data); ``d2h_req/rsp/data.ready``, ``cpu_rsp.ready``, ``probe.ready`` and ``cmd.ready`` are 1;
+``cmd_rsp`` is valid exactly from the cycle after a ``cmd`` handshake until it is taken (the caches
+answer a command in one cycle); each D2H credit is returned one cycle after its message.
+Assumes (the host's snoop rules, facts §1.1 / the model's ProtocolError):
+  * a snoop's opcode is SnpData, SnpInv or SnpCur;
+  * the host sends no snoop to a line while an earlier snoop to that line is unanswered (the DCOH
+    counts that as SECOND_SNOOP and drops it, as the model raises), and a snoop's UQID differs from
+    the UQID of every unanswered snoop (UQIDs are unique in flight);
+  * reset stays low.
+
+Property
+--------
+The harness keeps, per line, ``pending`` (a snoop was accepted: ``h2d_req.valid & ready``) and its
+UQID.  Safety (Assert): every D2H Rsp handshake carries the UQID of a pending snoop, which it then
+retires -- so no response without a snoop and never a second response for one snoop.
+Bounded liveness (Assert): a pending snoop is answered within ``BOUND`` cycles, counted from its
+acceptance or from the last cycle its line was stalled (the tracker holds the line's request in
+IS_D/IM_D/SM_D: the model holds snoops there until the data arrives, which only the host can send),
+unless the host delivered an H2D Rsp or H2D Data (handshake) while the snoop was pending and its line
+not stalled -- the engine serves host responses before a held snoop, so a host that keeps sending
+them can delay it without bound.  I.e. the liveness bound covers every run in which the host is
+quiet while the snoop waits for the DCOH alone; the safety Assert covers every run.
+Plus the block's own Asserts (credit counters, coalescer, snoop filter, CQID allocator).
+Mode: BMC, depth ``DEPTH`` (see docs/formal.md for why not k-induction).
+"""
+
+from amaranth.hdl import Assert, Assume, Elaboratable, Module, Signal
+
+from hdl.protocol import H2DReqOpcode as Snp, ID_WIDTH
+from formal.common import Proof, no_reset
+from formal.dcoh_env import ENGINE, EXTRA_SCRIPT, drive_dcoh_inputs, return_credits, small_dcoh, stalled_line
+
+ADDR_WIDTH = 1
+BOUND = 12          # cycles from acceptance (or the end of a stall) to the response
+DEPTH = 24
+
+TIED_HIGH = ("d2h_req.ready", "d2h_rsp.ready", "d2h_data.ready", "cpu_rsp.ready", "probe.ready",
+             "cmd.ready")
+
+
+class DCOHOneResponse(Elaboratable):
+    def __init__(self, bound=BOUND, addr_width=ADDR_WIDTH):
+        self.bound = bound            # 2 instead of 12: the liveness Assert FAILs at step 11 (not vacuous)
+        self.addr_width = addr_width
+
+    def elaborate(self, platform):
+        m = Module()
+        AW = self.addr_width
+        dut = small_dcoh(m, platform, addr_width=AW)
+        skip = TIED_HIGH + ("cmd_rsp.valid", "crd_req", "crd_rsp", "crd_data")
+        drive_dcoh_inputs(m, dut, skip=skip)
+        for name in TIED_HIGH:
+            port, sig = name.split(".")
+            m.d.comb += getattr(getattr(dut, port), sig).eq(1)
+        no_reset(m)
+        return_credits(m, dut)
+
+        # the caches answer a command in the next cycle
+        cmd_pending = Signal()
+        with m.If(dut.cmd_rsp.valid & dut.cmd_rsp.ready):
+            m.d.sync += cmd_pending.eq(0)
+        with m.If(dut.cmd.valid & dut.cmd.ready):
+            m.d.sync += cmd_pending.eq(1)
+        m.d.comb += dut.cmd_rsp.valid.eq(cmd_pending)
+
+        req = dut.h2d_req
+        snp_line = req.p.addr[:AW]
+        accepted = req.valid & req.ready
+        rsp_sent = dut.d2h_rsp.valid & dut.d2h_rsp.ready
+        host_msg = (dut.h2d_rsp.valid & dut.h2d_rsp.ready) | (dut.h2d_data.valid & dut.h2d_data.ready)
+        m.d.comb += Assume(~req.valid | (req.p.opcode == Snp.SnpData) | (req.p.opcode == Snp.SnpInv) |
+                           (req.p.opcode == Snp.SnpCur))
+
+        matched = []
+        for line in range(2 ** AW):
+            pending = Signal(name=f"pending{line}")
+            uqid = Signal(ID_WIDTH, name=f"uqid{line}")
+            age = Signal(range(self.bound + 2), name=f"age{line}")
+            disturbed = Signal(name=f"disturbed{line}")
+            stalled = Signal(name=f"stalled{line}")
+            m.d.comb += stalled.eq(stalled_line(dut, line))
+            hit = Signal(name=f"rsp_hit{line}")
+            m.d.comb += hit.eq(rsp_sent & pending & (dut.d2h_rsp.p.uqid == uqid))
+            matched.append(hit)
+            # host rules: one unanswered snoop per line, distinct UQIDs in flight
+            m.d.comb += Assume(~(req.valid & (snp_line == line) & pending))
+            m.d.comb += Assume(~(req.valid & pending & (req.p.uqid == uqid)))
+            # bookkeeping (a new snoop in the same cycle as the old one's response: the new one wins)
+            with m.If(hit):
+                m.d.sync += pending.eq(0)
+            with m.If(stalled | ~pending):
+                m.d.sync += age.eq(0)
+            with m.Elif(age <= self.bound):
+                m.d.sync += age.eq(age + 1)
+            with m.If(pending & ~stalled & host_msg):
+                m.d.sync += disturbed.eq(1)
+            with m.If(accepted & (snp_line == line)):
+                m.d.sync += [pending.eq(1), uqid.eq(req.p.uqid), age.eq(0), disturbed.eq(0)]
+            m.d.comb += Assert(~pending | disturbed | (age <= self.bound),
+                               f"harness: snoop to line {line} not answered within {self.bound} cycles")
+        any_hit = matched[0]
+        for h in matched[1:]:
+            any_hit = any_hit | h
+        m.d.comb += Assert(~rsp_sent | any_hit, "harness: D2H Rsp without a pending snoop of its UQID")
+        return m
+
+
+PROOF = Proof(
+    name="dcoh_one_response",
+    mode="bmc", depth=DEPTH,
+    harness=DCOHOneResponse,
+    engine=ENGINE,
+    extra_script=EXTRA_SCRIPT,
+    description=f"DCOH(caches=2, sf 1x2, tracker=2, work=1, addr_width={ADDR_WIDTH}), host free: every D2H Rsp "
+                f"retires exactly one pending snoop of its UQID; a pending snoop is answered within {BOUND} "
+                "cycles unless its line is stalled (IS_D/IM_D/SM_D) or the host sent H2D Rsp/Data meanwhile",
+    quick=False,
+)
