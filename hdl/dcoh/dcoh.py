@@ -522,6 +522,16 @@ class DCOH(wiring.Component):
         d_legal, d_nxt, d_granted, _, _ = response_table(dv_t.state, Const(_EVENT_CODE["Data"], ev_code.shape()))
         ct = trk[cur_t]
 
+        def await_cmd_rsp(name, then, latch=()):
+            """FSM state ``name``: wait for the caches' answer to a ``cmd``, latch it, go to ``then``."""
+            with m.State(name):
+                m.d.comb += self.cmd_rsp.ready.eq(1)
+                with m.If(self.cmd_rsp.valid):
+                    m.d.sync += list(latch)
+                    m.next = then
+
+        latch_line = [cmd_dirty.eq(self.cmd_rsp.p.dirty), cmd_data.eq(self.cmd_rsp.p.data)]
+
         with m.FSM(name="engine") as engine:
             # ---------------------------------------------------------------- dispatch
             with m.State("IDLE"):
@@ -617,11 +627,8 @@ class DCOH(wiring.Component):
                              self.cmd.p.caches.eq(r.entry.presence), self.cmd.p.op.eq(CmdOp.KEEP)]
                 with m.If(self.cmd.ready):
                     m.next = "SNP_QUERY_RSP"
-            with m.State("SNP_QUERY_RSP"):
-                m.d.comb += self.cmd_rsp.ready.eq(1)
-                with m.If(self.cmd_rsp.valid):
-                    m.d.sync += [q_done.eq(1), q_dirty.eq(self.cmd_rsp.p.dirty), q_excl.eq(self.cmd_rsp.p.excl)]
-                    m.next = "SNP_SLOW"
+            await_cmd_rsp("SNP_QUERY_RSP", "SNP_SLOW",
+                          [q_done.eq(1), q_dirty.eq(self.cmd_rsp.p.dirty), q_excl.eq(self.cmd_rsp.p.excl)])
 
             with m.State("PROBE"):                      # hand one probe to the coalescer
                 m.d.comb += coal_push.eq(1)
@@ -646,11 +653,7 @@ class DCOH(wiring.Component):
                 with m.Else():
                     m.d.sync += [cmd_dirty.eq(0), cmd_data.eq(0)]
                     m.next = "ANSWER_FINAL"
-            with m.State("ANSWER_RSP"):
-                m.d.comb += self.cmd_rsp.ready.eq(1)
-                with m.If(self.cmd_rsp.valid):
-                    m.d.sync += [cmd_dirty.eq(self.cmd_rsp.p.dirty), cmd_data.eq(self.cmd_rsp.p.data)]
-                    m.next = "ANSWER_FINAL"
+            await_cmd_rsp("ANSWER_RSP", "ANSWER_FINAL", latch_line)
             with m.State("ANSWER_FINAL"):
                 # E from the snoop filter is M if a copy was dirty
                 with m.If(a_maybe_m & cmd_dirty):
@@ -722,11 +725,7 @@ class DCOH(wiring.Component):
                     with m.Else():
                         m.d.sync += [cmd_dirty.eq(0), cmd_data.eq(0)]
                         m.next = "EV_ISSUE"
-            with m.State("EV_RSP"):
-                m.d.comb += self.cmd_rsp.ready.eq(1)
-                with m.If(self.cmd_rsp.valid):
-                    m.d.sync += [cmd_dirty.eq(self.cmd_rsp.p.dirty), cmd_data.eq(self.cmd_rsp.p.data)]
-                    m.next = "EV_ISSUE"
+            await_cmd_rsp("EV_RSP", "EV_ISSUE", latch_line)
             with m.State("EV_ISSUE"):
                 w = wk[cur_w]
                 dirty = r.entry.dirty | cmd_dirty
@@ -818,10 +817,7 @@ class DCOH(wiring.Component):
                     sf_update(SFOp.MODIFY, ct.line, ct.way,
                               Mux(ct.state == STATE_CODE[D.E], SFState.E, SFState.S), 0, mine)
                     m.next = "C_TOUCH"
-            with m.State("C_INV_RSP"):
-                m.d.comb += self.cmd_rsp.ready.eq(1)
-                with m.If(self.cmd_rsp.valid):
-                    m.next = "C_FILL2"
+            await_cmd_rsp("C_INV_RSP", "C_FILL2")
             with m.State("C_FILL2"):
                 sf_update(SFOp.MODIFY, ct.line, ct.way, SFState.E, 0, 1 << ct.cache)
                 m.next = "C_TOUCH"
@@ -969,11 +965,7 @@ class DCOH(wiring.Component):
                              self.cmd.p.caches.eq(Const(1, K) << cur_k), self.cmd.p.op.eq(CmdOp.INV)]
                 with m.If(self.cmd.ready):
                     m.next = "S_EVICT_RSP"
-            with m.State("S_EVICT_RSP"):
-                m.d.comb += self.cmd_rsp.ready.eq(1)
-                with m.If(self.cmd_rsp.valid):
-                    m.d.sync += [cmd_dirty.eq(self.cmd_rsp.p.dirty), cmd_data.eq(self.cmd_rsp.p.data)]
-                    m.next = "S_EVICT_SET"
+            await_cmd_rsp("S_EVICT_RSP", "S_EVICT_SET", latch_line)
             with m.State("S_EVICT_SET"):
                 req = cur_op.req
                 peers = r.entry.presence & ~(Const(1, K) << cur_k)
@@ -1010,11 +1002,7 @@ class DCOH(wiring.Component):
                              self.cmd.p.op.eq(CmdOp.TO_S)]
                 with m.If(self.cmd.ready):
                     m.next = "S_LFILL_RSP"
-            with m.State("S_LFILL_RSP"):
-                m.d.comb += self.cmd_rsp.ready.eq(1)
-                with m.If(self.cmd_rsp.valid):
-                    m.d.sync += [cmd_dirty.eq(self.cmd_rsp.p.dirty), cmd_data.eq(self.cmd_rsp.p.data)]
-                    m.next = "S_LFILL_SET"
+            await_cmd_rsp("S_LFILL_RSP", "S_LFILL_SET", latch_line)
             with m.State("S_LFILL_SET"):
                 sf_update(SFOp.MODIFY, r.line, r.hit_way, r.entry.state, r.entry.dirty | cmd_dirty,
                           r.entry.presence | (Const(1, K) << cur_k))
@@ -1029,10 +1017,7 @@ class DCOH(wiring.Component):
                         m.next = "S_SFILL_RSP"
                 with m.Else():
                     m.next = "S_SFILL_SET"
-            with m.State("S_SFILL_RSP"):
-                m.d.comb += self.cmd_rsp.ready.eq(1)
-                with m.If(self.cmd_rsp.valid):
-                    m.next = "S_SFILL_SET"
+            await_cmd_rsp("S_SFILL_RSP", "S_SFILL_SET")
             with m.State("S_SFILL_SET"):
                 sf_update(SFOp.MODIFY, r.line, r.hit_way, SFState.E, r.entry.dirty, Const(1, K) << cur_k)
                 m.d.sync += reply_touch.eq(1)
