@@ -42,7 +42,7 @@ def _cosim(cfg, seed, steps=0, trace=None, window=128):
 
 # Each example runs a few hundred model moves through the RTL (~1 s), so fewer examples than the
 # profile's default; `make regress` style long runs use tests/dcoh_cosim.py directly with more seeds.
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**32 - 1))
 def test_rtl_matches_model_on_random_streams(seed):
     _cosim(Config(**CONFIG), seed, steps=200)

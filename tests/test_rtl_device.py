@@ -22,7 +22,7 @@ def linked(cfg, ber, seed):
                         link=dict(retry_depth=32), ber=ber, seed=seed)
 
 
-@pytest.mark.parametrize("ber, seed, steps", [(0.0, 11, 120), (2e-4, 12, 120), (1e-3, 13, 60)])
+@pytest.mark.parametrize("ber, seed, steps", [(0.0, 11, 80), (2e-4, 12, 80), (1e-3, 13, 40)])
 def test_device_through_the_link_matches_model(ber, seed, steps):
     cfg = Config(**CONFIG)
     dut = linked(cfg, ber, seed)
