@@ -136,9 +136,14 @@ def markdown(res):
               "- The golden model checks every invariant on every touched line every cycle; that, and the "
               "per-cycle Python loop, is where its time goes (cProfile: invariant checks ~40 %, the event loop "
               "and link bookkeeping most of the rest). 200k msgs/s needs a different event loop, not tuning.",
-              "- The snoop-storm efficiency is half its optimum because the RTL packer sends a flit as soon as "
-              "one message waits (lowest latency); the optimum packs two snoop responses per flit, which needs "
-              "the packer to wait for a second message.",
+              "- The snoop-storm and mixed efficiencies are half their optimum because the RTL packer sends a "
+              "flit as soon as one message waits (lowest latency) and the bench offers about one message per "
+              "cycle; the optimum packs several messages per flit, which needs the packer to wait for them. "
+              "(The Python packer, fed whole queues, reaches the snoop-storm optimum and 85 % of the mixed "
+              "bound: `python -m models.flit --efficiency`.)",
+              f"- Verilator BER runs share `--verilator-budget` ({r['link_verilator']['params'].get('budget_s')} s "
+              "here) over four rates; `python -m bench.link_verilator --budget 240 --reuse` gives 2-3.6 M flits "
+              "per rate (0 mismatches at every rate).",
               "- Verilator runs the link loopback at ~3x10^4 cycles/s whether or not the RTL traffic generator "
               "and checker are attached (batch/raw ~1): the 528-bit datapaths (CRC trees, every slot format "
               "decoded each cycle) are the cost, not the testbench. 1 M cycles/s would need a narrower "
