@@ -26,7 +26,7 @@ import random
 import sys
 import time
 
-from amaranth.sim import Simulator
+from tb.reused_sim import ReusedSimulator
 
 from hdl.link.loopback import LinkLoopback, flit_error_probability
 from hdl.link.ports import direction_channels
@@ -46,25 +46,17 @@ def encode(msg):
     return value
 
 
-class Bench:
+class Bench(ReusedSimulator):
     """One loopback simulator, reset between runs."""
 
     def __init__(self, **params):
-        self.dut = LinkLoopback(**{"rx_depth": 16, **params})
-        self.sim = Simulator(self.dut)
-        self.sim.add_clock(1e-8)
-        self.sim.add_testbench(self._bench)
-        self.job, self.fresh = None, True
+        super().__init__(LinkLoopback(**{"rx_depth": 16, **params}))
 
     def run(self, job):
-        self.job, self.result = job, None
-        if not self.fresh:
-            self.sim.reset()
-        self.fresh = False
         t0 = time.time()
-        self.sim.run()
-        self.result["wall_s"] = time.time() - t0
-        return self.result
+        result = super().run(job)
+        result["wall_s"] = time.time() - t0
+        return result
 
     async def _bench(self, ctx):
         job = self.job

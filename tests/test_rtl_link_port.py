@@ -26,6 +26,7 @@ from amaranth.sim import Simulator
 from hdl.link.loopback import LinkLoopback, flit_error_probability
 from hdl.link.port import LinkPort, RETRY_KINDS
 from hdl.link.ports import PAYLOAD_BITS, direction_channels
+from tb.reused_sim import ReusedSimulator
 from hdl.link.rx import CONTROL_TABLES
 from hdl.protocol import CODECS
 from models.flit import FLIT_BYTES, Direction, Unpacker, control, encode_control, random_msg, seal
@@ -67,22 +68,9 @@ def messages(ch, n, rng):
     return [rng.choice(_POOL[ch]) for _ in range(n)]
 
 
-class Harness:
+class Harness(ReusedSimulator):
     def __init__(self, **params):
-        self.dut = LinkLoopback(**{"rx_depth": 16, **params})
-        self.sim = Simulator(self.dut)
-        self.sim.add_clock(1e-8)
-        self.sim.add_testbench(self._bench)
-        self.job = None
-        self.fresh = True
-
-    def run(self, job):
-        self.job, self.result = job, None
-        if not self.fresh:
-            self.sim.reset()
-        self.fresh = False
-        self.sim.run()
-        return self.result
+        super().__init__(LinkLoopback(**{"rx_depth": 16, **params}))
 
     async def _bench(self, ctx):
         job = self.job

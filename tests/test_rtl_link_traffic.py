@@ -15,32 +15,20 @@ Two designs are elaborated (clean, faulty); the clean one is ``reset()`` between
 """
 
 import pytest
-from amaranth.sim import Simulator
 
 from hdl.link.loopback import flit_error_probability
 from hdl.link.traffic import CHANNELS, LinkTraffic, _seeds, message_value
 from hdl.protocol import CODECS, Channel
+from tb.reused_sim import ReusedSimulator
 
 
 def _n(ch):
     return ch.name.lower()
 
 
-class Harness:
+class Harness(ReusedSimulator):
     def __init__(self, **params):
-        self.dut = LinkTraffic(**params)
-        self.sim = Simulator(self.dut)
-        self.sim.add_clock(1e-8)
-        self.sim.add_testbench(self._bench)
-        self.job, self.fresh = None, True
-
-    def run(self, job):
-        self.job, self.result = job, None
-        if not self.fresh:
-            self.sim.reset()
-        self.fresh = False
-        self.sim.run()
-        return self.result
+        super().__init__(LinkTraffic(**params))
 
     async def _bench(self, ctx):
         job = self.job
