@@ -3,7 +3,7 @@
 ``Device(dcoh=..., link=...)``: a :class:`hdl.dcoh.dcoh.DCOH` whose six host-side channels go through a
 :class:`hdl.link.port.LinkPort` (``upstream=True``: it sends D2H and receives H2D flits).  Ports: the
 link's ``tx_flit`` (out) / ``rx_flit`` (in), the DCOH's internal-cache ports (``cpu_req``, ``cpu_rsp``,
-``probe``, ``cmd``, ``cmd_rsp``) and status (``idle``, ``devload``, ``protocol_errors``, the link's
+``probe``, ``cmd``, ``cmd_rsp``) and status (``idle``, ``dispatch``, ``devload``, ``protocol_errors``, the link's
 ``retries``/``crc_errors``/``rule_errors``).
 
 Credits: the link end holds the real D2H credits (returned by the host in its flits) and takes a
@@ -35,7 +35,8 @@ class Device(wiring.Component):
         members = {"tx_flit": Out(flit_stream()), "rx_flit": In(flit_stream())}
         for name in _CACHE_PORTS:
             members[name] = self.dcoh.signature.members[name]
-        members.update(idle=Out(1), devload=Out(2), protocol_errors=Out(16),
+        members.update(idle=Out(1), dispatch=self.dcoh.signature.members["dispatch"], devload=Out(2),
+                       protocol_errors=Out(16),
                        retries=Out(32), crc_errors=Out(32), rule_errors=Out(32))
         super().__init__(members)
 
@@ -64,7 +65,7 @@ class Device(wiring.Component):
                 wiring.connect(m, wiring.flipped(port), inner)
             else:
                 wiring.connect(m, inner, wiring.flipped(port))
-        m.d.comb += [self.idle.eq(dcoh.idle), self.devload.eq(dcoh.devload),
+        m.d.comb += [self.idle.eq(dcoh.idle), self.dispatch.eq(dcoh.dispatch), self.devload.eq(dcoh.devload),
                      self.protocol_errors.eq(dcoh.protocol_errors), self.retries.eq(link.retries),
                      self.crc_errors.eq(link.crc_errors), self.rule_errors.eq(link.rule_errors)]
         return m

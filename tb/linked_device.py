@@ -5,7 +5,7 @@
 ``LinkPort``.  Its ports are the DCOH's, seen from the host: ``h2d_req/rsp/data`` in and
 ``d2h_req/rsp/data`` out (the host end's channel streams), the internal-cache ports, and ``idle``
 (the DCOH is idle and for ``QUIET`` cycles no flit was offered on either wire and no message on the
-host end: nothing is in flight).  ``dcoh`` is
+host end: nothing is in flight), the DCOH's ``dispatch``, ``devload`` and ``protocol_errors``.  ``dcoh`` is
 the DCOH instance (tests read its snoop filter and tracker), so tests/dcoh_cosim.py co-simulates
 this exactly as it does the bare DCOH, with every message crossing the flit link.
 """
@@ -40,7 +40,8 @@ class LinkedDevice(wiring.Component):
             members[ch.name.lower()] = Out(channel_stream(ch))
         for name in ("cpu_req", "cpu_rsp", "probe", "cmd", "cmd_rsp"):
             members[name] = self.device.signature.members[name]
-        members.update(idle=Out(1), retries=Out(32), injected=Out(32), crc_errors=Out(32))
+        members.update(idle=Out(1), dispatch=self.device.signature.members["dispatch"], devload=Out(2),
+                       protocol_errors=Out(16), retries=Out(32), injected=Out(32), crc_errors=Out(32))
         super().__init__(members)
 
     def elaborate(self, platform):
@@ -73,6 +74,8 @@ class LinkedDevice(wiring.Component):
         with m.Elif(quiet != QUIET):
             m.d.sync += quiet.eq(quiet + 1)
         m.d.comb += [self.idle.eq(dev.idle & (quiet == QUIET)),
+                     self.dispatch.eq(dev.dispatch), self.devload.eq(dev.devload),
+                     self.protocol_errors.eq(dev.protocol_errors),
                      self.retries.eq(dev.retries + host.retries),
                      self.injected.eq(up.injected + down.injected),
                      self.crc_errors.eq(dev.crc_errors + host.crc_errors)]

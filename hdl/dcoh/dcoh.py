@@ -27,7 +27,8 @@ Device side (the internal caches; the cache decides its own hits, the DCOH sees 
     decision to the copies of one line (answering a snoop, evicting after a back-invalidation, an
     internal fill) it tells the holders to keep, downgrade to S or invalidate them, and they answer with
     ``dirty`` (one held M), ``excl`` (one held E or M) and ``data`` (the M copy's line, or any copy's).
-Status: ``idle`` (the engine has nothing it can do: no event in progress, no rescan or replay due, no
+Status: ``dispatch`` (the event the engine starts this cycle, see below),
+  ``idle`` (the engine has nothing it can do: no event in progress, no rescan or replay due, no
   D2H request queued; work waiting for the caches to take its probe does not count),
   ``devload`` (2-bit level from tracker occupancy), ``protocol_errors`` (messages from the host that
   name a CQID not in use or make an undeclared transition: counted and dropped; ``last_error`` names
@@ -35,10 +36,13 @@ Status: ``idle`` (the engine has nothing it can do: no event in progress, no res
 
 Micro-architecture
 ------------------
-One engine (an FSM) serializes every event -- the model's event order -- with this priority: probes
-acknowledged (work on their lines), the rescan of the waiting accesses in arrival order that follows
-every event (the model's ``service``; never interrupted, so an event and its service are atomic as in
-the model), H2D Rsp, H2D Data, snoops, new CPU accesses.  The snoop filter has
+One engine (an FSM) serializes every event -- the model's event order -- with this priority: the
+rescan of the waiting accesses in arrival order that follows every event (the model's ``service``;
+first, so an event and its service are atomic as in the model even if a probe is acknowledged
+meanwhile), probes acknowledged (work on their lines; once started, all ready work runs before its
+rescan, so a probe's work and its service are atomic too, the model's ``flush``), H2D Rsp, H2D Data, the held snoop's replay,
+snoops, new CPU accesses.  ``dispatch`` (:class:`Dispatch`) names what the engine starts in each
+cycle: a testbench feeds a shadow golden model the events in exactly that order (tb/system_tb.py).  The snoop filter has
 one lookup per cycle (1-cycle latency).  A snoop that misses the snoop filter, the tracker and the
 work table is answered RspIHitI on the **fast path**: the response is valid in the cycle after the
 snoop is taken, and the next snoop's lookup is issued in that same cycle, so misses stream at one per
@@ -76,7 +80,7 @@ from .qos import CreditCounter, PriorityArbiter, DevLoad
 from .snoop_filter import SnoopFilter, SFState, SFOp, AllocKind
 
 __all__ = ["CpuKind", "CmdOp", "CacheState", "CpuReq", "CpuRsp", "CacheCmd", "CacheCmdRsp", "DCOH",
-           "STATE_CODE", "ErrorKind"]
+           "STATE_CODE", "ErrorKind", "Dispatch"]
 
 # ---------------------------------------------------------------- encodings derived from the model
 class CpuKind(enum.Enum, shape=3):
@@ -112,6 +116,19 @@ class CmdOp(enum.Enum, shape=2):
     KEEP = 0          #: read only (the copies keep their state)
     TO_S = 1          #: downgrade E/M copies to S
     INV = 2           #: invalidate the copies
+
+
+class Dispatch(enum.Enum, shape=3):
+    """What the engine starts in this cycle (``dispatch`` port; NONE otherwise).  For testbenches:
+    the order in which the engine takes events is the order a shadow golden model must see them."""
+    NONE = 0
+    SNOOP = 1         #: a snoop taken from ``h2d_req``
+    REPLAY = 2        #: the held snoop, looked at again
+    RSP = 3           #: an H2D Rsp taken
+    DATA = 4          #: an H2D Data taken
+    CPU = 5           #: a ``cpu_req`` taken
+    WORK = 6          #: a line whose probe was acknowledged
+    SCAN = 7          #: the rescan of the waiting accesses that follows every event
 
 
 class ErrorKind(enum.Enum, shape=2):
@@ -208,7 +225,7 @@ class DCOH(wiring.Component):
                                                   coalesce_block, caches))),
             "cmd": Out(stream.Signature(CacheCmd(caches, addr_width))),
             "cmd_rsp": In(stream.Signature(CacheCmdRsp())),
-            "idle": Out(1), "devload": Out(2),
+            "idle": Out(1), "dispatch": Out(Dispatch), "devload": Out(2),
             "protocol_errors": Out(16), "last_error": Out(ErrorKind),
             "msgs_in": Out(32), "msgs_out": Out(32),
         })
@@ -368,6 +385,7 @@ class DCOH(wiring.Component):
         ev = Signal(channel_shape(Channel.H2D_RSP))         # latched H2D Rsp
         dv = Signal(channel_shape(Channel.H2D_DATA))        # latched H2D Data
         rescan = Signal()
+        in_work = Signal()       # a run of acknowledged work is under way (its rescan comes after it)
         scan_i = Signal(range(K + 1))
         progress = Signal()
         cur_w = Signal(range(max(W, 2)))                    # work entry being finished
@@ -535,31 +553,42 @@ class DCOH(wiring.Component):
         with m.FSM(name="engine") as engine:
             # ---------------------------------------------------------------- dispatch
             with m.State("IDLE"):
-                with m.If(work_ready.any()):
+                # Atomic units, as the model's moves: an event and the rescan after it (event +
+                # service()), and all the work of acknowledged probes and the rescan after it (flush +
+                # service()).  So a pending rescan goes before work that was acknowledged meanwhile,
+                # but once work has started it goes on until none is ready.
+                with m.If(work_ready.any() & in_work):
+                    m.d.comb += self.dispatch.eq(Dispatch.WORK)
                     m.d.sync += cur_w.eq(work_ready_idx)
                     m.next = "W_LOOK"
                 with m.Elif(rescan):                    # the model's service() after every event
-                    m.d.sync += [rescan.eq(0), scan_i.eq(0), progress.eq(0)]
+                    m.d.comb += self.dispatch.eq(Dispatch.SCAN)
+                    m.d.sync += [rescan.eq(0), scan_i.eq(0), progress.eq(0), in_work.eq(0)]
                     m.next = "SCAN"
+                with m.Elif(work_ready.any()):
+                    m.d.comb += self.dispatch.eq(Dispatch.WORK)
+                    m.d.sync += [cur_w.eq(work_ready_idx), in_work.eq(1)]
+                    m.next = "W_LOOK"
                 with m.Elif(self.h2d_rsp.valid):
-                    m.d.comb += self.h2d_rsp.ready.eq(1)
+                    m.d.comb += [self.h2d_rsp.ready.eq(1), self.dispatch.eq(Dispatch.RSP)]
                     m.d.sync += [ev.eq(self.h2d_rsp.p), replay_go.eq(1)]
                     m.next = "RSP"
                 with m.Elif(self.h2d_data.valid):
-                    m.d.comb += self.h2d_data.ready.eq(1)
+                    m.d.comb += [self.h2d_data.ready.eq(1), self.dispatch.eq(Dispatch.DATA)]
                     m.d.sync += [dv.eq(self.h2d_data.p), replay_go.eq(1)]
                     m.next = "DATA"
                 with m.Elif(replay & replay_go):
-                    m.d.comb += [look_valid.eq(1), look_line.eq(snp.addr)]
+                    m.d.comb += [look_valid.eq(1), look_line.eq(snp.addr), self.dispatch.eq(Dispatch.REPLAY)]
                     m.d.sync += [replay.eq(0), replay_go.eq(0)]
                     m.next = "SNP_RES"
                 with m.Elif(~replay & self.h2d_req.valid):
                     m.d.comb += [look_valid.eq(1), look_line.eq(self.h2d_req.p.addr),
-                                 self.h2d_req.ready.eq(sf.lookup.ready)]
+                                 self.h2d_req.ready.eq(sf.lookup.ready),
+                                 self.dispatch.eq(Mux(sf.lookup.ready, Dispatch.SNOOP, Dispatch.NONE))]
                     m.d.sync += snp.eq(self.h2d_req.p)
                     m.next = "SNP_RES"
                 with m.Elif(self.cpu_req.valid & ~ops[self.cpu_req.p.cache].valid):
-                    m.d.comb += self.cpu_req.ready.eq(1)
+                    m.d.comb += [self.cpu_req.ready.eq(1), self.dispatch.eq(Dispatch.CPU)]
                     k = self.cpu_req.p.cache
                     m.d.sync += [ops[k].valid.eq(1), ops[k].req.eq(self.cpu_req.p), ops[k].victim_valid.eq(0),
                                  queue[q_len].eq(k), q_len.eq(q_len + 1), rescan.eq(1)]
@@ -577,7 +606,8 @@ class DCOH(wiring.Component):
                         with m.If(~work_ready.any() & ~self.h2d_rsp.valid & ~self.h2d_data.valid &
                                   self.h2d_req.valid):
                             m.d.comb += [look_valid.eq(1), look_line.eq(self.h2d_req.p.addr),
-                                         self.h2d_req.ready.eq(sf.lookup.ready)]
+                                         self.h2d_req.ready.eq(sf.lookup.ready),
+                                         self.dispatch.eq(Mux(sf.lookup.ready, Dispatch.SNOOP, Dispatch.NONE))]
                             m.d.sync += snp.eq(self.h2d_req.p)
                         with m.Else():
                             m.d.sync += rescan.eq(1)
