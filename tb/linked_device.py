@@ -5,7 +5,9 @@
 ``LinkPort``.  Its ports are the DCOH's, seen from the host: ``h2d_req/rsp/data`` in and
 ``d2h_req/rsp/data`` out (the host end's channel streams), the internal-cache ports, and ``idle``
 (the DCOH is idle and for ``QUIET`` cycles no flit was offered on either wire and no message on the
-host end: nothing is in flight), the DCOH's ``dispatch``, ``devload`` and ``protocol_errors``.  ``dcoh`` is
+host end: nothing is in flight), the DCOH's ``dispatch``, ``devload`` and ``protocol_errors``, and flit taps
+(``up_flit``/``down_flit``: a flit crossed that wire this cycle; ``up_hdr``/``down_hdr``: its low 32
+bits, the header of a protocol flit) for a slot-format coverage monitor.  ``dcoh`` is
 the DCOH instance (tests read its snoop filter and tracker), so tests/dcoh_cosim.py co-simulates
 this exactly as it does the bare DCOH, with every message crossing the flit link.
 """
@@ -40,6 +42,8 @@ class LinkedDevice(wiring.Component):
             members[ch.name.lower()] = Out(channel_stream(ch))
         for name in ("cpu_req", "cpu_rsp", "probe", "cmd", "cmd_rsp"):
             members[name] = self.device.signature.members[name]
+        # flit monitor taps: a flit crossed the wire (handshake) and its low 32 bits (a protocol flit's header)
+        members.update(up_flit=Out(1), up_hdr=Out(32), down_flit=Out(1), down_hdr=Out(32))
         members.update(idle=Out(1), dispatch=self.device.signature.members["dispatch"], devload=Out(2),
                        protocol_errors=Out(16), retries=Out(32), injected=Out(32), crc_errors=Out(32))
         super().__init__(members)
@@ -73,6 +77,8 @@ class LinkedDevice(wiring.Component):
             m.d.sync += quiet.eq(0)
         with m.Elif(quiet != QUIET):
             m.d.sync += quiet.eq(quiet + 1)
+        m.d.comb += [self.up_flit.eq(up.o.valid & up.o.ready), self.up_hdr.eq(up.o.payload[:32]),
+                     self.down_flit.eq(down.o.valid & down.o.ready), self.down_hdr.eq(down.o.payload[:32])]
         m.d.comb += [self.idle.eq(dev.idle & (quiet == QUIET)),
                      self.dispatch.eq(dev.dispatch), self.devload.eq(dev.devload),
                      self.protocol_errors.eq(dev.protocol_errors),

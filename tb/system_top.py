@@ -1,0 +1,125 @@
+"""Verilog of the system testbench's toplevel: N RTL devices, each behind its own flit link.
+
+``build_system(devices, out_dir, **params)`` writes two files and returns their paths:
+
+* ``linked_device.v``: :class:`tb.linked_device.LinkedDevice` (DCOH + device link end + two wires +
+  host link end) converted once by Amaranth.  Converting is the slow step (about a minute through the
+  WebAssembly Yosys), so it is done for one device only and cached: the file is rewritten only when
+  the parameters or any source under ``hdl/`` or ``tb/linked_device.py`` change (a hash in its
+  first line).
+* ``system_top.v``: a plain Verilog wrapper, generated here, that instantiates ``linked_device`` N
+  times.  Every port of device ``i`` appears on the top as ``d<i>_<port>`` (e.g. ``d0_h2d_req__valid``:
+  the VIP's ``<prefix>__valid`` naming).  One more output, ``mon``, packs every per-cycle status bit
+  a testbench polls (:data:`MON_BITS` per device, device 0 in the low bits) so that it reads one
+  vector per cycle instead of a hundred handles.
+
+The host side of each device (``d<i>_h2d_*`` in, ``d<i>_d2h_*`` out) is the host end of its link: the
+host BFM drives and takes CXL.cache messages there, and they cross the 68B-flit link both ways.
+"""
+
+import hashlib
+import json
+import re
+from pathlib import Path
+
+from amaranth.back import verilog
+
+__all__ = ["MON_BITS", "DEFAULT_DCOH", "DEFAULT_LINK", "build_system", "system_params"]
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# The per-device status bits packed into ``mon`` (bit 0 first).
+MON_BITS = ("d2h_req__valid", "d2h_rsp__valid", "d2h_data__valid",
+            "h2d_req__ready", "h2d_rsp__ready", "h2d_data__ready",
+            "cpu_req__ready", "cpu_rsp__valid", "probe__valid", "cmd__valid", "cmd_rsp__ready",
+            "idle", "up_flit", "down_flit", "dispatch")          # dispatch is 3 bits, the rest 1
+MON_WIDTH = len(MON_BITS) - 1 + 3
+
+# Default RTL parameters of the system testbench.  A small snoop filter (16 sets x 2 ways) so that
+# capacity evictions (back-invalidations) happen often; the rest are the DCOH's defaults.
+DEFAULT_DCOH = dict(caches=2, sf_sets=16, sf_ways=2, tracker=16, work=8, coalesce_window=4,
+                    coalesce_block=4, coalesce_groups=4, starvation_bound=4, credits=64)
+DEFAULT_LINK = dict(retry_depth=32)
+
+
+def system_params(dcoh=None, link=None, ber=0.0):
+    """The full parameter set (defaults overridden by the given dicts), as stored in the hash."""
+    return {"dcoh": {**DEFAULT_DCOH, **(dcoh or {})}, "link": {**DEFAULT_LINK, **(link or {})}, "ber": ber}
+
+
+def _source_hash(params):
+    h = hashlib.sha256(json.dumps(params, sort_keys=True).encode())
+    files = sorted((ROOT / "hdl").rglob("*.py")) + [ROOT / "tb" / "linked_device.py",
+                                                     ROOT / "hdl" / "protocol.py"]
+    for f in files + sorted((ROOT / "models").glob("*.py")):   # the RTL reads the model's tables
+        h.update(f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+_PORT = re.compile(r"^\s*(input|output)\s+(?:wire\s+|reg\s+)?(?:\[(\d+):(\d+)\]\s+)?\\?([A-Za-z_][\w$]*)\s*;")
+
+
+def _ports(text, module):
+    """(direction, width, name) of each port of ``module`` in Yosys-written Verilog."""
+    start = text.index(f"module {module}(")
+    end = text.index("endmodule", start)
+    ports = []
+    for line in text[start:end].splitlines():
+        m = _PORT.match(line)
+        if m:
+            width = int(m.group(2)) - int(m.group(3)) + 1 if m.group(2) else 1
+            ports.append((m.group(1), width, m.group(4)))
+    if not ports:
+        raise RuntimeError(f"no ports found in module {module}")
+    return ports
+
+
+def _device_verilog(out_dir, params):
+    path = out_dir / "linked_device.v"
+    tag = f"// cxl-dcoh linked_device {_source_hash(params)}"
+    if path.exists() and path.read_text().splitlines()[0] == tag:
+        return path
+    from tb.linked_device import LinkedDevice
+    dut = LinkedDevice(dcoh=params["dcoh"], link=params["link"], ber=params["ber"])
+    text = verilog.convert(dut, name="linked_device", emit_src=False)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path.write_text(tag + "\n" + text)
+    return path
+
+
+def build_system(devices, out_dir, dcoh=None, link=None, ber=0.0):
+    """Write ``linked_device.v`` (cached) and ``system_top.v`` for ``devices`` devices into ``out_dir``;
+    return ``[linked_device.v, system_top.v]``."""
+    if not 1 <= devices <= 16:
+        raise ValueError(f"devices={devices}: must be 1..16 (CXL.cache CacheID is 4 bits)")
+    out_dir = Path(out_dir)
+    params = system_params(dcoh, link, ber)
+    dev_v = _device_verilog(out_dir, params)
+    ports = [p for p in _ports(dev_v.read_text(), "linked_device") if p[2] not in ("clk", "rst")]
+    names = {p[2] for p in ports}
+    missing = [b for b in MON_BITS if b not in names]
+    if missing:
+        raise RuntimeError(f"linked_device has no port(s) {missing} for the mon vector")
+    lines = ["// Generated by tb/system_top.py: N linked devices; do not edit.",
+             "module system_top(clk, rst, mon, " +
+             ", ".join(f"d{i}_{n}" for i in range(devices) for _, _, n in ports) + ");",
+             "  input clk;", "  input rst;", f"  output [{MON_WIDTH * devices - 1}:0] mon;"]
+    for i in range(devices):
+        for d, w, n in ports:
+            lines.append(f"  {d} " + (f"[{w - 1}:0] " if w > 1 else "") + f"d{i}_{n};")
+    for i in range(devices):
+        conn = ", ".join(f".{n}(d{i}_{n})" for _, _, n in ports)
+        lines.append(f"  linked_device dev{i} (.clk(clk), .rst(rst), {conn});")
+        bits = ", ".join(f"d{i}_{b}" for b in reversed(MON_BITS))
+        lines.append(f"  assign mon[{MON_WIDTH * (i + 1) - 1}:{MON_WIDTH * i}] = {{{bits}}};")
+    lines.append("endmodule")
+    top = out_dir / "system_top.v"
+    top.write_text("\n".join(lines) + "\n")
+    (out_dir / "system_params.json").write_text(json.dumps({"devices": devices, **params}, indent=1))
+    return [dev_v, top]
+
+
+if __name__ == "__main__":
+    import sys
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 4
+    print(build_system(n, ROOT / "build" / "sim" / "rtl"))
