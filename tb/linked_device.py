@@ -5,9 +5,9 @@
 ``LinkPort``.  Its ports are the DCOH's, seen from the host: ``h2d_req/rsp/data`` in and
 ``d2h_req/rsp/data`` out (the host end's channel streams), the internal-cache ports, and ``idle``
 (the DCOH is idle and for ``QUIET`` cycles no flit was offered on either wire and no message on the
-host end: nothing is in flight), the DCOH's ``dispatch``, ``devload`` and ``protocol_errors``, and flit taps
-(``up_flit``/``down_flit``: a flit crossed that wire this cycle; ``up_hdr``/``down_hdr``: its low 32
-bits, the header of a protocol flit) for a slot-format coverage monitor.  ``dcoh`` is
+host end: nothing is in flight), the DCOH's own ``idle`` (``dcoh_idle``), ``dispatch``, ``devload`` and ``protocol_errors``, and flit
+taps (``up_flit``/``down_flit``: a flit crossed that wire this cycle; ``up_word``/``down_word``: the
+flit, payload and CRC) for a flit monitor.  ``dcoh`` is
 the DCOH instance (tests read its snoop filter and tracker), so tests/dcoh_cosim.py co-simulates
 this exactly as it does the bare DCOH, with every message crossing the flit link.
 """
@@ -19,7 +19,7 @@ from amaranth.lib.wiring import In, Out
 from hdl.device import Device
 from hdl.link.loopback import WireInjector
 from hdl.link.port import LinkPort
-from hdl.link.ports import channel_stream
+from hdl.link.ports import FLIT_BITS, channel_stream
 from hdl.protocol import Channel
 
 __all__ = ["LinkedDevice"]
@@ -42,9 +42,9 @@ class LinkedDevice(wiring.Component):
             members[ch.name.lower()] = Out(channel_stream(ch))
         for name in ("cpu_req", "cpu_rsp", "probe", "cmd", "cmd_rsp"):
             members[name] = self.device.signature.members[name]
-        # flit monitor taps: a flit crossed the wire (handshake) and its low 32 bits (a protocol flit's header)
-        members.update(up_flit=Out(1), up_hdr=Out(32), down_flit=Out(1), down_hdr=Out(32))
-        members.update(idle=Out(1), dispatch=self.device.signature.members["dispatch"], devload=Out(2),
+        # flit monitor taps: a flit crossed the wire (handshake) and the flit (payload and CRC)
+        members.update(up_flit=Out(1), up_word=Out(FLIT_BITS), down_flit=Out(1), down_word=Out(FLIT_BITS))
+        members.update(idle=Out(1), dcoh_idle=Out(1), dispatch=self.device.signature.members["dispatch"], devload=Out(2),
                        protocol_errors=Out(16), retries=Out(32), injected=Out(32), crc_errors=Out(32))
         super().__init__(members)
 
@@ -77,10 +77,10 @@ class LinkedDevice(wiring.Component):
             m.d.sync += quiet.eq(0)
         with m.Elif(quiet != QUIET):
             m.d.sync += quiet.eq(quiet + 1)
-        m.d.comb += [self.up_flit.eq(up.o.valid & up.o.ready), self.up_hdr.eq(up.o.payload[:32]),
-                     self.down_flit.eq(down.o.valid & down.o.ready), self.down_hdr.eq(down.o.payload[:32])]
+        m.d.comb += [self.up_flit.eq(up.o.valid & up.o.ready), self.up_word.eq(up.o.payload),
+                     self.down_flit.eq(down.o.valid & down.o.ready), self.down_word.eq(down.o.payload)]
         m.d.comb += [self.idle.eq(dev.idle & (quiet == QUIET)),
-                     self.dispatch.eq(dev.dispatch), self.devload.eq(dev.devload),
+                     self.dcoh_idle.eq(dev.idle), self.dispatch.eq(dev.dispatch), self.devload.eq(dev.devload),
                      self.protocol_errors.eq(dev.protocol_errors),
                      self.retries.eq(dev.retries + host.retries),
                      self.injected.eq(up.injected + down.injected),
