@@ -20,25 +20,24 @@ from cocotb.triggers import Event, RisingEdge
 from hdl.link.ports import LINE_BITS
 from hdl.protocol import CODECS, Channel
 
-__all__ = ["ChannelSource", "ChannelSink", "ChannelMonitor", "channel_endpoints"]
+__all__ = ["ChannelCodec", "ChannelSource", "ChannelSink", "ChannelMonitor", "channel_endpoints"]
 
 
-class _Channel:
-    def __init__(self, dut, prefix, clock, channel):
+class ChannelCodec:
+    """Packs and unpacks one channel's messages for a port ``width`` bits wide: the header alone, or
+    (data channels) the header with its 64-byte line above it (``"data"`` key).  Used by the
+    coroutine VIP below and by the system testbench's polled ports (tb/system_tb.py)."""
+
+    def __init__(self, channel, width, name="port"):
         self.channel = Channel(channel)
         self.codec = CODECS[self.channel]
-        self.clock = clock
-        self.valid = getattr(dut, f"{prefix}__valid")
-        self.ready = getattr(dut, f"{prefix}__ready")
-        self.payload = getattr(dut, f"{prefix}__payload")
-        width = len(self.payload)
         data_chan = self.channel in (Channel.D2H_DATA, Channel.H2D_DATA)
         self.with_data = data_chan and width == self.codec.width + LINE_BITS
         if width != self.codec.width and not self.with_data:
-            raise ValueError(f"{prefix}__payload is {width} bits, but {self.channel.name} messages are "
+            raise ValueError(f"{name} is {width} bits, but {self.channel.name} messages are "
                              f"{self.codec.width} bits" + (f" (or {self.codec.width + LINE_BITS} with the line)"
                                                            if data_chan else ""))
-        self.name = prefix
+        self._mask = (1 << self.codec.width) - 1
 
     def encode(self, fields):
         if self.with_data:
@@ -50,10 +49,22 @@ class _Channel:
     def decode(self, value):
         value = int(value)
         if self.with_data:
-            out = self.codec.decode(value & ((1 << self.codec.width) - 1))
+            out = self.codec.decode(value & self._mask)
             out["data"] = value >> self.codec.width
             return out
         return self.codec.decode(value)
+
+
+class _Channel:
+    def __init__(self, dut, prefix, clock, channel):
+        self.channel = Channel(channel)
+        self.clock = clock
+        self.valid = getattr(dut, f"{prefix}__valid")
+        self.ready = getattr(dut, f"{prefix}__ready")
+        self.payload = getattr(dut, f"{prefix}__payload")
+        self.codec = ChannelCodec(channel, len(self.payload), f"{prefix}__payload")
+        self.encode, self.decode = self.codec.encode, self.codec.decode
+        self.name = prefix
 
     def _transferred(self):
         return self.valid.value.is_resolvable and self.ready.value.is_resolvable and \

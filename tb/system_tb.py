@@ -1,0 +1,633 @@
+"""cocotb system testbench: N RTL devices (DCOH + 68B-flit link) under the golden model's host home
+agent, scoreboarded against a shadow golden model.
+
+Toplevel: ``system_top`` from tb/system_top.py (N ``linked_device`` instances).  Per device the host
+side is the host end of its flit link; the device side is the DCOH's internal-cache ports.
+
+Who is who
+----------
+* **Host BFM**: ``models.host.Host`` itself, inside a ``models.system.System`` (untimed).  What it
+  sends to device ``d`` goes into the model link's in-flight list *and* is driven into the RTL at
+  ``d<d>_h2d_*`` (polled VIP ports, encodings from ``hdl.protocol`` via ``models.link.encode``); what
+  the RTL delivers at ``d<d>_d2h_*`` is matched with the model's in-flight message and handed to the
+  Host.  The host keeps the ordering rule of models/link.py: a snoop enters the RTL link only when no
+  earlier H2D Rsp to its line is still on its way to the DCOH.
+* **Shadow devices**: the System's ``Device`` objects are not simulated on their own; each one is
+  the shadow of RTL device ``d`` and takes the events the RTL engine takes, in the order and cycle it
+  takes them (the DCOH's ``dispatch`` port: snoop, held-snoop replay, H2D Rsp, H2D Data, CPU access),
+  plus the probes the internal caches acknowledge (``flush`` of exactly the lines the RTL's probe
+  names).  The DCOH serializes its events and makes each event + rescan atomic, so the RTL and its
+  shadow must agree message for message.
+* **Internal caches**: ``tb.cache_bfm.CacheBFM`` per device (the model's MESI rules), fed by the
+  model's seeded ``Workload`` (true/false sharing, set conflicts, a random pool; layouts rotate per
+  seed).  A cache hit touches no DCOH state, so the BFM takes one only while the DCOH is idle, and
+  the shadow takes it at the same point.
+
+Checked
+-------
+* every D2H message (opcode, CQID/UQID, address, data line, Bogus) equals one the shadow sent;
+  anything the RTL sends that the shadow did not is a mismatch, and so is a shadow message that
+  never comes (at the end);
+* the H2D message the RTL engine takes is the one the host sent (per-channel order through the link);
+* after every event: the golden model's own invariants on the shadow (SWMR, data value, snoop-filter
+  inclusion, credits) -- ``System.check_step``;
+* every cycle in which an internal cache changes: SWMR over the RTL's observable state (all BFM
+  caches of all devices) and their data values against the last serialized write;
+* whenever a DCOH is idle: its internal caches equal its shadow's;
+* at the end: everything drained, caches equal, ``System.check_all``, forward progress (watchdog);
+* flit monitor: every flit on every wire decodes under the golden ``models.flit.Unpacker`` rules.
+
+Coverage printed (and in the summary): the (state, event) pairs the shadows took and the flit slot
+formats / flit kinds seen.  A failure names its seed: ``make sim SEED=<seed>`` reproduces it.
+
+Settings (environment, set by tb/run_system.py): ``SIM_PARAMS`` (system_params.json of the build),
+``SIM_TRANSACTIONS``, ``SIM_SEED``, ``SIM_THINK``, ``SIM_OUT`` (summary JSON), ``SIM_FLIT_MONITOR``.
+"""
+
+import json
+import os
+import random
+import time
+from collections import deque
+
+import cocotb
+from amaranth.hdl import Shape
+from cocotb.clock import Clock
+from cocotb.triggers import ReadOnly, RisingEdge
+
+from hdl.dcoh.dcoh import DCOH, CacheState, CmdOp, CpuKind, Dispatch
+from hdl.protocol import Channel
+from models.checker import InvariantViolation
+from models.config import Config
+from models.dcoh import cache_hit
+from models.flit import Direction, FlitError, Unpacker, decode_header, SLOTS
+from models.link import encode as encode_msg
+from models.states import Perm
+from models.system import System, Workload, percentile
+from tb.cache_bfm import CacheBFM
+from tb.system_top import MON_BITS, MON_WIDTH
+from tb.vip import ChannelCodec
+
+__all__ = ["SystemMismatch", "SystemBench"]
+
+
+class SystemMismatch(AssertionError):
+    """The RTL and the golden model disagree (the message names the seed, cycle and device)."""
+
+
+class StructCodec:
+    """Packs/unpacks an Amaranth ``data.StructLayout`` (the cache ports' payloads) as plain integers,
+    field offsets and enums taken from the layout itself."""
+
+    def __init__(self, layout):
+        self.fields = []
+        for name, field in layout:
+            shape = field.shape
+            enum_cls = shape if isinstance(shape, type) and hasattr(shape, "__members__") else None
+            self.fields.append((name, field.offset, Shape.cast(shape).width, enum_cls))
+
+    def encode(self, **values):
+        v = 0
+        for name, offset, width, enum_cls in self.fields:
+            x = values.get(name, 0)
+            x = x.value if enum_cls is not None and isinstance(x, enum_cls) else int(x)
+            v |= (x & ((1 << width) - 1)) << offset
+        return v
+
+    def decode(self, v):
+        out = {}
+        for name, offset, width, enum_cls in self.fields:
+            x = (v >> offset) & ((1 << width) - 1)
+            out[name] = enum_cls(x) if enum_cls is not None else x
+        return out
+
+
+_MON = {}
+_pos = 0
+for _name in MON_BITS:
+    _MON[_name] = _pos
+    _pos += 3 if _name == "dispatch" else 1
+_MASK = (1 << MON_WIDTH) - 1
+_BIT = {n: 1 << p for n, p in _MON.items() if n != "dispatch"}
+_DISPATCH_SHIFT = _MON["dispatch"]
+_H2D = (Channel.H2D_REQ, Channel.H2D_RSP, Channel.H2D_DATA)
+_D2H = (Channel.D2H_REQ, Channel.D2H_RSP, Channel.D2H_DATA)
+_READY = {Channel.H2D_REQ: _BIT["h2d_req__ready"], Channel.H2D_RSP: _BIT["h2d_rsp__ready"],
+          Channel.H2D_DATA: _BIT["h2d_data__ready"]}
+_VALID = {Channel.D2H_REQ: _BIT["d2h_req__valid"], Channel.D2H_RSP: _BIT["d2h_rsp__valid"],
+          Channel.D2H_DATA: _BIT["d2h_data__valid"]}
+_CACHE_STATE = {CacheState.I: "I", CacheState.S: "S", CacheState.E: "E", CacheState.M: "M"}
+
+
+class FlitMonitor:
+    """Decodes every flit of one wire with the golden ``Unpacker`` (any rule broken is a mismatch)
+    and counts flit kinds and slot formats for coverage."""
+
+    def __init__(self, direction, coverage):
+        self.unpacker = Unpacker(direction)
+        self.name = direction.value
+        self.coverage = coverage
+
+    def flit(self, word):
+        rx = self.unpacker.receive(word.to_bytes(66, "little"))    # FlitError if a rule is broken
+        cov = self.coverage
+        if rx.kind == "protocol":
+            h = decode_header(word)
+            for s in range(SLOTS):
+                key = f"{self.name} {'H' if s == 0 else 'G'}{h[f'slot{s}']}"
+                cov[key] = cov.get(key, 0) + 1
+        else:
+            key = f"{self.name} {rx.kind}" + (f" {rx.control.kind}" if rx.control is not None else "")
+            cov[key] = cov.get(key, 0) + 1
+
+
+class DeviceSide:
+    """One RTL device: its ports, its cache BFM and traffic, and its shadow in the model."""
+
+    def __init__(self, bench, d):
+        self.bench, self.d = bench, d
+        dut = bench.dut
+        h = lambda name: getattr(dut, f"d{d}_{name}")
+        self.h = h
+        self.shadow = bench.sysm.devices[d]
+        self.link = bench.sysm.links[d]
+        self.bfm = CacheBFM(bench.cfg.caches)
+        self.codec = {c: ChannelCodec(c, len(h(f"{c.name.lower()}__payload")), f"d{d}_{c.name.lower()}")
+                      for c in _H2D + _D2H}
+        self.h2d_queue = {c: deque() for c in _H2D}    # model flight entries not yet driven into the RTL
+        self.h2d_cur = dict.fromkeys(_H2D)              # entry being offered
+        self.in_rtl = {c: deque() for c in _H2D}       # entries taken by the RTL link, not yet by the DCOH
+        self.held = None                                # the snoop the RTL holds for replay
+        self.cpu_queue = deque()                        # misses waiting for the cpu_req port
+        self.cpu_cur = None
+        self.cmd_rsp = None                             # (dirty, excl, data) being offered
+        self.probe_phase = None                         # None, "acked", "working"
+        self.probe_ready = 0
+        self.pending_op = [None] * bench.cfg.caches     # a generated hit waiting for an idle DCOH
+        self.next_issue = [bench.rng.randrange(bench.think + 1) for _ in range(bench.cfg.caches)]
+        self.was_idle = False
+        self.monitors = (FlitMonitor(Direction.UPSTREAM, bench.flit_coverage),
+                         FlitMonitor(Direction.DOWNSTREAM, bench.flit_coverage)) if bench.flit_monitor else None
+        for c in _D2H:
+            bench.write(h(f"{c.name.lower()}__ready"), 1)
+        for name in ("cpu_rsp__ready", "cmd__ready"):
+            bench.write(h(name), 1)
+        for name in ("cpu_req__valid", "cmd_rsp__valid", "probe__ready", "cpu_req__payload",
+                     "cmd_rsp__payload") + tuple(f"{c.name.lower()}__{x}" for c in _H2D for x in ("valid", "payload")):
+            bench.write(h(name), 0)
+
+    def fail(self, what):
+        raise SystemMismatch(f"seed {self.bench.seed} cycle {self.bench.now} dev{self.d}: {what}")
+
+    # ------------------------------------------------------------------ the shadow takes an event
+    def _first(self, chan, skip=None):
+        for i, e in enumerate(self.link.flight[False]):
+            if e[1].chan is chan and e is not skip:
+                return i, e
+        self.fail(f"the RTL engine took a {chan.name} message, but none is in flight from the host")
+
+    def _deliver(self, entry):
+        flight = self.link.flight[False]
+        for i, e in enumerate(flight):
+            if e is entry:
+                self.bench.sysm.deliver(self.d, False, i)
+                return
+        raise AssertionError("entry vanished from the model link")
+
+    def _took(self, chan, entry):
+        """The DCOH took ``entry`` off ``chan``: it must be the next one the RTL link delivered."""
+        q = self.in_rtl[chan]
+        if not q or q[0] is not entry:
+            self.fail(f"the DCOH took {chan.name} {entry[1]!r}, but the link delivered "
+                      f"{q[0][1] if q else 'nothing'} first")
+        q.popleft()
+
+    def dispatch(self, code, now):
+        dev = self.shadow
+        if code == Dispatch.SNOOP or code == Dispatch.REPLAY:
+            if code == Dispatch.SNOOP:
+                _, entry = self._first(Channel.H2D_REQ, self.held)
+                self._took(Channel.H2D_REQ, entry)
+            else:
+                entry = self.held
+                if entry is None:
+                    self.fail("the DCOH replays a held snoop, but its shadow holds none")
+            if dev.can_accept_snoop(entry[1]):
+                self.held = None
+                self._deliver(entry)
+            else:
+                self.held = entry           # the model's STALL: the RTL must hold it too
+                return
+        elif code == Dispatch.RSP or code == Dispatch.DATA:
+            chan = Channel.H2D_RSP if code == Dispatch.RSP else Channel.H2D_DATA
+            _, entry = self._first(chan)
+            self._took(chan, entry)
+            self._deliver(entry)
+        elif code == Dispatch.CPU:
+            op = self.cpu_cur
+            if op is None:
+                self.fail("the DCOH took a cpu_req while none was offered")
+            if not dev.accept(op, now):
+                self.fail(f"the shadow refuses {op!r}: its cache {op.k} is busy")
+        elif code == Dispatch.WORK:
+            if self.probe_phase == "acked":
+                self.probe_phase = "working"
+            return
+        elif code == Dispatch.SCAN:
+            if self.probe_phase == "working":
+                self.probe_phase = None
+            return
+        else:
+            return
+        dev.service(now)
+        dev.transmit(now)
+
+    # ------------------------------------------------------------------ host side
+    def d2h(self, chan, now):
+        f = self.codec[chan].decode(self.h(f"{chan.name.lower()}__payload").value)
+        if chan is Channel.D2H_REQ:
+            key = lambda m: m.op is f["opcode"] and m.uid == f["cqid"] and m.line == f["addr"]
+            what = f"{f['opcode'].name} CQID {f['cqid']} line {f['addr']:#x}"
+        elif chan is Channel.D2H_RSP:
+            key = lambda m: m.op is f["opcode"] and m.uid == f["uqid"]
+            what = f"{f['opcode'].name} UQID {f['uqid']}"
+        else:
+            key = lambda m: m.uid == f["uqid"]
+            what = f"data UQID {f['uqid']} bogus {f['bogus']}"
+        for attempt in range(2):
+            for i, e in enumerate(self.link.flight[True]):
+                m = e[1]
+                if m.chan is chan and key(m):
+                    if chan is Channel.D2H_DATA:
+                        if bool(f["bogus"]) != m.bogus or (not m.bogus and f["data"] != m.data):
+                            self.fail(f"D2H data UQID {m.uid}: RTL bogus={f['bogus']} data={f['data']:#x}, "
+                                      f"model bogus={int(m.bogus)} data={m.data}")
+                    self.bench.sysm.deliver(self.d, True, i)
+                    self.bench.count_msg()
+                    return
+            self.shadow.transmit(now)        # a request the shadow queued but had not sent yet
+        self.fail(f"the RTL sent {chan.name} {what}, which its shadow did not send; the shadow has "
+                  f"{[e[1] for e in self.link.flight[True]]} in flight")
+
+    def h2d_sent(self, entry):
+        self.h2d_queue[entry[1].chan].append(entry)
+
+    def _next_h2d(self, chan):
+        q = self.h2d_queue[chan]
+        if not q:
+            return None
+        entry = q[0]
+        if chan is Channel.H2D_REQ:
+            flight = self.link.flight[False]
+            for i, e in enumerate(flight):
+                if e is entry:
+                    if self.link.blocked(flight, i):
+                        return None      # a GO to its line has not reached the DCOH yet
+                    break
+        q.popleft()
+        return entry
+
+    def _payload(self, entry):
+        m = entry[1]
+        value = encode_msg(m)
+        codec = self.codec[m.chan]
+        return value | (m.data << codec.codec.width) if codec.with_data else value
+
+    # ------------------------------------------------------------------ one cycle
+    def cycle(self, bits, now, issuing):
+        bench = self.bench
+        write = bench.write
+        h = self.h
+        code = (bits >> _DISPATCH_SHIFT) & 7
+        if code:
+            bench.dispatch_count[code] += 1
+            self.dispatch(code, now)
+        # H2D sources: a transfer happened at the edge ending this cycle if valid & ready now
+        for chan in _H2D:
+            cur = self.h2d_cur[chan]
+            if cur is not None and bits & _READY[chan]:
+                self.in_rtl[chan].append(cur)
+                self.h2d_cur[chan] = cur = None
+            if cur is None:
+                nxt = self._next_h2d(chan)
+                name = chan.name.lower()
+                if nxt is not None:
+                    self.h2d_cur[chan] = nxt
+                    write(h(f"{name}__payload"), self._payload(nxt))
+                    write(h(f"{name}__valid"), 1)
+                else:
+                    write(h(f"{name}__valid"), 0)
+        for chan in _D2H:
+            if bits & _VALID[chan]:
+                self.d2h(chan, now)
+        changed = False
+        # cache side
+        if self.cmd_rsp is not None and bits & _BIT["cmd_rsp__ready"]:
+            self.cmd_rsp = None
+            write(h("cmd_rsp__valid"), 0)
+        if bits & _BIT["cmd__valid"]:
+            c = bench.cmd_codec.decode(int(h("cmd__payload").value))
+            self.cmd_rsp = self.bfm.command(c["line"], c["caches"], CmdOp(c["op"]).name)
+            dirty, excl, data = self.cmd_rsp
+            write(h("cmd_rsp__payload"), bench.cmd_rsp_codec.encode(dirty=dirty, excl=excl, data=data))
+            write(h("cmd_rsp__valid"), 1)
+            bench.touch(c["line"])
+            changed = True
+        if bits & _BIT["cpu_rsp__valid"]:
+            c = bench.cpu_rsp_codec.decode(int(h("cpu_rsp__payload").value))
+            try:
+                op = self.bfm.install(c["cache"], c["line"], _CACHE_STATE[CacheState(c["state"])], c["data"])
+            except RuntimeError as e:
+                self.fail(str(e))
+            self.next_issue[op.k] = now + 1 + bench.rng.randrange(bench.think + 1)
+            bench.touch(c["line"])
+            changed = True
+        if bits & _BIT["probe__valid"] and self.probe_ready:
+            p = bench.probe_codec.decode(int(h("probe__payload").value))
+            block = p["block"]
+            blk = bench.cfg.coalesce_block
+            lines = {block * blk + i for i in range(blk) if (p["lines"] >> i) & 1}
+            if block not in self.shadow.coal.groups or not lines & set(self.shadow.coal.groups[block][1]):
+                self.fail(f"the RTL probes block {block:#x} lines {sorted(lines)}, but the shadow has no "
+                          f"such probe open (its groups: {self.shadow.coal.groups})")
+            self.shadow.flush(block, now, lines)
+            self.probe_phase = "acked"
+        ready = int(self.probe_phase is None)
+        if ready != self.probe_ready:
+            self.probe_ready = ready
+            write(h("probe__ready"), ready)
+        if self.cpu_cur is not None and bits & _BIT["cpu_req__ready"]:
+            self.cpu_cur = None
+        idle = bool(bits & _BIT["dcoh_idle"]) and code == Dispatch.NONE and self.cmd_rsp is None \
+            and not bits & (_BIT["cmd__valid"] | _BIT["cpu_rsp__valid"])
+        # traffic: each idle internal cache starts its next access when its think time is over
+        for k in range(bench.cfg.caches):
+            if self.bfm.busy[k] is not None or now < self.next_issue[k]:
+                continue
+            op = self.pending_op[k]
+            if op is None:
+                if not issuing():
+                    continue
+                op = bench.workload.next_op(k)
+            if cache_hit(self.bfm.caches[k], op):
+                if not idle:
+                    self.pending_op[k] = op         # a hit waits for the DCOH to be idle
+                    continue
+                self.pending_op[k] = None
+                self.bfm.access(op)
+                if not self.shadow.accept(op, now) or self.shadow.ops[k] is not None:
+                    self.fail(f"{op!r} hits in the RTL's cache {k} but not in its shadow's")
+                self.next_issue[k] = now + 1 + bench.rng.randrange(bench.think + 1)
+                bench.hits += 1
+                bench.touch(op.line)
+                changed = True
+            else:
+                self.pending_op[k] = None
+                self.bfm.access(op)
+                self.cpu_queue.append(op)
+        if self.cpu_cur is None and self.cpu_queue:
+            op = self.cpu_cur = self.cpu_queue.popleft()
+            write(h("cpu_req__payload"), bench.cpu_req_codec.encode(
+                kind=CpuKind[op.kind.upper()], cache=op.k, line=op.line, variant=op.variant, data=op.value))
+            write(h("cpu_req__valid"), 1)
+        elif self.cpu_cur is None:
+            write(h("cpu_req__valid"), 0)
+        if self.monitors is not None:
+            for mon, name in zip(self.monitors, ("up", "down")):
+                if bits & _BIT[f"{name}_flit"]:
+                    try:
+                        mon.flit(int(h(f"{name}_word").value))
+                    except FlitError as e:
+                        self.fail(f"{name}stream flit breaks a link rule: {e}")
+        # the RTL's caches against the shadow's whenever the DCOH has settled
+        settled = idle and self.probe_phase is None and self.cpu_cur is None and not self.held
+        if settled and (changed or not self.was_idle):
+            self.compare_caches()
+        self.was_idle = settled
+        return changed
+
+    def compare_caches(self):
+        for k in range(self.bench.cfg.caches):
+            if self.bfm.caches[k] != self.shadow.caches[k]:
+                self.fail(f"internal cache {k}: RTL {self.bfm.caches[k]}, model {self.shadow.caches[k]}")
+
+    def drained(self):
+        return (all(b is None for b in self.bfm.busy) and not self.cpu_queue and self.cpu_cur is None
+                and self.cmd_rsp is None and self.probe_phase is None and self.held is None
+                and not any(self.h2d_queue.values()) and not any(self.h2d_cur.values())
+                and not any(self.in_rtl.values()))
+
+
+class SystemBench:
+    def __init__(self, dut, params, seed, transactions, think=8, flit_monitor=True):
+        self.dut, self.params, self.seed, self.transactions = dut, params, seed, transactions
+        p = params["dcoh"]
+        self.devices = params["devices"]
+        # The shadow: the RTL's parameters; links never short of credits (the RTL link has its own)
+        self.cfg = Config(devices=self.devices, caches=p["caches"], sf_sets=p["sf_sets"], sf_ways=p["sf_ways"],
+                          max_outstanding=p["tracker"], credits=1023, coalesce_window=p["coalesce_window"],
+                          coalesce_block=p["coalesce_block"], starvation_bound=p["starvation_bound"],
+                          watchdog=200000)
+        self.rng = random.Random(seed)
+        self.think = think
+        self.flit_monitor = flit_monitor
+        self.flit_coverage = {}
+        self.sysm = System(self.cfg, timed=False)
+        self.workload = Workload(self.cfg, self.rng)
+        core = DCOH(**p)
+        member = lambda name: core.signature.members[name].signature.members["payload"].shape
+        self.cpu_req_codec = StructCodec(member("cpu_req"))
+        self.cpu_rsp_codec = StructCodec(member("cpu_rsp"))
+        self.cmd_codec = StructCodec(member("cmd"))
+        self.cmd_rsp_codec = StructCodec(member("cmd_rsp"))
+        self.probe_codec = StructCodec(member("probe"))
+        self.writes = {}
+        self.now = 0
+        self.messages = 0
+        self.hits = 0
+        self.done = 0
+        self.latency = {}
+        self.dispatch_count = [0] * 8
+        self.touched = set()
+        self.devs = [DeviceSide(self, d) for d in range(self.devices)]
+        for d, link in enumerate(self.sysm.links):
+            self._spy(link, self.devs[d])
+
+    @staticmethod
+    def _spy(link, side):
+        send = link.send
+
+        def spy(msg, now, extra=0):
+            send(msg, now, extra)
+            if not msg.chan.upstream:
+                side.h2d_sent(link.flight[False][-1])
+        link.send = spy
+
+    def write(self, handle, value):
+        self.writes[handle] = value
+
+    def touch(self, line):
+        self.touched.add(line)
+
+    def count_msg(self):
+        self.messages += 1
+
+    def check_rtl_lines(self):
+        """SWMR and data value over the RTL's observable state: every BFM cache of every device."""
+        ghost = self.sysm.checker
+        for line in self.touched:
+            writers, holders = [], []
+            for dev in self.devs:
+                for k, cache in enumerate(dev.bfm.caches):
+                    c = cache.get(line)
+                    if c is None:
+                        continue
+                    who = f"dev{dev.d} cache {k} ({c[0].name})"
+                    (writers if c[0].perm is Perm.READWRITE else holders).append(who)
+                    if c[1] != ghost.value(line):
+                        raise SystemMismatch(f"seed {self.seed} cycle {self.now}: data value: RTL {who} holds "
+                                             f"{c[1]} in line {line:#x}; last write serialized was "
+                                             f"{ghost.value(line)}")
+            if len(writers) > 1 or (writers and holders):
+                raise SystemMismatch(f"seed {self.seed} cycle {self.now}: SWMR on line {line:#x} in the RTL: "
+                                     f"writers {writers}, readers {holders}")
+        self.touched.clear()
+
+    async def run(self, max_cycles=None):
+        dut = self.dut
+        for handle, value in self.writes.items():      # every input driven before reset
+            handle.value = value
+        self.writes.clear()
+        cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
+        dut.rst.value = 1
+        for _ in range(3):
+            await RisingEdge(dut.clk)
+        dut.rst.value = 0
+        sysm = self.sysm
+        devs = self.devs
+        issuing = lambda: self.done < self.transactions
+        last_done, last_done_at = 0, 0
+        drained_for = 0
+        t0 = time.perf_counter()
+        mon_h = dut.mon
+        while True:
+            await RisingEdge(dut.clk)
+            for handle, value in self.writes.items():
+                handle.value = value
+            self.writes.clear()
+            await ReadOnly()
+            self.now = now = self.now + 1
+            sysm.now = now
+            mon = int(mon_h.value)
+            for dev in devs:
+                dev.cycle((mon >> (dev.d * MON_WIDTH)) & _MASK, now, issuing)
+            try:
+                if sysm.checker.touched:
+                    sysm.check_step()
+            except (InvariantViolation, AssertionError) as e:
+                raise SystemMismatch(f"seed {self.seed} cycle {now}: golden-model invariant: {e}") from None
+            if self.touched:
+                self.check_rtl_lines()
+            for dev in sysm.devices:
+                if dev.done:
+                    for op, lat in dev.done:
+                        self.latency.setdefault(op.name, []).append(lat)
+                    self.done += len(dev.done)
+                    dev.done.clear()
+            if self.done != last_done:
+                last_done, last_done_at = self.done, now
+            elif now - last_done_at > self.cfg.watchdog:
+                raise SystemMismatch(f"seed {self.seed} cycle {now}: no transaction finished for "
+                                     f"{self.cfg.watchdog} cycles; outstanding: {sysm.outstanding()[:8]}")
+            if max_cycles is not None and now >= max_cycles:
+                break
+            if not issuing():
+                if all(d.drained() for d in devs) and sysm.quiescent() and \
+                        all(((mon >> (d.d * MON_WIDTH)) & _BIT["dcoh_idle"]) for d in devs):
+                    drained_for += 1
+                    if drained_for >= 100:       # nothing more may come out
+                        break
+                else:
+                    drained_for = 0
+        self.wall = time.perf_counter() - t0
+        for dev in devs:
+            dev.compare_caches()
+            if any(dev.link.flight.values()):
+                raise SystemMismatch(f"seed {self.seed}: dev{dev.d}: model messages never sent or "
+                                     f"taken by the RTL: {dev.link.flight}")
+        try:
+            sysm.check_all()
+        except (InvariantViolation, AssertionError) as e:
+            raise SystemMismatch(f"seed {self.seed} end: golden-model invariant: {e}") from None
+        return self.summary()
+
+    def summary(self):
+        coverage = {}
+        for dev in self.sysm.devices:
+            for (state, event), n in dev.coverage.items():
+                key = f"{getattr(state, 'name', state)} / {getattr(event, 'name', event)}"
+                coverage[key] = coverage.get(key, 0) + n
+        return {
+            "engine": "rtl",
+            "devices": self.devices,
+            "transactions": self.done,
+            "violations": 0,
+            "seed": self.seed,
+            "cycles": self.now,
+            "messages": self.messages,
+            "cache_hits": self.hits,
+            "wall_s": round(self.wall, 3),
+            "sim_cycles_per_s": round(self.now / self.wall) if self.wall else None,
+            "latency_cycles": {op: {"p50": percentile(sorted(v), 50), "p99": percentile(sorted(v), 99),
+                                    "count": len(v), "histogram": _histogram(v)}
+                               for op, v in sorted(self.latency.items())},
+            "dispatch": {Dispatch(i).name: n for i, n in enumerate(self.dispatch_count) if i},
+            "coverage": {"state_event": dict(sorted(coverage.items())),
+                         "flits": dict(sorted(self.flit_coverage.items()))},
+            "coalescing": {"invalidations_in": sum(d.coal.msgs_in for d in self.sysm.devices),
+                           "messages_out": sum(d.coal.msgs_out for d in self.sysm.devices)},
+            "rtl": self.params,
+        }
+
+
+def _histogram(values, bins=16):
+    """Latency histogram in cycles: equal-width bins from min to max; {"edges": [...], "counts": [...]}."""
+    lo, hi = min(values), max(values)
+    width = max(1, -(-(hi - lo + 1) // bins))
+    counts = [0] * (-(-(hi - lo + 1) // width))
+    for v in values:
+        counts[(v - lo) // width] += 1
+    return {"edges": [lo + i * width for i in range(len(counts) + 1)], "counts": counts}
+
+
+def _settings():
+    with open(os.environ["SIM_PARAMS"]) as f:
+        params = json.load(f)
+    return (params, int(os.environ.get("SIM_SEED", "1")), int(os.environ.get("SIM_TRANSACTIONS", "2000")),
+            int(os.environ.get("SIM_THINK", "8")), os.environ.get("SIM_FLIT_MONITOR", "1") == "1",
+            os.environ.get("SIM_OUT"))
+
+
+@cocotb.test()
+async def system_random(dut):
+    """Seeded random traffic from every internal cache until SIM_TRANSACTIONS requests completed."""
+    params, seed, transactions, think, flit_monitor, out = _settings()
+    bench = SystemBench(dut, params, seed, transactions, think, flit_monitor)
+    try:
+        summary = await bench.run()
+    except SystemMismatch as e:
+        summary = {"engine": "rtl", "devices": bench.devices, "transactions": bench.done, "violations": 1,
+                   "seed": seed, "cycles": bench.now, "error": str(e), "latency_cycles": {}}
+        if out:
+            with open(out, "w") as f:
+                json.dump(summary, f, indent=2)
+        cocotb.log.error(f"FAILED: {e}\nreproduce with: make sim SEED={seed}")
+        raise
+    summary["simulator"] = cocotb.SIM_NAME.lower().split()[0] if cocotb.SIM_NAME else None
+    if out:
+        with open(out, "w") as f:
+            json.dump(summary, f, indent=2)
+    cov = summary["coverage"]
+    cocotb.log.info(f"seed {seed}: {summary['transactions']} transactions, {summary['cycles']} cycles, "
+                    f"{summary['sim_cycles_per_s']} cycles/s; {len(cov['state_event'])} (state, event) pairs, "
+                    f"{len(cov['flits'])} flit kinds/slot formats")
