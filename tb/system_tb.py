@@ -116,6 +116,7 @@ _READY = {Channel.H2D_REQ: _BIT["h2d_req__ready"], Channel.H2D_RSP: _BIT["h2d_rs
           Channel.H2D_DATA: _BIT["h2d_data__ready"]}
 _VALID = {Channel.D2H_REQ: _BIT["d2h_req__valid"], Channel.D2H_RSP: _BIT["d2h_rsp__valid"],
           Channel.D2H_DATA: _BIT["d2h_data__valid"]}
+_DISPATCH = list(Dispatch)                      # code -> member (Amaranth enums are not ints)
 _CACHE_STATE = {CacheState.I: "I", CacheState.S: "S", CacheState.E: "E", CacheState.M: "M"}
 
 
@@ -301,7 +302,7 @@ class DeviceSide:
         code = (bits >> _DISPATCH_SHIFT) & 7
         if code:
             bench.dispatch_count[code] += 1
-            self.dispatch(code, now)
+            self.dispatch(_DISPATCH[code], now)
         # H2D sources: a transfer happened at the edge ending this cycle if valid & ready now
         for chan in _H2D:
             cur = self.h2d_cur[chan]
@@ -358,7 +359,7 @@ class DeviceSide:
             write(h("probe__ready"), ready)
         if self.cpu_cur is not None and bits & _BIT["cpu_req__ready"]:
             self.cpu_cur = None
-        idle = bool(bits & _BIT["dcoh_idle"]) and code == Dispatch.NONE and self.cmd_rsp is None \
+        idle = bool(bits & _BIT["dcoh_idle"]) and not code and self.cmd_rsp is None \
             and not bits & (_BIT["cmd__valid"] | _BIT["cpu_rsp__valid"])
         # traffic: each idle internal cache starts its next access when its think time is over
         for k in range(bench.cfg.caches):
@@ -518,7 +519,13 @@ class SystemBench:
             await ReadOnly()
             self.now = now = self.now + 1
             sysm.now = now
-            mon = int(mon_h.value)
+            try:
+                mon = int(mon_h.value)
+            except ValueError:
+                bad = str(mon_h.value)[::-1]
+                names = [f"dev{i // MON_WIDTH} bit {i % MON_WIDTH}" for i, c in enumerate(bad) if c not in "01"]
+                raise SystemMismatch(f"seed {self.seed} cycle {self.now}: undefined (X/Z) status bits: "
+                                     f"{names}") from None
             for dev in devs:
                 dev.cycle((mon >> (dev.d * MON_WIDTH)) & _MASK, now, issuing)
             try:

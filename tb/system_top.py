@@ -81,10 +81,55 @@ def _device_verilog(out_dir, params):
         return path
     from tb.linked_device import LinkedDevice
     dut = LinkedDevice(dcoh=params["dcoh"], link=params["link"], ber=params["ber"])
-    text = verilog.convert(dut, name="linked_device", emit_src=False)
+    text = _zero_init_registers(verilog.convert(dut, name="linked_device", emit_src=False))
     out_dir.mkdir(parents=True, exist_ok=True)
     path.write_text(tag + "\n" + text)
     return path
+
+
+_NONBLOCKING = re.compile(r"^\s*(\\?[\w$]+)\s*(?:\[[^\]]*\]\s*)?<=", re.M)
+_REG_DECL = re.compile(r"^(\s*reg\s+(?:\[\d+:\d+\]\s+)?)(\\?[\w$]+)(\s*);$", re.M)
+
+
+def _zero_init_registers(text):
+    """Icarus fixes.  Give every clocked register that Yosys declared without an initial value an initial 0.
+
+    Yosys writes a memory's read-data register (``reg [11:0] _0_;`` ... ``_0_ <= storage[addr]``)
+    with no initializer.  Amaranth's simulator starts it at 0, 2-state Verilator too, but in 4-state
+    Icarus it is X until its first read, and X from an empty FIFO's head spreads through the credit and
+    arbitration logic.  Starting those registers at 0 makes Icarus agree with the other two.  And
+    make every combinational block run at time 0 (``_TRIGGER``)."""
+    clocked = set(_NONBLOCKING.findall(text))
+    text = _REG_DECL.sub(lambda m: f"{m.group(1)}{m.group(2)}{m.group(3)} = 0;" if m.group(2) in clocked
+                         else m.group(0), text)
+    text = _TRIGGER.sub(lambda m: f"{m.group(0)}\n  initial #0 {m.group(1)} = 1;", text)
+    return _MODULE.sub(_trigger_single_assignments, text)
+
+
+_MODULE = re.compile(r"^module .*?^endmodule\n", re.M | re.S)
+_SINGLE = re.compile(r"^  always @\*\n(    [^\n]* = [^\n]*;)\n", re.M)
+
+
+def _trigger_single_assignments(m):
+    """Yosys writes a comb assignment of a constant (or of a value that may never change) as a bare
+    ``always @* x = c;``, which no event ever starts in Icarus: give it the module's time-0 trigger."""
+    body = m.group(0)
+    if not _SINGLE.search(body):
+        return body
+    trig = _TRIGGER.search(body)
+    if trig is None:
+        name = "\\$tb_time0 "
+        head_end = body.index(");\n") + 3
+        body = body[:head_end] + f"  reg {name} = 0;\n  initial #0 {name} = 1;\n" + body[head_end:]
+    else:
+        name = trig.group(1)
+    return _SINGLE.sub(lambda s: f"  always @* begin\n    if ({name}) begin end\n{s.group(1)}\n  end\n", body)
+
+
+# Yosys makes every ``always @*`` block sensitive to a register initialized to 0 so that it runs at
+# time 0.  Under ``-g2012`` (cocotb's Icarus flags) a declaration initializer is not an event, so a
+# block whose inputs never change would stay X; a ``#0`` assignment in an initial block is one.
+_TRIGGER = re.compile(r"^\s*reg (\\\$auto\$verilog_backend[^ ]*dump_module\$\d+ ) = 0;", re.M)
 
 
 def build_system(devices, out_dir, dcoh=None, link=None, ber=0.0):
