@@ -56,7 +56,9 @@ def build(sim, devices, build_root, ber=0.0, waves=False):
     runner = get_runner(sim)
     args = []
     if sim == "verilator":
-        args = ["-Wno-fatal", "-Wno-lint", "-Wno-style", "-O3", "--x-assign", "fast", "--x-initial", "fast"]
+        # --no-timing: the "#0" of the Icarus time-0 trigger (tb/system_top.py) means nothing to Verilator
+        args = ["-Wno-fatal", "-Wno-lint", "-Wno-style", "-O3", "--x-assign", "fast", "--x-initial", "fast",
+                "--no-timing"]
     runner.build(sources=sources, hdl_toplevel="system_top", build_dir=build_dir, timescale=("1ns", "1ps"),
                  build_args=args, waves=waves)
     return runner, build_dir, rtl_dir / "system_params.json"
