@@ -26,10 +26,20 @@ from hdl.protocol import (Channel, D2HReqOpcode as Req, D2HRspOpcode as Rsp, H2D
                           GOState)
 from .link import Msg
 from .states import (MESI, Perm, DevState as D, STALL, GRANTED, REQUEST_START, GO_OF,
-                     snoop_transition, response_transition, UndeclaredTransition)
+                     snoop_transition, response_transition, UndeclaredTransition, Members)
+
+# The enums' members for hot code (see states.Members): the same objects, cheaper to look up.
+_D, _MESI, _Perm, _Ch = Members(D), Members(MESI), Members(Perm), Members(Channel)
+_Req, _Rsp, _HRsp = Members(Req), Members(Rsp), Members(HRsp)
+_READ_DATA = (Req.RdShared, Req.RdAny, Req.RdOwn)
 
 __all__ = ["SnoopFilter", "Coalescer", "TxArbiter", "CpuOp", "Device", "ProtocolError", "cache_hit",
            "PRIORITY_CLASS", "devload_level"]
+
+
+_D2H_REQ = _Ch.D2H_REQ
+_GO_STATES = {g._value_: g for g in GOState}
+_STABLE = frozenset((_D.I, _D.S, _D.E, _D.M))       # DevState.stable, without the property call
 
 
 class ProtocolError(RuntimeError):
@@ -259,7 +269,7 @@ def cache_hit(cache, op):
     if op.kind in ("load", "rdcurr"):
         return c is not None
     if op.kind == "store":
-        return c is not None and c[0].perm is Perm.READWRITE
+        return c is not None and (c[0] is _MESI.M or c[0] is _MESI.E)     # write permission
     if op.kind == "evict":
         return c is None
     return False
@@ -324,15 +334,15 @@ class Device:
             return t.state
         e = self.sf.entries.get(line)
         if e is None or e.state is None:
-            return D.I
+            return _D.I
         if e.dirty:
-            return D.M
-        if e.state is D.E:
+            return _D.M
+        if e.state is _D.E:
             for k in self._holders(e):
-                if self.caches[k][line][0] is MESI.M:
-                    return D.M
-            return D.E
-        return D.S
+                if self.caches[k][line][0] is _MESI.M:
+                    return _D.M
+            return _D.E
+        return _D.S
 
     def _holders(self, e):
         p, k = e.presence, 0
@@ -422,7 +432,7 @@ class Device:
         c = cache.get(line)
         if cache_hit(cache, op):
             if kind == "store":
-                c[0], c[1] = MESI.M, op.value
+                c[0], c[1] = _MESI.M, op.value
                 self.checker.write(line, op.value, f"{self.name()} cache {k} store")
             elif c is not None:
                 self.checker.read(line, c[1], f"{self.name()} cache {k} {kind} hit")
@@ -437,19 +447,19 @@ class Device:
                 self.checker.read(line, cache[line][1], f"{self.name()} cache {k} internal fill")
                 self._finish_op(op)
                 return True
-            return self._issue_miss(op, Req.RdAny if op.variant else Req.RdShared, now)
+            return self._issue_miss(op, _Req.RdAny if op.variant else _Req.RdShared, now)
         if kind == "store":
-            if e is not None and e.state is D.E:
+            if e is not None and e.state is _D.E:
                 self._internal_fill(e, k, line, write=True)
-                cache[line] = [MESI.M, op.value]
+                cache[line] = [_MESI.M, op.value]
                 self.checker.write(line, op.value, f"{self.name()} cache {k} store after internal upgrade")
                 self._finish_op(op)
                 return True
-            code = Req.RdOwnNoData if op.variant else Req.RdOwn
+            code = _Req.RdOwnNoData if op.variant else _Req.RdOwn
             if e is not None:       # device holds it in S: upgrade
                 if not self.free_cqids:
                     return False
-                self._new_txn(code, line, REQUEST_START[(code, D.S)], op, op.value, now)
+                self._new_txn(code, line, REQUEST_START[(code, _D.S)], op, op.value, now)
                 return True
             return self._issue_miss(op, code, now)
         if kind == "evict":
@@ -465,12 +475,12 @@ class Device:
             value = c[1]
             del cache[line]
             self.sf.free(line)
-            if state is D.M:
-                code = Req.DirtyEvict
-            elif state is D.E:
-                code = Req.CleanEvictNoData if op.variant else Req.CleanEvict
+            if state is _D.M:
+                code = _Req.DirtyEvict
+            elif state is _D.E:
+                code = _Req.CleanEvictNoData if op.variant else _Req.CleanEvict
             else:
-                code = Req.CleanEvict if op.variant else Req.CleanEvictNoData
+                code = _Req.CleanEvict if op.variant else _Req.CleanEvictNoData
             self._new_txn(code, line, REQUEST_START[(code, state)], op, value, now)
             return True
         # uncached requests: the device must not hold the line; flush its own copies first
@@ -480,8 +490,8 @@ class Device:
             return False
         if not self.free_cqids:
             return False
-        code = {"rdcurr": Req.RdCurr, "itomwr": Req.ItoMWr, "wrinv": Req.WrInv, "clflush": Req.CLFlush}[kind]
-        self._new_txn(code, line, REQUEST_START[(code, D.I)], op, op.value, now)
+        code = {"rdcurr": _Req.RdCurr, "itomwr": _Req.ItoMWr, "wrinv": _Req.WrInv, "clflush": _Req.CLFlush}[kind]
+        self._new_txn(code, line, REQUEST_START[(code, _D.I)], op, op.value, now)
         return True
 
     def _issue_miss(self, op, code, now):
@@ -491,7 +501,7 @@ class Device:
         if w is None:
             return False
         self.sf.allocate(op.line, w)
-        self._new_txn(code, op.line, REQUEST_START[(code, D.I)], op, op.value, now)
+        self._new_txn(code, op.line, REQUEST_START[(code, _D.I)], op, op.value, now)
         op.victim = None
         return True
 
@@ -506,15 +516,15 @@ class Device:
             value = v
             if write:
                 del self.caches[j][line]
-            elif st is MESI.M or st is MESI.E:
-                if st is MESI.M:
+            elif st is _MESI.M or st is _MESI.E:
+                if st is _MESI.M:
                     e.dirty = True
-                self.caches[j][line] = [MESI.S, v]
+                self.caches[j][line] = [_MESI.S, v]
         if write:
             e.presence = 1 << k
         else:
             if k not in self._holders(e):
-                self.caches[k][line] = [MESI.S, value]
+                self.caches[k][line] = [_MESI.S, value]
             e.presence |= 1 << k
         self.sf.touch(e.set, e.way)
         self.stats["internal_fills"] = self.stats.get("internal_fills", 0) + 1
@@ -524,12 +534,14 @@ class Device:
         """Send queued D2H requests while credits last (``limit`` per call in timed mode)."""
         sent = 0
         link = self.link
-        while self.arb.count:
-            if link.credits[Channel.D2H_REQ] <= 0 or (limit is not None and sent >= limit):
+        arb = self.arb
+        while arb.count:
+            if link.credits[_D2H_REQ] <= 0 or (limit is not None and sent >= limit):
                 break
-            t = self.arb.pop()
-            link.send(Msg(Channel.D2H_REQ, t.op, t.cqid, t.line,
-                          data=t.value if t.op in (Req.ItoMWr, Req.WrInv) else None), now)
+            t = arb.pop()
+            op = t.op
+            link.send(Msg(_D2H_REQ, op, t.cqid, t.line,
+                          data=t.value if op is _Req.ItoMWr or op is _Req.WrInv else None), now)
             sent += 1
         return sent
 
@@ -560,8 +572,8 @@ class Device:
         e = self.sf.entries.get(line)
         if e is not None and e.presence:
             copies = max(self.caches[k][line][0].perm for k in self._holders(e))
-            fetch = data and state is not D.MI_A
-            if fetch or _ALLOWED.get(nxt, Perm.NONE) < copies:
+            fetch = data and state is not _D.MI_A
+            if fetch or _ALLOWED.get(nxt, _Perm.NONE) < copies:
                 self.work.setdefault(line, LineWork()).snoop = msg
                 self.coal.add(line, e.presence, now)
                 return
@@ -572,7 +584,7 @@ class Device:
         state = self.line_state(line)
         rsp, nxt, data = snoop_transition(state, msg.op)
         assert rsp is not STALL
-        cov = (state.name, msg.op.name)
+        cov = (state._name_, msg.op._name_)
         self.coverage[cov] = self.coverage.get(cov, 0) + 1
         value = None
         t = self.by_line.get(line)
@@ -582,19 +594,19 @@ class Device:
                 value = t.value                       # MI_A: the write-back buffer holds it
             else:
                 value = next(self.caches[k][line][1] for k in self._holders(e)
-                             if self.caches[k][line][0] is MESI.M or e.dirty)
+                             if self.caches[k][line][0] is _MESI.M or e.dirty)
         if t is not None:
             t.state = nxt
-            if e is not None and _ALLOWED.get(nxt, Perm.NONE) is Perm.NONE and e.presence:
+            if e is not None and _ALLOWED.get(nxt, _Perm.NONE) is _Perm.NONE and e.presence:
                 for k in self._holders(e):
                     del self.caches[k][line]
                 e.presence, e.state, e.dirty = 0, None, False
         elif e is not None and nxt is not state:
-            if nxt is D.S:
+            if nxt is _D.S:
                 for k in self._holders(e):
-                    self.caches[k][line][0] = MESI.S
-                e.state, e.dirty = D.S, False
-            elif nxt is D.I:
+                    self.caches[k][line][0] = _MESI.S
+                e.state, e.dirty = _D.S, False
+            elif nxt is _D.I:
                 for k in self._holders(e):
                     del self.caches[k][line]
                 self.sf.free(line)
@@ -602,11 +614,12 @@ class Device:
                 raise UndeclaredTransition(f"{self.name()} snoop apply", state, nxt)
         # SnpCur leaves the device its permission, so it may write again before the host uses the
         # answer: the read is serialized here.  The response notes the value then (ghost only).
-        snap = self.checker.value(line) if rsp is Rsp.RspVHitV or rsp is Rsp.RspVFwdV else None
-        self.link.send(Msg(Channel.D2H_RSP, rsp, msg.uid, line, data=snap), now, extra)
+        snap = self.checker.value(line) if rsp is _Rsp.RspVHitV or rsp is _Rsp.RspVFwdV else None
+        self.link.send(Msg(_Ch.D2H_RSP, rsp, msg.uid, line, data=snap), now, extra)
         if data:
-            self.link.send(Msg(Channel.D2H_DATA, None, msg.uid, line, data=value), now, extra)
-        self.stats[rsp.name] = self.stats.get(rsp.name, 0) + 1
+            self.link.send(Msg(_Ch.D2H_DATA, None, msg.uid, line, data=value), now, extra)
+        name = rsp._name_
+        self.stats[name] = self.stats.get(name, 0) + 1
 
     def flush(self, block, now, only=None):
         """The coalescer sends the merged probes of ``block`` (``only``: of just those lines, see
@@ -627,7 +640,7 @@ class Device:
 
     def _evict_after_back_invalidation(self, line, cqid, now):
         state = self.line_state(line)
-        if state is D.I:             # a snoop took it meanwhile: nothing left to evict
+        if state is _D.I:             # a snoop took it meanwhile: nothing left to evict
             self.free_cqids.append(cqid)
             self.free_cqids.sort()
             return
@@ -635,10 +648,10 @@ class Device:
         value = None
         for k in self._holders(e):
             st, v = self.caches[k].pop(line)
-            if value is None or st is MESI.M:
+            if value is None or st is _MESI.M:
                 value = v
         self.sf.free(line)
-        code = {D.M: Req.DirtyEvict, D.E: Req.CleanEvict, D.S: Req.CleanEvictNoData}[state]
+        code = {_D.M: _Req.DirtyEvict, _D.E: _Req.CleanEvict, _D.S: _Req.CleanEvictNoData}[state]
         self._new_txn(code, line, REQUEST_START[(code, state)], None, value, now, cqid=cqid)
 
     # ---------------------------------------------------------------- host responses and data
@@ -647,21 +660,21 @@ class Device:
         t = self.txns.get(msg.uid)
         if t is None:
             raise ProtocolError(f"{self.name()}: {msg.op.name} for CQID {msg.uid}, which is not in use")
-        if msg.op is HRsp.GO:
-            try:
-                event = GO_OF[GOState(msg.rsp_data & 0xF)]
-            except (KeyError, ValueError):
-                raise ProtocolError(f"{self.name()}: GO with state {msg.rsp_data:#x} for {t!r}") from None
+        if msg.op is _HRsp.GO:
+            g = _GO_STATES.get(msg.rsp_data & 0xF)         # GOState(value), without the enum call
+            event = GO_OF.get(g) if g is not None else None
+            if event is None:
+                raise ProtocolError(f"{self.name()}: GO with state {msg.rsp_data:#x} for {t!r}")
         else:
-            event = msg.op.name
+            event = msg.op._name_
         nxt, action = response_transition(t.state, event)
-        cov = (t.state.name, event)
+        cov = (t.state._name_, event)
         self.coverage[cov] = self.coverage.get(cov, 0) + 1
         if event in ("GO-S", "GO-E"):
-            t.granted = D.S if event == "GO-S" else D.E
+            t.granted = _D.S if event == "GO-S" else _D.E
         if action is not None:
             bogus = action == "send_bogus"
-            self.link.send(Msg(Channel.D2H_DATA, None, msg.rsp_data, t.line,
+            self.link.send(Msg(_Ch.D2H_DATA, None, msg.rsp_data, t.line,
                                data=None if bogus else t.value, bogus=bogus), now)
         self._advance(t, nxt, now)
 
@@ -671,7 +684,7 @@ class Device:
         if t is None:
             raise ProtocolError(f"{self.name()}: H2D Data for CQID {msg.uid}, which is not in use")
         nxt, _ = response_transition(t.state, "Data")
-        cov = (t.state.name, "Data")
+        cov = (t.state._name_, "Data")
         self.coverage[cov] = self.coverage.get(cov, 0) + 1
         t.data = msg.data
         self._advance(t, nxt, now)
@@ -680,7 +693,7 @@ class Device:
         if nxt == GRANTED:
             nxt = t.granted
         t.state = nxt
-        if nxt.stable:
+        if nxt in _STABLE:
             self._complete(t, now)
 
     def _complete(self, t, now):
@@ -690,22 +703,22 @@ class Device:
         self.free_cqids.append(t.cqid)
         self.free_cqids.sort()
         self.done.append((t.op, now - t.t0))
-        if t.state is not D.I:                   # a read or ownership request granted the line
+        if t.state is not _D.I:                   # a read or ownership request granted the line
             e = self.sf.entries[line]
             k = op.k
-            if t.op in (Req.RdShared, Req.RdAny, Req.RdOwn):
+            if t.op in _READ_DATA:          # RdShared, RdAny, RdOwn
                 self.checker.read(line, t.data, f"{self.name()} {t.op.name} data")
-            if t.state is D.E and op.kind == "store":
+            if t.state is _D.E and op.kind == "store":
                 for j in self._holders(e):
                     del self.caches[j][line]
-                e.state, e.dirty, e.presence = D.E, False, 1 << k
-                self.caches[k][line] = [MESI.M, op.value]
+                e.state, e.dirty, e.presence = _D.E, False, 1 << k
+                self.caches[k][line] = [_MESI.M, op.value]
                 self.checker.write(line, op.value, f"{self.name()} cache {k} store after {t.op.name}")
             else:
                 e.state, e.dirty, e.presence = t.state, False, 1 << k
-                self.caches[k][line] = [MESI.S if t.state is D.S else MESI.E, t.data]
+                self.caches[k][line] = [_MESI.S if t.state is _D.S else _MESI.E, t.data]
             self.sf.touch(e.set, e.way)
-        elif t.op is Req.RdCurr:
+        elif t.op is _Req.RdCurr:
             self.checker.read_at_serialization(line, t.data, f"{self.name()} RdCurr data")
         if op is not None:
             self._finish_op(op)

@@ -15,10 +15,15 @@ from collections import deque
 from hdl.protocol import (Channel, D2HReqOpcode as Req, D2HRspOpcode as Rsp, H2DReqOpcode as Snp,
                           H2DRspOpcode as HRsp, GOState, MAX_IDS)
 from .link import Msg
-from .states import HOST_TABLE, UndeclaredTransition
+from .states import HOST_TABLE, UndeclaredTransition, Members
 from .dcoh import ProtocolError
 
 __all__ = ["Host"]
+
+# The enums' members for hot code (see states.Members): the same objects, cheaper to look up.
+_Req, _Rsp, _Snp, _HRsp = Members(Req), Members(Rsp), Members(Snp), Members(HRsp)
+_GO, _Ch = Members(GOState), Members(Channel)
+_READS = (Req.RdShared, Req.RdAny, Req.RdOwn, Req.RdOwnNoData)
 
 _RESULT = {  # response -> (state the responder is left in, whether data follows)
     Rsp.RspIHitI: (None, False), Rsp.RspIHitSE: (None, False), Rsp.RspIFwdM: (None, True),
@@ -30,6 +35,9 @@ _LEGAL = {  # responses allowed to each snoop
     Snp.SnpData: {Rsp.RspIHitI, Rsp.RspIHitSE, Rsp.RspIFwdM, Rsp.RspSHitSE, Rsp.RspSFwdM},
     Snp.SnpCur: {Rsp.RspIHitI, Rsp.RspIHitSE, Rsp.RspIFwdM, Rsp.RspVHitV, Rsp.RspVFwdV},
 }
+
+
+_GO_I = _GO.Invalid.value
 
 
 class HostTxn:
@@ -95,7 +103,7 @@ class Host:
         self.used_uqids.remove(uqid)
 
     def _rsp(self, txn, op, rsp_data, now):
-        self._send(txn.dev, Msg(Channel.H2D_RSP, op, txn.cqid, txn.line, rsp_data=rsp_data), now)
+        self._send(txn.dev, Msg(_Ch.H2D_RSP, op, txn.cqid, txn.line, rsp_data=rsp_data), now)
 
     def memory(self, line):
         return self.mem.get(line, self.checker.initial)
@@ -131,7 +139,7 @@ class Host:
             for d in sorted(targets):
                 uqid = self._uqid()
                 self.snoops[uqid] = _SnoopWait(txn, d, snoop)
-                self._send(d, Msg(Channel.H2D_REQ, snoop, uqid, line), now)
+                self._send(d, Msg(_Ch.H2D_REQ, snoop, uqid, line), now)
         txn.pending = len(targets)
         if not targets:
             self._grant(txn, now)
@@ -188,7 +196,7 @@ class Host:
             txn.snap = w.snap
         if w.has_data:
             txn.fwd = w.data
-            if w.rsp is not Rsp.RspVFwdV:          # the snooped copy gave up M: memory is now current
+            if w.rsp is not _Rsp.RspVFwdV:          # the snooped copy gave up M: memory is now current
                 self.mem[txn.line] = w.data
                 self.checker.read(txn.line, w.data, f"host: snoop data from dev{w.dev}")
         txn.pending -= 1
@@ -200,55 +208,55 @@ class Host:
         line, op, dev = txn.line, txn.op, txn.dev
         holders = self.dir.setdefault(line, {})
         value = txn.fwd if txn.fwd is not None else self.memory(line)
-        if op in (Req.RdShared, Req.RdAny, Req.RdOwn, Req.RdOwnNoData):
+        if op in _READS:                # RdShared, RdAny, RdOwn, RdOwnNoData
             others = [d for d in holders if d != dev]
-            if op is Req.RdShared or (op is Req.RdAny and others):
-                holders[dev], state = "S", GOState.Shared
+            if op is _Req.RdShared or (op is _Req.RdAny and others):
+                holders[dev], state = "S", _GO.Shared
             else:
                 if others:
                     raise AssertionError(f"host: granting E on line {line:#x} to dev{dev} while {others} hold it")
-                holders[dev], state = "E", GOState.Exclusive
-            self._rsp(txn, HRsp.GO, state.value, now)
-            if op is not Req.RdOwnNoData:
+                holders[dev], state = "E", _GO.Exclusive
+            self._rsp(txn, _HRsp.GO, state._value_, now)
+            if op is not _Req.RdOwnNoData:
                 self.checker.read(line, value, f"host: data for {op.name} from dev{dev}")
-                self._send(dev, Msg(Channel.H2D_DATA, None, txn.cqid, line, data=value), now)
+                self._send(dev, Msg(_Ch.H2D_DATA, None, txn.cqid, line, data=value), now)
             self._finish(txn, now)
-        elif op is Req.RdCurr:
+        elif op is _Req.RdCurr:
             if txn.snap is not None:   # serialized when the owner answered SnpCur
                 if value != txn.snap:
                     self.checker.read(line, value, f"host: data for RdCurr from dev{dev} (SnpCur said "
                                       f"{txn.snap})")
             else:
                 self.checker.read(line, value, f"host: data for RdCurr from dev{dev}")
-            self._send(dev, Msg(Channel.H2D_DATA, None, txn.cqid, line, data=value), now)
+            self._send(dev, Msg(_Ch.H2D_DATA, None, txn.cqid, line, data=value), now)
             self._finish(txn, now)
-        elif op in (Req.ItoMWr, Req.DirtyEvict) or (op is Req.CleanEvict and self.cfg.clean_evict_data):
-            if op is Req.ItoMWr:
+        elif op is _Req.ItoMWr or op is _Req.DirtyEvict or (op is _Req.CleanEvict and self.cfg.clean_evict_data):
+            if op is _Req.ItoMWr:
                 self.checker.write(line, txn.value, f"ItoMWr from dev{dev} (GO)")
             else:
                 txn.expect_bogus = holders.get(dev) != "E"
-                if op is Req.CleanEvict:
+                if op is _Req.CleanEvict:
                     txn.expect_bogus = dev not in holders
             holders.pop(dev, None)
             txn.pull = self._uqid()
             self.pulls[txn.pull] = txn
-            self._rsp(txn, HRsp.GO_WritePull, txn.pull, now)
-        elif op is Req.WrInv:
+            self._rsp(txn, _HRsp.GO_WritePull, txn.pull, now)
+        elif op is _Req.WrInv:
             txn.pull = self._uqid()
             self.pulls[txn.pull] = txn
-            self._rsp(txn, HRsp.WritePull, txn.pull, now)
-        elif op is Req.CleanEvict:
+            self._rsp(txn, _HRsp.WritePull, txn.pull, now)
+        elif op is _Req.CleanEvict:
             holders.pop(dev, None)
-            self._rsp(txn, HRsp.GO_WritePull_Drop, 0, now)
+            self._rsp(txn, _HRsp.GO_WritePull_Drop, 0, now)
             self._finish(txn, now)
         else:   # CLFlush, CleanEvictNoData
             holders.pop(dev, None)
-            self._rsp(txn, HRsp.GO, GOState.Invalid.value, now)
+            self._rsp(txn, _HRsp.GO, _GO_I, now)
             self._finish(txn, now)
 
     def _pulled(self, txn, msg, now):
         line = txn.line
-        if txn.op is Req.DirtyEvict or txn.op is Req.CleanEvict:
+        if txn.op is _Req.DirtyEvict or txn.op is _Req.CleanEvict:
             if msg.bogus != txn.expect_bogus:
                 raise ProtocolError(f"host: {txn.op.name} data from dev{txn.dev} line {line:#x} has Bogus="
                                     f"{int(msg.bogus)}, expected {int(txn.expect_bogus)}")
@@ -257,14 +265,14 @@ class Host:
             else:
                 self.checker.read(line, msg.data, f"host: {txn.op.name} data from dev{txn.dev}")
                 self.mem[line] = msg.data
-        elif txn.op is Req.ItoMWr:
+        elif txn.op is _Req.ItoMWr:
             if msg.bogus or msg.data != txn.value:
                 raise ProtocolError(f"host: ItoMWr data from dev{txn.dev} differs from the request")
             self.mem[line] = msg.data
-        elif txn.op is Req.WrInv:
+        elif txn.op is _Req.WrInv:
             self.mem[line] = msg.data
             self.checker.write(line, msg.data, f"WrInv from dev{txn.dev} (GO)")
-            self._rsp(txn, HRsp.GO, GOState.Invalid.value, now)
+            self._rsp(txn, _HRsp.GO, _GO_I, now)
         self._finish(txn, now)
 
     def _finish(self, txn, now):

@@ -15,11 +15,14 @@ from collections import deque
 from typing import NamedTuple, Optional
 
 from hdl.protocol import Channel, CODECS
+from .states import Members
 
 __all__ = ["Msg", "Link", "encode", "decode"]
 
+_Ch = Members(Channel)           # Channel's members, cheaper to look up in hot code
 CHANNELS = tuple(Channel)
 INF = float("inf")      # iterating the enum class itself is slow in the hot loop
+_D2H_DATA = _Ch.D2H_DATA
 
 
 class Msg(NamedTuple):
@@ -40,15 +43,15 @@ class Msg(NamedTuple):
 def encode(msg):
     """The header's wire encoding (the integer of its hdl.protocol layout)."""
     c = msg.chan
-    if c is Channel.D2H_REQ:
+    if c is _Ch.D2H_REQ:
         f = dict(opcode=msg.op, cqid=msg.uid, nt=0, addr=msg.line)
-    elif c is Channel.D2H_RSP:
+    elif c is _Ch.D2H_RSP:
         f = dict(opcode=msg.op, uqid=msg.uid)
-    elif c is Channel.D2H_DATA:
+    elif c is _Ch.D2H_DATA:
         f = dict(uqid=msg.uid, chunk_valid=0, bogus=int(msg.bogus), poison=0)
-    elif c is Channel.H2D_REQ:
+    elif c is _Ch.H2D_REQ:
         f = dict(opcode=msg.op, addr=msg.line, uqid=msg.uid)
-    elif c is Channel.H2D_RSP:
+    elif c is _Ch.H2D_RSP:
         f = dict(opcode=msg.op, rsp_data=msg.rsp_data, rsp_pre=0, cqid=msg.uid)
     else:
         f = dict(cqid=msg.uid, chunk_valid=0, poison=0, go_err=0)
@@ -58,15 +61,15 @@ def encode(msg):
 def decode(chan, value, line=0, data=None):
     """Inverse of :func:`encode`; ``line``/``data`` supply what the header does not carry."""
     f = CODECS[chan].decode(value)
-    if chan is Channel.D2H_REQ:
+    if chan is _Ch.D2H_REQ:
         return Msg(chan, f["opcode"], f["cqid"], f["addr"])
-    if chan is Channel.D2H_RSP:
+    if chan is _Ch.D2H_RSP:
         return Msg(chan, f["opcode"], f["uqid"], line)
-    if chan is Channel.D2H_DATA:
+    if chan is _Ch.D2H_DATA:
         return Msg(chan, None, f["uqid"], line, data=data, bogus=bool(f["bogus"]))
-    if chan is Channel.H2D_REQ:
+    if chan is _Ch.H2D_REQ:
         return Msg(chan, f["opcode"], f["uqid"], f["addr"])
-    if chan is Channel.H2D_RSP:
+    if chan is _Ch.H2D_RSP:
         return Msg(chan, f["opcode"], f["cqid"], line, rsp_data=f["rsp_data"])
     return Msg(chan, None, f["cqid"], line, data=data)
 
@@ -92,23 +95,34 @@ class Link:
         self.waiting = [deque() for _ in CHANNELS]  # entries of ``flight`` still waiting for a credit
         self.wake = None                            # timed mode: a heap the simulator wakes up from
         self.next_due = INF                         # timed mode: nothing to do here before this cycle
+        self.changed = True                         # a credit counter moved since the last check_changed()
 
     # -- sending ----------------------------------------------------------------------------------
     def send(self, msg, now, extra=0):
         """Queue ``msg``.  It joins the ordered in-flight list at once (so ordering against later
         messages holds even while it waits), but moves only once it has a credit."""
         c = msg.chan
-        entry = [None, msg, extra]
-        self.flight[c <= Channel.D2H_DATA].append(entry)
-        if self.credits[c] > 0 and not self.waiting[c]:
-            self._launch(entry, now)
+        credits = self.credits
+        if credits[c] > 0 and not self.waiting[c]:     # self._launch(entry, now), inline
+            credits[c] -= 1
+            self.in_flight[c] += 1
+            self.changed = True
+            t = now + self.latency + extra
+            self.flight[c <= _D2H_DATA].append([t, msg, extra])
+            if self.wake is not None:
+                heapq.heappush(self.wake, t)
+                if t < self.next_due:
+                    self.next_due = t
         else:
+            entry = [None, msg, extra]
+            self.flight[c <= _D2H_DATA].append(entry)
             self.waiting[c].append(entry)
 
     def _launch(self, entry, now):
         c = entry[1].chan
         self.credits[c] -= 1
         self.in_flight[c] += 1
+        self.changed = True
         entry[0] = t = now + self.latency + entry[2]
         if self.wake is not None:
             heapq.heappush(self.wake, t)
@@ -117,6 +131,7 @@ class Link:
 
     def _credit_back(self, chan, now):
         self.credits[chan] += 1
+        self.changed = True
         if self.timed:
             self.returning[chan] -= 1
         q = self.waiting[chan]
@@ -126,6 +141,7 @@ class Link:
     def consumed(self, chan, now):
         """The receiver took a message off ``chan``: its credit goes back to the sender."""
         self.in_flight[chan] -= 1
+        self.changed = True
         if self.timed:
             t = now + self.latency
             self.returns.append((t, chan))     # the latency is fixed, so this stays sorted by time
@@ -147,11 +163,11 @@ class Link:
     def blocked(flight, i):
         """Ordering rule: a snoop may not pass an earlier H2D Rsp to the same line."""
         msg = flight[i][1]
-        if msg.chan is not Channel.H2D_REQ:
+        if msg.chan is not _Ch.H2D_REQ:
             return False
         for j in range(i):
             m = flight[j][1]
-            if m.chan is Channel.H2D_RSP and m.line == msg.line:
+            if m.chan is _Ch.H2D_RSP and m.line == msg.line:
                 return True
         return False
 
@@ -162,14 +178,29 @@ class Link:
                 if t is not None and (now is None or t <= now) and not self.blocked(flight, i)]
 
     def next_time(self):
-        ts = [t for f in self.flight.values() for t, _, _ in f if t is not None]
-        ts += [self.returns[0][0]] if self.returns else []
-        return min(ts) if ts else None
+        m = self.returns[0][0] if self.returns else INF
+        for f in self.flight.values():
+            for e in f:
+                t = e[0]
+                if t is not None and t < m:
+                    m = t
+        return None if m == INF else m
 
     def busy(self):
         return bool(self.flight[True] or self.flight[False] or self.returns or any(self.waiting))
 
     # -- invariants and state ---------------------------------------------------------------------
+    def check_changed(self):
+        """:meth:`check_credits` if a counter moved since the last call (counters move only in
+        ``send``, ``_launch``, ``_credit_back`` and ``consumed``, which set ``changed``; a link whose
+        counters did not move still holds the totals that passed last time)."""
+        if self.changed:
+            self.changed = False
+            initial = self.initial
+            for a, b, c in zip(self.credits, self.in_flight, self.returning):
+                if a + b + c != initial or a < 0:
+                    self.check_credits()     # raises, naming the channel
+
     def check_credits(self, full=False):
         """available + in flight + returning == initial, per channel.  ``full`` also recounts the
         in-flight and returning lists against the running counters."""
@@ -180,7 +211,7 @@ class Link:
                                      f"+ in flight {self.in_flight[c]} + returning {self.returning[c]} "
                                      f"= {total} != {self.initial}")
             if full:
-                n = sum(1 for t, m, _ in self.flight[c <= Channel.D2H_DATA] if m.chan is c and t is not None)
+                n = sum(1 for t, m, _ in self.flight[c <= _Ch.D2H_DATA] if m.chan is c and t is not None)
                 r = sum(1 for _, rc in self.returns if rc is c)
                 if (n, r) != (self.in_flight[c], self.returning[c]):
                     raise AssertionError(f"{c.name}: {n} in flight and {r} returning, but the counters "
@@ -192,7 +223,7 @@ class Link:
         down_order = {}
         rest = []
         for t, m, _ in self.flight[False]:
-            if m.chan is Channel.H2D_DATA:
+            if m.chan is _Ch.H2D_DATA:
                 rest.append((m, t is None))
             else:
                 down_order.setdefault(m.line, []).append((m, t is None))
