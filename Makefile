@@ -14,8 +14,15 @@ STAMP        := $(VENV)/.stamp
 WARMUP_STAMP := $(VENV)/.warmup
 
 DEVICES            ?= 4
-TRANSACTIONS       ?= 100000
+TRANSACTIONS       ?= 20000
+MODEL_TRANSACTIONS ?= 100000
 SEED               ?= 1
+SIM                ?= icarus
+WAVES              ?=
+TESTCASE           ?=
+REGRESS_SEEDS        ?= 50
+REGRESS_TRANSACTIONS ?= 20000
+REGRESS_SIM          ?= verilator
 HYPOTHESIS_PROFILE ?= ci
 PYTEST_ARGS        ?=
 
@@ -39,12 +46,16 @@ define need
 	else echo '$(3)' >&2; exit 1; fi
 endef
 
-.PHONY: help venv iverilog cxx warmup deps sim test explore table vectors report clean which-verilator formal verilog bench
+.PHONY: help venv iverilog cxx warmup deps sim regress model test explore table vectors report clean which-verilator formal verilog bench
 
 help:
 	@echo 'cxl-dcoh targets:'
-	@echo '  make sim      golden-model system simulation -> build/sim/summary.json'
-	@echo '                (DEVICES=$(DEVICES) TRANSACTIONS=$(TRANSACTIONS) SEED=$(SEED), override on the command line)'
+	@echo '  make sim      RTL system (cocotb: N DCOH+link devices under the golden host, scoreboarded)'
+	@echo '                -> build/sim/summary.json + summary.png (SIM=$(SIM)|verilator DEVICES=$(DEVICES)'
+	@echo '                TRANSACTIONS=$(TRANSACTIONS) SEED=$(SEED) WAVES=1 TESTCASE=name)'
+	@echo '  make regress  RTL system, REGRESS_SEEDS=$(REGRESS_SEEDS) x REGRESS_TRANSACTIONS=$(REGRESS_TRANSACTIONS) on $(REGRESS_SIM)'
+	@echo '                -> build/regress/summary.json'
+	@echo '  make model    golden-model system simulation (MODEL_TRANSACTIONS=$(MODEL_TRANSACTIONS)) -> build/model/summary.json'
 	@echo '  make test     all tests (pytest, HYPOTHESIS_PROFILE=$(HYPOTHESIS_PROFILE); PYTEST_ARGS=... to pass more)'
 	@echo '  make explore  exhaustive exploration of tiny configurations -> build/explore/summary.json'
 	@echo '  make table    protocol tables -> build/tables/*.csv and docs/protocol.md'
@@ -95,7 +106,17 @@ which-verilator: venv
 # ---------------------------------------------------------------- jobs
 sim: deps
 	@mkdir -p build/sim
-	$(PY) -m models.system --devices $(DEVICES) --transactions $(TRANSACTIONS) --seed $(SEED) --out build/sim/summary.json
+	@$(WITH_VLT) && $(PY) -m tb.run_system --sim $(SIM) --devices $(DEVICES) --transactions $(TRANSACTIONS) \
+	  --seed $(SEED) $(if $(WAVES),--waves) $(if $(TESTCASE),--testcase $(TESTCASE)) --out build/sim/summary.json
+
+regress: deps
+	@mkdir -p build/regress
+	@$(WITH_VLT) && $(PY) -m tb.run_system --sim $(REGRESS_SIM) --devices $(DEVICES) --seed $(SEED) \
+	  --seeds $(REGRESS_SEEDS) --transactions $(REGRESS_TRANSACTIONS) --no-flit-monitor --out build/regress/summary.json
+
+model: venv
+	@mkdir -p build/model
+	$(PY) -m models.system --devices $(DEVICES) --transactions $(MODEL_TRANSACTIONS) --seed $(SEED) --out build/model/summary.json
 
 # The wall time of the test run goes to build/bench/make_test_s.txt (make bench reports it).
 test: deps

@@ -528,7 +528,7 @@ def main(argv=None):
     ap.add_argument("--max-outstanding", type=int, default=Config.max_outstanding)
     ap.add_argument("--transactions", type=int, default=100000)
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--out", default="build/sim/summary.json")
+    ap.add_argument("--out", default="build/model/summary.json")
     args = ap.parse_args(argv)
     try:
         cfg = Config(devices=args.devices, caches=args.caches, sf_sets=args.sf_sets, sf_ways=args.sf_ways,

@@ -332,6 +332,8 @@ class DeviceSide:
             c = bench.cmd_codec.decode(int(h("cmd__payload").value))
             self.cmd_rsp = self.bfm.command(c["line"], c["caches"], CmdOp(c["op"]).name)
             dirty, excl, data = self.cmd_rsp
+            if bench.broken == "cmd_data" and dirty:
+                data ^= 1                  # SIM_BREAK=cmd_data: a corrupted line (the scoreboard must see it)
             write(h("cmd_rsp__payload"), bench.cmd_rsp_codec.encode(dirty=dirty, excl=excl, data=data))
             write(h("cmd_rsp__valid"), 1)
             bench.touch(c["line"])
@@ -435,6 +437,7 @@ class SystemBench:
         self.think = think
         self.flit_monitor = flit_monitor
         self.flit_coverage = {}
+        self.broken = os.environ.get("SIM_BREAK")     # tests only: break the device side on purpose
         self.sysm = System(self.cfg, timed=False)
         self.workload = Workload(self.cfg, self.rng)
         core = DCOH(**p)
