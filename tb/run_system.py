@@ -60,7 +60,8 @@ def build(sim, devices, build_root, ber=0.0, waves=False):
         # -MAKEFLAGS: the wheel's verilated.mk has an empty CFG_CXXFLAGS_PCH_I, which breaks the
         # precompiled-header build of large models ("Vtop__pch.h.fast: linker input file not found")
         args = ["-Wno-fatal", "-Wno-lint", "-Wno-style", "-O3", "--x-assign", "fast", "--x-initial", "fast",
-                "--no-timing", "--build-jobs", "2", "-MAKEFLAGS", "CFG_CXXFLAGS_PCH_I=-include"]
+                "--no-timing", "--build-jobs", "2", "-MAKEFLAGS", "CFG_CXXFLAGS_PCH_I=-include",
+                "-MAKEFLAGS", "OPT_FAST=-O2"]    # -O3 is Verilator's; the C++ defaults to -Os
     runner.build(sources=sources, hdl_toplevel="system_top", build_dir=build_dir, timescale=("1ns", "1ps"),
                  build_args=args, waves=waves)
     return runner, build_dir, rtl_dir / "system_params.json"
