@@ -14,7 +14,7 @@ import pytest
 from tb.run_system import build, run
 
 ROOT = Path(__file__).resolve().parent.parent
-BUILD = ROOT / "build" / "test_system"
+BUILD = ROOT / "build" / "sim"          # shares the converted Verilog with make sim
 SEED = int(os.environ.get("SYSTEM_SEED", "3"))
 
 
