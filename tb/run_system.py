@@ -70,11 +70,13 @@ def build(sim, devices, build_root, ber=0.0, waves=False):
 
 
 def run(runner, build_dir, params, seed, transactions, out, think=8, flit_monitor=True, waves=False,
-        testcase=None):
-    """One cocotb run; returns the summary dict (``violations`` 1 and ``error`` on a mismatch)."""
+        testcase=None, trace=None):
+    """One cocotb run; returns the summary dict (``violations`` 1 and ``error`` on a mismatch).
+    ``trace``: a JSON file of access traces to replay (``system_trace``) instead of random traffic."""
     from cocotb_tools.runner import get_results
     env = {"SIM_PARAMS": str(params), "SIM_SEED": str(seed), "SIM_TRANSACTIONS": str(transactions),
            "SIM_THINK": str(think), "SIM_FLIT_MONITOR": "1" if flit_monitor else "0", "SIM_OUT": str(out),
+           "SIM_TRACE": str(trace) if trace else "",
            "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     out = Path(out)
     if out.exists():
@@ -132,6 +134,7 @@ def main(argv=None):
     ap.add_argument("--ber", type=float, default=0.0, help="bit error rate on every link wire")
     ap.add_argument("--waves", action="store_true", help="write an FST (Icarus) / VCD (Verilator) and print its path")
     ap.add_argument("--testcase", default=None)
+    ap.add_argument("--trace", default=None, help="replay the access traces of this JSON file (docs/testbench.md)")
     ap.add_argument("--no-flit-monitor", action="store_true")
     ap.add_argument("--out", default="build/sim/summary.json")
     ap.add_argument("--build-root", default="build/sim")
@@ -147,7 +150,7 @@ def main(argv=None):
     for seed in range(args.seed, args.seed + args.seeds):
         seed_out = out if args.seeds == 1 else out.with_name(f"{out.stem}_seed{seed}.json")
         s = run(runner, build_dir, params, seed, args.transactions, seed_out, args.think, flit_monitor,
-                args.waves, args.testcase)
+                args.waves, args.testcase, args.trace)
         s["simulator"] = args.sim
         seed_out.write_text(json.dumps(s, indent=2))
         summaries.append(s)
@@ -158,10 +161,14 @@ def main(argv=None):
             continue
         total_tx += s["transactions"]
         total_cycles += s["cycles"]
-        total_wall += s["wall_s"]
+        total_wall += s.get("wall_s", 0)
         print(f"seed {seed}: ok, {s['transactions']} transactions, {s['cycles']} cycles, "
-              f"{s['sim_cycles_per_s']} cycles/s", flush=True)
-        if args.seeds == 1:
+              f"{s.get('sim_cycles_per_s')} cycles/s", flush=True)
+        if "traces" in s:
+            for name, t in s["traces"].items():
+                print(f"  trace {name}: {t['transactions']} transactions, {t['cycles']} cycles, "
+                      f"{len(t['state_event'])} (state, event) pairs")
+        elif args.seeds == 1:
             png = plot_latency(s, out.with_suffix(".png"))
             for op, v in s["latency_cycles"].items():
                 print(f"  {op:<17} n={v['count']:>7}  p50={v['p50']:>5}  p99={v['p99']:>5} cycles")

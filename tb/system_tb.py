@@ -61,7 +61,7 @@ from hdl.dcoh.dcoh import DCOH, CacheState, CmdOp, CpuKind, Dispatch
 from hdl.protocol import Channel
 from models.checker import InvariantViolation
 from models.config import Config
-from models.dcoh import cache_hit
+from models.dcoh import CpuOp, cache_hit
 from models.flit import Direction, FlitError, Unpacker, decode_header, SLOTS
 from models.link import encode as encode_msg
 from models.states import Perm
@@ -373,7 +373,9 @@ class DeviceSide:
             if op is None:
                 if not issuing():
                     continue
-                op = bench.workload.next_op(k)
+                op = bench.next_op(self.d, k)
+                if op is None:
+                    continue
             if cache_hit(self.bfm.caches[k], op):
                 if not idle:
                     self.pending_op[k] = op         # a hit waits for the DCOH to be idle
@@ -424,7 +426,7 @@ class DeviceSide:
 
 
 class SystemBench:
-    def __init__(self, dut, params, seed, transactions, think=8, flit_monitor=True):
+    def __init__(self, dut, params, seed, transactions, think=8, flit_monitor=True, trace=None):
         self.dut, self.params, self.seed, self.transactions = dut, params, seed, transactions
         p = params["dcoh"]
         self.devices = params["devices"]
@@ -440,6 +442,15 @@ class SystemBench:
         self.broken = os.environ.get("SIM_BREAK")     # tests only: break the device side on purpose
         self.sysm = System(self.cfg, timed=False)
         self.workload = Workload(self.cfg, self.rng)
+        # a trace: each cache replays its accesses in order instead of the random workload
+        self.trace = None
+        if trace is not None:
+            self.trace = {}
+            for d, k, kind, line, value, variant in trace:
+                if not (0 <= d < self.devices and 0 <= k < self.cfg.caches):
+                    raise ValueError(f"trace access {kind} line {line:#x} names dev{d} cache {k}, but the "
+                                     f"system has {self.devices} devices x {self.cfg.caches} caches")
+                self.trace.setdefault((d, k), deque()).append(CpuOp(kind, k, line, value, variant))
         core = DCOH(**p)
         member = lambda name: core.signature.members[name].signature.members["payload"].shape
         self.cpu_req_codec = StructCodec(member("cpu_req"))
@@ -468,6 +479,17 @@ class SystemBench:
             if not msg.chan.upstream:
                 side.h2d_sent(link.flight[False][-1])
         link.send = spy
+
+    def next_op(self, d, k):
+        if self.trace is None:
+            return self.workload.next_op(k)
+        q = self.trace.get((d, k))
+        return q.popleft() if q else None
+
+    def issuing(self):
+        if self.trace is not None:
+            return any(self.trace.values())
+        return self.done < self.transactions
 
     def write(self, handle, value):
         self.writes[handle] = value
@@ -502,19 +524,20 @@ class SystemBench:
                                      f"writers {writers}, readers {holders}")
         self.touched.clear()
 
-    async def run(self, max_cycles=None):
+    async def run(self, max_cycles=None, start_clock=True):
         dut = self.dut
         for handle, value in self.writes.items():      # every input driven before reset
             handle.value = value
         self.writes.clear()
-        cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
+        if start_clock:
+            cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
         dut.rst.value = 1
         for _ in range(3):
             await RisingEdge(dut.clk)
         dut.rst.value = 0
         sysm = self.sysm
         devs = self.devs
-        issuing = lambda: self.done < self.transactions
+        issuing = self.issuing
         last_done, last_done_at = 0, 0
         drained_for = 0
         t0 = time.perf_counter()
@@ -615,6 +638,22 @@ def _histogram(values, bins=16):
     return {"edges": [lo + i * width for i in range(len(counts) + 1)], "counts": counts}
 
 
+def _finish(bench, summary, seed, out):
+    summary["simulator"] = cocotb.SIM_NAME.lower().split()[0] if cocotb.SIM_NAME else None
+    if out:
+        with open(out, "w") as f:
+            json.dump(summary, f, indent=2)
+
+
+def _failed(bench, e, seed, out):
+    summary = {"engine": "rtl", "devices": bench.devices, "transactions": bench.done, "violations": 1,
+               "seed": seed, "cycles": bench.now, "error": str(e), "latency_cycles": {}}
+    if out:
+        with open(out, "w") as f:
+            json.dump(summary, f, indent=2)
+    cocotb.log.error(f"FAILED: {e}\nreproduce with: make sim SEED={seed}")
+
+
 def _settings():
     with open(os.environ["SIM_PARAMS"]) as f:
         params = json.load(f)
@@ -626,23 +665,44 @@ def _settings():
 @cocotb.test()
 async def system_random(dut):
     """Seeded random traffic from every internal cache until SIM_TRANSACTIONS requests completed."""
+    if os.environ.get("SIM_TRACE"):
+        return                                   # a trace run: system_trace does the work
     params, seed, transactions, think, flit_monitor, out = _settings()
     bench = SystemBench(dut, params, seed, transactions, think, flit_monitor)
     try:
         summary = await bench.run()
     except SystemMismatch as e:
-        summary = {"engine": "rtl", "devices": bench.devices, "transactions": bench.done, "violations": 1,
-                   "seed": seed, "cycles": bench.now, "error": str(e), "latency_cycles": {}}
-        if out:
-            with open(out, "w") as f:
-                json.dump(summary, f, indent=2)
-        cocotb.log.error(f"FAILED: {e}\nreproduce with: make sim SEED={seed}")
+        _failed(bench, e, seed, out)
         raise
-    summary["simulator"] = cocotb.SIM_NAME.lower().split()[0] if cocotb.SIM_NAME else None
-    if out:
-        with open(out, "w") as f:
-            json.dump(summary, f, indent=2)
+    _finish(bench, summary, seed, out)
     cov = summary["coverage"]
     cocotb.log.info(f"seed {seed}: {summary['transactions']} transactions, {summary['cycles']} cycles, "
                     f"{summary['sim_cycles_per_s']} cycles/s; {len(cov['state_event'])} (state, event) pairs, "
                     f"{len(cov['flits'])} flit kinds/slot formats")
+
+
+@cocotb.test()
+async def system_trace(dut):
+    """Replays the traces in SIM_TRACE (JSON: a list of {"name", "ops": [[dev, cache, kind, line, value,
+    variant], ...]}): each cache issues its accesses in order; the system is reset between traces."""
+    path = os.environ.get("SIM_TRACE")
+    if not path:
+        return
+    params, seed, _, think, flit_monitor, out = _settings()
+    with open(path) as f:
+        traces = json.load(f)
+    merged = {"engine": "rtl", "devices": params["devices"], "transactions": 0, "violations": 0, "seed": seed,
+              "cycles": 0, "traces": {}}
+    for i, t in enumerate(traces):
+        bench = SystemBench(dut, params, seed, 0, think, flit_monitor, trace=t["ops"])
+        try:
+            s = await bench.run(start_clock=(i == 0))
+        except SystemMismatch as e:
+            _failed(bench, f"trace {t['name']}: {e}", seed, out)
+            raise
+        merged["transactions"] += s["transactions"]
+        merged["cycles"] += s["cycles"]
+        merged["traces"][t["name"]] = {"transactions": s["transactions"], "cycles": s["cycles"],
+                                       "state_event": s["coverage"]["state_event"]}
+    merged["latency_cycles"] = {}
+    _finish(None, merged, seed, out)

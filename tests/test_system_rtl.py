@@ -39,3 +39,46 @@ def test_system_scoreboard_catches_a_corrupted_line(icarus_system, tmp_path, mon
     s = run(runner, build_dir, params, SEED, 400, tmp_path / "summary.json", think=2)
     assert s.get("violations") == 1, "a corrupted line reached the host unnoticed"
     assert f"seed {SEED}" in s["error"] and ("data" in s["error"] or "cache" in s["error"]), s["error"]
+
+
+def _race_traces(devices=2, caches=2):
+    """The CPU accesses of every race in tests/test_races.py (recorded by tests/scenario.py), as
+    system_tb traces.  The races were built on the model with their own timing; on the RTL system the
+    same accesses run with the RTL's timing, checked by the same scoreboard."""
+    import inspect
+    import scenario as scenario_mod
+    import test_races
+    traces = []
+    for name, race in inspect.getmembers(test_races, inspect.isfunction):
+        if not name.startswith("test_"):
+            continue
+        made = []
+        orig = scenario_mod.Scenario.__init__
+
+        def record(self, **cfg):
+            orig(self, **cfg)
+            made.append(self)
+        scenario_mod.Scenario.__init__ = record
+        try:
+            race()
+        finally:
+            scenario_mod.Scenario.__init__ = orig
+        ops = [list(m[1:]) for s in made for m in s.trace if m[0] == "cpu"]
+        if ops and all(d < devices and k < caches for d, k, *_ in ops):
+            traces.append({"name": name, "ops": ops})
+    return traces
+
+
+def test_system_replays_the_race_traces(icarus_system, tmp_path):
+    import json
+    traces = _race_traces()
+    assert len(traces) >= 5
+    path = tmp_path / "traces.json"
+    path.write_text(json.dumps(traces))
+    runner, build_dir, params = icarus_system
+    s = run(runner, build_dir, params, SEED, 0, tmp_path / "summary.json", think=2, testcase="system_trace",
+            trace=path)
+    assert not s.get("violations"), s.get("error")
+    assert set(s["traces"]) == {t["name"] for t in traces}
+    for name, t in s["traces"].items():
+        assert t["transactions"] >= 1, f"{name}: no request reached the host"
