@@ -92,8 +92,10 @@ SPEED = 8            # Ref: issue "make synth" (speed grade 8; nextpnr accepts 6
 PACKAGE = "CABGA381"
 SEED = 1             # Ref: issue "make synth" (fixed seed; reference/toolchain.md pitfall 4: Fmax varies with it)
 TARGET_MHZ = 150.0   # Ref: issue "make synth" (the 150 MHz target on the sync clock)
-# Assumption: nextpnr's router, router1 (the ECP5 default; it routes link_tx in ~6 min).  Neither router
-# finishes the DCOH: router1 was stuck at ~1000 congested arcs after 18 min, router2 plateaued at
+# Assumption: nextpnr's router, router1 (the ECP5 default).  After the link-layer pipelining it routes
+# link_tx in ~6-10 min and link_rx in ~9-12 min of nextpnr time on this 2-core machine (placement ~4 min
+# before that), so both finish within --timeout 1500 (docs/link_layer.md, "RTL pipelining").  Neither
+# router finishes the DCOH: router1 was stuck at ~1000 congested arcs after 18 min, router2 plateaued at
 # ~1500 overused wires (18 iterations, ~10 min).  See the report of `make synth` / the issue.
 ROUTER = "router1"
 

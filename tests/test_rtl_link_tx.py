@@ -2,8 +2,9 @@
 
 Every test drives the RTL and a reference ``Packer`` in lockstep: in each cycle where the RTL decides a
 flit (``~flit.valid | flit.ready``, not paused) the reference's ``next_flit()`` is called first, then
-the messages the RTL accepted in that cycle are pushed and the credits/acks handed in are added (the RTL
-sees them from the next cycle on).  After the clock edge the RTL must offer exactly that flit (or none).
+the messages the RTL accepted in the *previous* cycle are pushed and the credits/acks handed in then are
+added.  The packer plans each flit one cycle ahead (hdl/link/tx.py, "Timing"), so a decision sees the
+inputs of two or more cycles before it.  After the clock edge the RTL must offer exactly that flit (or none).
 Every transferred flit is also decoded by ``models.flit.Unpacker``, which must never raise, and at the
 end every message, credit and ack must have come out, in per-channel order.
 
@@ -79,11 +80,13 @@ class Harness:
         flits, expected, self.transfers = [], None, []
         idle = {"valid": {ch: True for ch in chans}, "ready": True, "pause": False, "crd": (0, 0, 0), "acks": 0}
         cycle, drain_limit = 0, len(sc["cycles"]) + 20 * (sum(map(len, pending.values())) + 8)
+        late = ([], (0, 0, 0), 0)          # what was handed in during the previous cycle (see below)
         while True:
             step = sc["cycles"][cycle] if cycle < len(sc["cycles"]) else idle
             draining = cycle >= len(sc["cycles"])
             if draining and not ref.busy and not ref.acks and not any(ref.credits.values()) \
-                    and not any(pending.values()) and not ctx.get(dut.flit.valid):
+                    and not any(pending.values()) and not late[0] and not any(late[1]) and not late[2] \
+                    and not ctx.get(dut.flit.valid):
                 break
             assert cycle < drain_limit, "the packer does not drain"
             for ch in chans:
@@ -103,12 +106,17 @@ class Harness:
                 self.transfers.append(cycle)
             decide = (not valid or ready) and not step["pause"]
             if decide:
-                expected = ref.next_flit()           # decided on the state before this cycle's inputs
+                # Planned in the previous cycle: it sees what was handed in up to two cycles ago.
+                expected = ref.next_flit()
+            for msg in late[0]:                      # handed in last cycle: seen from the next decision
+                ref.push(msg)
+            ref.return_credits(*late[1])
+            ref.acknowledge(late[2])
+            accepted = []
             for ch in chans:
                 if ctx.get(self.ports[ch].valid) and ctx.get(self.ports[ch].ready):
-                    ref.push(pending[ch].pop(0))
-            ref.return_credits(*step["crd"])
-            ref.acknowledge(step["acks"])
+                    accepted.append(pending[ch].pop(0))
+            late = (accepted, tuple(step["crd"]), step["acks"])
             await ctx.tick()
             cycle += 1
             if decide:
@@ -174,9 +182,12 @@ def test_vectors(vectors, depth):
         credits = Credits(**vec["credits"])
         # Paused: one message per channel per cycle into the queues, all credits and acks at once.
         load = max([len(v) for v in messages.values()] + [1])
+        # One more paused cycle after the last message: the packer plans a flit a cycle ahead, so the
+        # first decision sees what was handed in up to two cycles before it (hdl/link/tx.py, "Timing").
         cycles = [{"valid": dict.fromkeys(chans, True), "ready": False, "pause": True,
                    "crd": tuple(credits) if c == 0 else (0, 0, 0), "acks": vec["acks"] if c == 0 else 0}
                   for c in range(load)]
+        cycles.append({"valid": {}, "ready": False, "pause": True, "crd": (0, 0, 0), "acks": 0})
         flits, _ = h.run({"messages": messages, "cycles": cycles})
         want = [deframe(bytes.fromhex(f)) for f in vec["flits"]]
         if fits:
@@ -244,7 +255,8 @@ def test_streaming_one_flit_per_cycle():
                       "crd": (0, 0, 0), "acks": 0}] * 40}
     flits, _ = h.run(sc)
     assert h.transfers == list(range(h.transfers[0], h.transfers[0] + len(flits))), "an idle cycle"
-    assert h.transfers[0] <= 3                  # accepted at edge 1, decided in cycle 1, offered in 2
+    # accepted at edge 1, planned in cycle 1, decided in cycle 2, offered in 3
+    assert h.transfers[0] <= 4
     check_stream(h.direction, flits, sc["messages"], Credits(), 0)
 
 

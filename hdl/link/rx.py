@@ -40,13 +40,23 @@ Counters (32 bits, wrap around): ``crc_errors``, ``rule_errors`` (the two error 
 Structure, timing, throughput
 -----------------------------
 An input register holds one flit (``flit.ready`` = register empty or retiring this cycle).  The held
-flit is decoded combinationally in full (CRC, all rules, every message of every format, the data
-chunks) and retired at the next edge only when every output channel it writes has room in all its lanes
+flit is retired at the next edge only when every output channel it writes has room in all its lanes
 (a simple, slightly conservative condition that does not depend on which lanes it would use); a bad flit
 (CRC or rule) is retired at once and changes nothing but the status outputs and counters, so the
 unpacker state is exactly as before it (as in the reference).  Retiring writes the messages into
 per-channel output queues and updates the data-chunk state at one edge, so a flit is never partly
 delivered.
+
+Pipelining for Fmax (docs/link_layer.md, "RTL pipelining"), without changing any timing above: all
+that depends on a flit's bits alone is *pre-decoded* from ``flit.payload`` in the cycle it is offered
+and registered together with it (``_predecode``): the CRC check, the slot formats, every content-only
+rule (per run of such rules between the two state-dependent ones, ROLLOVER and NO_DATA, the first
+failing one's code), the messages of each channel compacted in order (message k of the flit), their
+counts, the G0 chunks compacted, the control-flit decode.  The per-slot message counts are summed per
+slot (one format per slot is selected), not through a chain over every message position.  After the
+register only the data-chunk-state part remains: ``owed`` and "all-data due" are registers of their own,
+the verdict's ``good`` is a flat AND/OR (the priority encoder for ``error`` only feeds its register),
+and message k goes to lane (wptr + k) mod lanes.
 
 Each request/response channel has ``MAX_PER_FLIT[chan]`` lanes (``SyncFIFOBuffered``, ``depth`` entries
 each) written round-robin, so one flit can hand over all its messages of a channel at one edge; the
@@ -79,7 +89,7 @@ flit behind a rule error, at edge *n+2*, before any of its messages or state cha
 #      §2.5 (control flits).
 """
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.hdl import Assert, Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import data, enum, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
@@ -185,6 +195,17 @@ def _popcount(bits):
     return sum((b.as_unsigned() for b in bits), Const(0, 1))
 
 
+def _or(values, width):
+    """Bitwise OR of ``values`` as a balanced tree (0 when empty)."""
+    values = list(values)
+    if not values:
+        return Const(0, width)
+    while len(values) > 1:
+        values = [values[i] | values[i + 1] if i + 1 < len(values) else values[i]
+                  for i in range(0, len(values), 2)]
+    return values[0]
+
+
 class FlitUnpacker(wiring.Component):
     """RX unpacker; see the module docstring for ports, timing and error handling."""
 
@@ -197,6 +218,10 @@ class FlitUnpacker(wiring.Component):
             raise ValueError(f"CHUNK_BYTES={CHUNK_BYTES}: a data chunk must fill a G-slot ({SLOT_BYTES} bytes)")
         # At most one line completes per flit: the head line has <= CHUNKS_PER_LINE - 1 chunks and a
         # flit <= SLOTS chunks.  The single data lane below relies on it.
+        # NO_DATA is pre-decoded as "no data header in an earlier slot and owed <= G0 slots before",
+        # which needs the G0 slots before any slot (<= SLOTS - 2) to stay below CHUNKS_PER_LINE.
+        if SLOTS - 2 >= CHUNKS_PER_LINE:
+            raise ValueError(f"CHUNKS_PER_LINE={CHUNKS_PER_LINE}, SLOTS={SLOTS}: unsupported")
         if (CHUNKS_PER_LINE - 1 + SLOTS) // CHUNKS_PER_LINE != 1:
             raise ValueError(f"CHUNKS_PER_LINE={CHUNKS_PER_LINE}, SLOTS={SLOTS}: more than one line could "
                              "complete per flit, which this design does not support")
@@ -228,115 +253,167 @@ class FlitUnpacker(wiring.Component):
             "rule_errors": Out(32),
         })
 
-    def elaborate(self, platform):
-        m = Module()
+    # ------------------------------------------------ stage 1: pre-decode of the offered flit
+    def _predecode(self, m, pin):
+        """Everything about a flit that depends on its bits alone (not on the data-chunk state), from the
+        flit *offered* on ``flit.payload``; ``elaborate`` registers it together with the flit.  Returns
+        {name: signal}.  The proto checks are split into *segments*: runs of content-only checks
+        between the checks that need the chunk state (ROLLOVER, NO_DATA); per segment the first failing
+        check's code is found here, so the verdict after the register only walks the segments."""
         req_ch, rsp_ch, dat_ch = self.chans
-        hdr_width = CODECS[dat_ch].width
-        queue_len = 1 + MAX_PER_FLIT[dat_ch]   # one waiting header + a flit's worth (see docstring)
+        out = {}
 
-        # ------------------------------------------------ input register
-        held = Signal(FLIT_BITS)
-        held_valid = Signal()
-        retire = Signal()
-        commit = Signal()                       # retiring, not discarded: the flit takes effect
-        m.d.comb += commit.eq(retire & ~self.discard)
-        m.d.comb += self.flit.ready.eq(~held_valid | retire)
-        with m.If(self.flit.valid & self.flit.ready):
-            m.d.sync += [held.eq(self.flit.payload), held_valid.eq(1)]
-        with m.Elif(retire):
-            m.d.sync += held_valid.eq(0)
-        p = held[:PAYLOAD_BITS]
+        def keep(name, value, shape=None):
+            sig = Signal(shape if shape is not None else len(Value.cast(value)), name=f"pre_{name}")
+            m.d.comb += sig.eq(value)
+            out[name] = sig
+            return sig
 
+        p = pin[:PAYLOAD_BITS]
         m.submodules.crc = crc = FlitCRC()
-        crc_bad = Signal()
-        m.d.comb += [crc.payload.eq(p), crc_bad.eq(crc.crc != held[PAYLOAD_BITS:])]
-
-        # ------------------------------------------------ data-chunk state
-        hq = [Signal(hdr_width, name=f"hq{i}") for i in range(queue_len)]      # waiting data headers
-        hq_n = Signal(range(queue_len + 1))
-        have = Signal(range(CHUNKS_PER_LINE))                                   # chunks of hq[0] so far
-        buf = [Signal(CHUNK_BITS, name=f"buf{i}") for i in range(CHUNKS_PER_LINE - 1)]
-        owed = Signal(range(CHUNKS_PER_LINE * queue_len + 1))
-        m.d.comb += owed.eq(hq_n * CHUNKS_PER_LINE - have)
-
-        all_data = Signal()
-        is_ctl = Signal()
-        is_proto = Signal()
+        m.d.comb += crc.payload.eq(p)
+        keep("crc_bad", crc.crc != pin[PAYLOAD_BITS:])
         hdr = {name: p[offset:offset + width] for name, (offset, width) in HEADER.items()}
-        m.d.comb += [
-            all_data.eq(owed >= CHUNKS_PER_LINE),
-            is_ctl.eq(~all_data & hdr["type"]),
-            is_proto.eq(~all_data & ~hdr["type"]),
-        ]
 
-        # ------------------------------------------------ protocol flit: every check, in reference order
-        checks = [(Cat(*(v for n, v in hdr.items() if n.startswith("rsvd"))).any(), RxError.RESERVED),
-                  (hdr["be"], RxError.BE)]
-        cands = {ch: [] for ch in self.chans}      # (valid, bits) of each message position, in order
+        # ---- protocol flit: every check, in reference order (content checks + state-check markers)
+        items = [("c", Cat(*(v for n, v in hdr.items() if n.startswith("rsvd"))).any(), RxError.RESERVED),
+                 ("c", hdr["be"], RxError.BE)]
+        cands = {ch: [] for ch in self.chans}      # (present, rank, bits) of each message position, in order
         chunk_slots = []                           # (is G0, slot bits) for slots that can be G0
-        counts = {ch: Const(0, 1) for ch in self.chans}   # valid messages in earlier slots
-        g0_before = Const(0, 1)
         formats = {(kind, code): f for (d, kind, code), f in SLOT_FORMATS.items() if d is self.direction}
+        # Messages per channel in each slot, and before each slot.  At most one format of a slot is
+        # selected, so a slot's count is an OR over its formats of (selected & that format's count); the
+        # count before slot s adds those of slots 0..s-1 (a short sum, not a chain through every
+        # message position).  A position's running count is then count before its slot + the valid bits
+        # before it in its format.
+        slot_bits, slot_sel, slot_mine = [], [], []
         for s in range(SLOTS):
             kind = "H" if s == 0 else "G"
-            bits = p[HEADER_BITS:SLOT_BITS] if s == 0 else p[SLOT_BITS * s:SLOT_BITS * (s + 1)]
-            code = hdr[f"slot{s}"]
+            slot_bits.append(p[HEADER_BITS:SLOT_BITS] if s == 0 else p[SLOT_BITS * s:SLOT_BITS * (s + 1)])
             mine = [f for (k, _), f in sorted(formats.items()) if k == kind]
             sel = {f.code: Signal(name=f"slot{s}_{f.name}") for f in mine}
             for f in mine:
-                m.d.comb += sel[f.code].eq(code == f.code)
-            g0 = Cat(*(sel[f.code] for f in mine if f.data)).any()
-            checks.append((~Cat(*sel.values()).any(), RxError.FORMAT))
+                m.d.comb += sel[f.code].eq(hdr[f"slot{s}"] == f.code)
+            slot_sel.append(sel)
+            slot_mine.append(mine)
+
+        def valid_bits(s, f, ch):
+            return [slot_bits[s][offset] for item, offset, _ in f.fields if item == ch]   # Valid = bit 0
+
+        slot_count = []
+        for s in range(SLOTS):
+            cnt = {}
+            for ch in self.chans:
+                most = max([len(valid_bits(s, f, ch)) for f in slot_mine[s] if not f.data] + [0])
+                c = Signal(range(most + 1), name=f"slot{s}_{ch.name.lower()}_n")
+                terms = [Mux(slot_sel[s][f.code], _popcount(valid_bits(s, f, ch)), 0)
+                         for f in slot_mine[s] if not f.data and valid_bits(s, f, ch)]
+                m.d.comb += c.eq(_or(terms, len(c)))
+                cnt[ch] = c
+            slot_count.append(cnt)
+        before = [{ch: Const(0, 1) for ch in self.chans}]
+        for s in range(SLOTS):
+            nxt = {}
+            for ch in self.chans:
+                b = Signal(range(sum(c[ch].shape().width and (1 << c[ch].shape().width) - 1
+                                     for c in slot_count[:s + 1]) + 1), name=f"before{s + 1}_{ch.name.lower()}")
+                m.d.comb += b.eq(sum(c[ch] for c in slot_count[:s + 1]))
+                nxt[ch] = b
+            before.append(nxt)
+        counts = before[SLOTS]
+
+        g0_before = Const(0, 1)
+        for s in range(SLOTS):
+            bits, sel, mine = slot_bits[s], slot_sel[s], slot_mine[s]
+            g0 = keep(f"s{s}_g0", Cat(*(sel[f.code] for f in mine if f.data)).any())
+            items.append(("c", ~Cat(*sel.values()).any(), RxError.FORMAT))
             if s >= 1:
-                checks.append(((owed >= s) & ~g0, RxError.ROLLOVER))
+                items.append(("rollover", s))          # (owed >= s) & ~g0
             if any(f.data for f in mine):
-                # Chunks go to the first line still owed one; none owed -> no header to take it.
-                hdrs_before = counts[dat_ch]
-                checks.append((g0 & (owed + CHUNKS_PER_LINE * hdrs_before <= g0_before), RxError.NO_DATA))
+                # Chunks go to the first line still owed one; none owed -> no header to take it:
+                # g0 & (owed + CHUNKS_PER_LINE * headers before <= G0 slots before).  With a header
+                # before, the left side is >= CHUNKS_PER_LINE > G0 slots before (checked in __init__).
+                keep(f"s{s}_nd", g0 & (before[s][dat_ch] == 0))
+                keep(f"s{s}_g0_before", g0_before, range(SLOTS))
+                items.append(("nodata", s))
                 chunk_slots.append((g0, bits))
                 g0_before = g0_before + g0.as_unsigned()
-            slot_valid = {ch: [] for ch in self.chans}
             for f in mine:
                 if f.data:
                     continue
                 on = sel[f.code]
                 if f.used_bits < len(bits):
-                    checks.append((on & bits[f.used_bits:].any(), RxError.PADDING))
+                    items.append(("c", on & bits[f.used_bits:].any(), RxError.PADDING))
                 taken = {ch: [] for ch in self.chans}
                 for item, offset, width in f.fields:
                     v = bits[offset:offset + width]
                     if item == S2M_NDR:
-                        checks.append((on & v.any(), RxError.NDR))
+                        items.append(("c", on & v.any(), RxError.NDR))
                         continue
                     valid = v[0]     # Valid is bit 0 of every message (hdl.protocol)
-                    checks.append((on & ~valid & v.any(), RxError.INVALID))
+                    items.append(("c", on & ~valid & v.any(), RxError.INVALID))
                     illegal = Cat(*(~Cat(*(v[fo:fo + fw] == e for e in legal)).any()
                                     for fo, fw, legal in _enum_fields(item))).any()
-                    checks.append((on & valid & illegal, RxError.OPCODE))
+                    items.append(("c", on & valid & illegal, RxError.OPCODE))
+                    rank = before[s][item] + _popcount(taken[item])      # valid messages before this one
                     taken[item].append(valid)
-                    n_so_far = counts[item] + _popcount(taken[item])
-                    checks.append((on & valid & (n_so_far > MAX_PER_FLIT[item]), RxError.MAX))
+                    items.append(("c", on & valid & (rank + 1 > MAX_PER_FLIT[item]), RxError.MAX))
                     present = Signal(name=f"slot{s}_{f.name}_{item.name.lower()}_at{offset}")
                     m.d.comb += present.eq(on & valid)
-                    cands[item].append((present, v))
-                    slot_valid[item].append(present)
-            for ch in self.chans:
-                if slot_valid[ch]:
-                    counts[ch] = counts[ch] + _popcount(slot_valid[ch])
-        checks.append((hdr["sz"] != (counts[dat_ch] != 0), RxError.SZ))
+                    cands[item].append((present, rank, v))
+        items.append(("c", hdr["sz"] != (counts[dat_ch] != 0), RxError.SZ))
 
-        proto_code = Signal(RxError)
-        for cond, err in reversed(checks):          # later statements win: the first failing check does
-            with m.If(cond):
-                m.d.comb += proto_code.eq(err)
+        # Segments of content checks: (any fails, first failing code); the state checks between them.
+        order, seg = [], []
+        def close():
+            if seg:
+                i = len([o for o in order if o[0] == "seg"])
+                code = Signal(RxError, name=f"seg{i}_code")
+                for cond, err in reversed(seg):     # later statements win: the first failing check does
+                    with m.If(cond):
+                        m.d.comb += code.eq(err)
+                keep(f"seg{i}_fail", Cat(*(c for c, _ in seg)).any())
+                keep(f"seg{i}_code", code, RxError)
+                order.append(("seg", f"seg{i}_fail", f"seg{i}_code"))
+                seg.clear()
+        for it in items:
+            if it[0] == "c":
+                seg.append(it[1:])
+            else:
+                close()
+                order.append(it)
+        close()
+        self._order = order
 
-        # ------------------------------------------------ control flit
+        # ---- the messages of each channel, in order, compacted to lanes 0.. (content only)
+        for ch, name in zip(self.chans, ("req", "rsp", "data")):
+            n = MAX_PER_FLIT[ch]
+            for k in range(n):
+                # At most one present position has rank k: an OR of the masked candidates.
+                msg = Signal(CODECS[ch].width, name=f"pre_{name}_msg{k}")
+                m.d.comb += msg.eq(_or([Mux(present & (rank == k), v, 0) for present, rank, v in cands[ch]],
+                                       CODECS[ch].width))
+                out[f"{name}_msg{k}"] = msg
+            keep(f"{name}_n", counts[ch], range(len(cands[ch]) + 1))
+
+        # ---- the chunks of a protocol flit: its G0 slots, compacted in slot order
+        rank = Const(0, 1)
+        placed = []
+        for g, bits in chunk_slots:
+            placed.append((g, rank, bits))
+            rank = rank + g.as_unsigned()
+        for j in range(SLOTS):
+            c = Signal(CHUNK_BITS, name=f"pre_chunk{j}")
+            m.d.comb += c.eq(_or([Mux(g & (r == j), bits, 0) for g, r, bits in placed], CHUNK_BITS))
+            out[f"chunk{j}"] = c
+        keep("n_chunks", rank, range(SLOTS + 1))
+
+        # ---- control flit
         ctl_hit = {}
         for kind, (fixed, fmask, _, _) in CONTROL_TABLES.items():
-            ctl_hit[kind] = Signal(name=f"ctl_is_{kind.replace('.', '_').lower()}")
-            keep = ((1 << PAYLOAD_BITS) - 1) & ~fmask
-            m.d.comb += ctl_hit[kind].eq((p & keep) == fixed)
-        ctl = Signal(self.ctl_layout)
+            mask = ((1 << PAYLOAD_BITS) - 1) & ~fmask
+            ctl_hit[kind] = keep(f"ctl_is_{kind.replace('.', '_').lower()}", (p & mask) == fixed)
+        ctl = Signal(self.ctl_layout, name="pre_ctl")
         for i, (kind, (_, _, spec, _)) in enumerate(CONTROL_TABLES.items()):
             with m.If(ctl_hit[kind]):
                 m.d.comb += ctl.kind.eq(i)
@@ -344,8 +421,78 @@ class FlitUnpacker(wiring.Component):
                     m.d.comb += getattr(ctl, name).eq(
                         sum((p[offset:offset + width].as_unsigned() << shift
                              for shift, offset, width in pieces), Const(0, 1)))
+        out["ctl"] = ctl
+        keep("ctl_any", Cat(*ctl_hit.values()).any())
+        self._ctl_kinds = list(ctl_hit)
+        return out
+
+    def elaborate(self, platform):
+        m = Module()
+        req_ch, rsp_ch, dat_ch = self.chans
+        hdr_width = CODECS[dat_ch].width
+        queue_len = 1 + MAX_PER_FLIT[dat_ch]   # one waiting header + a flit's worth (see docstring)
+
+        # ------------------------------------------------ input register (+ the pre-decode of its flit)
+        held = Signal(FLIT_BITS)
+        held_valid = Signal()
+        retire = Signal()
+        commit = Signal()                       # retiring, not discarded: the flit takes effect
+        accept = Signal()
+        m.d.comb += commit.eq(retire & ~self.discard)
+        m.d.comb += self.flit.ready.eq(~held_valid | retire)
+        m.d.comb += accept.eq(self.flit.valid & self.flit.ready)
+        with m.If(accept):
+            m.d.sync += [held.eq(self.flit.payload), held_valid.eq(1)]
+        with m.Elif(retire):
+            m.d.sync += held_valid.eq(0)
+        p = held[:PAYLOAD_BITS]
+        pre = self._predecode(m, self.flit.payload)
+        h = {}
+        for name, sig in pre.items():           # registered with the flit it describes
+            h[name] = Signal.like(sig, name=f"h_{name}")
+            with m.If(accept):
+                m.d.sync += h[name].eq(sig)
+        crc_bad = h["crc_bad"]
+
+        # ------------------------------------------------ data-chunk state
+        hq = [Signal(hdr_width, name=f"hq{i}") for i in range(queue_len)]      # waiting data headers
+        hq_n = Signal(range(queue_len + 1))
+        have = Signal(range(CHUNKS_PER_LINE))                                   # chunks of hq[0] so far
+        buf = [Signal(CHUNK_BITS, name=f"buf{i}") for i in range(CHUNKS_PER_LINE - 1)]
+        # Chunks owed (= hq_n * CHUNKS_PER_LINE - have) and "an all-data flit is due" are registers of
+        # their own, updated with hq_n and have, so the verdict does not start with that arithmetic.
+        owed_max = CHUNKS_PER_LINE * queue_len
+        owed = Signal(range(owed_max + 1))
+        owed_big = Signal()                     # owed >= CHUNKS_PER_LINE
+        m.d.sync += Assert(owed == hq_n * CHUNKS_PER_LINE - have, "owed register out of step")
+
+        all_data = Signal()
+        is_ctl = Signal()
+        is_proto = Signal()
+        hdr = {name: p[offset:offset + width] for name, (offset, width) in HEADER.items()}
+        m.d.comb += [
+            all_data.eq(owed_big),
+            is_ctl.eq(~all_data & hdr["type"]),
+            is_proto.eq(~all_data & ~hdr["type"]),
+        ]
+
+        # ------------------------------------------------ protocol flit verdict: segments + state checks
+        proto_code = Signal(RxError)
+        for it in reversed(self._order):           # later statements win: the first failing check does
+            if it[0] == "seg":
+                with m.If(h[it[1]]):
+                    m.d.comb += proto_code.eq(h[it[2]])
+            elif it[0] == "rollover":
+                s = it[1]
+                with m.If((owed >= s) & ~h[f"s{s}_g0"]):
+                    m.d.comb += proto_code.eq(RxError.ROLLOVER)
+            else:
+                s = it[1]
+                with m.If(h[f"s{s}_nd"] & (owed <= h[f"s{s}_g0_before"])):
+                    m.d.comb += proto_code.eq(RxError.NO_DATA)
 
         # ------------------------------------------------ verdict
+        ctl = h["ctl"]
         code = Signal(RxError)
         with m.If(crc_bad):
             m.d.comb += code.eq(RxError.CRC)
@@ -354,12 +501,25 @@ class FlitUnpacker(wiring.Component):
         with m.Elif(is_ctl):
             with m.If(owed != 0):
                 m.d.comb += code.eq(RxError.TYPE)
-            with m.Elif(~Cat(*ctl_hit.values()).any()):
+            with m.Elif(~h["ctl_any"]):
                 m.d.comb += code.eq(RxError.CONTROL)
         with m.Else():
             m.d.comb += code.eq(proto_code)
+        # good == (code == NONE), as a flat AND/OR (the ``code`` priority chain only feeds the registered
+        # ``error`` output; ``good`` feeds ``retire`` and from there ``flit.ready``).
+        proto_bad = Signal()
+        fails = []
+        for it in self._order:
+            if it[0] == "seg":
+                fails.append(h[it[1]])
+            elif it[0] == "rollover":
+                fails.append((owed >= it[1]) & ~h[f"s{it[1]}_g0"])
+            else:
+                fails.append(h[f"s{it[1]}_nd"] & (owed <= h[f"s{it[1]}_g0_before"]))
+        m.d.comb += proto_bad.eq(Cat(*fails).any())
         good = Signal()
-        m.d.comb += good.eq(code == RxError.NONE)
+        m.d.comb += good.eq(~crc_bad & (all_data | (is_ctl & (owed == 0) & h["ctl_any"]) | (is_proto & ~proto_bad)))
+        m.d.sync += Assert(~held_valid | (good == (code == RxError.NONE)), "good out of step with the verdict")
 
         # ------------------------------------------------ data chunks of this flit
         n_ch = Signal(range(SLOTS + 1))
@@ -369,23 +529,19 @@ class FlitUnpacker(wiring.Component):
             for j in range(SLOTS):
                 m.d.comb += chunks[j].eq(p[SLOT_BITS * j:SLOT_BITS * (j + 1)])
         with m.Elif(is_proto):
-            m.d.comb += n_ch.eq(_popcount([g for g, _ in chunk_slots]))
-            rank = Const(0, 1)
-            for g, bits in chunk_slots:            # compact the G0 slots, in slot order
-                for j in range(SLOTS):
-                    with m.If(g & (rank == j)):
-                        m.d.comb += chunks[j].eq(bits)
-                rank = rank + g.as_unsigned()
+            m.d.comb += n_ch.eq(h["n_chunks"])
+            for j in range(SLOTS):
+                m.d.comb += chunks[j].eq(h[f"chunk{j}"])
         # ext[q]: chunk q of the head line and then of the next line, buffered chunks first.
         ext = [Signal(CHUNK_BITS, name=f"ext{q}") for q in range(2 * CHUNKS_PER_LINE - 1)]
         with m.Switch(have):
-            for h in range(CHUNKS_PER_LINE):
-                with m.Case(h):
+            for hv in range(CHUNKS_PER_LINE):
+                with m.Case(hv):
                     for q, e in enumerate(ext):
-                        if q < h:
+                        if q < hv:
                             m.d.comb += e.eq(buf[q])
-                        elif q - h < SLOTS:
-                            m.d.comb += e.eq(chunks[q - h])
+                        elif q - hv < SLOTS:
+                            m.d.comb += e.eq(chunks[q - hv])
         complete = Signal()
         m.d.comb += complete.eq(have + n_ch >= CHUNKS_PER_LINE)
         line = Cat(*ext[:CHUNKS_PER_LINE])
@@ -408,25 +564,22 @@ class FlitUnpacker(wiring.Component):
                 m.d.sync += rptr.eq(Mux(rptr == n_lanes - 1, 0, rptr + 1))
             return lanes, wptr
 
-        lanes = {}
         need = {}
         for name, chan in (("req", req_ch), ("rsp", rsp_ch)):
             group, wptr = lane_group(name, MAX_PER_FLIT[chan], CODECS[chan].width)
-            lanes[chan] = group
             n_lanes = len(group)
-            rank = Const(0, 1)
-            for present, v in cands[chan]:
-                slot_idx = wptr + rank
-                lane_idx = Mux(slot_idx >= n_lanes, slot_idx - n_lanes, slot_idx)
-                for i, fifo in enumerate(group):
-                    with m.If(present & (lane_idx == i)):
-                        m.d.comb += [fifo.w_data.eq(v), fifo.w_en.eq(commit & good & is_proto)]
-                rank = rank + present.as_unsigned()
-            n_msgs = Signal(range(len(cands[chan]) + 1), name=f"{name}_count")
-            m.d.comb += n_msgs.eq(rank)
+            n_msgs = h[f"{name}_n"]
+            # Message k of this flit goes to lane (wptr + k) mod n_lanes.
+            for i, fifo in enumerate(group):
+                with m.Switch(wptr):
+                    for w in range(n_lanes):
+                        with m.Case(w):
+                            k = (i - w) % n_lanes
+                            m.d.comb += [fifo.w_data.eq(h[f"{name}_msg{k}"]),
+                                         fifo.w_en.eq(commit & good & is_proto & (n_msgs > k))]
             with m.If(commit & good & is_proto):
                 m.d.sync += wptr.eq(Mux(wptr + n_msgs >= n_lanes, wptr + n_msgs - n_lanes, wptr + n_msgs))
-            need[chan] = (good & is_proto & (n_msgs != 0), Cat(*(f.w_rdy for f in group)).all())
+            need[chan] = (is_proto & (n_msgs != 0), Cat(*(f.w_rdy for f in group)).all())
 
         (dfifo,), _ = lane_group("data", 1, channel_shape(dat_ch).size)
         dmsg = Signal(channel_shape(dat_ch))
@@ -436,13 +589,16 @@ class FlitUnpacker(wiring.Component):
             dmsg.hdr.eq(hq[0]), dmsg.data.eq(line),
             dfifo.w_data.eq(dmsg), dfifo.w_en.eq(commit & delivers_line),
         ]
-        need[dat_ch] = (delivers_line, dfifo.w_rdy)
+        need[dat_ch] = (~is_ctl & complete, dfifo.w_rdy)
+        # A good flit waits for room in every channel it writes; a bad one retires at once.
         has_room = Cat(*(~wants | room for wants, room in need.values())).all()
-        m.d.comb += retire.eq(held_valid & (self.discard | has_room))   # a discarded flit writes nothing
+        m.d.comb += retire.eq(held_valid & (self.discard | ~good | has_room))   # a discarded flit writes nothing
 
         # ------------------------------------------------ commit the chunk state
         with m.If(commit & good & ~is_ctl):
             pop = complete.as_unsigned()
+            owed_next = owed + Mux(is_proto, CHUNKS_PER_LINE * h["data_n"], 0) - n_ch
+            m.d.sync += [owed.eq(owed_next), owed_big.eq(owed_next >= CHUNKS_PER_LINE)]
             m.d.sync += have.eq(have + n_ch - CHUNKS_PER_LINE * pop)
             for q, b in enumerate(buf):
                 m.d.sync += b.eq(Mux(complete, ext[q + CHUNKS_PER_LINE], ext[q]))
@@ -451,13 +607,12 @@ class FlitUnpacker(wiring.Component):
                 m.d.sync += hq[i].eq(Mux(complete, hq[i + 1], hq[i]) if i + 1 < queue_len else
                                      Mux(complete, 0, hq[i]))
             with m.If(is_proto):
-                rank = Const(0, 1)
-                for present, v in cands[dat_ch]:           # then append this flit's headers in order
+                n_hdrs = h["data_n"]
+                for k in range(MAX_PER_FLIT[dat_ch]):      # then append this flit's headers in order
                     for i in range(queue_len):
-                        with m.If(present & (base + rank == i)):
-                            m.d.sync += hq[i].eq(v)
-                    rank = rank + present.as_unsigned()
-                m.d.sync += hq_n.eq(base + rank)
+                        with m.If((n_hdrs > k) & (base + k == i)):
+                            m.d.sync += hq[i].eq(h[f"data_msg{k}"])
+                m.d.sync += hq_n.eq(base + n_hdrs)
             with m.Else():
                 m.d.sync += hq_n.eq(base)
 
@@ -484,7 +639,7 @@ class FlitUnpacker(wiring.Component):
                 m.d.sync += self.kind.eq(FlitKind.ALL_DATA)
             with m.Elif(is_ctl):
                 m.d.sync += [self.kind.eq(FlitKind.CONTROL), self.ctl_valid.eq(1), self.ctl.eq(ctl)]
-                with m.If(ctl_hit["LLCRD"]):
+                with m.If(h["ctl_is_llcrd"]):
                     credits_of({cls: getattr(ctl, f"{cls}_crd") for cls in CREDIT_CLASSES},
                                self.credits, self.mem_credits)
                     m.d.sync += self.acks.eq(ctl.acks)

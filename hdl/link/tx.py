@@ -18,20 +18,28 @@ Ports (``FlitPacker(upstream)``; the channels are ``hdl.link.ports.direction_cha
   (``Packer.acknowledge``).
 * ``pause``: ``In(1)``: while 1 no new flit is decided (a flit already offered stays offered).  For a
   retry engine that must stop new flits while it replays, and for tests that load a whole message mix
-  before the first flit, as the golden model assumes.
+  before the first flit, as the golden model assumes (keep it high one cycle after the last message:
+  the plan sees inputs one cycle late, see "Timing").
 * ``flit``: ``Out(flit_stream())``, 528 bits: payload 511:0 and CRC 527:512 (the integer of the 66
   little-endian bytes of ``models.flit.seal``).
 
-Timing.  A flit is *decided* in a cycle where ``~flit.valid | flit.ready`` and ``~pause``: the packer
-looks at its queues, line buffer and counters as they are at the start of that cycle (anything handed
-in during that cycle is not yet visible), and the decision is registered at the clock edge.  So the
-flit is offered from the next cycle (``flit.valid`` is a register; the CRC is computed from the
-registered payload, combinationally, by ``hdl.link.crc.FlitCRC``).  ``flit.valid`` never waits for
-``flit.ready``.  Latency: a message handed in (handshake) in cycle t is queued from cycle t+1, can be
-in the flit decided then, and is offered from cycle t+2.  Throughput: one flit per cycle while
-``flit.ready`` stays high; each input takes one message per cycle.  Deciding at the moments of the
-golden model's ``next_flit`` lets a test drive ``models.flit.Packer`` in lockstep: at each decision
-call ``next_flit()``, then push what was accepted and add what was returned in that cycle.
+Timing.  A flit is *decided* (sent to the output register) in a cycle where ``~flit.valid | flit.ready``
+and ``~pause``.  Since the pipelining for Fmax (docs/link_layer.md, "Packer pipeline") it is *planned*
+one cycle earlier: in every cycle the packer plans the next flit from its queue counts, owed chunks,
+credit/ack counters and priority as they are at the start of the cycle, minus what the flit decided in
+that same cycle (if any) takes; the plan is registered at the clock edge and is the flit decided in the
+next cycle (if that cycle decides).  So a decision in cycle t sees what was handed in up to cycle t-2
+(inputs of cycle t-1 are not yet visible, nor are those of cycle t), and nothing else: the flit contents
+and order for a given arrival are exactly what ``models.flit.Packer`` decides when fed with that
+one-cycle delay.  The decided flit is built from the registered plan and the queue heads and
+registered at the edge, so it is offered from the next cycle (``flit.valid`` is a register; the CRC is
+computed from the registered payload, combinationally, by ``hdl.link.crc.FlitCRC``).  ``flit.valid``
+never waits for ``flit.ready``.  Latency: a message handed in (handshake) in cycle t is queued from
+cycle t+1, planned in cycle t+1, can be in the flit decided in cycle t+2, and is offered from cycle t+3
+(one cycle more than before the pipelining).  Throughput: one flit per cycle while ``flit.ready``
+stays high; each input takes one message per cycle.  Lockstep with the golden model
+(tests/test_rtl_link_tx.py): at each decision call ``next_flit()``, then push what was accepted and add
+what was returned in the *previous* cycle.
 
 Structure.
 * One *window queue* per channel (``depth`` entries, a shift register): the packer must see the first
@@ -40,12 +48,23 @@ Structure.
 * A *line buffer* of the lines whose data headers were sent and whose chunks are still owed, with the
   index of the next chunk of the first line.  After any flit at most ``MAX_PER_FLIT[DataHdr]`` lines
   are owed (the rollover rule finishes an older line within the flit), so that is its depth.
-* A combinational stage evaluates every H-format for slot 0 (greedy fill, score = (carries the
-  priority channel, message count), ties to the lower code), then slots 1-3 in turn (G0 while a chunk
-  is owed, else the G-format with most messages), the header with Sz/Ak/credits, the all-data flit and
-  the LLCRD; the policy picks one (all-data if >= 4 chunks owed, else protocol if anything is queued,
-  else LLCRD if credits or acks wait, else nothing) and the output register takes it.
-  The slot chain is long (slot 3 depends on what slots 0-2 took); a faster clock would pipeline it.
+* Stage 1, the *plan* (registered every cycle): which flit kind (all-data if >= 4 chunks owed, else
+  protocol if anything is queued, else LLCRD if credits or acks wait, else nothing); for a protocol
+  flit the format code of every slot, the messages each slot takes per channel and how many were taken
+  before it, the G0 slots before it and the totals; the credit step per class, Ak, the LLCRD ack count.
+  The slot choice depends only on ``avail`` = min(queued, MAX_PER_FLIT) per channel, the priority
+  index and the chunks owed (0..3): never on message contents.  So the whole slot 0 -> 3 chain (every
+  H-format for slot 0 scored (carries the priority channel, message count), ties to the lower code;
+  then per G-slot G0 while a chunk is owed, else the G-format with most messages) is enumerated in
+  Python at elaboration time (``_plans``, from ``SLOT_FORMATS``/``MAX_PER_FLIT``) into one table
+  indexed by that small state (900 entries for the default parameters), which synthesizes to a few
+  LUT levels instead of the former 13-level combinational slot chain.  The chunks-owed count is a
+  register of its own, and the plan carries its value after the planned flit.
+* Stage 2, the *build* (in the deciding cycle): the registered plan selects the queue entries per slot
+  position (``base + r``), the chunks (``cidx`` + G0 slots before), header fields and LLCRD fields;
+  the output register takes the flit, and the queues, line buffer, counters and priority are updated
+  from the registered plan.  For the queues and the line buffer both outcomes (planned flit sent or
+  not) are formed from registers and ``decide`` (which depends on ``flit.ready``) selects last.
 
 Policy, in the golden model's words (``Packer.next_flit``): all-data flit when >= 4 chunks are owed;
 else a protocol flit when a message or chunk is queued (the priority channel rotates req -> rsp ->
@@ -122,75 +141,67 @@ class FlitPacker(wiring.Component):
         """How many queued messages of ``ch`` the packer looks at: no flit takes more."""
         return min(self.depths[ch], MAX_PER_FLIT[ch])
 
-    def _slot_msg(self, m, tag, ch, base, r):
-        """Position for the ``r``-th message of ``ch`` in a format, ``base`` of that channel already
-        taken by earlier slots: (filled?, message bits).  The greedy fill takes the next queued
-        message unless the queue is out or the per-flit maximum is reached; both are monotone in r,
-        so the r-th position is filled exactly when index base + r passes both checks."""
-        entries, count = self._q[ch], self._count[ch]
-        limit = self._window(ch)
-        bits = [e.hdr.as_value() if ch in DATA_CHANNELS else e.as_value() for e in entries[:limit]]
-        width = CODECS[ch].width
-        if isinstance(base, int):
-            idx = base + r
-            if idx >= limit:
-                return Const(0, 1), Const(0, width)
-            return count > idx, bits[idx]
-        ok = ((base + r) < count) & ((base + r) < MAX_PER_FLIT[ch])
-        val = _mux_table(m, f"{tag}_{ch.name.lower()}_at{r}", base,
-                         {i - r: bits[i] for i in range(r, limit)}, width)
-        return ok, val
+    @staticmethod
+    def _positions(fmt, ch):
+        """Message positions of channel ``ch`` in slot format ``fmt`` (CXL.mem positions excluded)."""
+        return sum(1 for item, _, _ in fmt.fields if item == ch)
 
-    def _choose(self, m, name, formats, base, capacity, prio=None):
-        """Fill every format of ``formats`` from the queues (``base`` taken already) and pick the best:
-        score (carries a message of the priority channel, count) or just the count, ties to the lower
-        code.  Returns (code, slot bits, {channel: taken})."""
+    def _plans(self, h_formats, g_formats):
+        """The protocol-flit plan for every visible state, enumerated at elaboration time.
+
+        Key: (``avail`` per channel = min(queued, MAX_PER_FLIT), priority index, chunks owed 0..3).
+        The greedy fill takes the next queued message of a position's channel unless the queue is out
+        or the per-flit maximum is reached, so a format placed with ``base`` messages of ``ch`` already
+        taken takes ``min(positions, avail - base)`` of them: the plan depends on these few numbers
+        only, never on message contents.  Value: per slot the format code, the messages taken per
+        channel and the messages of each channel taken before the slot, the G0 slots before it; and
+        the totals.  Slot 0: every H-format, score (carries the priority channel, count), ties to the
+        lower code; slots 1-3: G0 while a chunk is owed (owed at the start, plus the lines of the
+        headers taken so far, minus chunks sent), else the G-format with most messages."""
         chans = self.channels
-        positions = max(len(f.fields) for f in formats)
-        score_bits = positions.bit_length() + (prio is not None)
-        cands = []
-        for f in formats:
-            tag = f"{name}_{f.name}"
-            bits = Signal(capacity, name=f"{tag}_bits")
-            ordinal = dict.fromkeys(chans, 0)
-            oks = {ch: [] for ch in chans}
-            for item, offset, width in f.fields:
-                if item == S2M_NDR:                # CXL.mem position: always sent as zeros
-                    continue
-                r = ordinal[item]
-                ordinal[item] += 1
-                ok, val = self._slot_msg(m, tag, item, base[item], r)
-                m.d.comb += bits[offset:offset + width].eq(Mux(ok, val, 0))
-                oks[item].append(ok)
-            taken = {}
+        data_ch = chans[2]
+        ranges = [range(min(self._window(ch), MAX_PER_FLIT[ch]) + 1) for ch in chans]
+        plans = {}
+        for a0 in ranges[0]:
+            for a1 in ranges[1]:
+                for a2 in ranges[2]:
+                    avail = dict(zip(chans, (a0, a1, a2)))
+                    for prio in range(len(chans)):
+                        for owed in range(CHUNKS_PER_LINE):
+                            plans[a0, a1, a2, prio, owed] = self._plan(avail, prio, owed, h_formats, g_formats,
+                                                                       data_ch)
+        return plans
+
+    def _plan(self, avail, prio, owed, h_formats, g_formats, data_ch):
+        chans = self.channels
+        counts = dict.fromkeys(chans, 0)
+        slots = []
+        best = None
+        for f in h_formats:                           # code order: a tie keeps the lower code
+            taken = {ch: min(self._positions(f, ch), avail[ch]) for ch in chans}
+            score = (taken[chans[prio]] > 0, sum(taken.values()))
+            if best is None or score > best[0]:
+                best = (score, f, taken)
+        slots.append((best[1].code, best[2], dict(counts), 0))
+        for ch in chans:
+            counts[ch] += best[2][ch]
+        g_used = 0
+        g0 = SLOT_FORMATS[self.direction, "G", 0]
+        for _s in range(1, SLOTS):
+            if owed + CHUNKS_PER_LINE * counts[data_ch] - g_used != 0:
+                slots.append((g0.code, dict.fromkeys(chans, 0), dict(counts), g_used))
+                g_used += 1
+                continue
+            best = None
+            for f in g_formats:
+                taken = {ch: min(self._positions(f, ch), max(0, avail[ch] - counts[ch])) for ch in chans}
+                score = sum(taken.values())
+                if best is None or score > best[0]:
+                    best = (score, f, taken)
+            slots.append((best[1].code, best[2], dict(counts), g_used))
             for ch in chans:
-                taken[ch] = Signal(range(len(oks[ch]) + 1), name=f"{tag}_{ch.name.lower()}_n")
-                m.d.comb += taken[ch].eq(sum(ok.as_unsigned() for ok in oks[ch]) if oks[ch] else 0)
-            n = sum(taken.values())
-            if prio is None:
-                score = n
-            else:                                  # the priority flag outranks any count
-                has_prio = Cat(*[(prio == i) & (taken[ch] != 0) for i, ch in enumerate(chans)]).any()
-                score = Cat(n.as_unsigned()[:positions.bit_length()], has_prio)
-            s = Signal(score_bits, name=f"{tag}_score")
-            m.d.comb += s.eq(score)
-            cands.append((f, bits, taken, s))
-        # Arg-max in code order: a later format replaces the best only with a strictly higher score.
-        sel = Const(0, range(len(cands)))
-        best = cands[0][3]
-        for i, (_, _, _, s) in enumerate(cands[1:], 1):
-            better = Signal(name=f"{name}_better{i}")
-            m.d.comb += better.eq(s > best)
-            nsel = Signal(range(len(cands)), name=f"{name}_sel{i}")
-            nbest = Signal(score_bits, name=f"{name}_best{i}")
-            m.d.comb += [nsel.eq(Mux(better, i, sel)), nbest.eq(Mux(better, s, best))]
-            sel, best = nsel, nbest
-        code = _mux_table(m, f"{name}_code", sel, {i: f.code for i, (f, *_) in enumerate(cands)}, _WIDTH["slot0"])
-        bits = _mux_table(m, f"{name}_bits", sel, {i: b for i, (_, b, _, _) in enumerate(cands)}, capacity)
-        taken = {ch: _mux_table(m, f"{name}_{ch.name.lower()}_taken", sel,
-                                {i: t[ch] for i, (_, _, t, _) in enumerate(cands)}, range(MAX_PER_FLIT[ch] + 1))
-                 for ch in self.channels}
-        return code, bits, taken
+                counts[ch] += best[2][ch]
+        return slots, counts, g_used, owed + CHUNKS_PER_LINE * counts[data_ch] - g_used
 
     # ------------------------------------------------------------------ elaborate
     def elaborate(self, platform):
@@ -204,40 +215,71 @@ class FlitPacker(wiring.Component):
         g0 = SLOT_FORMATS[self.direction, "G", 0]
         chunk_bits = SLOT_BITS                     # a data chunk fills one G-slot
         cpl = CHUNKS_PER_LINE
+        n_prio = len(chans)
+
+        # -------------------------------------------------------------- the registered plan (stage 1)
+        # Decided in the cycle before the flit is built (see "Timing" in the module docstring).
+        d_alldata, d_proto, d_llcrd = Signal(), Signal(), Signal()
+        d_code = [Signal(_WIDTH[f"slot{s}"], name=f"d_s{s}_code") for s in range(SLOTS)]
+        d_take = [{ch: Signal(range(MAX_PER_FLIT[ch] + 1), name=f"d_s{s}_{ch.name.lower()}_take") for ch in chans}
+                  for s in range(SLOTS)]
+        d_base = [{ch: Signal(range(MAX_PER_FLIT[ch] + 1), name=f"d_s{s}_{ch.name.lower()}_base") for ch in chans}
+                  for s in range(SLOTS)]
+        d_gb = [Signal(range(SLOTS), name=f"d_s{s}_gb") for s in range(SLOTS)]     # G0 slots before s
+        d_total = {ch: Signal(range(MAX_PER_FLIT[ch] + 1), name=f"d_{ch.name.lower()}_total") for ch in chans}
+        d_gtotal = Signal(range(SLOTS))            # G0 slots of the planned protocol flit
+        d_ak = Signal()
+        d_crd_step = {k: Signal(range(max(CREDIT_VALUES) + 1), name=f"d_{k}_crd_step") for k in CREDIT_CLASSES}
+        d_crd_code = {k: Signal(_WIDTH[f"{k}_crd"], name=f"d_{k}_crd_code") for k in CREDIT_CLASSES}
+        d_llcrd_acks = Signal(range(_LLCRD_MAX_ACKS + 1))
+
+        out_valid = Signal()
+        out_payload = Signal(PAYLOAD_BITS)
+        decide = Signal()
+        m.d.comb += decide.eq((~out_valid | self.flit.ready) & ~self.pause)
+        dp, da, dl = Signal(), Signal(), Signal()  # the planned flit is sent now: protocol / all-data / LLCRD
+        m.d.comb += [dp.eq(decide & d_proto), da.eq(decide & d_alldata), dl.eq(decide & d_llcrd)]
 
         # -------------------------------------------------------------- input window queues
-        self._q, self._count = {}, {}
-        pop = {}
+        q, count, cnt_vis = {}, {}, {}
         for ch, pname in zip(chans, _PORTS):
             depth, port = self.depths[ch], ports[ch]
             entries = [Signal(channel_shape(ch), name=f"{pname}_q{i}") for i in range(depth)]
-            count = Signal(range(depth + 1), name=f"{pname}_count")
-            pop[ch] = Signal(range(self._window(ch) + 1), name=f"{pname}_pop")
-            self._q[ch], self._count[ch] = entries, count
-            m.d.comb += port.ready.eq(count != depth)
+            cnt = Signal(range(depth + 1), name=f"{pname}_count")
+            pop = Signal(range(self._window(ch) + 1), name=f"{pname}_pop")
+            q[ch], count[ch] = entries, cnt
+            m.d.comb += pop.eq(Mux(dp, d_total[ch], 0))
+            m.d.comb += port.ready.eq(cnt != depth)
             push = Signal(name=f"{pname}_push")
             m.d.comb += push.eq(port.valid & port.ready)
-            with m.Switch(pop[ch]):
-                for k in range(self._window(ch) + 1):
-                    with m.Case(k):
-                        for i in range(depth - k):       # shift the survivors to the front
-                            if k:
-                                m.d.sync += entries[i].eq(entries[i + k])
-                        for i in range(depth):           # the new message goes behind them
-                            with m.If(push & (count == i + k)):
-                                m.d.sync += entries[i].eq(port.payload)
-            m.d.sync += count.eq(count - pop[ch] + push)
+            # Both outcomes are formed from registers (the plan's total, the count) and ``dp``, which
+            # depends on ``flit.ready``, selects at the end: survivors shift to the front by the plan's
+            # total if the planned protocol flit is sent, and the new message goes behind them.
+            for i in range(depth):
+                shifted = Signal.like(entries[i], name=f"{pname}_q{i}_shifted")
+                m.d.comb += shifted.eq(entries[i])
+                with m.Switch(d_total[ch]):
+                    for k in range(1, self._window(ch) + 1):
+                        if i + k < depth:
+                            with m.Case(k):
+                                m.d.comb += shifted.eq(entries[i + k])
+                w_sent = Signal(name=f"{pname}_q{i}_w_sent")
+                w_kept = Signal(name=f"{pname}_q{i}_w_kept")
+                m.d.comb += [w_sent.eq(push & (cnt == i + d_total[ch])), w_kept.eq(push & (cnt == i))]
+                m.d.sync += entries[i].eq(Mux(dp, Mux(w_sent, port.payload, shifted),
+                                              Mux(w_kept, port.payload, entries[i])))
+            cnt_vis[ch] = Signal(range(depth + 1), name=f"{pname}_count_vis")
+            m.d.comb += cnt_vis[ch].eq(cnt - pop)
+            m.d.sync += cnt.eq(cnt_vis[ch] + push)
 
         # -------------------------------------------------------------- line buffer (chunks owed)
         lq_depth = MAX_PER_FLIT[data_ch]
         lq = [Signal(LINE_BITS, name=f"line{i}") for i in range(lq_depth)]
         nlines = Signal(range(lq_depth + 1))
         cidx = Signal(range(cpl))                  # chunks of line0 already sent
-        owed = Signal(range(lq_depth * cpl + 1))
-        m.d.comb += owed.eq(nlines * cpl - cidx)
         # The "virtual" line sequence: owed lines, then the lines of the queued data headers in queue
         # order (a data header taken in this flit appends its line behind the owed ones).
-        data_entries = self._q[data_ch][:self._window(data_ch)]
+        data_entries = q[data_ch][:self._window(data_ch)]
         max_done = (cpl - 1 + SLOTS) // cpl        # whole lines one flit can finish
         vlines = []
         for v in range(lq_depth + max_done):
@@ -254,49 +296,171 @@ class FlitPacker(wiring.Component):
             return _mux_table(m, name, x, {i: vlines[i // cpl][(i % cpl) * chunk_bits:(i % cpl + 1) * chunk_bits]
                                            for i in range(max_x)}, chunk_bits)
 
+        # The sent flit consumes g_total chunks of the virtual sequence; whole lines leave the front.
+        g_total = Signal(range(SLOTS + 1))
+        new_lines = Signal(range(MAX_PER_FLIT[data_ch] + 1))
+        m.d.comb += [g_total.eq(Mux(da, SLOTS, Mux(dp, d_gtotal, 0))),
+                     new_lines.eq(Mux(dp, d_total[data_ch], 0))]
+        x_end = Signal(range(cpl + SLOTS))
+        m.d.comb += x_end.eq(cidx + g_total)
+        done = _mux_table(m, "lines_done", x_end, {x: x // cpl for x in range(cpl + SLOTS)}, range(max_done + 1))
+        cidx_vis = _mux_table(m, "cidx_vis", x_end, {x: x % cpl for x in range(cpl + SLOTS)}, range(cpl))
+        nlines_vis = Signal(range(lq_depth + 1))
+        m.d.comb += nlines_vis.eq(nlines + new_lines - done)
+        # Chunks owed: kept in a register of its own (= nlines * cpl - cidx), and the plan carries what
+        # it will be after the planned flit, so the next plan does not wait for the line arithmetic.
+        owed_max = lq_depth * cpl
+        owed = Signal(range(owed_max + 1))
+        d_owed_exec = Signal(range(owed_max + 1))
+        owed_vis = Signal(range(owed_max + 1))
+        m.d.comb += owed_vis.eq(Mux(decide, d_owed_exec, owed))
+        m.d.sync += [owed.eq(owed_vis),
+                     Assert(owed == nlines * cpl - cidx, "owed register out of step with the line buffer")]
+        m.d.sync += [cidx.eq(cidx_vis), nlines.eq(nlines_vis),
+                     Assert(nlines + new_lines - done <= lq_depth, "line buffer overflow")]
+        # Whole lines leave the front: both outcomes from registers, the sent flit's kind selects last.
+        done_a = _mux_table(m, "lines_done_alldata", cidx, {c: (c + SLOTS) // cpl for c in range(cpl)},
+                            range(max_done + 1))
+        done_p = _mux_table(m, "lines_done_proto", cidx + d_gtotal,
+                            {x: x // cpl for x in range(cpl + SLOTS - 1)}, range(max_done + 1))
+        for i in range(lq_depth):
+            after_a = _mux_table(m, f"line{i}_next_alldata", done_a,
+                                 {d: vlines[i + d] for d in range(max_done + 1)}, LINE_BITS)
+            after_p = _mux_table(m, f"line{i}_next_proto", done_p,
+                                 {d: vlines[i + d] for d in range(max_done + 1)}, LINE_BITS)
+            m.d.sync += lq[i].eq(Mux(da, after_a, Mux(dp, after_p, vlines[i])))
+
         # -------------------------------------------------------------- pending credits and acks
         crd = {k: Signal(self.counter_bits, name=f"pending_{k}_crd") for k in CREDIT_CLASSES}
         acks = Signal(self.counter_bits)
-        crd_step, crd_code = {}, {}
+        crd_vis = {}
+        adds = {k: getattr(self, f"crd_{k}") for k in CREDIT_CLASSES}
         for k in CREDIT_CLASSES:
+            step = d_crd_step[k]
+            crd_vis[k] = Signal(self.counter_bits, name=f"{k}_crd_vis")
+            m.d.comb += crd_vis[k].eq(crd[k] - Mux(dp | dl, step, 0))
+            nxt = crd_vis[k] + adds[k]
+            m.d.sync += [crd[k].eq(nxt),
+                         Assert(nxt < (1 << self.counter_bits), f"pending {k} credits overflow counter_bits")]
             # Index of the largest CREDIT_VALUES entry not above what waits (the values ascend).
-            idx = Signal(range(len(CREDIT_VALUES)), name=f"{k}_crd_idx")
-            m.d.comb += idx.eq(sum((crd[k] >= v).as_unsigned() for v in CREDIT_VALUES[1:]))
-            crd_step[k] = _mux_table(m, f"{k}_crd_step", idx, dict(enumerate(CREDIT_VALUES)),
-                                     range(max(CREDIT_VALUES) + 1))
-            crd_code[k] = _mux_table(m, f"{k}_crd_code", idx,
-                                     {i: encode_credit(v) for i, v in enumerate(CREDIT_VALUES)}, _WIDTH[f"{k}_crd"])
+            # The largest CREDIT_VALUES entry not above what waits (the values ascend): later wins.
+            step_next = Signal.like(d_crd_step[k], name=f"{k}_crd_step_next")
+            code_next = Signal.like(d_crd_code[k], name=f"{k}_crd_code_next")
+            m.d.comb += [step_next.eq(CREDIT_VALUES[0]), code_next.eq(encode_credit(CREDIT_VALUES[0]))]
+            for v in CREDIT_VALUES[1:]:
+                with m.If(crd_vis[k] >= v):
+                    m.d.comb += [step_next.eq(v), code_next.eq(encode_credit(v))]
+            m.d.sync += [d_crd_step[k].eq(step_next), d_crd_code[k].eq(code_next)]
+        acks_vis = Signal(self.counter_bits)
+        m.d.comb += acks_vis.eq(acks - Mux(dp & d_ak, AK_FLITS, 0) - Mux(dl, d_llcrd_acks, 0))
+        acks_next = acks_vis + self.ack_add
+        m.d.sync += [acks.eq(acks_next),
+                     Assert(acks_next < (1 << self.counter_bits), "pending acks overflow counter_bits"),
+                     d_ak.eq(acks_vis >= AK_FLITS),
+                     d_llcrd_acks.eq(Mux(acks_vis > _LLCRD_MAX_ACKS, _LLCRD_MAX_ACKS, acks_vis))]
 
-        # -------------------------------------------------------------- protocol flit
-        prio = Signal(range(len(chans)))           # index into chans; rotates per protocol flit
-        counts = dict.fromkeys(chans, 0)           # messages taken so far in this flit
-        code0, bits0, taken0 = self._choose(m, "s0", h_formats, counts, H_SLOT_BITS, prio)
-        counts = taken0
-        codes, slot_bits = [code0], [bits0]
-        g_used = Const(0, range(SLOTS))            # G0 slots so far in this flit
-        for s in range(1, SLOTS):
-            # Owed now: at the flit's start, plus the lines of headers taken so far, minus chunks sent.
-            is_g0 = Signal(name=f"s{s}_g0")
-            m.d.comb += is_g0.eq((owed + cpl * counts[data_ch] - g_used) != 0)
-            code_g, bits_g, taken_g = self._choose(m, f"s{s}", g_formats, counts, SLOT_BITS)
-            chunk = chunk_at(f"s{s}_chunk", cidx + g_used)
-            code, bits = Signal(_WIDTH[f"slot{s}"], name=f"s{s}_code"), Signal(SLOT_BITS, name=f"s{s}_slot")
-            m.d.comb += [code.eq(Mux(is_g0, g0.code, code_g)), bits.eq(Mux(is_g0, chunk, bits_g))]
-            codes.append(code)
-            slot_bits.append(bits)
-            nxt = {}
+        # -------------------------------------------------------------- plan the next flit
+        prio = Signal(range(n_prio))               # index into chans; rotates per protocol flit
+        prio_vis = Signal(range(n_prio))
+        m.d.comb += prio_vis.eq(Mux(dp, Mux(prio == n_prio - 1, 0, prio + 1), prio))
+        m.d.sync += prio.eq(prio_vis)
+        avail = {}
+        for ch in chans:
+            cap = min(self._window(ch), MAX_PER_FLIT[ch])
+            avail[ch] = Signal(range(cap + 1), name=f"{ch.name.lower()}_avail")
+            m.d.comb += avail[ch].eq(Mux(cnt_vis[ch] > cap, cap, cnt_vis[ch]))
+        busy = Signal()                                      # a message or chunk is queued
+        is_alldata = Signal()
+        m.d.comb += [busy.eq(Cat(*[cnt_vis[ch] != 0 for ch in chans]).any() | (owed_vis != 0)),
+                     is_alldata.eq(owed_vis >= cpl)]
+        m.d.sync += [d_alldata.eq(is_alldata),
+                     d_proto.eq(busy & ~is_alldata),
+                     d_llcrd.eq(~busy & Cat(acks_vis != 0, *[crd_vis[k] != 0 for k in CREDIT_CLASSES]).any())]
+
+        # The plan table: every visible state -> (codes, takes, bases, G0 counts, totals), one word.
+        fields = []                                # (target register, python getter)
+        for s in range(SLOTS):
+            fields.append((d_code[s], lambda p, s=s: p[0][s][0]))
+            fields.append((d_gb[s], lambda p, s=s: p[0][s][3]))
             for ch in chans:
-                nxt[ch] = Signal(range(MAX_PER_FLIT[ch] + 1), name=f"s{s}_{ch.name.lower()}_total")
-                m.d.comb += nxt[ch].eq(counts[ch] + Mux(is_g0, 0, taken_g[ch]))
-            counts = nxt
-            ng = Signal(range(SLOTS), name=f"s{s}_g_used")
-            m.d.comb += ng.eq(g_used + is_g0)
-            g_used = ng
+                fields.append((d_take[s][ch], lambda p, s=s, ch=ch: p[0][s][1][ch]))
+                fields.append((d_base[s][ch], lambda p, s=s, ch=ch: p[0][s][2][ch]))
+        for ch in chans:
+            fields.append((d_total[ch], lambda p, ch=ch: p[1][ch]))
+        fields.append((d_gtotal, lambda p: p[2]))
+        owed_after = Signal(range(owed_max + 1))            # after the planned protocol flit
+        fields.append((owed_after, lambda p: p[3]))
+        word_width = sum(len(sig) for sig, _ in fields)
+        plan_word = Signal(word_width)
+        owed_lo = Signal(range(cpl))
+        m.d.comb += owed_lo.eq(owed_vis)                     # < cpl whenever a protocol flit is planned
+        key = Cat(avail[chans[0]], avail[chans[1]], avail[chans[2]], prio_vis, owed_lo)
+        with m.Switch(key):
+            for (a0, a1, a2, p, o), plan in self._plans(h_formats, g_formats).items():
+                value, shift = 0, 0
+                for sig, get in fields:
+                    v = get(plan)
+                    assert 0 <= v < (1 << len(sig))
+                    value |= v << shift
+                    shift += len(sig)
+                keyval, kshift = 0, 0
+                for v, sig in zip((a0, a1, a2, p, o), (avail[chans[0]], avail[chans[1]], avail[chans[2]],
+                                                        prio_vis, owed_lo)):
+                    keyval |= v << kshift
+                    kshift += len(sig)
+                with m.Case(keyval):
+                    m.d.comb += plan_word.eq(value)
+        shift = 0
+        for sig, _ in fields:
+            if sig is owed_after:
+                m.d.comb += sig.eq(plan_word[shift:shift + len(sig)])
+            else:
+                m.d.sync += sig.eq(plan_word[shift:shift + len(sig)])
+            shift += len(sig)
+        m.d.sync += d_owed_exec.eq(Mux(is_alldata, owed_vis - SLOTS,
+                                       Mux(busy, owed_after, owed_vis)))
 
-        ak = Signal()
-        m.d.comb += ak.eq(acks >= AK_FLITS)
-        header_values = {"type": 0, "ak": ak, "sz": counts[data_ch] != 0,
-                         **{f"slot{s}": codes[s] for s in range(SLOTS)},
+        # -------------------------------------------------------------- build the planned flit (stage 2)
+        # Message r of ``ch`` behind ``base`` already-taken ones: the queue head is the plan's view.
+        def msg_bits(ch, i):
+            e = q[ch][i]
+            return e.hdr.as_value() if ch in DATA_CHANNELS else e.as_value()
+
+        def slot_bits(s, formats, capacity):
+            msgs = {}
+            for ch in chans:
+                limit = self._window(ch)
+                most = max([self._positions(f, ch) for f in formats] + [0])
+                for r in range(most):
+                    if s == 0:
+                        msgs[ch, r] = msg_bits(ch, r) if r < limit else Const(0, CODECS[ch].width)
+                    else:
+                        msgs[ch, r] = _mux_table(m, f"s{s}_{ch.name.lower()}_at{r}", d_base[s][ch],
+                                                 {b: msg_bits(ch, b + r) for b in range(limit - r)},
+                                                 CODECS[ch].width)
+            table = {}
+            for f in formats:
+                fb = Signal(capacity, name=f"s{s}_{f.name}_bits")
+                ordinal = dict.fromkeys(chans, 0)
+                for item, offset, width in f.fields:
+                    if item == S2M_NDR:            # CXL.mem position: always sent as zeros
+                        continue
+                    r = ordinal[item]
+                    ordinal[item] += 1
+                    m.d.comb += fb[offset:offset + width].eq(Mux(d_take[s][item] > r, msgs[item, r], 0))
+                table[f.code] = fb
+            return table
+
+        bits0 = _mux_table(m, "s0_bits", d_code[0], slot_bits(0, h_formats, H_SLOT_BITS), H_SLOT_BITS)
+        proto_slots = [bits0]
+        for s in range(1, SLOTS):
+            table = slot_bits(s, g_formats, SLOT_BITS)
+            table[g0.code] = chunk_at(f"s{s}_chunk", cidx + d_gb[s])
+            proto_slots.append(_mux_table(m, f"s{s}_bits", d_code[s], table, SLOT_BITS))
+
+        crd_code = d_crd_code
+        header_values = {"type": 0, "ak": d_ak, "sz": d_total[data_ch] != 0,
+                         **{f"slot{s}": d_code[s] for s in range(SLOTS)},
                          **{f"{k}_crd": crd_code[k] for k in CREDIT_CLASSES}}
         proto = Signal(PAYLOAD_BITS)
         for fname, offset, width in HEADER_FIELDS:           # fields not named stay 0 (reserved, BE)
@@ -304,7 +468,7 @@ class FlitPacker(wiring.Component):
                 m.d.comb += proto[offset:offset + width].eq(header_values[fname])
         m.d.comb += proto[HEADER_BITS:SLOT_BITS].eq(bits0)
         for s in range(1, SLOTS):
-            m.d.comb += proto[SLOT_BITS * s:SLOT_BITS * (s + 1)].eq(slot_bits[s])
+            m.d.comb += proto[SLOT_BITS * s:SLOT_BITS * (s + 1)].eq(proto_slots[s])
 
         # -------------------------------------------------------------- all-data flit
         alldata = Signal(PAYLOAD_BITS)
@@ -312,69 +476,21 @@ class FlitPacker(wiring.Component):
             m.d.comb += alldata[SLOT_BITS * s:SLOT_BITS * (s + 1)].eq(chunk_at(f"ad{s}_chunk", cidx + s))
 
         # -------------------------------------------------------------- LLCRD control flit
-        llcrd_acks = Signal(range(_LLCRD_MAX_ACKS + 1))
-        m.d.comb += llcrd_acks.eq(Mux(acks > _LLCRD_MAX_ACKS, _LLCRD_MAX_ACKS, acks))
         llcrd = Signal(PAYLOAD_BITS)
-        llcrd_values = {"acks": llcrd_acks, **{f"{k}_crd": crd_code[k] for k in CREDIT_CLASSES}}
+        llcrd_values = {"acks": d_llcrd_acks, **{f"{k}_crd": crd_code[k] for k in CREDIT_CLASSES}}
         assert set(llcrd_values) == set(_LLCRD_FIELDS), "LLCRD fields changed in models.flit"
         m.d.comb += llcrd.eq(encode_control(control("LLCRD")))   # Type, LLCTRL, SubType; fields 0
         for fname, pieces in _LLCRD_FIELDS.items():
             for shift, offset, width in pieces:
                 m.d.comb += llcrd[offset:offset + width].eq(llcrd_values[fname][shift:shift + width])
 
-        # -------------------------------------------------------------- decision
-        busy = Signal()                                      # a message or chunk is queued
-        is_alldata, is_proto, is_llcrd = Signal(), Signal(), Signal()
-        m.d.comb += [
-            busy.eq(Cat(*[self._count[ch] != 0 for ch in chans]).any() | (owed != 0)),
-            is_alldata.eq(owed >= cpl),
-            is_proto.eq(busy & ~is_alldata),
-            is_llcrd.eq(~busy & (Cat(acks != 0, *[crd[k] != 0 for k in CREDIT_CLASSES]).any())),
-        ]
-        out_valid = Signal()
-        out_payload = Signal(PAYLOAD_BITS)
-        decide = Signal()
-        m.d.comb += decide.eq((~out_valid | self.flit.ready) & ~self.pause)
-
+        # -------------------------------------------------------------- output register
         with m.If(decide):
-            m.d.sync += [out_valid.eq(is_alldata | is_proto | is_llcrd),
-                         out_payload.eq(Mux(is_alldata, alldata, Mux(is_proto, proto, llcrd)))]
+            m.d.sync += [out_valid.eq(d_alldata | d_proto | d_llcrd),
+                         out_payload.eq(Mux(d_alldata, alldata, Mux(d_proto, proto, llcrd)))]
         with m.Elif(self.flit.ready):
             m.d.sync += out_valid.eq(0)                      # transferred while paused
-        for ch in chans:
-            m.d.comb += pop[ch].eq(Mux(decide & is_proto, counts[ch], 0))
-        with m.If(decide & is_proto):
-            m.d.sync += prio.eq(Mux(prio == len(chans) - 1, 0, prio + 1))
 
-        # Line buffer: x_end chunks of the virtual sequence are consumed; whole lines leave the front.
-        g_total = Signal(range(SLOTS + 1))
-        new_lines = Signal(range(MAX_PER_FLIT[data_ch] + 1))
-        m.d.comb += [g_total.eq(Mux(decide & is_alldata, SLOTS, Mux(decide & is_proto, g_used, 0))),
-                     new_lines.eq(Mux(decide & is_proto, counts[data_ch], 0))]
-        x_end = Signal(range(cpl + SLOTS))
-        m.d.comb += x_end.eq(cidx + g_total)
-        done = _mux_table(m, "lines_done", x_end, {x: x // cpl for x in range(cpl + SLOTS)}, range(max_done + 1))
-        m.d.sync += [cidx.eq(_mux_table(m, "cidx_next", x_end, {x: x % cpl for x in range(cpl + SLOTS)}, range(cpl))),
-                     nlines.eq(nlines + new_lines - done)]
-        for i in range(lq_depth):
-            m.d.sync += lq[i].eq(_mux_table(m, f"line{i}_next", done,
-                                            {d: vlines[i + d] for d in range(max_done + 1)}, LINE_BITS))
-
-        # Counters: what the decided flit returns leaves, what the inputs return arrives.
-        sends_crd = Signal()
-        m.d.comb += sends_crd.eq(decide & (is_proto | is_llcrd))
-        adds = {k: getattr(self, f"crd_{k}") for k in CREDIT_CLASSES}
-        for k in CREDIT_CLASSES:
-            nxt = crd[k] + adds[k] - Mux(sends_crd, crd_step[k], 0)
-            m.d.sync += [crd[k].eq(nxt),
-                         Assert(nxt < (1 << self.counter_bits), f"pending {k} credits overflow counter_bits")]
-        acks_next = (acks + self.ack_add - Mux(decide & is_proto & ak, AK_FLITS, 0)
-                     - Mux(decide & is_llcrd, llcrd_acks, 0))
-        m.d.sync += [acks.eq(acks_next),
-                     Assert(acks_next < (1 << self.counter_bits), "pending acks overflow counter_bits"),
-                     Assert(nlines + new_lines - done <= lq_depth, "line buffer overflow")]
-
-        # -------------------------------------------------------------- output
         m.submodules.crc = crc = FlitCRC()
         m.d.comb += [crc.payload.eq(out_payload),
                      self.flit.valid.eq(out_valid),
