@@ -526,6 +526,8 @@ class SystemBench:
 
     async def run(self, max_cycles=None, start_clock=True):
         dut = self.dut
+        if not start_clock:
+            await RisingEdge(dut.clk)                  # out of the previous run's ReadOnly phase
         for handle, value in self.writes.items():      # every input driven before reset
             handle.value = value
         self.writes.clear()
