@@ -137,7 +137,7 @@ def main(argv=None):
     ap.add_argument("--ber", type=float, default=0.0, help="bit error rate on every link wire")
     ap.add_argument("--waves", action="store_true", help="write an FST (Icarus) / VCD (Verilator) and print its path")
     ap.add_argument("--testcase", default=None)
-    ap.add_argument("--trace", default=None, help="replay the access traces of this JSON file (docs/testbench.md)")
+    ap.add_argument("--trace", default=None, help="replay the access trace of this JSON file (docs/testbench.md)")
     ap.add_argument("--no-flit-monitor", action="store_true")
     ap.add_argument("--out", default="build/sim/summary.json")
     ap.add_argument("--build-root", default="build/sim")
@@ -167,11 +167,7 @@ def main(argv=None):
         total_wall += s.get("wall_s", 0)
         print(f"seed {seed}: ok, {s['transactions']} transactions, {s['cycles']} cycles, "
               f"{s.get('sim_cycles_per_s')} cycles/s", flush=True)
-        if "traces" in s:
-            for name, t in s["traces"].items():
-                print(f"  trace {name}: {t['transactions']} transactions, {t['cycles']} cycles, "
-                      f"{len(t['state_event'])} (state, event) pairs")
-        elif args.seeds == 1:
+        if args.seeds == 1 and s.get("latency_cycles"):
             png = plot_latency(s, out.with_suffix(".png"))
             for op, v in s["latency_cycles"].items():
                 print(f"  {op:<17} n={v['count']:>7}  p50={v['p50']:>5}  p99={v['p99']:>5} cycles")
