@@ -53,10 +53,11 @@ help:
 	@echo '  make sim      RTL system (cocotb: N DCOH+link devices under the golden host, scoreboarded)'
 	@echo '                -> build/sim/summary.json + summary.png (SIM=$(SIM)|verilator DEVICES=$(DEVICES)'
 	@echo '                TRANSACTIONS=$(TRANSACTIONS) SEED=$(SEED) WAVES=1 TESTCASE=name)'
-	@echo '  make regress  RTL system, REGRESS_SEEDS=$(REGRESS_SEEDS) x REGRESS_TRANSACTIONS=$(REGRESS_TRANSACTIONS) on $(REGRESS_SIM)'
+	@echo '  make regress  the slow tests (pytest -m slow), then the RTL system, REGRESS_SEEDS=$(REGRESS_SEEDS) x'
+	@echo '                REGRESS_TRANSACTIONS=$(REGRESS_TRANSACTIONS) on $(REGRESS_SIM)'
 	@echo '                -> build/regress/summary.json'
 	@echo '  make model    golden-model system simulation (MODEL_TRANSACTIONS=$(MODEL_TRANSACTIONS)) -> build/model/summary.json'
-	@echo '  make test     all tests (pytest, HYPOTHESIS_PROFILE=$(HYPOTHESIS_PROFILE); PYTEST_ARGS=... to pass more)'
+	@echo '  make test     all tests but the slow ones (pytest -m "not slow", HYPOTHESIS_PROFILE=$(HYPOTHESIS_PROFILE); PYTEST_ARGS=...)'
 	@echo '  make explore  exhaustive exploration of tiny configurations -> build/explore/summary.json'
 	@echo '  make table    protocol tables -> build/tables/*.csv and docs/protocol.md'
 	@echo '  make vectors  68B-flit test vectors (1000 random message mixes, SEED=$(SEED)) -> build/vectors/flits.jsonl'
@@ -111,6 +112,7 @@ sim: deps
 
 regress: deps
 	@mkdir -p build/regress
+	@$(WITH_VLT) && $(PY) -m pytest -q -m slow
 	@$(WITH_VLT) && $(PY) -m tb.run_system --sim $(REGRESS_SIM) --devices $(DEVICES) --seed $(SEED) \
 	  --seeds $(REGRESS_SEEDS) --transactions $(REGRESS_TRANSACTIONS) --no-flit-monitor --out build/regress/summary.json
 
@@ -123,7 +125,7 @@ test: deps
 	@start=$$(date +%s); \
 	  $(WITH_VLT) && export HYPOTHESIS_PROFILE=$(HYPOTHESIS_PROFILE) && \
 	  echo "==> verilator: $$(command -v verilator)" && \
-	  $(PY) -m pytest -q $(PYTEST_ARGS); rc=$$?; \
+	  $(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS); rc=$$?; \
 	  mkdir -p build/bench && echo $$(( $$(date +%s) - start )) > build/bench/make_test_s.txt; exit $$rc
 
 explore: venv

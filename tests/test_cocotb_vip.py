@@ -27,7 +27,8 @@ def _verilog():
     return path
 
 
-@pytest.mark.parametrize("sim", ["icarus", "verilator"])
+# The Verilator build takes ~80 s: it runs in `make regress` (pytest -m slow), Icarus in `make test`.
+@pytest.mark.parametrize("sim", ["icarus", pytest.param("verilator", marks=pytest.mark.slow)])
 def test_vip_loopback(sim, monkeypatch):
     from cocotb_tools.runner import get_runner, get_results
     if sim == "verilator":
