@@ -18,8 +18,9 @@ Figures and where they come from:
   RTL traffic generator and checker in Verilator (only a summary read back), beside the bare loopback in
   Verilator; also its BER runs (>= 10^6 flits per rate).  They are the *link's* figures: the whole
   system in Verilator needs the cocotb system testbench (issue 5);
-* ``sim_cycles_per_s.icarus/verilator``: not measured yet (the cocotb system testbench, issue 5);
-  recorded as null with that reason, never as a number;
+* ``sim_cycles_per_s.icarus/verilator``: the cocotb system testbench (tb/system_tb.py, 4 devices, every
+  message scoreboarded) on each simulator, and its scaling with the number of devices
+  (``bench.system_speed``; ``--system-transactions 0`` skips it and records null with that reason);
 * ``make_test_s``: the wall time of the last ``make test`` (the Makefile records it in
   build/bench/make_test_s.txt), or null if it has not run on this checkout.
 """
@@ -36,7 +37,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-NOT_YET = "not measured: needs the cocotb system testbench (issue 5)"
+NOT_YET = "not measured in this run (--system-transactions 0)"
+SYSTEM_NOTE = "cocotb system testbench, 4 devices, every message scoreboarded (bench/system_speed.py)"
+
+
+def _system(sysr, sim):
+    return sysr["default"][sim]["cycles_per_s"] if sysr else None
 
 
 def model_speed(transactions=20000):
@@ -151,11 +157,23 @@ def markdown(res):
               f"- Verilator BER runs share `--verilator-budget` ({r['link_verilator']['params'].get('budget_s')} s "
               "here) over four rates; `python -m bench.link_verilator --budget 240 --reuse` gives 2-3.6 M flits "
               "per rate (0 mismatches at every rate).",
-              "- Verilator runs the link loopback at ~3x10^4 cycles/s whether or not the RTL traffic generator "
-              "and checker are attached (batch/raw ~1): the 528-bit datapaths (CRC trees, every slot format "
-              "decoded each cycle) are the cost, not the testbench. 1 M cycles/s would need a narrower "
-              "datapath or multi-threaded Verilator.",
-              f"- Icarus and Verilator speeds of the whole system: {NOT_YET}.", ""]
+              "- Verilator link loopback: Amaranth's Verilog went through Yosys `proc`, whose final `opt_expr` "
+              "bit-blasted the CRC masks into ~22k 512-bit read-modify-writes per cycle; `hdl.verilog.to_verilog` "
+              "(`proc -noopt`), registered inputs and -O2 C++ took it from ~2.5x10^4 to ~1.5x10^5 cycles/s "
+              "(callgrind: 188k -> 25k instructions per cycle). What is left is flat over the CRC trees, the "
+              "unpacker's pre-decode and 512-bit muxes; 1 M cycles/s needs ~5x less logic per cycle or threads.",
+              ""]
+    sysr = r.get("system_speed")
+    if sysr:
+        lines += ["## cocotb system testbench speed", "",
+                  f"`python -m bench.system_speed` ({sysr['params']['transactions']} transactions per run, seed 1, "
+                  "every message and cache scoreboarded; build time not counted).", "",
+                  "| simulator | devices | transactions | cycles | cycles/s | device-cycles/s | build (s) |",
+                  "|---|---|---|---|---|---|---|"]
+        for x in list(sysr["default"].values()) + sysr["scaling"]:
+            lines.append(f"| {x['sim']} | {x['devices']} | {x['transactions']} | {x['cycles']} | {x['cycles_per_s']} | "
+                         f"{x['device_cycles_per_s']} | {x['build_s']} |")
+        lines.append("")
     return "\n".join(lines)
 
 
@@ -163,6 +181,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.splitlines()[0])
     ap.add_argument("--link-budget", type=float, default=120.0, help="seconds for the link BER runs")
     ap.add_argument("--verilator-budget", type=float, default=120.0, help="seconds for the Verilator BER runs")
+    ap.add_argument("--system-transactions", type=int, default=200,
+                    help="transactions per cocotb system run (0: skip; Verilator builds take ~15 min)")
     ap.add_argument("--out", default="build/bench")
     ap.add_argument("--doc", default="BENCHMARKS.md")
     args = ap.parse_args(argv)
@@ -180,16 +200,23 @@ def main(argv=None):
     lv = link_verilator(args.verilator_budget)
     print("[bench] amaranth.sim speed (device + link)", flush=True)
     am = amaranth_speed()
+    sysr = None
+    if args.system_transactions:
+        from bench import system_speed
+        print("[bench] cocotb system testbench speed (Icarus, Verilator, scaling)", flush=True)
+        sysr = system_speed.measure(args.system_transactions)
+        (out / "system_speed.json").write_text(json.dumps(sysr, indent=1) + "\n")
     test_file = out / "make_test_s.txt"
     make_test_s = float(test_file.read_text()) if test_file.exists() else None
     res = {
         "machine": {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                     "cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
                     "python": platform.python_version(), "command": "make bench"},
-        "sim_cycles_per_s": {"amaranth": am["cycles_per_s"], "icarus": None, "verilator": None,
+        "sim_cycles_per_s": {"amaranth": am["cycles_per_s"],
+                             "icarus": _system(sysr, "icarus"), "verilator": _system(sysr, "verilator"),
                              "batch": round(lv["batch"]["cycles_per_s_min"]),
                              "raw_verilator": round(lv["raw_verilator"]["cycles_per_s"])},
-        "sim_notes": {"icarus": NOT_YET, "verilator": NOT_YET,
+        "sim_notes": {"icarus": SYSTEM_NOTE if sysr else NOT_YET, "verilator": SYSTEM_NOTE if sysr else NOT_YET,
                       "batch": "link loopback + RTL traffic checker in Verilator (bench/link_verilator.py)",
                       "raw_verilator": "bare link loopback in Verilator, no checking",
                       "amaranth": "device + both link ends under the model co-simulation"},
@@ -199,7 +226,7 @@ def main(argv=None):
         "link_efficiency": {w: {"measured": round(e["efficiency"], 4), "optimum": round(e["optimum"], 4)}
                             for w, e in link["efficiency"].items()},
         "make_test_s": make_test_s,
-        "model": model, "dcoh": dcoh, "link": link, "amaranth": am, "link_verilator": lv,
+        "model": model, "dcoh": dcoh, "link": link, "amaranth": am, "link_verilator": lv, "system_speed": sysr,
     }
     (out / "results.json").write_text(json.dumps(res, indent=1) + "\n")
     (ROOT / args.doc).write_text(markdown(res))
