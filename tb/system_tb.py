@@ -43,7 +43,9 @@ Coverage printed (and in the summary): the (state, event) pairs the shadows took
 formats / flit kinds seen.  A failure names its seed: ``make sim SEED=<seed>`` reproduces it.
 
 Settings (environment, set by tb/run_system.py): ``SIM_PARAMS`` (system_params.json of the build),
-``SIM_TRANSACTIONS``, ``SIM_SEED``, ``SIM_THINK``, ``SIM_OUT`` (summary JSON), ``SIM_FLIT_MONITOR``.
+``SIM_TRANSACTIONS``, ``SIM_SEED``, ``SIM_THINK``, ``SIM_OUT`` (summary JSON), ``SIM_FLIT_MONITOR``;
+``SIM_PROFILE=<file>`` writes a cProfile of the testbench's Python; ``SIM_BREAK=cmd_data`` (tests only)
+corrupts the line the cache BFM returns for dirty data, to show the scoreboard fails.
 """
 
 import json
@@ -150,7 +152,13 @@ class DeviceSide:
     def __init__(self, bench, d):
         self.bench, self.d = bench, d
         dut = bench.dut
-        h = lambda name: getattr(dut, f"d{d}_{name}")
+        handles = {}
+
+        def h(name):                                 # handles looked up once
+            x = handles.get(name)
+            if x is None:
+                x = handles[name] = getattr(dut, f"d{d}_{name}")
+            return x
         self.h = h
         self.shadow = bench.sysm.devices[d]
         self.link = bench.sysm.links[d]
@@ -459,6 +467,7 @@ class SystemBench:
         self.cmd_rsp_codec = StructCodec(member("cmd_rsp"))
         self.probe_codec = StructCodec(member("probe"))
         self.writes = {}
+        self.driven = {}
         self.now = 0
         self.messages = 0
         self.hits = 0
@@ -492,7 +501,11 @@ class SystemBench:
         return self.done < self.transactions
 
     def write(self, handle, value):
-        self.writes[handle] = value
+        """Drive ``handle`` from the next clock edge on; a value already driven is not written again
+        (each write is a VPI call, and most cycles change nothing)."""
+        if self.driven.get(handle) != value:
+            self.driven[handle] = value
+            self.writes[handle] = value
 
     def touch(self, line):
         self.touched.add(line)
@@ -668,11 +681,20 @@ async def system_random(dut):
         return                                   # a trace run: system_trace does the work
     params, seed, transactions, think, flit_monitor, out = _settings()
     bench = SystemBench(dut, params, seed, transactions, think, flit_monitor)
+    profile = os.environ.get("SIM_PROFILE")          # a cProfile of the testbench's Python, to this file
+    if profile:
+        import cProfile
+        prof = cProfile.Profile()
+        prof.enable()
     try:
         summary = await bench.run()
     except SystemMismatch as e:
         _failed(bench, e, seed, out)
         raise
+    finally:
+        if profile:
+            prof.disable()
+            prof.dump_stats(profile)
     _finish(bench, summary, seed, out)
     cov = summary["coverage"]
     cocotb.log.info(f"seed {seed}: {summary['transactions']} transactions, {summary['cycles']} cycles, "
