@@ -227,6 +227,7 @@ def test_bad_parameters_are_named(kwargs, name):
         DCOH(**kwargs)
 
 
+@pytest.mark.slow        # ~30 s; make test converts the whole device (DCOH + link) for the system testbench
 def test_converts_to_verilog():
     text = verilog.convert(DCOH(caches=2, sf_sets=8, sf_ways=2, tracker=4), name="dcoh")
     assert "module dcoh" in text

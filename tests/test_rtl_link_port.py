@@ -222,6 +222,10 @@ def test_error_patterns(harness, name):
 BERS = ((1e-6, 700), (1e-5, 700), (1e-4, 700), (1e-3, 20))
 
 
+# ~115 s in amaranth.sim: `make regress` (pytest -m slow) runs it; make test has the device-through-link
+# runs at BER 2e-4 and 1e-3 and the traffic checker at BER 1e-3, and make bench the Verilator BER runs
+# (>= 10^6 flits per rate).
+@pytest.mark.slow
 def test_ber_sweep(harness):
     """>= 10^4 flits over the sweep (both wires, replays and control flits included).  At 1e-6
     (p_flit = 5.3e-4) about a thousand flits per wire see about one error: that rate mostly checks the
