@@ -81,7 +81,7 @@ def _device_verilog(out_dir, params):
         return path
     from tb.linked_device import LinkedDevice
     dut = LinkedDevice(dcoh=params["dcoh"], link=params["link"], ber=params["ber"])
-    text = _zero_init_registers(to_verilog(dut, "linked_device"))
+    text = _icarus_fixes(to_verilog(dut, "linked_device"))
     out_dir.mkdir(parents=True, exist_ok=True)
     path.write_text(tag + "\n" + text)
     return path
@@ -91,7 +91,7 @@ _NONBLOCKING = re.compile(r"^\s*(\\?[\w$]+)\s*(?:\[[^\]]*\]\s*)?<=", re.M)
 _REG_DECL = re.compile(r"^(\s*reg\s+(?:\[\d+:\d+\]\s+)?)(\\?[\w$]+)(\s*);$", re.M)
 
 
-def _zero_init_registers(text):
+def _icarus_fixes(text):
     """Icarus fixes.  Give every clocked register that Yosys declared without an initial value an initial 0.
 
     Yosys writes a memory's read-data register (``reg [11:0] _0_;`` ... ``_0_ <= storage[addr]``)
