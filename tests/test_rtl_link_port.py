@@ -68,6 +68,20 @@ def messages(ch, n, rng):
     return [rng.choice(_POOL[ch]) for _ in range(n)]
 
 
+def _count_transfers(ctx, send, ins, outs, idx, got, seed, cycle):
+    """This cycle's handshakes: count the messages handed in, and check each one delivered is the next
+    one sent on its channel (nothing wrong, duplicated or reordered)."""
+    for ch in send:
+        if ctx.get(ins[ch].valid) and ctx.get(ins[ch].ready):
+            idx[ch] += 1
+        if ctx.get(outs[ch].valid) and ctx.get(outs[ch].ready):
+            v = ctx.get(outs[ch].payload.as_value())
+            k = len(got[ch])
+            assert k < len(send[ch]) and v == send[ch][k], (
+                f"seed {seed}: {ch.name} message {k} wrong/duplicated/reordered at cycle {cycle}")
+            got[ch].append(v)
+
+
 class Harness(ReusedSimulator):
     def __init__(self, **params):
         super().__init__(LinkLoopback(**{"rx_depth": 16, **params}))
@@ -115,15 +129,7 @@ class Harness(ReusedSimulator):
                             decided[w][num] = bool(corrupt(w, num, ctx.get(wire.payload), state[w]))
                         force = decided[w][num]
                     ctx.set(getattr(dut, f"{w}_force"), force)
-            for ch in send:
-                if ctx.get(ins[ch].valid) and ctx.get(ins[ch].ready):
-                    idx[ch] += 1
-                if ctx.get(outs[ch].valid) and ctx.get(outs[ch].ready):
-                    v = ctx.get(outs[ch].payload.as_value())
-                    k = len(got[ch])
-                    assert k < len(send[ch]) and v == send[ch][k], (
-                        f"seed {job['seed']}: {ch.name} message {k} wrong/duplicated/reordered at cycle {cycle}")
-                    got[ch].append(v)
+            _count_transfers(ctx, send, ins, outs, idx, got, job["seed"], cycle)
             if "trace" in job:
                 job["trace"](ctx, dut, cycle)
             await ctx.tick()
@@ -373,15 +379,7 @@ async def _pair_bench(ctx, top, job):
                     ctx.set(host.rx_flit.payload, carried)
                     assert ctx.get(host.rx_flit.ready)
             wire.append((cycle, flit, carried))
-        for ch in send:
-            if ctx.get(ins[ch].valid) and ctx.get(ins[ch].ready):
-                idx[ch] += 1
-            if ctx.get(outs[ch].valid) and ctx.get(outs[ch].ready):
-                v = ctx.get(outs[ch].payload.as_value())
-                k = len(got[ch])
-                assert k < len(send[ch]) and v == send[ch][k], (
-                    f"seed {job['seed']}: {ch.name} message {k} wrong/duplicated/reordered at cycle {cycle}")
-                got[ch].append(v)
+        _count_transfers(ctx, send, ins, outs, idx, got, job["seed"], cycle)
         await ctx.tick()
     else:
         raise AssertionError(f"seed {job['seed']}: hang, {sum(map(len, got.values()))} messages out")

@@ -18,13 +18,13 @@ import time
 
 import pytest
 from amaranth.back import verilog
-from amaranth.sim import Simulator
 from hypothesis import given, strategies as st
 
 from hdl.link.tx import COUNTER_BITS, FlitPacker
 from hdl.protocol import CODECS
 from models.flit import (CREDIT_CLASSES, FLIT_BYTES, Credits, Direction, Packer, Unpacker, deframe,
                          msg_from_json, random_msg, write_vectors)
+from tb.reused_sim import ReusedSimulator
 
 # Constructors that raise on bad parameters leave a half-made Elaboratable behind; that is expected.
 pytestmark = pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
@@ -42,7 +42,7 @@ def encode(msg):
     return value
 
 
-class Harness:
+class Harness(ReusedSimulator):
     """One packer per direction in a reusable simulator.  ``run(scenario)`` plays a scenario:
 
     * ``messages``: {channel: [FlitMsg]} to hand in, each channel in order;
@@ -54,24 +54,12 @@ class Harness:
 
     def __init__(self, upstream, **params):
         self.direction = Direction.UPSTREAM if upstream else Direction.DOWNSTREAM
-        self.dut = FlitPacker(upstream, **params)
-        self.ports = dict(zip(self.direction.channels, (self.dut.req, self.dut.rsp, self.dut.data)))
-        self.sim = Simulator(self.dut)
-        self.sim.add_clock(1e-8)
-        self.sim.add_testbench(self._bench)
-        self.scenario = None
-        self.fresh = True
-
-    def run(self, scenario):
-        self.scenario = scenario
-        if not self.fresh:
-            self.sim.reset()
-        self.fresh = False
-        self.sim.run()
-        return self.result
+        dut = FlitPacker(upstream, **params)
+        self.ports = dict(zip(self.direction.channels, (dut.req, dut.rsp, dut.data)))
+        super().__init__(dut)
 
     async def _bench(self, ctx):
-        sc = self.scenario
+        sc = self.job
         if sc is None:                     # the constructor runs once when the testbench is added
             return
         dut, chans = self.dut, self.direction.channels
