@@ -64,13 +64,13 @@ from hdl.protocol import Channel
 from models.checker import InvariantViolation
 from models.config import Config
 from models.dcoh import CpuOp, cache_hit
-from models.flit import Direction, FlitError, Unpacker, decode_header, SLOTS
+from models.flit import Direction, FlitError
 from models.link import encode as encode_msg
 from models.states import Perm
 from models.system import System, Workload, percentile
 from tb.cache_bfm import CacheBFM
 from tb.system_top import MON_BITS, MON_WIDTH
-from tb.vip import ChannelCodec
+from tb.vip import ChannelCodec, FlitMonitor
 
 __all__ = ["SystemMismatch", "SystemBench"]
 
@@ -122,28 +122,6 @@ _VALID = {Channel.D2H_REQ: _BIT["d2h_req__valid"], Channel.D2H_RSP: _BIT["d2h_rs
           Channel.D2H_DATA: _BIT["d2h_data__valid"]}
 _DISPATCH = list(Dispatch)                      # code -> member (Amaranth enums are not ints)
 _CACHE_STATE = {CacheState.I: "I", CacheState.S: "S", CacheState.E: "E", CacheState.M: "M"}
-
-
-class FlitMonitor:
-    """Decodes every flit of one wire with the golden ``Unpacker`` (any rule broken is a mismatch)
-    and counts flit kinds and slot formats for coverage."""
-
-    def __init__(self, direction, coverage):
-        self.unpacker = Unpacker(direction)
-        self.name = direction.value
-        self.coverage = coverage
-
-    def flit(self, word):
-        rx = self.unpacker.receive(word.to_bytes(66, "little"))    # FlitError if a rule is broken
-        cov = self.coverage
-        if rx.kind == "protocol":
-            h = decode_header(word)
-            for s in range(SLOTS):
-                key = f"{self.name} {'H' if s == 0 else 'G'}{h[f'slot{s}']}"
-                cov[key] = cov.get(key, 0) + 1
-        else:
-            key = f"{self.name} {rx.kind}" + (f" {rx.control.kind}" if rx.control is not None else "")
-            cov[key] = cov.get(key, 0) + 1
 
 
 class DeviceSide:

@@ -9,18 +9,31 @@ one more key, ``"data"`` (the line as an integer).  Signals are found by prefix 
 ``<prefix>__ready``, ``<prefix>__payload``.
 
 Pause and backpressure generators: any iterable of booleans (e.g. ``itertools.cycle([1, 0, 0])``);
-True means "idle this cycle" for a Source and "not ready this cycle" for a Sink.
+True means "idle this cycle" for a Source and "not ready this cycle" for a Sink (and for a FlitDriver).
+
+Link side (68B flits, 528-bit words: payload 511:0, CRC 527:512, ``hdl.link.ports.flit_stream``):
+``FlitDriver`` drives flits made by the golden ``models.flit.Packer`` (or any 66-byte flit from
+``models.flit.seal`` / 68-byte ``frame``) into an RTL flit input (``<prefix>__valid/ready/payload``,
+e.g. ``FlitUnpacker.flit`` or ``LinkPort.rx_flit``), with a pause generator and seeded single-bit
+error injection; ``FlitStreamMonitor`` watches a flit wire every clock and decodes each flit with the
+golden ``models.flit.Unpacker`` (per-flit verdict, messages, credits, coverage); ``FlitMonitor`` is its
+decoder, also used polled by the system testbench (tb/system_tb.py).  No flit layout, CRC or slot
+format is restated here: all of it is ``models.flit``.
 """
 
+import random
 from collections import deque
 
 import cocotb
 from cocotb.triggers import Event, RisingEdge
 
-from hdl.link.ports import LINE_BITS
+from hdl.link.ports import FLIT_BITS, LINE_BITS
 from hdl.protocol import CODECS, Channel
+from models.flit import (FLIT_BYTES, SLOTS, WIRE_BYTES, Credits, Direction, FlitError, Packer, Unpacker,
+                         decode_header, deframe)
 
-__all__ = ["ChannelCodec", "ChannelSource", "ChannelSink", "ChannelMonitor", "channel_endpoints"]
+__all__ = ["ChannelCodec", "ChannelSource", "ChannelSink", "ChannelMonitor", "channel_endpoints",
+           "channel_fields", "FlitMonitor", "FlitStreamMonitor", "FlitDriver"]
 
 
 class ChannelCodec:
@@ -165,3 +178,222 @@ def channel_endpoints(dut, clock, prefix_of):
     """Source/Sink pairs for a loopback-style DUT: ``prefix_of(channel, 'in'|'out')`` names the ports."""
     return {c: (ChannelSource(dut, prefix_of(c, "in"), clock, c), ChannelSink(dut, prefix_of(c, "out"), clock, c))
             for c in Channel}
+
+
+# ---------------------------------------------------------------- link side: flits
+def channel_fields(msg):
+    """A golden ``models.flit.FlitMsg`` as the message dict a ChannelSink/ChannelMonitor on a port of
+    its channel yields (data channels: the line as an integer under ``"data"``, byte 0 lowest)."""
+    out = dict(msg.fields)
+    if msg.data is not None:
+        out["data"] = int.from_bytes(msg.data, "little")
+    return out
+
+
+class FlitMonitor:
+    """Decodes every flit of one wire with the golden ``Unpacker`` (any rule broken is a mismatch)
+    and counts flit kinds and slot formats for coverage.
+
+    ``flit(word)`` takes the 528-bit flit as an integer, raises ``models.flit.FlitError`` if it breaks a
+    rule (the unpacker's state is then unchanged), and returns the golden ``RxFlit`` otherwise.  Coverage
+    keys: ``"<direction> H<code>"`` / ``"G<code>"`` per slot of a protocol flit, ``"<direction>
+    all-data"``, ``"<direction> control <kind>"``."""
+
+    def __init__(self, direction, coverage=None):
+        self.unpacker = Unpacker(direction)
+        self.name = Direction(direction).value
+        self.coverage = {} if coverage is None else coverage
+
+    def flit(self, word):
+        rx = self.unpacker.receive(word.to_bytes(FLIT_BYTES, "little"))    # FlitError if a rule is broken
+        cov = self.coverage
+        if rx.kind == "protocol":
+            h = decode_header(word)
+            for s in range(SLOTS):
+                key = f"{self.name} {'H' if s == 0 else 'G'}{h[f'slot{s}']}"
+                cov[key] = cov.get(key, 0) + 1
+        else:
+            key = f"{self.name} {rx.kind}" + (f" {rx.control.kind}" if rx.control is not None else "")
+            cov[key] = cov.get(key, 0) + 1
+        return rx
+
+
+def _flit_handles(dut, prefix, need_ready):
+    valid = getattr(dut, f"{prefix}__valid")
+    payload = getattr(dut, f"{prefix}__payload")
+    try:
+        ready = getattr(dut, f"{prefix}__ready")
+    except AttributeError:
+        if need_ready:
+            raise
+        ready = None
+    if len(payload) != FLIT_BITS:
+        raise ValueError(f"{prefix}__payload is {len(payload)} bits; a flit is {FLIT_BITS} "
+                         "(payload 511:0, CRC 527:512)")
+    return valid, ready, payload
+
+
+class FlitStreamMonitor:
+    """Passive, on its own: every clock, a flit that crosses ``<prefix>__valid``/``__ready`` (or, with no
+    ``__ready`` port, a tap whose ``valid`` marks a flit) is decoded with the golden ``Unpacker``.
+
+    Per flit, in wire order: ``flits`` (the 528-bit words), ``verdicts`` (``"good"``, ``"crc"`` for a CRC
+    error, ``"rule"`` for any other broken rule), ``rx`` (the golden ``RxFlit``, None for a bad flit).
+    ``messages[chan]``: the messages the golden receiver delivers, in order (a data header once its line
+    is complete); ``credits``/``acks``: their sums; ``errors``: ``(flit number, FlitError)``.  With
+    ``strict=True`` (the default) a bad flit fails the test (an ``AssertionError`` naming the flit number
+    and the broken rule); with ``strict=False`` it is recorded and skipped, as a receiver drops it.
+    ``name`` (default: the prefix) starts that message, e.g. to carry the test's seed."""
+
+    def __init__(self, dut, prefix, clock, direction, *, strict=True, coverage=None, name=None):
+        self.direction = Direction(direction)
+        self.clock = clock
+        self.name = prefix if name is None else name
+        self.valid, self.ready, self.payload = _flit_handles(dut, prefix, need_ready=False)
+        self.decoder = FlitMonitor(self.direction, coverage)
+        self.coverage = self.decoder.coverage
+        self.strict = strict
+        self.flits, self.verdicts, self.rx, self.errors = [], [], [], []
+        self.messages = {ch: [] for ch in self.direction.channels}
+        self.credits, self.acks = Credits(), 0
+        self._event = Event()
+        self._task = cocotb.start_soon(self._run())
+
+    def _transferred(self):
+        if not (self.valid.value.is_resolvable and int(self.valid.value)):
+            return False
+        return self.ready is None or (self.ready.value.is_resolvable and bool(int(self.ready.value)))
+
+    def take(self, word):
+        """Decode one flit (also usable without the coroutine, from a polled testbench)."""
+        n = len(self.flits)
+        self.flits.append(word)
+        try:
+            rx = self.decoder.flit(word)
+        except FlitError as e:
+            self.verdicts.append("crc" if e.field == "CRC" else "rule")
+            self.rx.append(None)
+            self.errors.append((n, e))
+            if self.strict:
+                raise AssertionError(f"{self.name}: flit {n} breaks a {self.direction.value} flit rule: {e}") from None
+            return None
+        self.verdicts.append("good")
+        self.rx.append(rx)
+        for msg in rx.messages:
+            self.messages[msg.chan].append(msg)
+        self.credits += rx.credits
+        self.acks += rx.acks
+        return rx
+
+    async def wait_for(self, count):
+        """Wait until ``count`` flits have been seen."""
+        while len(self.flits) < count:
+            self._event.clear()
+            await self._event.wait()
+
+    async def _run(self):
+        while True:
+            await RisingEdge(self.clock)
+            if self._transferred():
+                self.take(int(self.payload.value))
+                self._event.set()
+
+
+class FlitDriver:
+    """Drives flits into an RTL flit input ``<prefix>__valid/__ready/__payload`` (valid/ready rules of
+    ``amaranth.lib.stream``: valid and payload held until the transfer).
+
+    ``send(flit)`` queues one flit: 66 bytes (``models.flit.seal``), 68 framed bytes (``frame``; the
+    protocol ID is checked and stripped) or a 528-bit integer.  ``send_messages(msgs, credits, acks)``
+    packs golden ``FlitMsg`` messages (and credit returns / acks) with the driver's own
+    ``models.flit.Packer`` (``direction`` given) and queues the flits; it returns them.
+
+    ``pause``: a boolean iterable, True = idle this cycle (checked whenever a new flit could be offered).
+    Bit errors: flit number ``k`` (0 = the first flit driven) gets exactly one flipped bit, chosen by the
+    seeded generator, when ``k in corrupt`` or a per-flit draw is below ``error_rate``; every such flit
+    is listed in ``injected`` as ``(k, bit)``.  A single flipped bit is always a CRC error
+    (tests/test_crc.py).  ``clean``/``wire``: every flit offered, before / after injection (integers);
+    ``sent``: flits transferred.  ``wait_idle()`` waits until the queue is empty and the last flit taken."""
+
+    def __init__(self, dut, prefix, clock, *, direction=None, pause=None, error_rate=0.0, corrupt=(), seed=0):
+        self.clock = clock
+        self.name = prefix
+        self.valid, self.ready, self.payload = _flit_handles(dut, prefix, need_ready=True)
+        self.packer = Packer(direction) if direction is not None else None
+        self.pause = iter(pause) if pause is not None else None
+        if not 0.0 <= error_rate <= 1.0:
+            raise ValueError(f"error_rate={error_rate}: a per-flit probability in [0, 1]")
+        self.error_rate = error_rate
+        self.corrupt = set(corrupt)
+        self.rng = random.Random(seed)
+        self.queue = deque()
+        self.clean, self.wire, self.injected = [], [], []
+        self.sent = 0
+        self._idle = Event()
+        self._idle.set()
+        self.valid.value = 0
+        self._task = cocotb.start_soon(self._run())
+
+    def set_pause_generator(self, pause):
+        self.pause = iter(pause) if pause is not None else None
+
+    def send(self, flit):
+        if isinstance(flit, int):
+            if not 0 <= flit < 1 << FLIT_BITS:
+                raise ValueError(f"a flit is {FLIT_BITS} bits")
+            word = flit
+        else:
+            flit = bytes(flit)
+            if len(flit) == WIRE_BYTES:
+                flit = deframe(flit)
+            if len(flit) != FLIT_BYTES:
+                raise ValueError(f"a flit is {FLIT_BYTES} bytes ({WIRE_BYTES} framed), got {len(flit)}")
+            word = int.from_bytes(flit, "little")
+        self.queue.append(word)
+        self._idle.clear()
+
+    def send_messages(self, messages, credits=Credits(), acks=0):
+        if self.packer is None:
+            raise ValueError(f"{self.name}: send_messages needs the driver's direction")
+        for msg in messages:
+            self.packer.push(msg)
+        self.packer.return_credits(*credits)
+        self.packer.acknowledge(acks)
+        flits = self.packer.drain()
+        for f in flits:
+            self.send(f)
+        return flits
+
+    async def wait_idle(self):
+        await self._idle.wait()
+
+    def _inject(self, word):
+        k = len(self.clean)
+        self.clean.append(word)
+        hit = k in self.corrupt
+        if self.error_rate and self.rng.random() < self.error_rate:
+            hit = True
+        if hit:
+            bit = self.rng.randrange(FLIT_BITS)
+            word ^= 1 << bit
+            self.injected.append((k, bit))
+        self.wire.append(word)
+        return word
+
+    async def _run(self):
+        current = None
+        while True:
+            await RisingEdge(self.clock)
+            if current is not None and self.ready.value.is_resolvable and int(self.ready.value):
+                current = None
+                self.sent += 1
+            if current is None:
+                paused = self.pause is not None and next(self.pause, False)
+                if self.queue and not paused:
+                    current = self._inject(self.queue.popleft())
+                    self.payload.value = current
+                    self.valid.value = 1
+                else:
+                    self.valid.value = 0
+                    if not self.queue:
+                        self._idle.set()

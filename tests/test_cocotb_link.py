@@ -1,0 +1,60 @@
+"""Runs the VIP's link-side cocotb tests (tb/test_link_flits.py: FlitDriver, FlitStreamMonitor) on the
+device's RTL flit receiver, ``FlitUnpacker(upstream=False)``, under Icarus (cocotb_tools.runner).
+
+The Verilog (``hdl.verilog.to_verilog`` plus the Icarus fixes of tb/system_top.py) is cached in
+build/cocotb/link_flits/ by a hash of the RTL and model sources.  ``LINK_FLITS_SEED`` picks the seed
+(default 1)."""
+
+import hashlib
+import os
+import shutil
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BUILD = ROOT / "build" / "cocotb" / "link_flits"
+TOP = "link_rx"
+TESTS = 3
+SEED = int(os.environ.get("LINK_FLITS_SEED", "1"))
+
+
+def _source_hash():
+    h = hashlib.sha256()
+    files = sorted((ROOT / "hdl").rglob("*.py")) + sorted((ROOT / "models").glob("*.py")) + \
+        [ROOT / "tb" / "system_top.py", Path(__file__)]
+    for f in files:
+        h.update(f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _verilog():
+    path = BUILD / f"{TOP}.v"
+    tag = f"// cxl-dcoh {TOP} {_source_hash()}"
+    if path.exists() and path.read_text().split("\n", 1)[0] == tag:
+        return path
+    from hdl.link.rx import FlitUnpacker
+    from hdl.verilog import to_verilog
+    from tb.system_top import _icarus_fixes
+    text = _icarus_fixes(to_verilog(FlitUnpacker(upstream=False), TOP))
+    BUILD.mkdir(parents=True, exist_ok=True)
+    path.write_text(tag + "\n" + text)
+    return path
+
+
+def test_link_flits_icarus(monkeypatch):
+    from cocotb_tools.runner import get_results, get_runner
+    assert shutil.which("iverilog"), "iverilog is missing: run `sudo apt-get install iverilog` (or make deps)"
+    src = _verilog()
+    build_dir = BUILD / "sim_icarus"
+    runner = get_runner("icarus")
+    runner.build(sources=[src], hdl_toplevel=TOP, build_dir=build_dir, timescale=("1ns", "1ps"))
+    results = build_dir / "results.xml"
+    results.unlink(missing_ok=True)         # never read a stale file if the simulator dies
+    monkeypatch.setenv("PYTHONPATH", f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    try:                    # under pytest the runner exits (SystemExit) when a cocotb test fails
+        runner.test(hdl_toplevel=TOP, test_module="tb.test_link_flits", test_dir=ROOT, build_dir=build_dir,
+                    results_xml=results, extra_env={"LINK_FLITS_SEED": str(SEED)})
+    except SystemExit:
+        pass
+    tests, failures = get_results(results)
+    assert tests == TESTS and failures == 0, \
+        f"seed {SEED}: {failures} of {tests} cocotb tests failed (see {results}; LINK_FLITS_SEED={SEED})"
