@@ -45,17 +45,37 @@ def _check_simulator(sim):
         raise SystemExit(f"--sim {sim!r}: must be icarus or verilator")
 
 
+def _verilator_runner():
+    """cocotb's Verilator runner without ``--public-flat-rw``.
+
+    The stock runner makes every signal of the design public, which keeps Verilator from inlining or
+    optimizing anything away. The system testbench touches only the top's ports (``d<i>_*``, ``mon``,
+    ``clk``, ``rst``), so a control file (``public_ports.vlt``) makes those public and nothing else."""
+    from cocotb_tools.runner import Verilator
+
+    class PortsOnlyVerilator(Verilator):
+        def _build_command(self):
+            cmds = super()._build_command()
+            cmds[0] = [a for a in cmds[0] if a != "--public-flat-rw"]
+            return cmds
+    return PortsOnlyVerilator()
+
+
 def build(sim, devices, build_root, ber=0.0, waves=False):
     """Verilog + simulator build; returns (build_dir, params_path)."""
     from tb.system_top import build_system
     _check_simulator(sim)
     rtl_dir = build_root / "rtl"
     sources = build_system(devices, rtl_dir, ber=ber)
-    from cocotb_tools.runner import get_runner
+    from cocotb_tools.runner import VerilatorControlFile, get_runner
     build_dir = build_root / f"{sim}_{devices}dev" / ("waves" if waves else "nowaves")
     runner = get_runner(sim)
     args = []
     if sim == "verilator":
+        runner = _verilator_runner()
+        vlt = rtl_dir / "public_ports.vlt"
+        vlt.write_text('`verilator_config\npublic_flat_rw -module "system_top" -var "*"\n')
+        sources = [VerilatorControlFile(vlt), *sources]     # the runner takes the last source as the top
         # --no-timing: the "#0" of the Icarus time-0 trigger (tb/system_top.py) means nothing to Verilator
         args = ["-Wno-fatal", "-Wno-lint", "-Wno-style", "-O3", "--x-assign", "fast", "--x-initial", "fast",
                 "--no-timing"]
