@@ -8,8 +8,8 @@ simulator through ``cocotb_tools.runner`` (the cocotb Makefile flow rejects the 
 reference/toolchain.md), runs the test, and writes ``--out`` (``"engine": "rtl"``, ``"simulator"``,
 per-opcode latency percentiles and histograms in cycles, coverage, simulation speed) and a PNG of
 the latency histograms beside it.  Exit status 1 on any mismatch; the message names the seed.
-``--seeds K`` runs K seeds from ``--seed`` on one build (``make regress``) and writes one summary per
-seed plus a total.
+``--seeds K`` runs K seeds from ``--seed`` on one build (``make regress``), ``--jobs J`` of them at once,
+and writes one summary per seed plus a total.
 """
 
 import argparse
@@ -61,20 +61,22 @@ def _verilator_runner():
     return PortsOnlyVerilator()
 
 
-def build(sim, devices, build_root, ber=0.0, waves=False):
-    """Verilog + simulator build; returns (build_dir, params_path)."""
-    from tb.system_top import build_system
+def build(sim, devices, build_root, ber=0.0, waves=False, dcoh=None):
+    """Verilog + simulator build; returns (runner, build_dir, params_path).  ``dcoh``: DCOH parameter overrides
+    of ``tb.system_top.DEFAULT_DCOH`` (give each set of overrides its own ``build_root``)."""
+    from tb.system_top import write_if_changed, build_system, params_path
     _check_simulator(sim)
-    rtl_dir = build_root / "rtl"
-    sources = build_system(devices, rtl_dir, ber=ber)
+    ber_tag = f"_ber{ber:g}" if ber else ""       # a BER changes linked_device.v: its own folders
+    rtl_dir = build_root / f"rtl{ber_tag}"
+    sources = build_system(devices, rtl_dir, dcoh=dcoh, ber=ber)
     from cocotb_tools.runner import VerilatorControlFile, get_runner
-    build_dir = build_root / f"{sim}_{devices}dev" / ("waves" if waves else "nowaves")
+    build_dir = build_root / f"{sim}_{devices}dev{ber_tag}" / ("waves" if waves else "nowaves")
     runner = get_runner(sim)
     args = []
     if sim == "verilator":
         runner = _verilator_runner()
         vlt = rtl_dir / "public_ports.vlt"
-        vlt.write_text('`verilator_config\npublic_flat_rw -module "system_top" -var "*"\n')
+        write_if_changed(vlt, '`verilator_config\npublic_flat_rw -module "system_top" -var "*"\n')
         sources = [VerilatorControlFile(vlt), *sources]     # the runner takes the last source as the top
         # --no-timing: the "#0" of the Icarus time-0 trigger (tb/system_top.py) means nothing to Verilator
         args = ["-Wno-fatal", "-Wno-lint", "-Wno-style", "-O3", "--x-assign", "fast", "--x-initial", "fast",
@@ -86,7 +88,7 @@ def build(sim, devices, build_root, ber=0.0, waves=False):
         os.environ["MAKEFLAGS"] = "CFG_CXXFLAGS_PCH_I=-include OPT_FAST=-O2"
     runner.build(sources=sources, hdl_toplevel="system_top", build_dir=build_dir, timescale=("1ns", "1ps"),
                  build_args=args, waves=waves)
-    return runner, build_dir, rtl_dir / "system_params.json"
+    return runner, build_dir, params_path(rtl_dir, devices)
 
 
 def run(runner, build_dir, params, seed, transactions, out, think=8, flit_monitor=True, waves=False,
@@ -146,6 +148,13 @@ def plot_latency(summary, path):
     return path
 
 
+_seed_job = None
+
+
+def _run_seed_job(seed):
+    return _seed_job(seed)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description="cocotb system testbench: N RTL devices under the golden host")
     ap.add_argument("--sim", default=os.environ.get("SIM", "icarus"))
@@ -153,6 +162,7 @@ def main(argv=None):
     ap.add_argument("--transactions", type=int, default=20000)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--seeds", type=int, default=1, help="run this many seeds from --seed (regression)")
+    ap.add_argument("--jobs", type=int, default=1, help="with --seeds: run this many seeds at once")
     ap.add_argument("--think", type=int, default=8, help="max idle cycles between a cache's accesses")
     ap.add_argument("--ber", type=float, default=0.0, help="bit error rate on every link wire")
     ap.add_argument("--waves", action="store_true", help="write an FST (Icarus) / VCD (Verilator) and print its path")
@@ -170,12 +180,27 @@ def main(argv=None):
     print(f"build: {time.perf_counter() - t0:.1f} s ({build_dir})", flush=True)
     flit_monitor = not args.no_flit_monitor and args.ber == 0
     failures, total_tx, total_cycles, total_wall, summaries = 0, 0, 0, 0.0, []
-    for seed in range(args.seed, args.seed + args.seeds):
+
+    def one_seed(seed):
         seed_out = out if args.seeds == 1 else out.with_name(f"{out.stem}_seed{seed}.json")
         s = run(runner, build_dir, params, seed, args.transactions, seed_out, args.think, flit_monitor,
                 args.waves, args.testcase, args.trace)
         s["simulator"] = args.sim
         seed_out.write_text(json.dumps(s, indent=2))
+        return s
+
+    seeds = range(args.seed, args.seed + args.seeds)
+    t_run = time.perf_counter()
+    if args.jobs > 1 and args.seeds > 1:
+        # Seeds are independent simulations of one build: forked workers run them side by side.
+        import multiprocessing
+        global _seed_job
+        _seed_job = one_seed          # forked workers inherit it (a closure cannot be pickled)
+        pool = multiprocessing.get_context("fork").Pool(min(args.jobs, args.seeds))
+        results = pool.imap(_run_seed_job, seeds)
+    else:
+        pool, results = None, map(one_seed, seeds)
+    for seed, s in zip(seeds, results):
         summaries.append(s)
         if s.get("violations"):
             failures += 1
@@ -195,6 +220,10 @@ def main(argv=None):
             print(f"  coverage: {len(cov['state_event'])} (state, event) pairs, flits: "
                   + ", ".join(f"{k} {n}" for k, n in cov["flits"].items()))
             print(f"wrote {out}" + (f" and {png}" if png else ""))
+    if pool is not None:
+        pool.close()
+        pool.join()
+    elapsed = time.perf_counter() - t_run
     if args.waves:
         for f in sorted(build_dir.rglob("*.fst")) + sorted(build_dir.rglob("*.vcd")):
             print(f"waves: {f}")
@@ -203,10 +232,11 @@ def main(argv=None):
                  "first_seed": args.seed, "failures": failures, "transactions": total_tx,
                  "cycles": total_cycles, "wall_s": round(total_wall, 1),
                  "sim_cycles_per_s": round(total_cycles / total_wall) if total_wall else None,
+                 "jobs": min(args.jobs, args.seeds), "elapsed_s": round(elapsed, 1),
                  "failed_seeds": [s["seed"] for s in summaries if s.get("violations")]}
         out.write_text(json.dumps(total, indent=2))
-        print(f"{args.seeds} seeds: {failures} failure(s), {total_tx} transactions, {total_cycles} cycles; "
-              f"wrote {out}")
+        print(f"{args.seeds} seeds: {failures} failure(s), {total_tx} transactions, {total_cycles} cycles "
+              f"in {elapsed:.0f} s ({total['jobs']} at once); wrote {out}")
     return 1 if failures else 0
 
 

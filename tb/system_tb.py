@@ -42,7 +42,7 @@ Checked
 Coverage printed (and in the summary): the (state, event) pairs the shadows took and the flit slot
 formats / flit kinds seen.  A failure names its seed: ``make sim SEED=<seed>`` reproduces it.
 
-Settings (environment, set by tb/run_system.py): ``SIM_PARAMS`` (system_params.json of the build),
+Settings (environment, set by tb/run_system.py): ``SIM_PARAMS`` (the build's system_params_<N>dev.json),
 ``SIM_TRANSACTIONS``, ``SIM_SEED``, ``SIM_THINK``, ``SIM_OUT`` (summary JSON), ``SIM_FLIT_MONITOR``;
 ``SIM_PROFILE=<file>`` writes a cProfile of the testbench's Python; ``SIM_BREAK=cmd_data`` (tests only)
 corrupts the line the cache BFM returns for dirty data, to show the scoreboard fails.

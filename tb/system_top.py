@@ -7,7 +7,7 @@
   WebAssembly Yosys), so it is done for one device only and cached: the file is rewritten only when
   the parameters or any source under ``hdl/`` or ``tb/linked_device.py`` change (a hash in its
   first line).
-* ``system_top.v``: a plain Verilog wrapper, generated here, that instantiates ``linked_device`` N
+* ``system_top_<N>dev.v``: a plain Verilog wrapper, generated here, that instantiates ``linked_device`` N
   times.  Every port of device ``i`` appears on the top as ``d<i>_<port>`` (e.g. ``d0_h2d_req__valid``:
   the VIP's ``<prefix>__valid`` naming).  One more output, ``mon``, packs every per-cycle status bit
   a testbench polls (:data:`MON_BITS` per device, device 0 in the low bits) so that it reads one
@@ -24,7 +24,7 @@ from pathlib import Path
 
 from hdl.verilog import to_verilog
 
-__all__ = ["MON_BITS", "DEFAULT_DCOH", "DEFAULT_LINK", "build_system", "system_params"]
+__all__ = ["MON_BITS", "DEFAULT_DCOH", "DEFAULT_LINK", "build_system", "params_path", "system_params"]
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -132,9 +132,23 @@ def _trigger_single_assignments(m):
 _TRIGGER = re.compile(r"^\s*reg (\\\$auto\$verilog_backend[^ ]*dump_module\$\d+ ) = 0;", re.M)
 
 
+def write_if_changed(path, text):
+    """A rewritten source is newer than the simulator's build, which then rebuilds (~9 min for 4
+    devices on Verilator): leave an identical file alone."""
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
+
+
+def params_path(out_dir, devices):
+    """The parameter file a build of ``devices`` devices in ``out_dir`` leaves for the testbench
+    (``SIM_PARAMS``).  Named per device count, like the top, so that builds of several N can share
+    ``out_dir`` (and the cached ``linked_device.v``) while another N's simulation runs."""
+    return Path(out_dir) / f"system_params_{devices}dev.json"
+
+
 def build_system(devices, out_dir, dcoh=None, link=None, ber=0.0):
-    """Write ``linked_device.v`` (cached) and ``system_top.v`` for ``devices`` devices into ``out_dir``;
-    return ``[linked_device.v, system_top.v]``."""
+    """Write ``linked_device.v`` (cached) and ``system_top_<N>dev.v`` (module ``system_top``) for
+    ``devices`` devices into ``out_dir``, and :func:`params_path`; return ``[linked_device.v, the top]``."""
     if not 1 <= devices <= 16:
         raise ValueError(f"devices={devices}: must be 1..16 (CXL.cache CacheID is 4 bits)")
     out_dir = Path(out_dir)
@@ -158,9 +172,9 @@ def build_system(devices, out_dir, dcoh=None, link=None, ber=0.0):
         bits = ", ".join(f"d{i}_{b}" for b in reversed(MON_BITS))
         lines.append(f"  assign mon[{MON_WIDTH * (i + 1) - 1}:{MON_WIDTH * i}] = {{{bits}}};")
     lines.append("endmodule")
-    top = out_dir / "system_top.v"
-    top.write_text("\n".join(lines) + "\n")
-    (out_dir / "system_params.json").write_text(json.dumps({"devices": devices, **params}, indent=1))
+    top = out_dir / f"system_top_{devices}dev.v"
+    write_if_changed(top, "\n".join(lines) + "\n")
+    write_if_changed(params_path(out_dir, devices), json.dumps({"devices": devices, **params}, indent=1))
     return [dev_v, top]
 
 
