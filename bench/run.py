@@ -19,8 +19,15 @@ Figures and where they come from:
   Verilator; also its BER runs (>= 10^6 flits per rate).  They are the *link's* figures: the whole
   system in Verilator needs the cocotb system testbench (issue 5);
 * ``sim_cycles_per_s.icarus/verilator``: the cocotb system testbench (tb/system_tb.py, 4 devices, every
-  message scoreboarded) on each simulator, and its scaling with the number of devices
-  (``bench.system_speed``; ``--system-transactions 0`` skips it and records null with that reason);
+  message scoreboarded) on each simulator (``bench.system_speed``; ``--system-transactions 0`` skips it
+  and records null with that reason);
+* ``system_speed.scaling``: how its cost grows with N devices (1, 2, 4, 8, 16) on ``--scaling-sim``
+  (Icarus by default: Verilator builds grow ~linearly with N, ~3.5 min for 2 devices, so 1..16 would add
+  ~45 min of builds); ``cost_per_device_cycle_vs_smallest_n`` is the wall time per device-cycle over
+  N=1's (1.0: linear in N);
+* ``system_speed.scaling_sf``: the same with the snoop-filter size (``--sf-sizes`` sets x 2 ways, 2
+  devices, Icarus, ``--sf-transactions`` each; each size its own build under build/sim/sf<sets>x<ways>):
+  cycles/s, cycles per transaction, wall per cycle relative to the smallest SF, and the probe counts;
 * ``make_test_s``: the wall time of the last ``make test`` (the Makefile records it in
   build/bench/make_test_s.txt), or null if it has not run on this checkout.
 """
@@ -38,6 +45,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 NOT_YET = "not measured in this run (--system-transactions 0)"
+SF_TRANSACTIONS = 400     # 2-device Icarus runs (~30 s each): enough for the SF to fill and evict
 SYSTEM_NOTE = "cocotb system testbench, 4 devices, every message scoreboarded (bench/system_speed.py)"
 
 
@@ -102,6 +110,47 @@ def link_verilator(budget):
 
 def ratio(measured, limit):
     return None if measured is None or not limit else round(measured / limit, 3)
+
+
+def _scaling_tables(sysr):
+    """The device-count and snoop-filter-size scaling tables (bench.system_speed)."""
+    lines = []
+    rows = sysr.get("scaling") or []
+    if rows:
+        ref = rows[0]
+        lines += [f"### Scaling with the number of devices ({sysr['params'].get('scaling_sim', rows[0]['sim'])})", "",
+                  f"Transactions per run: {sysr['params']['transactions']} x N / 4 (at least 50), so each device "
+                  "sees about the same load. Limit: the wall time per device-cycle at "
+                  f"N={ref['devices']} (linear growth); ratio = this N's over it (above 1: worse than linear).", "",
+                  "| devices | transactions | cycles | cycles/s | device-cycles/s | µs per device-cycle | "
+                  f"limit (N={ref['devices']}) | ratio | build (s) |", "|---|---|---|---|---|---|---|---|---|"]
+        for x in rows:
+            lines.append(f"| {x['devices']} | {x['transactions']} | {x['cycles']} | {x['cycles_per_s']} | "
+                         f"{x['device_cycles_per_s']} | {x.get('us_per_device_cycle', '—')} | "
+                         f"{ref.get('us_per_device_cycle', '—')} | {x.get('cost_per_device_cycle_vs_smallest_n', '—')} | {x['build_s']} |")
+        lines.append("")
+    rows = sysr.get("scaling_sf") or []
+    if rows:
+        ref = rows[0]
+        p = sysr["params"]
+        lines += [f"### Scaling with the snoop-filter size ({p.get('sf_sim')}, {p.get('sf_devices')} devices, "
+                  f"{p.get('sf_transactions')} transactions)", "",
+                  "Limit: the wall time per simulated cycle with the smallest SF; ratio = this size's over it. "
+                  "Probe counts from the testbench summary: host snoops the DCOHs took (`dispatch.SNOOP`), "
+                  "probes acknowledged (`dispatch.WORK`), internal-cache invalidations -- SF back-invalidations "
+                  "and snoop probes -- and the probe messages they were coalesced into (`coalescing`).", "",
+                  "| SF (sets x ways) | transactions | cycles | cycles/transaction | cycles/s | wall ms/transaction | "
+                  f"µs per cycle | limit ({ref['sf_sets']}x{ref['sf_ways']}) | ratio | host snoops | probes acked | "
+                  "invalidations in / probe messages | build (s) |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        for x in rows:
+            d, c = x.get("dispatch") or {}, x.get("coalescing") or {}
+            lines.append(f"| {x['sf_sets']}x{x['sf_ways']} | {x['transactions']} | {x['cycles']} | {x['cycles_per_tx']} | "
+                         f"{x['cycles_per_s']} | {x['wall_ms_per_tx']} | {x['us_per_cycle']} | {ref['us_per_cycle']} | "
+                         f"{x['cost_per_cycle_vs_smallest']} | {d.get('SNOOP', '—')} | {d.get('WORK', '—')} | "
+                         f"{c.get('invalidations_in', '—')} / {c.get('messages_out', '—')} | {x['build_s']} |")
+        lines.append("")
+    return lines
 
 
 def markdown(res):
@@ -170,10 +219,11 @@ def markdown(res):
                   "every message and cache scoreboarded; build time not counted).", "",
                   "| simulator | devices | transactions | cycles | cycles/s | device-cycles/s | build (s) |",
                   "|---|---|---|---|---|---|---|"]
-        for x in list(sysr["default"].values()) + sysr["scaling"]:
+        for x in sysr["default"].values():
             lines.append(f"| {x['sim']} | {x['devices']} | {x['transactions']} | {x['cycles']} | {x['cycles_per_s']} | "
                          f"{x['device_cycles_per_s']} | {x['build_s']} |")
         lines.append("")
+        lines += _scaling_tables(sysr)
     return "\n".join(lines)
 
 
@@ -182,7 +232,13 @@ def main(argv=None):
     ap.add_argument("--link-budget", type=float, default=120.0, help="seconds for the link BER runs")
     ap.add_argument("--verilator-budget", type=float, default=120.0, help="seconds for the Verilator BER runs")
     ap.add_argument("--system-transactions", type=int, default=200,
-                    help="transactions per cocotb system run (0: skip; Verilator builds take ~15 min)")
+                    help="transactions per cocotb system run (0: skip; a 4-device Verilator build takes ~7 min)")
+    ap.add_argument("--scaling-sim", default="icarus", choices=("icarus", "verilator"),
+                    help="simulator of the 1..16-device scaling (verilator: ~45 min more of builds)")
+    ap.add_argument("--scaling", default="1,2,4,8,16", help="device counts of the scaling")
+    ap.add_argument("--sf-sizes", default="16,64,256", help="snoop-filter sets (x 2 ways, 2 devices, Icarus)")
+    ap.add_argument("--sf-transactions", type=int, default=SF_TRANSACTIONS,
+                    help="transactions per snoop-filter-size run")
     ap.add_argument("--out", default="build/bench")
     ap.add_argument("--doc", default="BENCHMARKS.md")
     args = ap.parse_args(argv)
@@ -204,7 +260,10 @@ def main(argv=None):
     if args.system_transactions:
         from bench import system_speed
         print("[bench] cocotb system testbench speed (Icarus, Verilator, scaling)", flush=True)
-        sysr = system_speed.measure(args.system_transactions)
+        ints = system_speed.parse_ints
+        sysr = system_speed.measure(args.system_transactions, ints(args.scaling), args.scaling_sim,
+                                    sf_sizes=ints(args.sf_sizes), sf_sim="icarus", sf_devices=2, sf_ways=2,
+                                    sf_transactions=args.sf_transactions)
         (out / "system_speed.json").write_text(json.dumps(sysr, indent=1) + "\n")
     test_file = out / "make_test_s.txt"
     make_test_s = float(test_file.read_text()) if test_file.exists() else None

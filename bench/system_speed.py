@@ -1,13 +1,25 @@
 """Simulation speed of the cocotb system testbench (tb/system_tb.py): cycles per second on Icarus and
-Verilator for the default scenario (4 devices), and how the cost grows with the number of devices.
+Verilator for the default scenario (4 devices), and how the cost grows with the number of devices and
+with the snoop-filter size.
 
     python -m bench.system_speed [--transactions 400] [--scaling 1,2,4,8,16] [--scaling-sim icarus]
+                                 [--sf-sizes 16,64,256] [--sf-ways 2] [--sf-devices 2] [--sf-sim icarus]
                                  [--out build/bench/system_speed.json]
 
 Each run is a real scoreboarded run (every message and cache checked) of ``--transactions``
 transactions, seed 1; the figure is simulated cycles over the wall time of the cocotb run loop
-(building is not counted and reported apart).  Scaling: the same per device count on
-``--scaling-sim``, and cycles/s x devices (device-cycles per second) to show the cost per device.
+(building is not counted and reported apart).
+
+* Device scaling: the same per device count on ``--scaling-sim`` (``--transactions`` x N / 4, at least
+  50, so each device sees about the same load), with cycles/s x devices (device-cycles per second) and
+  the wall time per device-cycle relative to the smallest N (1.0 = the cost grows linearly with N).
+* Snoop-filter scaling: ``--sf-devices`` devices on ``--sf-sim`` with ``sf_sets`` in ``--sf-sizes`` x
+  ``--sf-ways`` ways, each SF size built under its own root (build/sim/sf<sets>x<ways>/, so the default
+  build in build/sim is never touched).  Besides cycles/s: simulated cycles per transaction, wall ms per
+  transaction, the wall time per cycle relative to the smallest SF, and the testbench's probe counts
+  (``dispatch``: what each DCOH engine started; ``coalescing``: internal-cache invalidations -- SF
+  back-invalidations and snoop probes -- and the probe messages they were merged into).
+  Icarus by default: each SF size is a new build, and a 2-device Verilator build takes ~3.5 min.
 """
 
 import argparse
@@ -22,40 +34,110 @@ ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "build" / "sim"      # shares the converted Verilog and builds with make sim
 
 
-def one(sim, devices, transactions, seed=1):
+def sf_root(sets, ways, build_root=BUILD):
+    """The build root of one snoop-filter size (a subdirectory: never the default build itself)."""
+    return Path(build_root) / f"sf{sets}x{ways}"
+
+
+SUMMARIES = ROOT / "build" / "bench"   # each run's testbench summary: system_<sim>_<N>[_sf<S>x<W>].json
+
+
+def one(sim, devices, transactions, seed=1, dcoh=None, build_root=BUILD, tag="", summaries=SUMMARIES):
     t0 = time.perf_counter()
-    runner, build_dir, params = build(sim, devices, BUILD)
+    runner, build_dir, params = build(sim, devices, build_root, dcoh=dcoh)
     built = time.perf_counter() - t0
-    s = run(runner, build_dir, params, seed, transactions, ROOT / "build" / "bench" / f"system_{sim}_{devices}.json")
+    s = run(runner, build_dir, params, seed, transactions,
+            Path(summaries) / f"system_{sim}_{devices}{tag}.json")
     if s.get("violations"):
-        raise SystemExit(f"{sim} {devices} devices: the run failed: {s.get('error')}")
+        raise SystemExit(f"{sim} {devices} devices{tag}: the run failed: {s.get('error')}")
     return {"sim": sim, "devices": devices, "transactions": s["transactions"], "cycles": s["cycles"],
             "wall_s": s["wall_s"], "cycles_per_s": s["sim_cycles_per_s"],
-            "device_cycles_per_s": s["sim_cycles_per_s"] * devices, "build_s": round(built, 1)}
+            "device_cycles_per_s": s["sim_cycles_per_s"] * devices, "build_s": round(built, 1),
+            "messages": s.get("messages"), "dispatch": s.get("dispatch"), "coalescing": s.get("coalescing")}
 
 
-def measure(transactions=400, scaling=(1, 2, 4, 8, 16), scaling_sim="icarus", default_devices=4):
-    res = {"default": {}, "scaling": [], "params": {"transactions": transactions, "seed": 1}}
-    for sim in ("icarus", "verilator"):
+def _relative(rows, cost, key):
+    """rows[i][key] = cost(row) / cost(first row) (the first row is the reference)."""
+    base = cost(rows[0]) if rows else None
+    for r in rows:
+        r[key] = round(cost(r) / base, 3) if base else None
+
+
+def scaling_sf(sizes=(16, 64, 256), ways=2, devices=2, sim="icarus", transactions=200, seed=1, build_root=BUILD,
+               summaries=SUMMARIES):
+    rows = []
+    for sets in sizes:
+        print(f"[system_speed] {sim}, {devices} devices, snoop filter {sets} sets x {ways} ways", flush=True)
+        r = one(sim, devices, transactions, seed, dcoh={"sf_sets": sets, "sf_ways": ways},
+                build_root=sf_root(sets, ways, build_root), tag=f"_sf{sets}x{ways}", summaries=summaries)
+        r.update(sf_sets=sets, sf_ways=ways, sf_entries=sets * ways,
+                 cycles_per_tx=round(r["cycles"] / r["transactions"], 2) if r["transactions"] else None,
+                 wall_ms_per_tx=round(1e3 * r["wall_s"] / r["transactions"], 2) if r["transactions"] else None,
+                 us_per_cycle=round(1e6 * r["wall_s"] / r["cycles"], 1) if r["cycles"] else None)
+        rows.append(r)
+    rows.sort(key=lambda r: r["sf_entries"])
+    _relative(rows, lambda r: r["wall_s"] / r["cycles"], "cost_per_cycle_vs_smallest")
+    return rows
+
+
+def measure(transactions=400, scaling=(1, 2, 4, 8, 16), scaling_sim="icarus", default_devices=4,
+            sf_sizes=(16, 64, 256), sf_ways=2, sf_devices=2, sf_sim="icarus", sf_transactions=None,
+            default_sims=("icarus", "verilator"), build_root=BUILD, summaries=SUMMARIES):
+    build_root = Path(build_root)
+    Path(summaries).mkdir(parents=True, exist_ok=True)
+    res = {"default": {}, "scaling": [], "scaling_sf": [],
+           "params": {"transactions": transactions, "seed": 1, "scaling_sim": scaling_sim,
+                      "sf_sim": sf_sim, "sf_devices": sf_devices, "sf_ways": sf_ways,
+                      "sf_transactions": sf_transactions or transactions}}
+    for sim in default_sims:
         print(f"[system_speed] {sim}, {default_devices} devices", flush=True)
-        res["default"][sim] = one(sim, default_devices, transactions)
-    for n in scaling:
+        res["default"][sim] = one(sim, default_devices, transactions, build_root=build_root,
+                                 summaries=summaries)
+    for n in sorted(scaling):
         if n == default_devices and scaling_sim in res["default"]:
-            res["scaling"].append(res["default"][scaling_sim])
+            res["scaling"].append(dict(res["default"][scaling_sim]))
             continue
         print(f"[system_speed] {scaling_sim}, {n} devices", flush=True)
-        res["scaling"].append(one(scaling_sim, n, max(50, transactions * n // default_devices)))
+        res["scaling"].append(one(scaling_sim, n, max(50, transactions * n // default_devices),
+                                  build_root=build_root, summaries=summaries))
+    for r in res["scaling"]:
+        r["us_per_device_cycle"] = round(1e6 * r["wall_s"] / (r["cycles"] * r["devices"]), 1)
+    # wall time per device-cycle relative to the smallest N (N=1 by default): 1.0 is linear growth with N
+    _relative(res["scaling"], lambda r: r["wall_s"] / (r["cycles"] * r["devices"]),
+              "cost_per_device_cycle_vs_smallest_n")
+    if sf_sizes:
+        res["scaling_sf"] = scaling_sf(sf_sizes, sf_ways, sf_devices, sf_sim, sf_transactions or transactions,
+                                       build_root=build_root, summaries=summaries)
     return res
+
+
+def parse_ints(s):
+    return tuple(int(x) for x in s.split(",") if x)
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--transactions", type=int, default=400)
-    ap.add_argument("--scaling", default="1,2,4,8,16")
-    ap.add_argument("--scaling-sim", default="icarus")
+    ap.add_argument("--scaling", default="1,2,4,8,16", help="device counts (1..16; empty: none)")
+    ap.add_argument("--scaling-sim", default="icarus", choices=("icarus", "verilator"))
+    ap.add_argument("--sf-sizes", default="16,64,256", help="snoop-filter sets (powers of two; empty: none)")
+    ap.add_argument("--sf-ways", type=int, default=2)
+    ap.add_argument("--sf-devices", type=int, default=2)
+    ap.add_argument("--sf-sim", default="icarus", choices=("icarus", "verilator"))
+    ap.add_argument("--sf-transactions", type=int, default=None, help="default: --transactions")
+    ap.add_argument("--default-sims", default="icarus,verilator",
+                    help="simulators of the default 4-device runs (empty: none)")
+    ap.add_argument("--build-root", default=None,
+                    help="the device-count builds go here (default build/sim, shared with make sim), "
+                         "each SF size under <root>/sf<sets>x<ways>")
     ap.add_argument("--out", default="build/bench/system_speed.json")
     args = ap.parse_args(argv)
-    res = measure(args.transactions, tuple(int(x) for x in args.scaling.split(",") if x), args.scaling_sim)
+    res = measure(args.transactions, parse_ints(args.scaling), args.scaling_sim, sf_sizes=parse_ints(args.sf_sizes),
+                  sf_ways=args.sf_ways, sf_devices=args.sf_devices, sf_sim=args.sf_sim,
+                  sf_transactions=args.sf_transactions,
+                  default_sims=tuple(x for x in args.default_sims.split(",") if x),
+                  build_root=Path(args.build_root).resolve() if args.build_root else BUILD,
+                  summaries=Path(args.out).resolve().parent)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(res, indent=1) + "\n")
     print(json.dumps(res, indent=1))
