@@ -84,11 +84,13 @@ class _Channel:
             int(self.valid.value) and int(self.ready.value)
 
 
-class ChannelSource(_Channel):
-    """Drives ``valid``/``payload``; ``send()`` queues a message, ``wait_idle()`` waits for the queue."""
+class _QueueDriver:
+    """What a Source and a FlitDriver share: a queue of payload words driven on ``valid``/``payload``
+    one at a time (held until ``ready``), a pause generator, and ``wait_idle()``.  Subclasses set
+    ``self.valid``/``ready``/``payload``/``clock`` and call ``_start()``; ``_offer(word)`` may change a
+    word as it is put on the wire."""
 
-    def __init__(self, dut, prefix, clock, channel, pause=None):
-        super().__init__(dut, prefix, clock, channel)
+    def _start(self, pause):
         self.queue = deque()
         self.pause = iter(pause) if pause is not None else None
         self.sent = 0
@@ -100,30 +102,45 @@ class ChannelSource(_Channel):
     def set_pause_generator(self, pause):
         self.pause = iter(pause) if pause is not None else None
 
-    def send(self, fields):
-        self.queue.append(self.encode(fields))
+    def _queue(self, word):
+        self.queue.append(word)
         self._idle.clear()
 
     async def wait_idle(self):
+        """Wait until the queue is empty and the last word has been taken."""
         await self._idle.wait()
+
+    def _offer(self, word):
+        return word
 
     async def _run(self):
         current = None
         while True:
             await RisingEdge(self.clock)
-            if current is not None and self._transferred():
-                current = None
+            if current is not None and self.ready.value.is_resolvable and int(self.ready.value):
+                current = None                  # valid was ours: ready alone makes the transfer
                 self.sent += 1
             if current is None:
                 paused = self.pause is not None and next(self.pause, False)
                 if self.queue and not paused:
-                    current = self.queue.popleft()
+                    current = self._offer(self.queue.popleft())
                     self.payload.value = current
                     self.valid.value = 1
                 else:
                     self.valid.value = 0
                     if not self.queue:
                         self._idle.set()
+
+
+class ChannelSource(_Channel, _QueueDriver):
+    """Drives ``valid``/``payload``; ``send()`` queues a message, ``wait_idle()`` waits for the queue."""
+
+    def __init__(self, dut, prefix, clock, channel, pause=None):
+        super().__init__(dut, prefix, clock, channel)
+        self._start(pause)
+
+    def send(self, fields):
+        self._queue(self.encode(fields))
 
 
 class ChannelSink(_Channel):
@@ -299,7 +316,7 @@ class FlitStreamMonitor:
                 self._event.set()
 
 
-class FlitDriver:
+class FlitDriver(_QueueDriver):
     """Drives flits into an RTL flit input ``<prefix>__valid/__ready/__payload`` (valid/ready rules of
     ``amaranth.lib.stream``: valid and payload held until the transfer).
 
@@ -320,22 +337,13 @@ class FlitDriver:
         self.name = prefix
         self.valid, self.ready, self.payload = _flit_handles(dut, prefix, need_ready=True)
         self.packer = Packer(direction) if direction is not None else None
-        self.pause = iter(pause) if pause is not None else None
         if not 0.0 <= error_rate <= 1.0:
             raise ValueError(f"error_rate={error_rate}: a per-flit probability in [0, 1]")
         self.error_rate = error_rate
         self.corrupt = set(corrupt)
         self.rng = random.Random(seed)
-        self.queue = deque()
         self.clean, self.wire, self.injected = [], [], []
-        self.sent = 0
-        self._idle = Event()
-        self._idle.set()
-        self.valid.value = 0
-        self._task = cocotb.start_soon(self._run())
-
-    def set_pause_generator(self, pause):
-        self.pause = iter(pause) if pause is not None else None
+        self._start(pause)
 
     def send(self, flit):
         if isinstance(flit, int):
@@ -349,8 +357,7 @@ class FlitDriver:
             if len(flit) != FLIT_BYTES:
                 raise ValueError(f"a flit is {FLIT_BYTES} bytes ({WIRE_BYTES} framed), got {len(flit)}")
             word = int.from_bytes(flit, "little")
-        self.queue.append(word)
-        self._idle.clear()
+        self._queue(word)
 
     def send_messages(self, messages, credits=Credits(), acks=0):
         if self.packer is None:
@@ -364,10 +371,8 @@ class FlitDriver:
             self.send(f)
         return flits
 
-    async def wait_idle(self):
-        await self._idle.wait()
-
-    def _inject(self, word):
+    def _offer(self, word):
+        """Error injection as the flit goes on the wire."""
         k = len(self.clean)
         self.clean.append(word)
         hit = k in self.corrupt
@@ -379,21 +384,3 @@ class FlitDriver:
             self.injected.append((k, bit))
         self.wire.append(word)
         return word
-
-    async def _run(self):
-        current = None
-        while True:
-            await RisingEdge(self.clock)
-            if current is not None and self.ready.value.is_resolvable and int(self.ready.value):
-                current = None
-                self.sent += 1
-            if current is None:
-                paused = self.pause is not None and next(self.pause, False)
-                if self.queue and not paused:
-                    current = self._inject(self.queue.popleft())
-                    self.payload.value = current
-                    self.valid.value = 1
-                else:
-                    self.valid.value = 0
-                    if not self.queue:
-                        self._idle.set()
