@@ -8,7 +8,8 @@ with the snoop-filter size.
 
 Each run is a real scoreboarded run (every message and cache checked) of ``--transactions``
 transactions, seed 1; the figure is simulated cycles over the wall time of the cocotb run loop
-(building is not counted and reported apart).
+(building is not counted and reported apart).  The default runs also time the same build with no
+testbench work (tb/clock_only.py: clock, ReadOnly, one read per cycle), the ceiling of the figure.
 
 * Device scaling: the same per device count on ``--scaling-sim`` (``--transactions`` x N / 4, at least
   50, so each device sees about the same load), with cycles/s x devices (device-cycles per second) and
@@ -28,7 +29,7 @@ import sys
 import time
 from pathlib import Path
 
-from tb.run_system import build, run
+from tb.run_system import build, clock_only, run
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "build" / "sim"      # shares the converted Verilog and builds with make sim
@@ -42,7 +43,10 @@ def sf_root(sets, ways, build_root=BUILD):
 SUMMARIES = ROOT / "build" / "bench"   # each run's testbench summary: system_<sim>_<N>[_sf<S>x<W>].json
 
 
-def one(sim, devices, transactions, seed=1, dcoh=None, build_root=BUILD, tag="", summaries=SUMMARIES):
+def one(sim, devices, transactions, seed=1, dcoh=None, build_root=BUILD, tag="", summaries=SUMMARIES,
+        limit=False):
+    """One scoreboarded run.  ``limit``: also time the same build with no testbench work for as many
+    cycles (tb/clock_only.py): ``clock_only_cycles_per_s``, the ceiling of this figure."""
     t0 = time.perf_counter()
     runner, build_dir, params = build(sim, devices, build_root, dcoh=dcoh)
     built = time.perf_counter() - t0
@@ -50,10 +54,14 @@ def one(sim, devices, transactions, seed=1, dcoh=None, build_root=BUILD, tag="",
             Path(summaries) / f"system_{sim}_{devices}{tag}.json")
     if s.get("violations"):
         raise SystemExit(f"{sim} {devices} devices{tag}: the run failed: {s.get('error')}")
-    return {"sim": sim, "devices": devices, "transactions": s["transactions"], "cycles": s["cycles"],
-            "wall_s": s["wall_s"], "cycles_per_s": s["sim_cycles_per_s"],
-            "device_cycles_per_s": s["sim_cycles_per_s"] * devices, "build_s": round(built, 1),
-            "messages": s.get("messages"), "dispatch": s.get("dispatch"), "coalescing": s.get("coalescing")}
+    r = {"sim": sim, "devices": devices, "transactions": s["transactions"], "cycles": s["cycles"],
+         "wall_s": s["wall_s"], "cycles_per_s": s["sim_cycles_per_s"],
+         "device_cycles_per_s": s["sim_cycles_per_s"] * devices, "build_s": round(built, 1),
+         "messages": s.get("messages"), "dispatch": s.get("dispatch"), "coalescing": s.get("coalescing")}
+    if limit:
+        c = clock_only(runner, build_dir, params, s["cycles"], Path(summaries) / f"clock_only_{sim}_{devices}{tag}.json")
+        r["clock_only_cycles_per_s"] = c["cycles_per_s"]
+    return r
 
 
 def _relative(rows, cost, key):
@@ -92,7 +100,7 @@ def measure(transactions=400, scaling=(1, 2, 4, 8, 16), scaling_sim="icarus", de
     for sim in default_sims:
         print(f"[system_speed] {sim}, {default_devices} devices", flush=True)
         res["default"][sim] = one(sim, default_devices, transactions, build_root=build_root,
-                                 summaries=summaries)
+                                 summaries=summaries, limit=True)
     for n in sorted(scaling):
         if n == default_devices and scaling_sim in res["default"]:
             res["scaling"].append(dict(res["default"][scaling_sim]))

