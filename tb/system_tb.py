@@ -349,8 +349,11 @@ class DeviceSide:
             write(h("probe__ready"), ready)
         if self.cpu_cur is not None and bits & _BIT["cpu_req__ready"]:
             self.cpu_cur = None
+        # A probe acknowledged (this cycle or earlier) and not yet worked through counts as busy: the
+        # shadow has flushed its lines already, the RTL's caches lose them only with the INV/WB command
+        # a few cycles later, and a hit in that window would read a line the model no longer has.
         idle = bool(bits & _BIT["dcoh_idle"]) and not code and self.cmd_rsp is None \
-            and not bits & (_BIT["cmd__valid"] | _BIT["cpu_rsp__valid"])
+            and self.probe_phase is None and not bits & (_BIT["cmd__valid"] | _BIT["cpu_rsp__valid"])
         # traffic: each idle internal cache starts its next access when its think time is over
         for k in range(bench.cfg.caches):
             if self.bfm.busy[k] is not None or now < self.next_issue[k]:
@@ -368,8 +371,11 @@ class DeviceSide:
                     continue
                 self.pending_op[k] = None
                 self.bfm.access(op)
-                if not self.shadow.accept(op, now) or self.shadow.ops[k] is not None:
-                    self.fail(f"{op!r} hits in the RTL's cache {k} but not in its shadow's")
+                busy = self.shadow.ops[k]
+                if busy is not None or not self.shadow.accept(op, now) or self.shadow.ops[k] is not None:
+                    self.fail(f"{op!r} hits in the RTL's cache {k} ({self.bfm.caches[k].get(op.line)}) but not "
+                              f"in its shadow's ({self.shadow.caches[k].get(op.line)}; its access outstanding: "
+                              f"{busy!r})")
                 self.next_issue[k] = now + 1 + bench.rng.randrange(bench.think + 1)
                 bench.hits += 1
                 bench.touch(op.line)
@@ -393,7 +399,7 @@ class DeviceSide:
                     except FlitError as e:
                         self.fail(f"{name}stream flit breaks a link rule: {e}")
         # the RTL's caches against the shadow's whenever the DCOH has settled
-        settled = idle and self.probe_phase is None and self.cpu_cur is None and not self.held
+        settled = idle and self.cpu_cur is None and not self.held
         if settled and (changed or not self.was_idle):
             self.compare_caches()
         self.was_idle = settled
