@@ -4,7 +4,12 @@ Icarus, every message and cache compared with the shadow golden model.  The long
 
 Also shows that the scoreboard can fail: with ``SIM_BREAK=cmd_data`` the internal-cache BFM returns
 a wrong line to the DCOH's ``cmd`` (as a corrupted datapath would), the RTL forwards it, and the run
-must stop on a data mismatch naming its seed."""
+must stop on a data mismatch naming its seed.
+
+Access traces replayed with the RTL's timing (``system_trace``): the races of tests/test_races.py, and
+the traces Hypothesis found on the golden model (tb/traces/hypothesis.json, written by
+``python -m tb.hypothesis_traces``).  The first few of each replay in make test, the others in
+make regress (``pytest -m slow``)."""
 
 import os
 from pathlib import Path
@@ -69,15 +74,90 @@ def _race_traces(devices=2, caches=2):
     return traces
 
 
-def test_system_replays_the_race_traces(icarus_system, tmp_path):
+def _replay(icarus_system, tmp_path, traces):
+    """Replays each trace on the Icarus system (``system_trace``), one simulation each: a reset does
+    not clear the SF memory.  Returns the summaries."""
     import json
-    traces = _race_traces()
-    assert len(traces) >= 5
     runner, build_dir, params = icarus_system
-    for t in traces:                     # one simulation each: a reset does not clear the SF memory
+    out = []
+    for t in traces:
         path = tmp_path / f"{t['name']}.json"
-        path.write_text(json.dumps(t))
+        path.write_text(json.dumps({"name": t["name"], "ops": t["ops"]}))
         s = run(runner, build_dir, params, SEED, 0, tmp_path / "summary.json", think=2,
                 testcase="system_trace", trace=path)
         assert not s.get("violations"), s.get("error")
         assert s["trace"] == t["name"] and s["transactions"] >= 1, f"{t['name']}: no request reached the host"
+        out.append(s)
+    return out
+
+
+# make test has little time left under its 10-minute limit (~6 s per replay): the first few traces of
+# each kind replay there, the others in make regress (pytest -m slow).
+QUICK_RACES, QUICK_HYPOTHESIS = 3, 1
+
+
+def test_system_replays_the_race_traces(icarus_system, tmp_path):
+    traces = _race_traces()
+    assert len(traces) >= 5
+    _replay(icarus_system, tmp_path, traces[:QUICK_RACES])
+
+
+@pytest.mark.slow
+def test_system_replays_the_other_race_traces(icarus_system, tmp_path):
+    _replay(icarus_system, tmp_path, _race_traces()[QUICK_RACES:])
+
+
+# ---------------------------------------------------------------- traces found by Hypothesis
+HYPOTHESIS_TRACES = ROOT / "tb" / "traces" / "hypothesis.json"     # python -m tb.hypothesis_traces
+
+
+def _hypothesis_traces():
+    import json
+    traces = json.loads(HYPOTHESIS_TRACES.read_text())
+    assert traces, f"{HYPOTHESIS_TRACES} is empty"
+    return traces
+
+
+def _check_trace(t, devices=2):
+    """A trace is valid ``system_trace`` input for the RTL system: dev/cache in range, kinds the
+    cache port takes, every write a distinct value."""
+    from models.dcoh import CpuOp
+    from tb.system_top import DEFAULT_DCOH
+    assert t["name"] and t["ops"]
+    writes = []
+    for d, k, kind, line, value, variant in t["ops"]:
+        assert 0 <= d < devices and 0 <= k < DEFAULT_DCOH["caches"], (t["name"], d, k)
+        assert kind in CpuOp.KINDS and variant in (0, 1) and line >= 0, (t["name"], kind, variant, line)
+        if kind in ("store", "itomwr", "wrinv"):
+            writes.append(value)
+    assert len(set(writes)) == len(writes), f"{t['name']}: a value written twice"
+
+
+def test_hypothesis_trace_generator_works(tmp_path):
+    """The generator (tb/hypothesis_traces.py) with a tiny budget: it runs, it is reproducible, and
+    what it writes is valid input for system_trace; so is the committed file."""
+    import json
+    from tb import hypothesis_traces as ht
+    out = tmp_path / "h.json"
+    chosen, found = ht.generate(examples=15, seed=7, keep=3, out=out)
+    assert len(found) >= 5 and 1 <= len(chosen) <= 3
+    written = json.loads(out.read_text())
+    assert written == json.loads(json.dumps(chosen))
+    assert len({t["name"] for t in written}) == len(written)
+    for t in written:
+        _check_trace(t)
+        assert ht.run_trace(t["ops"], ht.config())["coverage"] == t["coverage"]   # the model agrees
+    assert ht.generate(examples=15, seed=7, keep=3)[0] == chosen               # same seed, same traces
+    for t in _hypothesis_traces():
+        _check_trace(t)
+
+
+def test_system_replays_hypothesis_traces(icarus_system, tmp_path):
+    """The first trace of tb/traces/hypothesis.json (the widest (state, event) coverage) on the RTL
+    system; the others: the slow test below."""
+    _replay(icarus_system, tmp_path, _hypothesis_traces()[:QUICK_HYPOTHESIS])
+
+
+@pytest.mark.slow
+def test_system_replays_the_other_hypothesis_traces(icarus_system, tmp_path):
+    _replay(icarus_system, tmp_path, _hypothesis_traces()[QUICK_HYPOTHESIS:])
