@@ -15,7 +15,6 @@ import os
 import time
 
 import cocotb
-from cocotb.clock import Clock
 from cocotb.triggers import ReadOnly, RisingEdge
 
 from tb.system_tb import SystemBench
@@ -26,13 +25,7 @@ async def clock_only(dut):
     cycles = int(os.environ.get("SIM_CYCLES", "20000"))
     with open(os.environ["SIM_PARAMS"]) as f:
         params = json.load(f)
-    for handle, value in SystemBench(dut, params, seed=1, transactions=0).writes.items():
-        handle.value = value
-    cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
-    dut.rst.value = 1
-    for _ in range(3):
-        await RisingEdge(dut.clk)
-    dut.rst.value = 0
+    await SystemBench(dut, params, seed=1, transactions=0).start()     # idle inputs, clock, reset
     mon = dut.mon
     ones = 0
     t0 = time.perf_counter()

@@ -521,7 +521,8 @@ class SystemBench:
                                      f"writers {writers}, readers {holders}")
         self.touched.clear()
 
-    async def run(self, max_cycles=None):
+    async def start(self):
+        """Drive every input to its idle value, start the clock, and reset for 3 cycles."""
         dut = self.dut
         for handle, value in self.writes.items():      # every input driven before reset
             handle.value = value
@@ -531,6 +532,10 @@ class SystemBench:
         for _ in range(3):
             await RisingEdge(dut.clk)
         dut.rst.value = 0
+
+    async def run(self, max_cycles=None):
+        dut = self.dut
+        await self.start()
         sysm = self.sysm
         devs = self.devs
         issuing = self.issuing
