@@ -646,13 +646,16 @@ def _finish(bench, summary, seed, out):
             json.dump(summary, f, indent=2)
 
 
-def _failed(bench, e, seed, out):
-    summary = {"engine": "rtl", "devices": bench.devices, "transactions": bench.done, "violations": 1,
-               "seed": seed, "cycles": bench.now, "error": str(e), "latency_cycles": {}}
+def _write_failure(summary, out):
     if out:
         with open(out, "w") as f:
             json.dump(summary, f, indent=2)
-    cocotb.log.error(f"FAILED: {e}\nreproduce with: make sim SEED={seed}")
+    cocotb.log.error(f"FAILED: {summary['error']}\nreproduce with: make sim SEED={summary['seed']}")
+
+
+def _failed(bench, e, seed, out):
+    _write_failure({"engine": "rtl", "devices": bench.devices, "transactions": bench.done, "violations": 1,
+                    "seed": seed, "cycles": bench.now, "error": str(e), "latency_cycles": {}}, out)
 
 
 def _settings():
@@ -700,9 +703,13 @@ async def system_trace(dut):
     if not path:
         return
     params, seed, _, think, flit_monitor, out = _settings()
-    with open(path) as f:
-        t = json.load(f)
-    bench = SystemBench(dut, params, seed, 0, think, flit_monitor, trace=t["ops"])
+    try:                                         # a malformed trace: say so in the summary too
+        with open(path) as f:
+            t = json.load(f)
+        bench = SystemBench(dut, params, seed, 0, think, flit_monitor, trace=t["ops"])
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        _write_failure({"engine": "rtl", "violations": 1, "seed": seed, "error": f"trace {path}: {e!r}"}, out)
+        raise
     try:
         summary = await bench.run()
     except SystemMismatch as e:
