@@ -48,7 +48,7 @@ from .host import Host
 from .link import INF, Link
 from .states import Perm, DevState, MESI, Members
 
-__all__ = ["System", "Workload", "run", "main"]
+__all__ = ["System", "Workload", "drive", "run", "main"]
 
 # The enums' members for hot code (see states.Members): the same objects, cheaper to look up.
 _D, _MESI, _Perm, _Ch = Members(DevState), Members(MESI), Members(Perm), Members(Channel)
@@ -413,46 +413,54 @@ def percentile(sorted_vals, p):
     return sorted_vals[i]
 
 
-def run(cfg, transactions, seed, progress=None):
-    """Timed simulation until ``transactions`` D2H requests have completed.  Returns the summary."""
-    rng = random.Random(seed)
-    sysm = System(cfg, timed=True)
-    wl = Workload(cfg, rng)
+def drive(sysm, next_op, pace, stop, on_done=None, progress=None, max_cycles=None):
+    """The timed cycle loop of the golden model, for any source of accesses; returns (cycles, messages,
+    completed accesses).
+
+    Each cycle: the links deliver what is due and the coalescers flush (``System.step_timed``); per
+    device, every idle internal cache whose think time is over takes ``next_op(d, k)`` (None: that
+    cache has nothing more to issue), its next access ``1 + pace()`` cycles later at the earliest; the
+    DCOH services its queue and sends one D2H request; completed accesses go to ``on_done(dev, done)``
+    (then cleared); the touched lines are checked.  Only cycles with something due are visited.
+    ``stop(done)``, asked before each cycle and when nothing is left to happen, ends the loop;
+    nothing left to happen otherwise, or more than ``max_cycles``, is a ``ForwardProgressError``."""
+    cfg = sysm.cfg
     devs = sysm.devices
-    next_issue = [[rng.randrange(wl.think + 1) for _ in range(cfg.caches)] for _ in devs]
-    latency = {}
-    done = 0
-    msgs = 0
-    devload_hist = [0, 0, 0, 0]
-    t_start = time.perf_counter()
     now = 0
+    msgs = 0
+    done = 0
     last_watchdog = 0
+    never = float("inf")
     wake = []                       # event times; every timer below pushes here
     for link in sysm.links:
         link.wake = wake
     for dev in devs:
         dev.coal.wake = wake
+    next_issue = [[pace() for _ in range(cfg.caches)] for _ in devs]
     for nd in next_issue:
         for t in nd:
             heapq.heappush(wake, t)
     step_timed, check_step, touched = sysm.step_timed, sysm.check_step, sysm.checker.touched
-    next_op, randrange, think1 = wl.next_op, rng.randrange, wl.think + 1
     heappush, heappop = heapq.heappush, heapq.heappop
     ks = range(cfg.caches)
-    units = [(dev, next_issue[d], dev.ops, dev.arb, dev.done, dev.link.credits) for d, dev in enumerate(devs)]
-    while done < transactions:
+    units = [(d, dev, next_issue[d], dev.ops, dev.arb, dev.done, dev.link.credits) for d, dev in enumerate(devs)]
+    while not stop(done):
         msgs += step_timed(now)
         # Each device: issue from idle caches whose think time is over, DCOH service, one D2H request,
         # completions.  Then whether it has something to do next cycle: a request the arbiter could
         # send, or an internal cache that finished and may issue again.  (Nothing after its turn in
         # this cycle changes a device's caches, arbiter or credits, so that is known here already.)
         soon = False
-        for dev, nd, ops, arb, dev_done, credits in units:
+        for d, dev, nd, ops, arb, dev_done, credits in units:
             if None in ops:
                 for k in ks:
                     if ops[k] is None and nd[k] <= now:
-                        dev.accept(next_op(k), now)
-                        nd[k] = t = now + 1 + randrange(think1)
+                        op = next_op(d, k)
+                        if op is None:
+                            nd[k] = never        # this cache is done
+                            continue
+                        dev.accept(op, now)
+                        nd[k] = t = now + 1 + pace()
                         heappush(wake, t)
             if dev.queue:
                 dev.service(now)
@@ -461,9 +469,8 @@ def run(cfg, transactions, seed, progress=None):
                 if arb.count and credits[_D2H_REQ] > 0:
                     soon = True
             if dev_done:
-                devload_hist[dev.devload()] += 1
-                for op, lat in dev_done:
-                    latency.setdefault(op._name_, []).append(lat)
+                if on_done is not None:
+                    on_done(dev, dev_done)
                 done += len(dev_done)
                 dev_done.clear()
             if None in ops:
@@ -484,6 +491,8 @@ def run(cfg, transactions, seed, progress=None):
             nxt = now + 1
         else:
             if not wake:
+                if stop(done):
+                    break
                 sysm.watchdog()
                 raise ForwardProgressError(f"nothing left to happen at cycle {now} with "
                                            f"{len(sysm.outstanding())} requests outstanding: "
@@ -493,6 +502,30 @@ def run(cfg, transactions, seed, progress=None):
             sysm.now = nxt
             sysm.watchdog()
         now = nxt
+        if max_cycles is not None and now > max_cycles:
+            raise ForwardProgressError(f"not finished after {max_cycles} cycles; outstanding: "
+                                       f"{sysm.outstanding()[:8]}")
+    return now, msgs, done
+
+
+def run(cfg, transactions, seed, progress=None):
+    """Timed simulation until ``transactions`` D2H requests have completed.  Returns the summary."""
+    rng = random.Random(seed)
+    sysm = System(cfg, timed=True)
+    wl = Workload(cfg, rng)
+    devs = sysm.devices
+    latency = {}
+    devload_hist = [0, 0, 0, 0]
+    randrange, think1 = rng.randrange, wl.think + 1
+
+    def on_done(dev, dev_done):
+        devload_hist[dev.devload()] += 1
+        for op, lat in dev_done:
+            latency.setdefault(op._name_, []).append(lat)
+
+    t_start = time.perf_counter()
+    now, msgs, done = drive(sysm, lambda d, k: wl.next_op(k), lambda: randrange(think1),
+                            lambda done: done >= transactions, on_done, progress)
     sysm.check_all()
     wall = time.perf_counter() - t_start
     coal_in = sum(d.coal.msgs_in for d in devs)

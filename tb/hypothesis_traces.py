@@ -20,7 +20,6 @@ and nothing in the search depends on the wall clock.  docs/testbench.md has the 
 """
 
 import argparse
-import heapq
 import json
 import sys
 import time
@@ -31,10 +30,9 @@ from hypothesis import HealthCheck, Phase, given, settings, target
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
-from hdl.protocol import Channel
 from models.config import Config
 from models.dcoh import CpuOp
-from models.system import ForwardProgressError, System
+from models.system import System, drive
 from tb.system_top import DEFAULT_DCOH
 
 __all__ = ["DEVICES", "config", "line_pool", "traces", "run_trace", "search", "select", "generate", "main"]
@@ -124,76 +122,28 @@ class _Counters:
 
 
 def run_trace(ops, cfg, think=0, max_cycles=200000):
-    """Runs ``ops`` on the timed golden model: each internal cache issues its accesses in order, the
-    next one when the previous one has finished and ``1 + think`` cycles after it was issued (as
-    ``models.system.run``); every cycle the links deliver
-    what is due and the coalescer flushes (``System.step_timed``), each device accepts, services and
-    sends one D2H request, and the touched lines are checked (``System.check_step``).  Runs until
-    everything is issued and the system is quiescent, then ``check_all``.  Returns the scores.
-    Raises the model's own errors (invariant, protocol, forward progress): a model bug."""
+    """Runs ``ops`` on the timed golden model (``models.system.drive``, the cycle loop of
+    ``models.system.run``): each internal cache issues its accesses in order, the next one when the
+    previous one has finished and ``1 + think`` cycles after it was issued; the touched lines are
+    checked every cycle.  Runs until everything is issued and the system is quiescent, then
+    ``check_all``.  Returns the scores.  Raises the model's own errors (invariant, protocol, forward
+    progress): a model bug."""
     sysm = System(cfg, timed=True)
     devs = sysm.devices
     queues = {}
     for d, k, kind, line, value, variant in ops:
         queues.setdefault((d, k), deque()).append(CpuOp(kind, k, line, value, variant))
     counters = [_Counters(dev) for dev in devs]
-    wake = []                    # event times (link deliveries, credit returns, coalescer deadlines, issues)
-    for link in sysm.links:
-        link.wake = wake
-    for dev in devs:
-        dev.coal.wake = wake
-    nd = [[0] * cfg.caches for _ in devs]
-    heapq.heappush(wake, 0)
-    ks = range(cfg.caches)
-    done = 0
-    now = 0
-    last_watchdog = 0
-    while True:
-        sysm.step_timed(now)
-        soon = False
-        for d, dev in enumerate(devs):
-            for k in ks:
-                q = queues.get((d, k))
-                if q and dev.ops[k] is None and nd[d][k] <= now:
-                    dev.accept(q.popleft(), now)
-                    nd[d][k] = t = now + 1 + think
-                    heapq.heappush(wake, t)
-            if dev.queue:
-                dev.service(now)
-            if dev.arb.count:
-                dev.transmit(now, 1)
-                if dev.arb.count and dev.link.credits[Channel.D2H_REQ] > 0:
-                    soon = True
-            done += len(dev.done)
-            dev.done.clear()
-            for k in ks:                 # a cache that finished after its turn: its next access next cycle
-                if queues.get((d, k)) and dev.ops[k] is None and nd[d][k] <= now:
-                    nd[d][k] = now + 1
-                    soon = True
-        if sysm.checker.touched:
-            sysm.check_step()
-        if now - last_watchdog >= 1000:
-            last_watchdog = now
-            sysm.watchdog()
-        if not any(queues.values()) and all(o is None for dev in devs for o in dev.ops) and sysm.quiescent():
-            break
-        while wake and wake[0] <= now:
-            heapq.heappop(wake)
-        if soon:
-            nxt = now + 1
-        elif wake:
-            nxt = heapq.heappop(wake)
-        else:
-            sysm.watchdog()
-            raise ForwardProgressError(f"nothing left to happen at cycle {now}; outstanding: "
-                                       f"{sysm.outstanding()}")
-        if nxt - now > cfg.watchdog:
-            sysm.now = nxt
-            sysm.watchdog()
-        now = sysm.now = nxt
-        if now > max_cycles:
-            raise ForwardProgressError(f"trace not finished after {max_cycles} cycles; outstanding: "
-                                       f"{sysm.outstanding()[:8]}")
+
+    def next_op(d, k):
+        q = queues.get((d, k))
+        return q.popleft() if q else None
+
+    def finished(done):
+        return (not any(queues.values()) and all(o is None for dev in devs for o in dev.ops)
+                and sysm.quiescent())
+
+    now, _, done = drive(sysm, next_op, lambda: think, finished, max_cycles=max_cycles)
     sysm.check_all()
     pairs = sorted({f"{s} / {e}" for dev in devs for (s, e) in dev.coverage})
     return {"pairs": len(pairs), "stalled": sum(len(c.stalled) for c in counters),
