@@ -55,5 +55,6 @@ def test_bad_depth_is_named():
         CQIDAllocator(4097)
 
 
+@pytest.mark.slow        # make test converts the whole device (both link ends, DCOH) for the system testbench
 def test_converts_to_verilog():
     assert "module cqid" in verilog.convert(CQIDAllocator(16), name="cqid")

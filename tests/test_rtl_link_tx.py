@@ -14,7 +14,6 @@ costs more than simulating one scenario.
 
 import json
 import random
-import time
 
 import pytest
 from amaranth.back import verilog
@@ -249,12 +248,11 @@ def test_streaming_one_flit_per_cycle():
 
 
 # ---------------------------------------------------------------- 3. elaboration
+@pytest.mark.slow        # make test converts the whole device (both link ends, DCOH) for the system testbench
 def test_converts_to_verilog():
     for upstream in (True, False):
-        start = time.monotonic()
         text = verilog.convert(FlitPacker(upstream), name="flit_packer")
         assert "module flit_packer" in text
-        assert time.monotonic() - start < 60
 
 
 @pytest.mark.parametrize("kwargs, name", [
