@@ -5,8 +5,8 @@
 * ``linked_device.v``: :class:`tb.linked_device.LinkedDevice` (DCOH + device link end + two wires +
   host link end) converted once (``hdl.verilog.to_verilog``: the simulator-friendly Yosys script).  Converting is the slow step (about a minute through the
   WebAssembly Yosys), so it is done for one device only and cached: the file is rewritten only when
-  the parameters or any source under ``hdl/`` or ``tb/linked_device.py`` change (a hash in its
-  first line).
+  the parameters or any source it depends on change (:func:`source_hash`, in its first line;
+  :func:`cached_verilog` does the same for any other top, e.g. tests/test_cocotb_link.py).
 * ``system_top_<N>dev.v``: a plain Verilog wrapper, generated here, that instantiates ``linked_device`` N
   times.  Every port of device ``i`` appears on the top as ``d<i>_<port>`` (e.g. ``d0_h2d_req__valid``:
   the VIP's ``<prefix>__valid`` naming).  One more output, ``mon``, packs every per-cycle status bit
@@ -24,7 +24,8 @@ from pathlib import Path
 
 from hdl.verilog import to_verilog
 
-__all__ = ["MON_BITS", "DEFAULT_DCOH", "DEFAULT_LINK", "build_system", "params_path", "system_params"]
+__all__ = ["MON_BITS", "DEFAULT_DCOH", "DEFAULT_LINK", "build_system", "cached_verilog", "params_path",
+           "source_hash", "system_params"]
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -47,13 +48,28 @@ def system_params(dcoh=None, link=None, ber=0.0):
     return {"dcoh": {**DEFAULT_DCOH, **(dcoh or {})}, "link": {**DEFAULT_LINK, **(link or {})}, "ber": ber}
 
 
-def _source_hash(params):
+def source_hash(params, extra=()):
+    """A key for generated Verilog: ``params`` plus every source it depends on (hdl/, the model's
+    tables the RTL reads, tb/linked_device.py, this file's Icarus fixes) and the ``extra`` files."""
     h = hashlib.sha256(json.dumps(params, sort_keys=True).encode())
-    files = sorted((ROOT / "hdl").rglob("*.py")) + [ROOT / "tb" / "linked_device.py",
-                                                     ROOT / "hdl" / "protocol.py"]
-    for f in files + sorted((ROOT / "models").glob("*.py")):   # the RTL reads the model's tables
+    files = sorted((ROOT / "hdl").rglob("*.py")) + [ROOT / "tb" / "linked_device.py", Path(__file__)]
+    for f in files + sorted((ROOT / "models").glob("*.py")) + [Path(x) for x in extra]:
         h.update(f.read_bytes())
     return h.hexdigest()[:16]
+
+
+def cached_verilog(path, key, make):
+    """``path``: simulator Verilog (``hdl.verilog.to_verilog`` and the Icarus fixes) of the
+    elaboratable ``make()`` returns, module named after the file; converted again only when ``key``
+    (its first line) changes."""
+    path = Path(path)
+    tag = f"// cxl-dcoh {path.stem} {key}"
+    if path.exists() and path.read_text().split("\n", 1)[0] == tag:
+        return path
+    text = _icarus_fixes(to_verilog(make(), path.stem))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(tag + "\n" + text)
+    return path
 
 
 _PORT = re.compile(r"^\s*(input|output)\s+(?:wire\s+|reg\s+)?(?:\[(\d+):(\d+)\]\s+)?\\?([A-Za-z_][\w$]*)\s*;")
@@ -75,16 +91,9 @@ def _ports(text, module):
 
 
 def _device_verilog(out_dir, params):
-    path = out_dir / "linked_device.v"
-    tag = f"// cxl-dcoh linked_device {_source_hash(params)}"
-    if path.exists() and path.read_text().splitlines()[0] == tag:
-        return path
     from tb.linked_device import LinkedDevice
-    dut = LinkedDevice(dcoh=params["dcoh"], link=params["link"], ber=params["ber"])
-    text = _icarus_fixes(to_verilog(dut, "linked_device"))
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path.write_text(tag + "\n" + text)
-    return path
+    return cached_verilog(out_dir / "linked_device.v", source_hash(params),
+                          lambda: LinkedDevice(dcoh=params["dcoh"], link=params["link"], ber=params["ber"]))
 
 
 _NONBLOCKING = re.compile(r"^\s*(\\?[\w$]+)\s*(?:\[[^\]]*\]\s*)?<=", re.M)

@@ -1,11 +1,10 @@
 """Runs the VIP's link-side cocotb tests (tb/test_link_flits.py: FlitDriver, FlitStreamMonitor) on the
 device's RTL flit receiver, ``FlitUnpacker(upstream=False)``, under Icarus (cocotb_tools.runner).
 
-The Verilog (``hdl.verilog.to_verilog`` plus the Icarus fixes of tb/system_top.py) is cached in
-build/cocotb/link_flits/ by a hash of the RTL and model sources.  ``LINK_FLITS_SEED`` picks the seed
+The Verilog (``tb.system_top.cached_verilog``: ``hdl.verilog.to_verilog`` plus the Icarus fixes) is
+cached in build/cocotb/link_flits/ by a hash of the RTL and model sources.  ``LINK_FLITS_SEED`` picks the seed
 (default 1)."""
 
-import hashlib
 import os
 import shutil
 from pathlib import Path
@@ -17,27 +16,11 @@ TESTS = 3
 SEED = int(os.environ.get("LINK_FLITS_SEED", "1"))
 
 
-def _source_hash():
-    h = hashlib.sha256()
-    files = sorted((ROOT / "hdl").rglob("*.py")) + sorted((ROOT / "models").glob("*.py")) + \
-        [ROOT / "tb" / "system_top.py", Path(__file__)]
-    for f in files:
-        h.update(f.read_bytes())
-    return h.hexdigest()[:16]
-
-
 def _verilog():
-    path = BUILD / f"{TOP}.v"
-    tag = f"// cxl-dcoh {TOP} {_source_hash()}"
-    if path.exists() and path.read_text().split("\n", 1)[0] == tag:
-        return path
     from hdl.link.rx import FlitUnpacker
-    from hdl.verilog import to_verilog
-    from tb.system_top import _icarus_fixes
-    text = _icarus_fixes(to_verilog(FlitUnpacker(upstream=False), TOP))
-    BUILD.mkdir(parents=True, exist_ok=True)
-    path.write_text(tag + "\n" + text)
-    return path
+    from tb.system_top import cached_verilog, source_hash
+    return cached_verilog(BUILD / f"{TOP}.v", source_hash({"top": TOP, "upstream": False}, [__file__]),
+                          lambda: FlitUnpacker(upstream=False))
 
 
 def test_link_flits_icarus(monkeypatch):
