@@ -55,7 +55,6 @@ import time
 from collections import deque
 
 import cocotb
-from amaranth.hdl import Shape
 from cocotb.clock import Clock
 from cocotb.triggers import ReadOnly, RisingEdge
 
@@ -70,40 +69,13 @@ from models.states import Perm
 from models.system import System, Workload, percentile
 from tb.cache_bfm import CacheBFM
 from tb.system_top import MON_BITS, MON_WIDTH
-from tb.vip import ChannelCodec, FlitMonitor
+from tb.vip import ChannelCodec, FlitMonitor, StructCodec
 
 __all__ = ["SystemMismatch", "SystemBench"]
 
 
 class SystemMismatch(AssertionError):
     """The RTL and the golden model disagree (the message names the seed, cycle and device)."""
-
-
-class StructCodec:
-    """Packs/unpacks an Amaranth ``data.StructLayout`` (the cache ports' payloads) as plain integers,
-    field offsets and enums taken from the layout itself."""
-
-    def __init__(self, layout):
-        self.fields = []
-        for name, field in layout:
-            shape = field.shape
-            enum_cls = shape if isinstance(shape, type) and hasattr(shape, "__members__") else None
-            self.fields.append((name, field.offset, Shape.cast(shape).width, enum_cls))
-
-    def encode(self, **values):
-        v = 0
-        for name, offset, width, enum_cls in self.fields:
-            x = values.get(name, 0)
-            x = x.value if enum_cls is not None and isinstance(x, enum_cls) else int(x)
-            v |= (x & ((1 << width) - 1)) << offset
-        return v
-
-    def decode(self, v):
-        out = {}
-        for name, offset, width, enum_cls in self.fields:
-            x = (v >> offset) & ((1 << width) - 1)
-            out[name] = enum_cls(x) if enum_cls is not None else x
-        return out
 
 
 _MON = {}

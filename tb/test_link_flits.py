@@ -28,13 +28,13 @@ from cocotb.triggers import ClockCycles, RisingEdge
 
 from hdl.link.rx import CreditsLayout
 from models.flit import FLIT_BYTES, Credits, Direction, Unpacker, pack, random_msg
-from tb.vip import ChannelMonitor, ChannelSink, FlitDriver, FlitStreamMonitor, channel_fields
+from tb.vip import ChannelMonitor, ChannelSink, FlitDriver, FlitStreamMonitor, StructCodec, channel_fields
 
 SEED = int(os.environ.get("LINK_FLITS_SEED", "1"))
 COUNT = int(os.environ.get("LINK_FLITS_COUNT", "300"))     # messages per test
 DIRECTION = Direction.DOWNSTREAM                   # FlitUnpacker(upstream=False) receives H2D flits
 PORTS = dict(zip(DIRECTION.channels, ("req", "rsp", "data")))
-_CREDIT_FIELDS = [(name, f.offset, f.width) for name, f in CreditsLayout]
+_CREDITS = StructCodec(CreditsLayout)
 
 
 def fail(what):
@@ -61,7 +61,7 @@ class StatusMonitor:
                 fail(f"flit {len(self.retired)} retired with status {flags}: not exactly one verdict")
             verdict = next(k for k, v in flags.items() if v)
             raw = int(dut.credits.value)
-            credits = Credits(**{n: (raw >> off) & ((1 << w) - 1) for n, off, w in _CREDIT_FIELDS})
+            credits = Credits(**_CREDITS.decode(raw))
             self.retired.append((verdict, credits, int(dut.acks.value)))
 
 

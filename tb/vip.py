@@ -25,6 +25,7 @@ import random
 from collections import deque
 
 import cocotb
+from amaranth.hdl import Shape
 from cocotb.triggers import Event, RisingEdge
 
 from hdl.link.ports import FLIT_BITS, LINE_BITS
@@ -32,7 +33,7 @@ from hdl.protocol import CODECS, Channel
 from models.flit import (FLIT_BYTES, SLOTS, WIRE_BYTES, Credits, Direction, FlitError, Packer, Unpacker,
                          decode_header, deframe)
 
-__all__ = ["ChannelCodec", "ChannelSource", "ChannelSink", "ChannelMonitor", "channel_endpoints",
+__all__ = ["ChannelCodec", "StructCodec", "ChannelSource", "ChannelSink", "ChannelMonitor", "channel_endpoints",
            "channel_fields", "FlitMonitor", "FlitStreamMonitor", "FlitDriver"]
 
 
@@ -66,6 +67,34 @@ class ChannelCodec:
             out["data"] = value >> self.codec.width
             return out
         return self.codec.decode(value)
+
+
+class StructCodec:
+    """Packs/unpacks an Amaranth ``data.StructLayout`` (the cache ports' payloads) as plain integers,
+    field offsets and enums taken from the layout itself (the DCOH's cache ports, the link's credit
+    fields, ...)."""
+
+    def __init__(self, layout):
+        self.fields = []
+        for name, field in layout:
+            shape = field.shape
+            enum_cls = shape if isinstance(shape, type) and hasattr(shape, "__members__") else None
+            self.fields.append((name, field.offset, Shape.cast(shape).width, enum_cls))
+
+    def encode(self, **values):
+        v = 0
+        for name, offset, width, enum_cls in self.fields:
+            x = values.get(name, 0)
+            x = x.value if enum_cls is not None and isinstance(x, enum_cls) else int(x)
+            v |= (x & ((1 << width) - 1)) << offset
+        return v
+
+    def decode(self, v):
+        out = {}
+        for name, offset, width, enum_cls in self.fields:
+            x = (v >> offset) & ((1 << width) - 1)
+            out[name] = enum_cls(x) if enum_cls is not None else x
+        return out
 
 
 class _Channel:
