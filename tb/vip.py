@@ -70,7 +70,7 @@ class ChannelCodec:
 
 
 class StructCodec:
-    """Packs/unpacks an Amaranth ``data.StructLayout`` (the cache ports' payloads) as plain integers,
+    """Packs/unpacks an Amaranth ``data.StructLayout`` as plain integers,
     field offsets and enums taken from the layout itself (the DCOH's cache ports, the link's credit
     fields, ...)."""
 
