@@ -278,6 +278,13 @@ class DCOH(wiring.Component):
         q_len = Signal(range(K + 1))
         self.ops, self.queue, self.q_len = ops, queue, q_len         # tests read them
 
+        tbits = (T - 1).bit_length()
+
+        def t_idx(cqid):
+            """A CQID as a tracker index: only its low log2(T) bits, so that the tracker's read muxes and
+            write decoders are as narrow as the tracker (a CQID from the host is range-checked apart)."""
+            return cqid[:tbits]
+
         def tcam(line):
             return Cat(trk[i].valid & (trk[i].line == line) for i in range(T))
 
@@ -334,7 +341,7 @@ class DCOH(wiring.Component):
         for c, f in enumerate(class_fifos):
             with m.If(arb.grant[c]):
                 m.d.comb += head.eq(f.r_data)
-        head_t = trk[head]
+        head_t = trk[t_idx(head)]
         m.d.comb += [
             self.d2h_req.valid.eq(arb.valid & (crq.available != 0)),
             self.d2h_req.p.valid.eq(1), self.d2h_req.p.opcode.eq(head_t.op),
@@ -389,7 +396,7 @@ class DCOH(wiring.Component):
         scan_i = Signal(range(K + 1))
         progress = Signal()
         cur_w = Signal(range(max(W, 2)))                    # work entry being finished
-        cur_t = Signal(ID_WIDTH)                            # tracker entry being advanced/completed
+        cur_t = Signal(range(max(T, 2)))                    # tracker entry being advanced/completed
         cmd_data = Signal(LINE_BITS)
         cmd_dirty = Signal()
         bogus = Signal()                                    # the D2H Data being sent is Bogus
@@ -482,7 +489,7 @@ class DCOH(wiring.Component):
 
         # ---- new tracker entry (a D2H request) -----------------------------------------------------
         def new_txn(cqid, op, line, state, cache, cpu, store, has_way, way):
-            e = trk[cqid]
+            e = trk[t_idx(cqid)]
             m.d.sync += [e.valid.eq(1), e.op.eq(op), e.line.eq(line), e.state.eq(state), e.cache.eq(cache),
                          e.cpu.eq(cpu), e.store.eq(store), e.granted_e.eq(0), e.has_way.eq(has_way),
                          e.way.eq(way)]
@@ -520,24 +527,37 @@ class DCOH(wiring.Component):
         copies_rw = r_maybe_m0 & q_done & q_excl
         s_stall, s_rsp, s_nxt, s_data = snoop_table(r_state, snp.opcode)
         a_stall, a_rsp, a_nxt, a_data = snoop_table(a_state, a_op)
-        # event code of the latched H2D Rsp
-        ev_code = Signal(range(len(_EVENTS)))
-        ev_ok = Signal()
-        with m.Switch(ev.opcode):
+        # H2D Rsp / Data: the tracker entry a message names and the response table's verdict on it are
+        # worked out from the input when IDLE takes the message and registered (IDLE writes no tracker
+        # entry, so this is what RSP / DATA would read a cycle later); RSP / DATA then start from flops.
+        rsp_in, data_in_ = self.h2d_rsp.p, self.h2d_data.p
+        in_code = Signal(range(len(_EVENTS)))
+        in_ok = Signal()
+        with m.Switch(rsp_in.opcode):
             with m.Case(HRsp.GO):
-                with m.Switch(ev.rsp_data[:4]):
+                with m.Switch(rsp_in.rsp_data[:4]):
                     for g, name in GO_OF.items():
                         with m.Case(g):
-                            m.d.comb += [ev_code.eq(_EVENT_CODE[name]), ev_ok.eq(1)]
+                            m.d.comb += [in_code.eq(_EVENT_CODE[name]), in_ok.eq(1)]
             for o in (HRsp.GO_WritePull, HRsp.GO_WritePull_Drop, HRsp.WritePull):
                 with m.Case(o):
-                    m.d.comb += [ev_code.eq(_EVENT_CODE[o.name]), ev_ok.eq(1)]
-        ev_t = trk[ev.cqid]
-        ev_live = (ev.cqid < T) & ev_t.valid
-        e_legal, e_nxt, e_granted, e_send, e_bogus = response_table(ev_t.state, ev_code)
-        dv_t = trk[dv.hdr.cqid]
-        dv_live = (dv.hdr.cqid < T) & dv_t.valid
-        d_legal, d_nxt, d_granted, _, _ = response_table(dv_t.state, Const(_EVENT_CODE["Data"], ev_code.shape()))
+                    m.d.comb += [in_code.eq(_EVENT_CODE[o.name]), in_ok.eq(1)]
+        rsp_t_in = trk[t_idx(rsp_in.cqid)]
+        e_in = response_table(rsp_t_in.state, in_code)
+        data_t_in = trk[t_idx(data_in_.hdr.cqid)]
+        d_in = response_table(data_t_in.state, Const(_EVENT_CODE["Data"], in_code.shape()))
+        ev_code, ev_ok, ev_live, ev_granted_e = Signal.like(in_code), Signal(), Signal(), Signal()
+        e_legal, e_nxt, e_granted, e_send, e_bogus = (Signal.like(v) for v in e_in)
+        dv_live, dv_granted_e = Signal(), Signal()
+        d_legal, d_nxt, d_granted = (Signal.like(v) for v in d_in[:3])
+        latch_rsp = [ev.eq(rsp_in), ev_code.eq(in_code), ev_ok.eq(in_ok),
+                     ev_live.eq((rsp_in.cqid < T) & rsp_t_in.valid), ev_granted_e.eq(rsp_t_in.granted_e),
+                     *(q.eq(v) for q, v in zip((e_legal, e_nxt, e_granted, e_send, e_bogus), e_in))]
+        latch_data = [dv.eq(data_in_), dv_live.eq((data_in_.hdr.cqid < T) & data_t_in.valid),
+                      dv_granted_e.eq(data_t_in.granted_e),
+                      *(q.eq(v) for q, v in zip((d_legal, d_nxt, d_granted), d_in))]
+        ev_t = trk[t_idx(ev.cqid)]
+        dv_t = trk[t_idx(dv.hdr.cqid)]
         ct = trk[cur_t]
 
         def await_cmd_rsp(name, then, latch=()):
@@ -571,11 +591,11 @@ class DCOH(wiring.Component):
                     m.next = "W_LOOK"
                 with m.Elif(self.h2d_rsp.valid):
                     m.d.comb += [self.h2d_rsp.ready.eq(1), self.dispatch.eq(Dispatch.RSP)]
-                    m.d.sync += [ev.eq(self.h2d_rsp.p), replay_go.eq(1)]
+                    m.d.sync += [*latch_rsp, replay_go.eq(1)]
                     m.next = "RSP"
                 with m.Elif(self.h2d_data.valid):
                     m.d.comb += [self.h2d_data.ready.eq(1), self.dispatch.eq(Dispatch.DATA)]
-                    m.d.sync += [dv.eq(self.h2d_data.p), replay_go.eq(1)]
+                    m.d.sync += [*latch_data, replay_go.eq(1)]
                     m.next = "DATA"
                 with m.Elif(replay & replay_go):
                     m.d.comb += [look_valid.eq(1), look_line.eq(snp.addr), self.dispatch.eq(Dispatch.REPLAY)]
@@ -779,9 +799,9 @@ class DCOH(wiring.Component):
                     count_error(ErrorKind.UNDECLARED)
                     m.next = "IDLE"
                 with m.Else():
-                    m.d.sync += cur_t.eq(ev.cqid)
+                    m.d.sync += cur_t.eq(t_idx(ev.cqid))
                     with m.If(e_granted):
-                        m.d.sync += ev_t.state.eq(Mux(ev_t.granted_e, STATE_CODE[D.E], STATE_CODE[D.S]))
+                        m.d.sync += ev_t.state.eq(Mux(ev_granted_e, STATE_CODE[D.E], STATE_CODE[D.S]))
                     with m.Else():
                         m.d.sync += ev_t.state.eq(e_nxt)
                     with m.If(ev_code == _EVENT_CODE["GO-S"]):
@@ -810,9 +830,9 @@ class DCOH(wiring.Component):
                     m.next = "IDLE"
                 with m.Else():
                     m.d.comb += [buf_w.en.eq(1), buf_w.addr.eq(dv.hdr.cqid), buf_w.data.eq(dv.data)]
-                    m.d.sync += cur_t.eq(dv.hdr.cqid)
+                    m.d.sync += cur_t.eq(t_idx(dv.hdr.cqid))
                     with m.If(d_granted):
-                        m.d.sync += dv_t.state.eq(Mux(dv_t.granted_e, STATE_CODE[D.E], STATE_CODE[D.S]))
+                        m.d.sync += dv_t.state.eq(Mux(dv_granted_e, STATE_CODE[D.E], STATE_CODE[D.S]))
                     with m.Else():
                         m.d.sync += dv_t.state.eq(d_nxt)
                     m.next = "ADVANCE"
