@@ -526,7 +526,15 @@ class DCOH(wiring.Component):
         # line's query found an E/M one
         copies_rw = r_maybe_m0 & q_done & q_excl
         s_stall, s_rsp, s_nxt, s_data = snoop_table(r_state, snp.opcode)
-        a_stall, a_rsp, a_nxt, a_data = snoop_table(a_state, a_op)
+        a_stall, a_rsp, a_nxt, a_data = snoop_table(a_state, a_op)      # ANSWER: how to command the copies
+        # ANSWER_FINAL settles the line's state (E -> M if a copy was dirty) and registers the snoop
+        # table's verdict on it, which ANSWER_SEND / ANSWER_APPLY use (their SF and tracker updates then
+        # start from flops, not from the table)
+        f_state = Signal(_STATE_BITS)
+        m.d.comb += f_state.eq(Mux(a_maybe_m & cmd_dirty, STATE_CODE[D.M], a_state))
+        _, f_rsp, f_nxt, f_data = snoop_table(f_state, a_op)
+        v_rsp, v_nxt, v_data = Signal.like(f_rsp), Signal.like(f_nxt), Signal.like(f_data)
+        v_none, v_changed = Signal(), Signal()
         # H2D Rsp / Data: the tracker entry a message names and the response table's verdict on it are
         # worked out from the input when IDLE takes the message and registered (IDLE writes no tracker
         # entry, so this is what RSP / DATA would read a cycle later); RSP / DATA then start from flops.
@@ -573,6 +581,9 @@ class DCOH(wiring.Component):
         with m.FSM(name="engine") as engine:
             # ---------------------------------------------------------------- dispatch
             with m.State("IDLE"):
+                # the line of a lookup issued from IDLE (a replay or a new snoop), driven whether or not one
+                # is issued: the busy mask the lookup carries then does not wait for the priority decision
+                m.d.comb += look_line.eq(Mux(replay, snp.addr, self.h2d_req.p.addr))
                 # Atomic units, as the model's moves: an event and the rescan after it (event +
                 # service()), and all the work of acknowledged probes and the rescan after it (flush +
                 # service()).  So a pending rescan goes before work that was acknowledged meanwhile,
@@ -598,11 +609,11 @@ class DCOH(wiring.Component):
                     m.d.sync += [*latch_data, replay_go.eq(1)]
                     m.next = "DATA"
                 with m.Elif(replay & replay_go):
-                    m.d.comb += [look_valid.eq(1), look_line.eq(snp.addr), self.dispatch.eq(Dispatch.REPLAY)]
+                    m.d.comb += [look_valid.eq(1), self.dispatch.eq(Dispatch.REPLAY)]
                     m.d.sync += [replay.eq(0), replay_go.eq(0)]
                     m.next = "SNP_RES"
                 with m.Elif(~replay & self.h2d_req.valid):
-                    m.d.comb += [look_valid.eq(1), look_line.eq(self.h2d_req.p.addr),
+                    m.d.comb += [look_valid.eq(1),
                                  self.h2d_req.ready.eq(sf.lookup.ready),
                                  self.dispatch.eq(Mux(sf.lookup.ready, Dispatch.SNOOP, Dispatch.NONE))]
                     m.d.sync += snp.eq(self.h2d_req.p)
@@ -616,6 +627,7 @@ class DCOH(wiring.Component):
             # ---------------------------------------------------------------- snoops
             with m.State("SNP_RES"):
                 th, wh = tcam(res.line), wcam(res.line)
+                m.d.comb += look_line.eq(self.h2d_req.p.addr)   # the streamed next snoop (as in IDLE)
                 fast = ~res.hit & ~th.any() & ~wh.any()
                 with m.If(fast):
                     m.d.comb += [rsp_valid.eq(1), self.d2h_rsp.p.opcode.eq(Rsp.RspIHitI),
@@ -625,8 +637,7 @@ class DCOH(wiring.Component):
                         # stream the next snoop if nothing of higher priority waits
                         with m.If(~work_ready.any() & ~self.h2d_rsp.valid & ~self.h2d_data.valid &
                                   self.h2d_req.valid):
-                            m.d.comb += [look_valid.eq(1), look_line.eq(self.h2d_req.p.addr),
-                                         self.h2d_req.ready.eq(sf.lookup.ready),
+                            m.d.comb += [look_valid.eq(1), self.h2d_req.ready.eq(sf.lookup.ready),
                                          self.dispatch.eq(Mux(sf.lookup.ready, Dispatch.SNOOP, Dispatch.NONE))]
                             m.d.sync += snp.eq(self.h2d_req.p)
                         with m.Else():
@@ -706,15 +717,15 @@ class DCOH(wiring.Component):
             await_cmd_rsp("ANSWER_RSP", "ANSWER_FINAL", latch_line)
             with m.State("ANSWER_FINAL"):
                 # E from the snoop filter is M if a copy was dirty
-                with m.If(a_maybe_m & cmd_dirty):
-                    m.d.sync += a_state.eq(STATE_CODE[D.M])
-                m.d.sync += a_maybe_m.eq(0)
+                m.d.sync += [a_state.eq(f_state), a_maybe_m.eq(0),
+                             v_rsp.eq(f_rsp), v_nxt.eq(f_nxt), v_data.eq(f_data), v_none.eq(perm_none(f_nxt)),
+                             v_changed.eq(f_nxt != f_state)]
                 m.d.comb += buf_r.addr.eq(r_t)           # MI_A: the write-back buffer holds the line
                 m.next = "ANSWER_SEND"
             with m.State("ANSWER_SEND"):
-                m.d.comb += [rsp_valid.eq(1), self.d2h_rsp.p.opcode.eq(a_rsp), self.d2h_rsp.p.uqid.eq(a_uqid)]
+                m.d.comb += [rsp_valid.eq(1), self.d2h_rsp.p.opcode.eq(v_rsp), self.d2h_rsp.p.uqid.eq(a_uqid)]
                 with m.If(rsp_sent):
-                    with m.If(a_data):
+                    with m.If(v_data):
                         with m.If(a_state == STATE_CODE[D.MI_A]):
                             m.d.sync += cmd_data.eq(buf_r.data)
                         m.next = "ANSWER_DATA"
@@ -728,13 +739,13 @@ class DCOH(wiring.Component):
                     m.next = "ANSWER_APPLY"
             with m.State("ANSWER_APPLY"):
                 with m.If(r_th):
-                    m.d.sync += trk[r_t].state.eq(a_nxt)
-                    with m.If(perm_none(a_nxt) & r.hit & (r.entry.presence != 0)):
+                    m.d.sync += trk[r_t].state.eq(v_nxt)
+                    with m.If(v_none & r.hit & (r.entry.presence != 0)):
                         sf_update(SFOp.MODIFY, r.line, r.hit_way, SFState.PLACEHOLDER, 0, 0)
-                with m.Elif(r.hit & (a_nxt != a_state)):
-                    with m.If(a_nxt == STATE_CODE[D.S]):
+                with m.Elif(r.hit & v_changed):
+                    with m.If(v_nxt == STATE_CODE[D.S]):
                         sf_update(SFOp.MODIFY, r.line, r.hit_way, SFState.S, 0, r.entry.presence)
-                    with m.Elif(a_nxt == STATE_CODE[D.I]):
+                    with m.Elif(v_nxt == STATE_CODE[D.I]):
                         sf_update(SFOp.FREE, r.line, r.hit_way)
                 with m.If(a_fromwork):
                     m.d.sync += wk[cur_w].snoop.eq(0)
