@@ -299,6 +299,19 @@ class DCOH(wiring.Component):
                     m.d.comb += idx.eq(i)
             return idx
 
+        def hit_entry(th):
+            """Latch the tracker hit of a lookup result: whether there is one, the index of the first hit
+            entry, and its state -- selected with the one-hot of the first hit (a prefix OR, then an
+            AND-OR), not through the index, so the state is registered in the lookup's result cycle and
+            the snoop path after it starts from a flop.  (No state moves in between: the states that
+            use it, SNP_SLOW and W_GO, follow their result cycle with no tracker write in between.)"""
+            first_oh = Cat(th[i] & ~th[:i].any() if i else th[0] for i in range(T))
+            state = Signal(_STATE_BITS, name="hit_state")
+            for i in range(T):
+                with m.If(first_oh[i]):
+                    m.d.comb += state.eq(trk[i].state)
+            return [r_th.eq(th.any()), r_t.eq(first(th, T)), r_tstate.eq(state)]
+
         free_cqids = Signal(range(T + 1))
         m.d.comb += free_cqids.eq(T - cqids.count)
         w_free = Cat(~wk[i].valid for i in range(W))
@@ -386,6 +399,7 @@ class DCOH(wiring.Component):
         replay_go = Signal()                                # something changed since: re-run it
         r = Signal.like(res)                                # latched lookup result
         r_t = Signal(range(max(T, 2)))                      # tracker hit index
+        r_tstate = Signal(_STATE_BITS)                      # ... and that entry's state when r was latched
         r_th = Signal()
         r_w = Signal(range(max(W, 2)))                      # work hit index
         r_wh = Signal()
@@ -518,7 +532,7 @@ class DCOH(wiring.Component):
         # snoop table evaluations used by the slow path (state from the latched lookup)
         # q_*: what a query (cmd KEEP) of an E line's copies said: the DCOH cannot see a silent E->M
         q_done, q_dirty, q_excl = Signal(), Signal(), Signal()
-        r_state0, r_maybe_m0 = line_state(r.hit, r.entry, r_th, trk[r_t].state)
+        r_state0, r_maybe_m0 = line_state(r.hit, r.entry, r_th, r_tstate)
         r_state, r_maybe_m = Signal(_STATE_BITS), Signal()
         m.d.comb += [r_state.eq(Mux(r_maybe_m0 & q_done & q_dirty, STATE_CODE[D.M], r_state0)),
                      r_maybe_m.eq(r_maybe_m0 & ~q_done)]
@@ -645,7 +659,7 @@ class DCOH(wiring.Component):
                             m.next = "IDLE"
                 with m.Else():
                     m.d.comb += sf.result.ready.eq(1)
-                    m.d.sync += [r.eq(res), r_th.eq(th.any()), r_t.eq(first(th, T)),
+                    m.d.sync += [r.eq(res), *hit_entry(th),
                                  r_wh.eq(wh.any()), r_w.eq(first(wh, W)), q_done.eq(0)]
                     m.next = "SNP_SLOW"
 
@@ -764,7 +778,7 @@ class DCOH(wiring.Component):
             with m.State("W_RES"):
                 th = tcam(res.line)
                 m.d.comb += sf.result.ready.eq(1)
-                m.d.sync += [r.eq(res), r_th.eq(th.any()), r_t.eq(first(th, T)), r_wh.eq(1), r_w.eq(cur_w),
+                m.d.sync += [r.eq(res), *hit_entry(th), r_wh.eq(1), r_w.eq(cur_w),
                              q_done.eq(0)]
                 m.next = "W_GO"
             with m.State("W_GO"):
@@ -917,7 +931,7 @@ class DCOH(wiring.Component):
             with m.State("S_RES"):
                 th, wh = tcam(res.line), wcam(res.line)
                 m.d.comb += sf.result.ready.eq(1)
-                m.d.sync += [r.eq(res), r_th.eq(th.any()), r_wh.eq(wh.any()), r_t.eq(first(th, T))]
+                m.d.sync += [r.eq(res), *hit_entry(th), r_wh.eq(wh.any())]
                 m.next = "S_TRY"
             with m.State("S_TRY"):
                 k = cur_k
