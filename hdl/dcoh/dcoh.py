@@ -61,6 +61,9 @@ Where the RTL differs from the model (documented, not a behaviour difference at 
 #      §2.4 (credits), §3.2 (DevLoad); states and transitions: models/states.py.
 """
 
+import functools
+import operator
+
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, enum, fifo, stream, wiring
 from amaranth.lib.memory import Memory
@@ -307,9 +310,7 @@ class DCOH(wiring.Component):
             use it, SNP_SLOW and W_GO, follow their result cycle with no tracker write in between.)"""
             first_oh = Cat(th[i] & ~th[:i].any() if i else th[0] for i in range(T))
             state = Signal(_STATE_BITS, name="hit_state")
-            for i in range(T):
-                with m.If(first_oh[i]):
-                    m.d.comb += state.eq(trk[i].state)
+            m.d.comb += state.eq(functools.reduce(operator.or_, (Mux(first_oh[i], trk[i].state, 0) for i in range(T))))
             return [r_th.eq(th.any()), r_t.eq(first(th, T)), r_tstate.eq(state)]
 
         free_cqids = Signal(range(T + 1))
