@@ -308,10 +308,12 @@ class DCOH(wiring.Component):
             AND-OR), not through the index, so the state is registered in the lookup's result cycle and
             the snoop path after it starts from a flop.  (No state moves in between: the states that
             use it, SNP_SLOW and W_GO, follow their result cycle with no tracker write in between.)"""
-            first_oh = Cat(th[i] & ~th[:i].any() if i else th[0] for i in range(T))
+            hits = Signal(T, name="hit_entries")      # a signal: each use of a Cat of comparisons re-emits them
+            m.d.comb += hits.eq(th)
+            first_oh = Cat(hits[i] & ~hits[:i].any() if i else hits[0] for i in range(T))
             state = Signal(_STATE_BITS, name="hit_state")
             m.d.comb += state.eq(functools.reduce(operator.or_, (Mux(first_oh[i], trk[i].state, 0) for i in range(T))))
-            return [r_th.eq(th.any()), r_t.eq(first(th, T)), r_tstate.eq(state)]
+            return [r_th.eq(hits.any()), r_t.eq(first(hits, T)), r_tstate.eq(state)]
 
         free_cqids = Signal(range(T + 1))
         m.d.comb += free_cqids.eq(T - cqids.count)
