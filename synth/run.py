@@ -96,7 +96,8 @@ TARGET_MHZ = 150.0   # Ref: issue "make synth" (the 150 MHz target on the sync c
 # link_tx in ~6-10 min and link_rx in ~9-12 min of nextpnr time on this 2-core machine (placement ~4 min
 # before that), so both finish within --timeout 1500 (docs/link_layer.md, "RTL pipelining").  Neither
 # router finishes the DCOH: router1 was stuck at ~1000 congested arcs after 18 min, router2 plateaued at
-# ~1500 overused wires (18 iterations, ~10 min).  See the report of `make synth` / the issue.
+# ~1500 overused wires (18 iterations, ~10 min).  The same DCOH with 64-bit lines routes (router1, 305 s):
+# the 512-bit line data path is what congests it, not the router; see docs/dcoh.md, "FPGA timing".
 ROUTER = "router1"
 
 # ---------------------------------------------------------------- the tops
