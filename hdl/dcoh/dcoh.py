@@ -306,8 +306,9 @@ class DCOH(wiring.Component):
             """Latch the tracker hit of a lookup result: whether there is one, the index of the first hit
             entry, and its state -- selected with the one-hot of the first hit (a prefix OR, then an
             AND-OR), not through the index, so the state is registered in the lookup's result cycle and
-            the snoop path after it starts from a flop.  (No state moves in between: the states that
-            use it, SNP_SLOW and W_GO, follow their result cycle with no tracker write in between.)"""
+            the snoop path after it starts from a flop.  (It cannot go stale: no tracker entry is written
+            between a result cycle and the states that read the latched state, SNP_SLOW -- also when it
+            is re-entered after a query of the copies -- and W_GO.)"""
             hits = Signal(T, name="hit_entries")      # a signal: each use of a Cat of comparisons re-emits them
             m.d.comb += hits.eq(th)
             first_oh = Cat(hits[i] & ~hits[:i].any() if i else hits[0] for i in range(T))
