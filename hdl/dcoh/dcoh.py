@@ -520,9 +520,11 @@ class DCOH(wiring.Component):
         # ================================================================================ the FSM
         work_ready = Cat(wk[i].valid & wk[i].ready for i in range(W))
         work_ready_idx = first(work_ready, W)
-        cur_op = ops[queue[scan_i]]          # the access being tried by the rescan
+        # the access being tried by the rescan: SCAN latches its cache index when it issues the lookup
+        # (queue and scan_i do not move until the try is over), so S_TRY and the states after it select
+        # the access through one register, not through queue[scan_i]
         cur_k = Signal(range(max(K, 2)))
-        m.d.comb += cur_k.eq(queue[scan_i])
+        cur_op = ops[cur_k]
         res_alloc_free = r.alloc == AllocKind.FREE
         victim_busy = wcam(cur_op.victim).any()
 
@@ -930,7 +932,8 @@ class DCOH(wiring.Component):
                     with m.Else():
                         m.next = "IDLE"
                 with m.Else():
-                    m.d.comb += [look_valid.eq(1), look_line.eq(cur_op.req.line)]
+                    m.d.comb += [look_valid.eq(1), look_line.eq(ops[queue[scan_i]].req.line)]
+                    m.d.sync += cur_k.eq(queue[scan_i])
                     m.next = "S_RES"
             with m.State("S_RES"):
                 th, wh = tcam(res.line), wcam(res.line)
