@@ -408,15 +408,21 @@ class DCOH(wiring.Component):
         r_w = Signal(range(max(W, 2)))                      # work hit index
         r_wh = Signal()
         ev = Signal(channel_shape(Channel.H2D_RSP))         # latched H2D Rsp
-        dv = Signal(channel_shape(Channel.H2D_DATA))        # latched H2D Data
+        dv_cqid = Signal(ID_WIDTH)                          # latched H2D Data's CQID (its line: cmd_data)
         rescan = Signal()
         in_work = Signal()       # a run of acknowledged work is under way (its rescan comes after it)
         scan_i = Signal(range(K + 1))
         progress = Signal()
         cur_w = Signal(range(max(W, 2)))                    # work entry being finished
         cur_t = Signal(range(max(T, 2)))                    # tracker entry being advanced/completed
+        # the one line register: every line the engine moves passes through it.  It is loaded from the
+        # caches (cmd_rsp), the host (H2D Data, in IDLE), the buffer, a waiting store, or zeroed, and it
+        # alone drives the buffer's write data, D2H Data and cpu_rsp: a 512-bit line then has one input
+        # multiplexer (its selects from the FSM state and flops) and no output multiplexers, which is what
+        # let the DCOH route on the ECP5 (docs/dcoh.md, "FPGA timing and routing").  It is dead in IDLE.
         cmd_data = Signal(LINE_BITS)
         cmd_dirty = Signal()
+        adv_keep = Signal()      # ADVANCE: cmd_data already holds the line (DATA just wrote it)
         bogus = Signal()                                    # the D2H Data being sent is Bogus
         errors = Signal(16)
         reply_state = Signal(CacheState)                    # what S_REPLY tells the cache to install
@@ -581,11 +587,11 @@ class DCOH(wiring.Component):
         latch_rsp = [ev.eq(rsp_in), ev_code.eq(in_code), ev_ok.eq(in_ok),
                      ev_live.eq((rsp_in.cqid < T) & rsp_t_in.valid), ev_granted_e.eq(rsp_t_in.granted_e),
                      *(q.eq(v) for q, v in zip((e_legal, e_nxt, e_granted, e_send, e_bogus), e_in))]
-        latch_data = [dv.eq(data_in_), dv_live.eq((data_in_.hdr.cqid < T) & data_t_in.valid),
+        latch_data = [dv_cqid.eq(data_in_.hdr.cqid), adv_keep.eq(1), dv_live.eq((data_in_.hdr.cqid < T) & data_t_in.valid),
                       dv_granted_e.eq(data_t_in.granted_e),
                       *(q.eq(v) for q, v in zip((d_legal, d_nxt, d_granted), d_in))]
         ev_t = trk[t_idx(ev.cqid)]
-        dv_t = trk[t_idx(dv.hdr.cqid)]
+        dv_t = trk[t_idx(dv_cqid)]
         ct = trk[cur_t]
 
         def await_cmd_rsp(name, then, latch=()):
@@ -596,7 +602,9 @@ class DCOH(wiring.Component):
                     m.d.sync += list(latch)
                     m.next = then
 
-        latch_line = [cmd_dirty.eq(self.cmd_rsp.p.dirty), cmd_data.eq(self.cmd_rsp.p.data)]
+        latch_line = [cmd_dirty.eq(self.cmd_rsp.p.dirty),
+                      cmd_data.eq(self.cmd_rsp.p.data)]
+        m.d.comb += [buf_w.data.eq(cmd_data), self.d2h_data.p.data.eq(cmd_data), self.cpu_rsp.p.data.eq(cmd_data)]
 
         with m.FSM(name="engine") as engine:
             # ---------------------------------------------------------------- dispatch
@@ -604,6 +612,11 @@ class DCOH(wiring.Component):
                 # the line of a lookup issued from IDLE (a replay or a new snoop), driven whether or not one
                 # is issued: the busy mask the lookup carries then does not wait for the priority decision
                 m.d.comb += look_line.eq(Mux(replay, snp.addr, self.h2d_req.p.addr))
+                # cmd_data is dead here: it takes the H2D Data line whether or not the message is taken
+                # (its load enable is then the state alone), and the buffer is read at the H2D Rsp's CQID
+                # (RSP loads the line from it if the response asks for data)
+                m.d.sync += cmd_data.eq(data_in_.data)
+                m.d.comb += buf_r.addr.eq(rsp_in.cqid)
                 # Atomic units, as the model's moves: an event and the rescan after it (event +
                 # service()), and all the work of acknowledged probes and the rescan after it (flush +
                 # service()).  So a pending rescan goes before work that was acknowledged meanwhile,
@@ -744,17 +757,16 @@ class DCOH(wiring.Component):
                 m.next = "ANSWER_SEND"
             with m.State("ANSWER_SEND"):
                 m.d.comb += [rsp_valid.eq(1), self.d2h_rsp.p.opcode.eq(v_rsp), self.d2h_rsp.p.uqid.eq(a_uqid)]
+                with m.If(a_state == STATE_CODE[D.MI_A]):      # (re)loaded while the response waits
+                    m.d.sync += cmd_data.eq(buf_r.data)
                 with m.If(rsp_sent):
                     with m.If(v_data):
-                        with m.If(a_state == STATE_CODE[D.MI_A]):
-                            m.d.sync += cmd_data.eq(buf_r.data)
                         m.next = "ANSWER_DATA"
                     with m.Else():
                         m.next = "ANSWER_APPLY"
                 m.d.comb += buf_r.addr.eq(r_t)
             with m.State("ANSWER_DATA"):
-                m.d.comb += [data_valid.eq(1), self.d2h_data.p.hdr.uqid.eq(a_uqid),
-                             self.d2h_data.p.data.eq(cmd_data)]
+                m.d.comb += [data_valid.eq(1), self.d2h_data.p.hdr.uqid.eq(a_uqid)]
                 with m.If(data_sent):
                     m.next = "ANSWER_APPLY"
             with m.State("ANSWER_APPLY"):
@@ -811,7 +823,7 @@ class DCOH(wiring.Component):
                 w = wk[cur_w]
                 dirty = r.entry.dirty | cmd_dirty
                 sf_update(SFOp.FREE, r.line, r.hit_way)
-                m.d.comb += [buf_w.en.eq(1), buf_w.addr.eq(w.evict_cqid), buf_w.data.eq(cmd_data)]
+                m.d.comb += [buf_w.en.eq(1), buf_w.addr.eq(w.evict_cqid)]
                 with m.If(dirty):
                     new_txn(w.evict_cqid, Req.DirtyEvict, r.line, STATE_CODE[D.MI_A], 0, 0, 0, 0, 0)
                 with m.Elif(r.entry.state == SFState.E):
@@ -823,6 +835,10 @@ class DCOH(wiring.Component):
 
             # ---------------------------------------------------------------- host responses
             with m.State("RSP"):
+                # IDLE read the buffer at this CQID: the line to send (a Bogus one is zeros), or the line
+                # ADVANCE hands on; RSP_DATA reads it on for ADVANCE
+                m.d.comb += buf_r.addr.eq(ev.cqid)
+                m.d.sync += [cmd_data.eq(Mux(e_send & e_bogus, 0, buf_r.data)), adv_keep.eq(0)]
                 with m.If(~ev_live):
                     count_error(ErrorKind.UNKNOWN_CQID)
                     m.next = "IDLE"
@@ -841,14 +857,12 @@ class DCOH(wiring.Component):
                         m.d.sync += ev_t.granted_e.eq(1)
                     with m.If(e_send):
                         m.d.sync += bogus.eq(e_bogus)
-                        m.d.comb += buf_r.addr.eq(ev.cqid)
                         m.next = "RSP_DATA"
                     with m.Else():
                         m.next = "ADVANCE"
             with m.State("RSP_DATA"):
                 m.d.comb += [data_valid.eq(1), self.d2h_data.p.hdr.uqid.eq(ev.rsp_data),
-                             self.d2h_data.p.hdr.bogus.eq(bogus),
-                             self.d2h_data.p.data.eq(Mux(bogus, 0, buf_r.data))]
+                             self.d2h_data.p.hdr.bogus.eq(bogus)]
                 m.d.comb += buf_r.addr.eq(ev.cqid)
                 with m.If(data_sent):
                     m.next = "ADVANCE"
@@ -860,14 +874,18 @@ class DCOH(wiring.Component):
                     count_error(ErrorKind.UNDECLARED)
                     m.next = "IDLE"
                 with m.Else():
-                    m.d.comb += [buf_w.en.eq(1), buf_w.addr.eq(dv.hdr.cqid), buf_w.data.eq(dv.data)]
-                    m.d.sync += cur_t.eq(t_idx(dv.hdr.cqid))
+                    m.d.comb += [buf_w.en.eq(1), buf_w.addr.eq(dv_cqid)]
+                    m.d.sync += cur_t.eq(t_idx(dv_cqid))
                     with m.If(d_granted):
                         m.d.sync += dv_t.state.eq(Mux(dv_granted_e, STATE_CODE[D.E], STATE_CODE[D.S]))
                     with m.Else():
                         m.d.sync += dv_t.state.eq(d_nxt)
                     m.next = "ADVANCE"
             with m.State("ADVANCE"):
+                # the completed line goes to the cache from cmd_data: DATA left it there, RSP / RSP_DATA
+                # read the buffer at this CQID (C_RES .. C_DONE do not touch cmd_data)
+                with m.If(~adv_keep):
+                    m.d.sync += cmd_data.eq(buf_r.data)
                 with m.If(is_stable(ct.state)):
                     m.d.comb += [cqids.free_valid.eq(1), cqids.free_cqid.eq(cur_t)]
                     m.d.sync += ct.valid.eq(0)
@@ -875,7 +893,6 @@ class DCOH(wiring.Component):
                         m.d.comb += [look_valid.eq(1), look_line.eq(ct.line)]
                         m.next = "C_RES"
                     with m.Else():
-                        m.d.comb += buf_r.addr.eq(cur_t)
                         m.next = "C_DONE"
                 with m.Else():
                     m.d.sync += rescan.eq(1)
@@ -904,13 +921,11 @@ class DCOH(wiring.Component):
                 m.next = "C_TOUCH"
             with m.State("C_TOUCH"):
                 sf_update(SFOp.TOUCH, ct.line, ct.way)
-                m.d.comb += buf_r.addr.eq(cur_t)
                 m.next = "C_DONE"
-            with m.State("C_DONE"):               # tell the cache (buf_r holds the line now)
-                m.d.comb += buf_r.addr.eq(cur_t)
+            with m.State("C_DONE"):               # tell the cache (the line is in cmd_data since ADVANCE)
                 with m.If(ct.cpu):
                     m.d.comb += [self.cpu_rsp.valid.eq(1), self.cpu_rsp.p.cache.eq(ct.cache),
-                                 self.cpu_rsp.p.line.eq(ct.line), self.cpu_rsp.p.data.eq(buf_r.data)]
+                                 self.cpu_rsp.p.line.eq(ct.line)]
                     with m.If(ct.state == STATE_CODE[D.E]):
                         m.d.comb += self.cpu_rsp.p.state.eq(Mux(ct.store, CacheState.M, CacheState.E))
                     with m.Elif(ct.state == STATE_CODE[D.S]):
@@ -938,7 +953,8 @@ class DCOH(wiring.Component):
             with m.State("S_RES"):
                 th, wh = tcam(res.line), wcam(res.line)
                 m.d.comb += sf.result.ready.eq(1)
-                m.d.sync += [r.eq(res), *hit_entry(th), r_wh.eq(wh.any())]
+                m.d.sync += [r.eq(res), *hit_entry(th), r_wh.eq(wh.any()),
+                             cmd_data.eq(cur_op.req.data)]     # a store's / uncached write's line
                 m.next = "S_TRY"
             with m.State("S_TRY"):
                 k = cur_k
@@ -1007,7 +1023,7 @@ class DCOH(wiring.Component):
                         miss(Req.RdShared)
                 with m.Elif(kind == CpuKind.STORE):
                     with m.If(hit & (r.entry.state == SFState.E)):   # device exclusive: take it inside
-                        m.d.sync += [reply_state.eq(CacheState.M), cmd_data.eq(req.data)]
+                        m.d.sync += reply_state.eq(CacheState.M)   # cmd_data: the store's line
                         m.next = "S_SFILL"
                     with m.Elif(hit):                   # device holds it in S: upgrade
                         with m.If(~have_cqid):
@@ -1036,7 +1052,7 @@ class DCOH(wiring.Component):
                     with m.Elif(~have_cqid):
                         fail()
                     with m.Else():
-                        m.d.comb += [buf_w.en.eq(1), buf_w.addr.eq(cqids.alloc.payload), buf_w.data.eq(req.data)]
+                        m.d.comb += [buf_w.en.eq(1), buf_w.addr.eq(cqids.alloc.payload)]   # cmd_data: its line
                         for name, code in _UNCACHED.items():
                             with m.If(kind == CpuKind[name.upper()]):
                                 txn(code, REQUEST_START[(code, D.I)])
@@ -1058,8 +1074,7 @@ class DCOH(wiring.Component):
                 with m.Else():
                     sf_update(SFOp.FREE, r.line, r.hit_way)
                     cqid = cqids.alloc.payload
-                    m.d.comb += [buf_w.en.eq(1), buf_w.addr.eq(cqid), buf_w.data.eq(cmd_data),
-                                 cqids.alloc.ready.eq(1)]
+                    m.d.comb += [buf_w.en.eq(1), buf_w.addr.eq(cqid), cqids.alloc.ready.eq(1)]
                     code = Signal(Req, init=Req.DirtyEvict)
                     state = Signal(_STATE_BITS)
                     with m.If(r.entry.dirty | cmd_dirty):
@@ -1109,8 +1124,7 @@ class DCOH(wiring.Component):
                     sf_update(SFOp.TOUCH, r.line, r.hit_way)
                     m.d.sync += reply_touch.eq(0)
                 m.d.comb += [self.cpu_rsp.valid.eq(~reply_touch), self.cpu_rsp.p.cache.eq(cur_k),
-                             self.cpu_rsp.p.line.eq(cur_op.req.line), self.cpu_rsp.p.state.eq(reply_state),
-                             self.cpu_rsp.p.data.eq(cmd_data)]
+                             self.cpu_rsp.p.line.eq(cur_op.req.line), self.cpu_rsp.p.state.eq(reply_state)]
                 with m.If(self.cpu_rsp.ready & ~reply_touch):
                     m.d.sync += ops[cur_k].valid.eq(0)
                     dequeue()
