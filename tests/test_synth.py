@@ -69,3 +69,27 @@ def test_asserts_removed_and_clock_constrained(entry):
     assert entry["critical_path"] and entry["critical_path"]["from"] and entry["critical_path"]["to"]
     md = (OUT / "report.md").read_text()
     assert "| credit_counter |" in md and "150 MHz" in md
+
+
+def test_abc9_crash_is_recognised():
+    crash = ("4.46.17.6. Executing AIGER frontend.\n4.46.17.7. Executing ABC_OPS_REINTEGRATE pass (reintegrate "
+             "ABC mapped design into module).\n<suppressed ~73427 debug messages>\nERROR: Assert `GetSize(conn.first)"
+             " == GetSize(conn.second)' failed in kernel/rtlil.cc:3091.\n")
+    assert synth.abc9_crashed(crash)
+    # another error, or one after the reintegration, is not this crash: it must not be retried silently
+    assert not synth.abc9_crashed(crash + "4.47. Executing TECHMAP pass.\nERROR: something else\n")
+    assert not synth.abc9_crashed("4.46.17.7. Executing ABC_OPS_REINTEGRATE pass.\nEnd of script.\n")
+
+
+def test_classic_lut_mapper():
+    """The fallback script (abc instead of abc9) gives a routed netlist of the same design."""
+    out = synth.OUT_DIR / "test_abc"
+    if out.exists():
+        shutil.rmtree(out)
+    e = synth.run_top("credit_counter", out, timeout=300, component=CreditCounter(8), params={"initial": 8},
+                      lut_mapper="abc")
+    assert e["lut_mapper"] == "abc"
+    assert "abc -lut 4" in (out / "credit_counter" / "synth.ys").read_text()
+    assert e["ff"] == 8 and e["lut4"] > 0 and e["fmax_mhz"] > 0
+    log = (out / "credit_counter" / "yosys.log").read_text()
+    assert "Executing ABC pass" in log and "Executing ABC9 pass" not in log
