@@ -531,8 +531,12 @@ class DCOH(wiring.Component):
         # the access through one register, not through queue[scan_i]
         cur_k = Signal(range(max(K, 2)))
         cur_op = ops[cur_k]
+        # ... and S_RES copies that access (all but its line of data, which it loads into cmd_data) into
+        # flops, so S_TRY's decision and the states after it start from registers, not from ops' K-way select
+        cur = Signal(data.StructLayout({"kind": CpuKind, "line": AW, "variant": 1, "victim_valid": 1,
+                                        "victim": AW}))
         res_alloc_free = r.alloc == AllocKind.FREE
-        victim_busy = wcam(cur_op.victim).any()
+        victim_busy = wcam(cur.victim).any()
 
         def dequeue():
             """Take queue[scan_i] out (the later ones move up); the scan will go round again."""
@@ -954,11 +958,14 @@ class DCOH(wiring.Component):
                 th, wh = tcam(res.line), wcam(res.line)
                 m.d.comb += sf.result.ready.eq(1)
                 m.d.sync += [r.eq(res), *hit_entry(th), r_wh.eq(wh.any()),
-                             cmd_data.eq(cur_op.req.data)]     # a store's / uncached write's line
+                             cmd_data.eq(cur_op.req.data),     # a store's / uncached write's line
+                             cur.kind.eq(cur_op.req.kind), cur.line.eq(cur_op.req.line),
+                             cur.variant.eq(cur_op.req.variant), cur.victim_valid.eq(cur_op.victim_valid),
+                             cur.victim.eq(cur_op.victim)]
                 m.next = "S_TRY"
             with m.State("S_TRY"):
                 k = cur_k
-                req = cur_op.req
+                req = cur
                 mine = Signal(K)
                 m.d.comb += mine.eq(1 << k)
                 hit = r.hit & (r.entry.state != SFState.PLACEHOLDER)
@@ -997,7 +1004,7 @@ class DCOH(wiring.Component):
                         m.d.sync += ops[k].victim_valid.eq(0)
                         issued()
                     with m.Elif(r.alloc == AllocKind.VICTIM):
-                        with m.If(cur_op.victim_valid & victim_busy):
+                        with m.If(cur.victim_valid & victim_busy):
                             fail()                      # our victim is still being back-invalidated
                         with m.Elif((free_cqids < 2) | ~w_free.any()):
                             fail()
@@ -1065,7 +1072,7 @@ class DCOH(wiring.Component):
                     m.next = "S_EVICT_RSP"
             await_cmd_rsp("S_EVICT_RSP", "S_EVICT_SET", latch_line)
             with m.State("S_EVICT_SET"):
-                req = cur_op.req
+                req = cur
                 peers = r.entry.presence & ~(Const(1, K) << cur_k)
                 with m.If(peers != 0):                  # others still hold it: no message
                     sf_update(SFOp.MODIFY, r.line, r.hit_way, r.entry.state, r.entry.dirty, peers)
@@ -1124,7 +1131,7 @@ class DCOH(wiring.Component):
                     sf_update(SFOp.TOUCH, r.line, r.hit_way)
                     m.d.sync += reply_touch.eq(0)
                 m.d.comb += [self.cpu_rsp.valid.eq(~reply_touch), self.cpu_rsp.p.cache.eq(cur_k),
-                             self.cpu_rsp.p.line.eq(cur_op.req.line), self.cpu_rsp.p.state.eq(reply_state)]
+                             self.cpu_rsp.p.line.eq(cur.line), self.cpu_rsp.p.state.eq(reply_state)]
                 with m.If(self.cpu_rsp.ready & ~reply_touch):
                     m.d.sync += ops[cur_k].valid.eq(0)
                     dequeue()
