@@ -64,7 +64,7 @@ Where the RTL differs from the model (documented, not a behaviour difference at 
 import functools
 import operator
 
-from amaranth.hdl import Assert, Cat, Const, Format, Module, Mux, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, enum, fifo, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -338,14 +338,6 @@ class DCOH(wiring.Component):
         m.d.comb += [sf.lookup.valid.eq(look_valid), sf.lookup.p.line.eq(look_line),
                      sf.lookup.p.busy.eq(busy)]
         res = sf.result.p
-        # The snoop fast path needs an SF miss and no tracker or work entry on the line.  That CAM half is
-        # worked out from the line when the SF accepts the lookup, and registered: in SNP_RES only the SF's
-        # own hit then lies between the block RAM and the decision to stream the next snoop (the loop that
-        # bounds Fmax, docs/synth.md).  No tracker or work entry's valid/line changes between a lookup
-        # accepted in IDLE or SNP_RES and its result (neither state writes them); SNP_RES asserts it.
-        look_pend = Signal()
-        with m.If(look_valid & sf.lookup.ready):
-            m.d.sync += look_pend.eq(tcam(look_line).any() | wcam(look_line).any())
 
         # ---- snoop-filter update port (one per cycle; ready is tied to 1) ---------------------------
         upd = sf.update
@@ -673,10 +665,7 @@ class DCOH(wiring.Component):
             with m.State("SNP_RES"):
                 th, wh = tcam(res.line), wcam(res.line)
                 m.d.comb += look_line.eq(self.h2d_req.p.addr)   # the streamed next snoop (as in IDLE)
-                m.d.sync += Assert(look_pend == (th.any() | wh.any()),
-                                   Format("DCOH: line {:#x}: the CAM check registered with its lookup is stale",
-                                          res.line))
-                fast = ~res.hit & ~look_pend
+                fast = ~res.hit & ~th.any() & ~wh.any()
                 with m.If(fast):
                     m.d.comb += [rsp_valid.eq(1), self.d2h_rsp.p.opcode.eq(Rsp.RspIHitI),
                                  self.d2h_rsp.p.uqid.eq(snp.uqid),
