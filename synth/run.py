@@ -118,8 +118,9 @@ SMALL = {
 }
 
 # seconds per tool run (yosys, nextpnr); --timeout overrides.  Assumption, from the runs on this 2-core
-# machine: nextpnr took 1 933 s for the whole link end (`link`, docs/link_layer.md) on a loaded machine.
-STEP_TIMEOUT = 3600
+# machine (docs/synth.md): nextpnr took 1 933 s for the whole link end (`link`) and more than 3 600 s for
+# the device top (DCOH + link end), each with another job on the second core.
+STEP_TIMEOUT = 10800
 
 
 class PinShell(wiring.Component):
