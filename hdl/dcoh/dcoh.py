@@ -591,8 +591,8 @@ class DCOH(wiring.Component):
         latch_rsp = [ev.eq(rsp_in), ev_code.eq(in_code), ev_ok.eq(in_ok),
                      ev_live.eq((rsp_in.cqid < T) & rsp_t_in.valid), ev_granted_e.eq(rsp_t_in.granted_e),
                      *(q.eq(v) for q, v in zip((e_legal, e_nxt, e_granted, e_send, e_bogus), e_in))]
-        latch_data = [dv_cqid.eq(data_in_.hdr.cqid), adv_keep.eq(1), dv_live.eq((data_in_.hdr.cqid < T) & data_t_in.valid),
-                      dv_granted_e.eq(data_t_in.granted_e),
+        latch_data = [dv_cqid.eq(data_in_.hdr.cqid), adv_keep.eq(1),
+                      dv_live.eq((data_in_.hdr.cqid < T) & data_t_in.valid), dv_granted_e.eq(data_t_in.granted_e),
                       *(q.eq(v) for q, v in zip((d_legal, d_nxt, d_granted), d_in))]
         ev_t = trk[t_idx(ev.cqid)]
         dv_t = trk[t_idx(dv_cqid)]
@@ -606,8 +606,7 @@ class DCOH(wiring.Component):
                     m.d.sync += list(latch)
                     m.next = then
 
-        latch_line = [cmd_dirty.eq(self.cmd_rsp.p.dirty),
-                      cmd_data.eq(self.cmd_rsp.p.data)]
+        latch_line = [cmd_dirty.eq(self.cmd_rsp.p.dirty), cmd_data.eq(self.cmd_rsp.p.data)]
         m.d.comb += [buf_w.data.eq(cmd_data), self.d2h_data.p.data.eq(cmd_data), self.cpu_rsp.p.data.eq(cmd_data)]
 
         with m.FSM(name="engine") as engine:
