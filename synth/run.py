@@ -51,7 +51,7 @@ hierarchy itself; its Fmax and utilization are for design + shell.
 
 LUT mapping
 -----------
-``synth_ecp5`` maps LUTs with abc9.  Where abc9 aborts (it does on the ``device`` top with Yosys 0.70),
+``synth_ecp5`` maps LUTs with abc9.  Where abc9 aborts (it did on the ``device`` top at one commit, Yosys 0.70),
 the top is synthesized again with the classic ``abc -lut 4`` in place of abc9 (:data:`SYNTH`), and its
 report entry says ``"lut_mapper": "abc"``; the aborted log is kept as ``yosys_abc9.log``.
 
@@ -172,11 +172,11 @@ tee -q -o stat.json stat -json -top {shell}
 """
 
 # The LUT mapper.  synth_ecp5 maps LUTs with abc9 (Yosys 0.70 has no -noabc9 any more).  On the
-# device top (DCOH + link end) abc9 aborts: "Assert `GetSize(conn.first) == GetSize(conn.second)'
-# failed in kernel/rtlil.cc" during ABC_OPS_REINTEGRATE (session 6; the DCOH and the link end alone map).
-# A top that hits it is synthesized again with the classic mapper in synth_ecp5's map_luts step
-# (`abc -lut 4` instead of `abc9 -W 300`; no wide-mux PFUMX/L6MUX21 cells then), and the report says so
-# (``lut_mapper``).
+# device top (DCOH + link end) at 5f9c5bc abc9 aborted: "Assert `GetSize(conn.first) ==
+# GetSize(conn.second)' failed in kernel/rtlil.cc" during ABC_OPS_REINTEGRATE; one RTL commit later it
+# did not.  The abort depends on the netlist, so the fallback is automatic, not a per-top setting: a top
+# that hits it is synthesized again with the classic mapper in synth_ecp5's map_luts step (`abc -lut 4`
+# instead of `abc9 -W 300`; no wide-mux PFUMX/L6MUX21 cells then), and the report says so (``lut_mapper``).
 SYNTH = {
     "abc9": "synth_ecp5 -top {shell} -json {netlist}",
     "abc": "\n".join([
