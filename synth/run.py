@@ -391,7 +391,7 @@ def markdown(report, skipped, failed, tool_versions):
             line += (f" Critical path: `{cp['from']}` → `{cp['to']}`, {cp['delay_ns']:.2f} ns "
                      f"({cp['logic_ns']:.2f} ns logic, {cp['steps']} steps).")
         if e.get("lut_mapper", "abc9") != "abc9":
-            line += f" LUTs mapped with `{e['lut_mapper']}` (abc9 crashed on it: synth/run.py, SYNTH)."
+            line += f" LUTs mapped with `{e['lut_mapper']}`, not abc9 (synth/run.py, SYNTH)."
         s = e["seconds"]
         line += (f" Time: elaborate {s['elaborate']:.1f} s, yosys {s['yosys']:.1f} s, "
                  f"nextpnr {s['nextpnr']:.1f} s.")
