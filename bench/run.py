@@ -18,7 +18,7 @@ Figures and where they come from:
 * ``sim_cycles_per_s.batch`` / ``raw_verilator``: ``bench.link_verilator`` -- the link loopback with an
   RTL traffic generator and checker in Verilator (only a summary read back), beside the bare loopback in
   Verilator; also its BER runs (>= 10^6 flits per rate).  They are the *link's* figures: the whole
-  system in Verilator needs the cocotb system testbench (issue 5);
+  system in Verilator needs the cocotb system testbench;
 * ``sim_cycles_per_s.icarus/verilator``: the cocotb system testbench (tb/system_tb.py, 4 devices, every
   message scoreboarded) on each simulator (``bench.system_speed``; ``--system-transactions 0`` skips it
   and records null with that reason);

@@ -5,7 +5,7 @@ where ``harness()`` returns a fresh Elaboratable that instantiates the block und
 input from ``AnySeq``/``AnyConst``, ``Assume``s the legal-input rules and ``Assert``s the property.
 The block's own internal Asserts end up in the same RTLIL as ``$check`` cells and are checked too.
 
-SBY is called as the toolchain notes require (reference/toolchain.md, pitfall 1): explicit
+SBY is called as the toolchain notes require (docs/toolchain.md, pitfall 1): explicit
 ``--yosys/--smtbmc/--witness`` flags instead of exporting YOSYS (which Amaranth also reads).
 """
 

@@ -78,7 +78,7 @@ NOTES = """
   1- and 2-bit detection for a linear code) agrees that it holds; the polynomial's period is 57 337 > 528.
 - `credit_conservation_broken` is the deliberately broken variant (a CreditCounter subclass whose
   `in_flight` ignores returned credits); it is expected to FAIL and does.
-- DCOH top (`dcoh_one_response`, `dcoh_swmr`; issue 7): DCOH(caches=2, sf_sets=1, sf_ways=2,
+- DCOH top (`dcoh_one_response`, `dcoh_swmr`): DCOH(caches=2, sf_sets=1, sf_ways=2,
   tracker=2, work=1, coalesce_window=0, coalesce_block=1, coalesce_groups=1, credits=2,
   addr_width=1: two lines). The exact environment of each is in its module docstring; shared pieces
   are in `formal/dcoh_env.py`. Line-data inputs are tied to 0 (no control decision reads data), the

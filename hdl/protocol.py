@@ -8,7 +8,7 @@ the field offsets from the Amaranth layout, so it cannot disagree with the RTL.
 
 Fields are listed least-significant first: ``valid`` is bit 0 of every message.
 
-# Ref: ../shared/reference/cxl_facts.md §1.2 (D2H Req opcodes), §1.3 (H2D Rsp opcodes, GO state,
+# Ref: docs/sources.md §1.2 (D2H Req opcodes), §1.3 (H2D Rsp opcodes, GO state,
 #      RSP_PRE), §1.4 (H2D Req opcodes), §1.5 (D2H Rsp opcodes), §1.6 (68B-flit field widths, CXL 2.0).
 """
 
@@ -21,7 +21,7 @@ __all__ = [
     "ADDR_WIDTH", "ID_WIDTH", "LINE_BYTES", "MAX_IDS",
 ]
 
-# Ref: cxl_facts.md §1.6: Addr is HPA[51:6] (46 bits, 64 B lines); CQID and UQID are 12 bits.
+# Ref: docs/sources.md §1.6: Addr is HPA[51:6] (46 bits, 64 B lines); CQID and UQID are 12 bits.
 ADDR_WIDTH = 46
 ID_WIDTH = 12
 MAX_IDS = 1 << ID_WIDTH
@@ -29,7 +29,7 @@ LINE_BYTES = 64
 
 
 class D2HReqOpcode(enum.Enum, shape=5):
-    """D2H request opcodes. Ref: cxl_facts.md §1.2 [C2]."""
+    """D2H request opcodes. Ref: docs/sources.md §1.2 [C2]."""
     RdCurr = 0b00001
     RdOwn = 0b00010
     RdShared = 0b00011
@@ -48,7 +48,7 @@ class D2HReqOpcode(enum.Enum, shape=5):
 
 
 class D2HRspOpcode(enum.Enum, shape=5):
-    """D2H (snoop) response opcodes. Ref: cxl_facts.md §1.5 [C2]."""
+    """D2H (snoop) response opcodes. Ref: docs/sources.md §1.5 [C2]."""
     RspSHitSE = 0b00001
     RspIHitI = 0b00100
     RspIHitSE = 0b00101
@@ -59,14 +59,14 @@ class D2HRspOpcode(enum.Enum, shape=5):
 
 
 class H2DReqOpcode(enum.Enum, shape=3):
-    """H2D request (snoop) opcodes. Ref: cxl_facts.md §1.4 [C2]."""
+    """H2D request (snoop) opcodes. Ref: docs/sources.md §1.4 [C2]."""
     SnpData = 0b001
     SnpInv = 0b010
     SnpCur = 0b011
 
 
 class H2DRspOpcode(enum.Enum, shape=4):
-    """H2D response opcodes. Ref: cxl_facts.md §1.3 [C2]; Fast_GO (1100) is [U] (reserved after CXL 1.1)."""
+    """H2D response opcodes. Ref: docs/sources.md §1.3 [C2]; Fast_GO (1100) is [U] (reserved after CXL 1.1)."""
     WritePull = 0b0001
     GO = 0b0100
     GO_WritePull = 0b0101
@@ -78,7 +78,7 @@ class H2DRspOpcode(enum.Enum, shape=4):
 
 
 class GOState(enum.Enum, shape=4):
-    """Cache state granted by a GO, carried in RspData[3:0]. Ref: cxl_facts.md §1.3 [C2]."""
+    """Cache state granted by a GO, carried in RspData[3:0]. Ref: docs/sources.md §1.3 [C2]."""
     Shared = 0b0001
     Exclusive = 0b0010
     Invalid = 0b0011
@@ -87,14 +87,14 @@ class GOState(enum.Enum, shape=4):
 
 
 class RspPre(enum.Enum, shape=2):
-    """RSP_PRE field of H2D Rsp. Ref: cxl_facts.md §1.3 [C]. 0b11 is reserved."""
+    """RSP_PRE field of H2D Rsp. Ref: docs/sources.md §1.3 [C]. 0b11 is reserved."""
     LocalMiss = 0b00
     HostHit = 0b01
     RemoteMiss = 0b10
 
 
 class D2HReq(data.Struct):
-    """D2H Req, 79 bits. Ref: cxl_facts.md §1.6."""
+    """D2H Req, 79 bits. Ref: docs/sources.md §1.6."""
     valid: 1
     opcode: D2HReqOpcode
     cqid: ID_WIDTH
@@ -105,7 +105,7 @@ class D2HReq(data.Struct):
 
 
 class D2HRsp(data.Struct):
-    """D2H Rsp, 20 bits. Ref: cxl_facts.md §1.6."""
+    """D2H Rsp, 20 bits. Ref: docs/sources.md §1.6."""
     valid: 1
     opcode: D2HRspOpcode
     uqid: ID_WIDTH
@@ -113,7 +113,7 @@ class D2HRsp(data.Struct):
 
 
 class D2HDataHdr(data.Struct):
-    """D2H Data header, 17 bits (the 64 B line follows in data chunks). Ref: cxl_facts.md §1.6."""
+    """D2H Data header, 17 bits (the 64 B line follows in data chunks). Ref: docs/sources.md §1.6."""
     valid: 1
     uqid: ID_WIDTH
     chunk_valid: 1
@@ -123,7 +123,7 @@ class D2HDataHdr(data.Struct):
 
 
 class H2DReq(data.Struct):
-    """H2D Req (snoop), 64 bits. Ref: cxl_facts.md §1.6."""
+    """H2D Req (snoop), 64 bits. Ref: docs/sources.md §1.6."""
     valid: 1
     opcode: H2DReqOpcode
     addr: ADDR_WIDTH
@@ -133,7 +133,7 @@ class H2DReq(data.Struct):
 
 class H2DRsp(data.Struct):
     """H2D Rsp, 32 bits.  ``rsp_data`` holds a :class:`GOState` in bits 3:0 for GO, or the host's
-    UQID (write-buffer tag) for the WritePull family.  Ref: cxl_facts.md §1.6, §1.3."""
+    UQID (write-buffer tag) for the WritePull family.  Ref: docs/sources.md §1.6, §1.3."""
     valid: 1
     opcode: H2DRspOpcode
     rsp_data: ID_WIDTH
@@ -143,7 +143,7 @@ class H2DRsp(data.Struct):
 
 
 class H2DDataHdr(data.Struct):
-    """H2D Data header, 24 bits. Ref: cxl_facts.md §1.6."""
+    """H2D Data header, 24 bits. Ref: docs/sources.md §1.6."""
     valid: 1
     cqid: ID_WIDTH
     chunk_valid: 1
@@ -153,7 +153,7 @@ class H2DDataHdr(data.Struct):
 
 
 class Channel(enum.IntEnum):
-    """The six CXL.cache channels (Ref: cxl_facts.md §1.1).  Not a wire encoding: a name for each."""
+    """The six CXL.cache channels (Ref: docs/sources.md §1.1).  Not a wire encoding: a name for each."""
     D2H_REQ = 0
     D2H_RSP = 1
     D2H_DATA = 2

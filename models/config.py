@@ -10,7 +10,7 @@ from hdl.protocol import MAX_IDS
 
 __all__ = ["ConfigError", "Config", "MAX_DEVICES"]
 
-# Ref: cxl_facts.md §1.6: CXL 3.0 allows up to 16 CXL.cache devices below one root port (4-bit CacheID).
+# Ref: docs/sources.md §1.6: CXL 3.0 allows up to 16 CXL.cache devices below one root port (4-bit CacheID).
 MAX_DEVICES = 16
 
 

@@ -1,4 +1,4 @@
-"""System-level timing of CXL.cache for the CXL-vs-RDMA comparison (issue 6).
+"""System-level timing of CXL.cache for the CXL-vs-RDMA comparison.
 
 Message-level, from the golden model: the message flows, the host's per-line serialization, the snoop
 filter, the invalidation coalescer and the credits are those of ``models.system.System`` itself.  This
@@ -7,7 +7,7 @@ module only gives its cycle counts a time base and drives it with directed workl
 checked on every step of every timing run, as in ``make sim``).
 
 Time base (every number has its source in ``SOURCES``; "facts §n" is
-/work/shared/reference/cxl_facts.md):
+docs/sources.md):
 
 * one host<->device hop = CXL port + interconnect + serialization of the flits the message needs
   (facts §2.7: 1.079 ns per 68B flit at 32 GT/s x16) + the DCOH's per-message pipeline cycles;

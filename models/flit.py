@@ -62,13 +62,13 @@ Decisions where the facts are unconfirmed ([U]/[S]) are listed in docs/link_laye
 of the issue and a later link-layer model): the retry buffer and replay, the ack timer, sequence counters,
 credit pools, and error injection.
 
-# Ref: ../shared/reference/cxl_facts.md §2.1 (528-bit flit, protocol ID 5555h, header bit positions,
+# Ref: docs/sources.md §2.1 (528-bit flit, protocol ID 5555h, header bit positions,
 #      Ak = 8 flits [S], Sz [S], all-data flit and rollover [S], G0 never in slot 0 [S]).
-# Ref: cxl_facts.md §2.2 (H/G slot formats both directions, format encodings, maximum messages per flit).
-# Ref: cxl_facts.md §2.3 (CRC-16 polynomial 0x1F053, serial form, CRC in bits 527:512).
-# Ref: cxl_facts.md §2.4 (credit-return fields, exponential 3-bit magnitude + protocol-select bit).
-# Ref: cxl_facts.md §2.5 (control flits: LLCTRL/SubType values, slot 0 only, RETRY payloads).
-# Ref: cxl_facts.md §1.1, §1.6 (channels, full-line data, message widths via hdl.protocol).
+# Ref: docs/sources.md §2.2 (H/G slot formats both directions, format encodings, maximum messages per flit).
+# Ref: docs/sources.md §2.3 (CRC-16 polynomial 0x1F053, serial form, CRC in bits 527:512).
+# Ref: docs/sources.md §2.4 (credit-return fields, exponential 3-bit magnitude + protocol-select bit).
+# Ref: docs/sources.md §2.5 (control flits: LLCTRL/SubType values, slot 0 only, RETRY payloads).
+# Ref: docs/sources.md §1.1, §1.6 (channels, full-line data, message widths via hdl.protocol).
 """
 
 import argparse
@@ -122,7 +122,7 @@ CHUNK_BYTES = SLOT_BYTES
 CHUNKS_PER_LINE = LINE_BYTES // CHUNK_BYTES  # 4
 
 # S2M NDR is a CXL.mem message and so not in hdl.protocol; upstream H0 reserves room for it.
-# Ref: cxl_facts.md §1.6 (S2M NDR, 30 bits).
+# Ref: docs/sources.md §1.6 (S2M NDR, 30 bits).
 S2M_NDR_WIDTH = 30
 
 
@@ -149,7 +149,7 @@ class Direction(enum.Enum):
 
 DATA_CHANNELS = (Channel.D2H_DATA, Channel.H2D_DATA)
 
-# Ref: cxl_facts.md §2.2 "Maximum messages of each kind per flit" [C: COCO].  Both ends enforce them.
+# Ref: docs/sources.md §2.2 "Maximum messages of each kind per flit" [C: COCO].  Both ends enforce them.
 MAX_PER_FLIT = {
     Channel.D2H_REQ: 4, Channel.D2H_RSP: 2, Channel.D2H_DATA: 4,
     Channel.H2D_REQ: 2, Channel.H2D_RSP: 4, Channel.H2D_DATA: 4,
@@ -236,7 +236,7 @@ def _mask(offset, width):
     return ((1 << width) - 1) << offset
 
 
-# Protocol-flit header, slot 0 bits 31:0.  Ref: cxl_facts.md §2.1 [C2].
+# Protocol-flit header, slot 0 bits 31:0.  Ref: docs/sources.md §2.1 [C2].
 HEADER_FIELDS = (
     ("type", 0, 1), ("rsvd0", 1, 1), ("ak", 2, 1), ("be", 3, 1), ("sz", 4, 1),
     ("slot0", 5, 3), ("slot1", 8, 3), ("slot2", 11, 3), ("slot3", 14, 3), ("rsvd1", 17, 3),
@@ -312,7 +312,7 @@ _H2D_REQ, _H2D_RSP, _H2D_DATA = Direction.DOWNSTREAM.channels
 
 # THE slot-format table.  Key (kind, 3-bit code); value = the messages the format carries, packed
 # least-significant first in this order, or a string: why the format is not supported.  Codes absent
-# here are reserved.  Ref: cxl_facts.md §2.2 [C2]; encodings H0..H6 = 000..110, G0..G6 = 000..110 [C].
+# here are reserved.  Ref: docs/sources.md §2.2 [C2]; encodings H0..H6 = 000..110, G0..G6 = 000..110 [C].
 _FORMAT_TABLE = {
     Direction.DOWNSTREAM: {
         ("H", 0): (_H2D_REQ, _H2D_RSP),

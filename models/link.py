@@ -3,7 +3,7 @@
 Each device has one :class:`Link`.  A direction keeps its in-flight messages in send order; any ready
 message may be delivered (the model does not promise in-order channels), except that a snoop (H2D Req)
 never passes an earlier H2D Rsp (GO, GO_WritePull, ...) to the same line.
-Ref: cxl_facts.md §1.1 ("a GO sent in one cycle cannot be passed by a snoop sent in a later cycle").
+Ref: docs/sources.md §1.1 ("a GO sent in one cycle cannot be passed by a snoop sent in a later cycle").
 
 Credits are counted at the sender per channel; the receiver returns one when it consumes a message.
 In timed mode the return takes the link latency; in untimed (exploration) mode it is immediate.

@@ -1,7 +1,7 @@
-"""RDMA WRITE plus a polling receiver over RoCEv2: the RDMA side of the CXL.cache comparison (issue 6).
+"""RDMA WRITE plus a polling receiver over RoCEv2: the RDMA side of the CXL.cache comparison.
 
 Path of one RDMA WRITE from a writer to one reader (every default has its source in ``SOURCES``;
-"facts §n" is /work/shared/reference/cxl_facts.md, "article" is the source article under test):
+"facts §n" is docs/sources.md, "article" is the source article under test):
 
   1. post + doorbell: the CPU writes a WQE and rings the NIC's doorbell with an MMIO write
      (a posted PCIe write: half a PCIe round trip);

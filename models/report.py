@@ -1,4 +1,4 @@
-"""`make report`: CXL.cache against RDMA WRITE + polling, beside the source article's claims (issue 6).
+"""`make report`: CXL.cache against RDMA WRITE + polling, beside the source article's claims.
 
 Writes to ``--out`` (default build/report/):
 
@@ -28,7 +28,7 @@ from .system import percentile
 
 __all__ = ["ARTICLE", "WORKLOAD", "build", "main"]
 
-# The article's claims (issue 6 text).
+# The article's claims.
 ARTICLE = {
     "sync_p99_ns": {"cxl": 152.0, "rdma": 2700.0},
     "atomics_mops": {"cxl": 8.3, "rdma": 0.9},
@@ -553,7 +553,7 @@ def _markdown(res, cxl, rdma):
           "|---|---|---|---|"]
     for k, v in res["parameters"].items():
         L.append(f"| `{k}` | {_fmt(v['value'])} | {v['unit']} | {v['source']} |")
-    L += ["", "Facts are /work/shared/reference/cxl_facts.md; \"article\" is the source article under test; "
+    L += ["", "Facts are docs/sources.md; \"article\" is the source article under test; "
           "\"assumption\" means no source was found for the number.", ""]
     return "\n".join(L)
 

@@ -13,7 +13,7 @@ Device line states (the DCOH's view of one line, as the host sees the device):
   uncached    IC_D (RdCurr waits for data), IW_A (ItoMWr waits for GO_WritePull),
               IV_P / IV_A (WrInv waits for WritePull / for GO), IF_A (CLFlush waits for GO-I)
 
-# Ref: ../shared/reference/cxl_facts.md §1.2-1.5 (opcodes, snoop-response table), §1.1 (ordering),
+# Ref: docs/sources.md §1.2-1.5 (opcodes, snoop-response table), §1.1 (ordering),
 #      ISA transient states (ISAD, IMAD, SMAD, MIA, SIA, IIA) cited there.
 """
 
@@ -91,7 +91,7 @@ _STABLE = {DevState.I, DevState.S, DevState.E, DevState.M}
 STALL = "Stall"
 
 D = DevState
-# (state, snoop) -> (response, next state, data returned).  Ref: cxl_facts.md §1.5 table for I/S/E/M.
+# (state, snoop) -> (response, next state, data returned).  Ref: docs/sources.md §1.5 table for I/S/E/M.
 # Decisions where the facts are unconfirmed are listed in docs/protocol.md ("Decisions").
 SNOOP_TABLE = {
     (D.I, Snp.SnpData): (Rsp.RspIHitI, D.I, 0),

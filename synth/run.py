@@ -10,7 +10,7 @@ are kept in ``build/synth/<top>/``.
 Usage: ``python -m synth.run [--tops dcoh,link_tx] [--out build/synth] [--small] [--timeout S]``.
 A top whose module does not import (e.g. still being written) is skipped with a message and listed as
 skipped in report.md; it does not fail the run.  A tool error or timeout does (exit status 1).
-Missing timing does **not** fail the run: nextpnr gets ``--timing-allow-fail`` (reference/toolchain.md,
+Missing timing does **not** fail the run: nextpnr gets ``--timing-allow-fail`` (docs/toolchain.md,
 pitfall 4) and the report says whether the target is met.
 
 RTLIL, not Verilog
@@ -96,7 +96,7 @@ SPEED = 8            # Ref: issue "make synth" (speed grade 8; nextpnr accepts 6
 # Assumption: CABGA381, nextpnr-ecp5's default package and the usual 85F package (only 5 pins are
 # used, see PinShell, so the package does not change the result).
 PACKAGE = "CABGA381"
-SEED = 1             # Ref: issue "make synth" (fixed seed; reference/toolchain.md pitfall 4: Fmax varies with it)
+SEED = 1             # Ref: issue "make synth" (fixed seed; docs/toolchain.md pitfall 4: Fmax varies with it)
 TARGET_MHZ = 150.0   # Ref: issue "make synth" (the 150 MHz target on the sync clock)
 # Assumption: nextpnr's router, router1 (the ECP5 default).  After the link-layer pipelining it routes
 # link_tx in ~6-10 min and link_rx in ~9-12 min of nextpnr time on this 2-core machine (placement ~4 min
@@ -213,7 +213,7 @@ def _tool(name):
 def _run(cmd, cwd, log, timeout):
     """Run a tool, its output to ``log``; returns seconds.  Raises RuntimeError on failure/timeout."""
     env = dict(os.environ)
-    env.pop("YOSYS", None)      # reference/toolchain.md pitfall 1
+    env.pop("YOSYS", None)      # docs/toolchain.md pitfall 1
     t0 = time.monotonic()
     with open(log, "w") as f:
         proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=f, stderr=subprocess.STDOUT)

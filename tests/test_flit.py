@@ -1,7 +1,7 @@
 """The 68B-flit link layer reference (models/flit.py): formats from the facts, round trips, the packing
 policy, malformed input, and the test vectors.
 
-Ref: cxl_facts.md §2.1 (header, all-data flit, rollover), §2.2 (slot formats, per-flit maxima), §2.4
+Ref: docs/sources.md §2.1 (header, all-data flit, rollover), §2.2 (slot formats, per-flit maxima), §2.4
 (credits), §2.5 (control flits).  The CRC has its own file, tests/test_crc.py.
 """
 
@@ -22,7 +22,7 @@ UP, DOWN = Direction.UPSTREAM, Direction.DOWNSTREAM
 
 # ---------------------------------------------------------------- formats against the facts
 def test_slot_formats_use_the_bits_the_facts_list():
-    # Ref: cxl_facts.md §2.2 "Bits used" column, for every CXL.cache format.
+    # Ref: docs/sources.md §2.2 "Bits used" column, for every CXL.cache format.
     used = {(d.value, f"{k}{c}"): f.used_bits for (d, k, c), f in SLOT_FORMATS.items()}
     assert used == {
         ("downstream", "H0"): 96, ("downstream", "H1"): 88, ("downstream", "H2"): 88, ("downstream", "H3"): 96,
@@ -34,7 +34,7 @@ def test_slot_formats_use_the_bits_the_facts_list():
 
 
 def test_header_bit_positions():
-    # Ref: cxl_facts.md §2.1: [0] Type, [2] Ak, [3] BE, [4] Sz, [7:5] Slot0 .. [16:14] Slot3,
+    # Ref: docs/sources.md §2.1: [0] Type, [2] Ak, [3] BE, [4] Sz, [7:5] Slot0 .. [16:14] Slot3,
     # [23:20] RspCrd, [27:24] ReqCrd, [31:28] DataCrd.
     assert encode_header({"type": 1}) == 1 << 0
     assert encode_header({"ak": 1}) == 1 << 2 and encode_header({"be": 1}) == 1 << 3
@@ -47,7 +47,7 @@ def test_header_bit_positions():
 
 
 def test_credit_encoding():
-    # Ref: cxl_facts.md §2.4: 000=0, 001=1, 010=2, 011=4, ... 111=64; bit 3 selects the protocol.
+    # Ref: docs/sources.md §2.4: 000=0, 001=1, 010=2, 011=4, ... 111=64; bit 3 selects the protocol.
     assert [encode_credit(n) for n in (0, 1, 2, 4, 8, 16, 32, 64)] == list(range(8))
     assert encode_credit(64, F.CreditProtocol.MEM) == 0b1111
     assert [decode_credit(c)[1] for c in range(16)] == [0, 1, 2, 4, 8, 16, 32, 64] * 2
@@ -57,7 +57,7 @@ def test_credit_encoding():
 
 
 def test_control_codes_are_the_facts_ones():
-    # Ref: cxl_facts.md §2.5 (LLCTRL, SubType).
+    # Ref: docs/sources.md §2.5 (LLCTRL, SubType).
     assert {k: v[:2] for k, v in CONTROL_KINDS.items()} == {
         "LLCRD": (0b0000, 0b0001), "RETRY.Idle": (0b0001, 0b0000), "RETRY.Req": (0b0001, 0b0001),
         "RETRY.Ack": (0b0001, 0b0010), "RETRY.Frame": (0b0001, 0b0011), "INIT.Param": (0b1100, 0b1000)}
@@ -224,7 +224,7 @@ def test_four_lines_use_all_data_flits():
 
 
 def test_per_flit_maxima_hold():
-    # Ref: cxl_facts.md §2.2: at most 2 H2D Req and 4 H2D Rsp per downstream flit, 2 D2H Rsp upstream.
+    # Ref: docs/sources.md §2.2: at most 2 H2D Req and 4 H2D Rsp per downstream flit, 2 D2H Rsp upstream.
     for direction, make in ((DOWN, snoop), (DOWN, h2d_rsp), (UP, d2h_rsp)):
         flits = pack(direction, [make(i) for i in range(20)])
         chan = make(0).chan

@@ -9,7 +9,7 @@ from models.link import Msg, encode, decode
 
 
 def test_widths_match_cxl2_68b_flit():
-    # Ref: cxl_facts.md §1.6 totals
+    # Ref: docs/sources.md §1.6 totals
     assert {c: CODECS[c].width for c in Channel} == {
         Channel.D2H_REQ: 79, Channel.D2H_RSP: 20, Channel.D2H_DATA: 17,
         Channel.H2D_REQ: 64, Channel.H2D_RSP: 32, Channel.H2D_DATA: 24}

@@ -1,7 +1,7 @@
 """The RDMA WRITE + polling model (models/rdma.py): the analytic parts against the numbers in the facts,
 the calibration and its out-of-sample check, and model invariants as Hypothesis properties.
 
-Ref: cxl_facts.md §4.2 (ib_send_lat measurements, NIC atomics, PCIe round trip), §4.3 (RoCEv2 headers,
+Ref: docs/sources.md §4.2 (ib_send_lat measurements, NIC atomics, PCIe round trip), §4.3 (RoCEv2 headers,
 wire extras, MTU rule, derived frame sizes), §4.4 (PCIe Gen5 rates and TLP overheads).
 """
 

@@ -2,7 +2,7 @@
 results.json keeps the keys the issue fixes, every parameter has a source, the report is reproducible
 from its seed, and the CXL timing agrees with the golden model and keeps its invariants.
 
-Ref: cxl_facts.md §2.7 (1.079 ns per 68B flit, 63.0 GB/s), §4.1 (simulator defaults used as port,
+Ref: docs/sources.md §2.7 (1.079 ns per 68B flit, 63.0 GB/s), §4.1 (simulator defaults used as port,
 interconnect and home-agent latencies), §1.6 (4096 CQIDs).
 """
 

@@ -8,7 +8,7 @@ edge (a plain pair, not a stream: it cannot be back-pressured, and an always-rea
 same cycle (it is offered from the next).  Allocation and free in one cycle are both honoured.
 
 Asserts (checked at the clock edge): no live CQID is handed out again, only live CQIDs are freed.
-# Ref: ../shared/reference/cxl_facts.md §1.6 (CQID is 12 bits: at most 4096 outstanding requests).
+# Ref: docs/sources.md §1.6 (CQID is 12 bits: at most 4096 outstanding requests).
 """
 
 from amaranth.hdl import Assert, Module, Signal

@@ -57,7 +57,7 @@ Where the RTL differs from the model (documented, not a behaviour difference at 
     needs a work entry when none is free is held (back-pressure on ``h2d_req``), as is a snoop that the
     model stalls (a line whose GO came before its data).
 
-# Ref: ../shared/reference/cxl_facts.md §1.2-1.6 (opcodes, snoop-response table, field widths),
+# Ref: docs/sources.md §1.2-1.6 (opcodes, snoop-response table, field widths),
 #      §2.4 (credits), §3.2 (DevLoad); states and transitions: models/states.py.
 """
 

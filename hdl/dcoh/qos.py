@@ -4,7 +4,7 @@ arbiter for D2H requests, and the 2-bit DevLoad-style load level.
 Each is checked against the golden model (``models.dcoh.TxArbiter``, ``models.dcoh.devload_level``,
 ``models.link.Link`` credit accounting) in tests/test_rtl_qos.py.
 
-# Ref: ../shared/reference/cxl_facts.md §2.4 (credits: 10-bit counters, at most 1023 per class),
+# Ref: docs/sources.md §2.4 (credits: 10-bit counters, at most 1023 per class),
 #      §3.2 (DevLoad encodings 00 Light, 01 Optimal, 10 Moderate overload, 11 Severe overload).
 """
 

@@ -6,7 +6,7 @@ definition feeds payload bits 511 down to 0 into a CRC-16 register (initial 0, n
 XOR), so payload bit i contributes x^(16+i) mod P to the result.  The golden model (``models.flit``)
 is an independent implementation; tests/test_rtl_crc.py checks one against the other.
 
-# Ref: ../shared/reference/cxl_facts.md §2.3 (polynomial 0x1F053, serial form, CRC in flit bits 527:512).
+# Ref: docs/sources.md §2.3 (polynomial 0x1F053, serial form, CRC in flit bits 527:512).
 """
 
 from amaranth.hdl import Const, Module

@@ -27,7 +27,7 @@ matters only for whether the CRC sees them: a single flip is always detected (pr
 tests/test_crc.py), so every injected error here is a CRC error and no corruption goes undetected.
 The flit-level retry behaviour is what is measured.
 
-# Ref: ../shared/reference/cxl_facts.md §2.1 (528-bit flit), §2.3 (CRC: every 1-bit error detected).
+# Ref: docs/sources.md §2.1 (528-bit flit), §2.3 (CRC: every 1-bit error detected).
 """
 
 from amaranth.hdl import Cat, Const, Module, Signal

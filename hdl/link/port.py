@@ -72,7 +72,7 @@ New flits wait until the replay is done.
 
 Simplifications versus the spec (each a decision of this model):
 * No RETRY.Frame flits before the Ack and no RETRY.Idle: the Ack itself marks where the replay starts.
-  # Ref: ../shared/reference/cxl_facts.md §2.5 (RETRY.Idle/Req/Ack/Frame encodings; their sequencing
+  # Ref: docs/sources.md §2.5 (RETRY.Idle/Req/Ack/Frame encodings; their sequencing
   #      is not in the facts).
 * No PHY re-initialisation: NUM_PHY_REINIT is always 0 and retries go on forever, every
   ``retry_timeout`` cycles (a fixed timeout, assumption; LL_REPLAY_TIMER/LL_REPLAY_COUNT are [S, low
@@ -89,7 +89,7 @@ Simplifications versus the spec (each a decision of this model):
   equal a RETRY flit (slots 1-3 all zero and slot 0 exactly a RETRY encoding) would be taken for one.
 * Viral, IDE, INIT.Param and CXL.mem credits are not handled (received CXL.mem credits are ignored).
 
-# Ref: ../shared/reference/cxl_facts.md §2.1 (Ak = 8 flits), §2.3 (CRC), §2.4 (credit fields,
+# Ref: docs/sources.md §2.1 (Ak = 8 flits), §2.3 (CRC), §2.4 (credit fields,
 #      exponential encoding, 10-bit counters, Ack/CRD flush timer), §2.5 (RETRY encodings and payloads,
 #      RETRY flits are the only non-retryable ones, implicit sequence numbers, 8-bit wrap value).
 """
@@ -109,9 +109,9 @@ from models.flit import CONTROL_KINDS, CREDIT_CLASSES, MAX_PER_FLIT, control, en
 __all__ = ["LinkPort", "RETRY_KINDS", "default_credits"]
 
 RETRY_KINDS = ("RETRY.Idle", "RETRY.Req", "RETRY.Ack", "RETRY.Frame")   # facts §2.5: not retryable
-SEQ_FIELD_BITS = 8          # Ref: ../shared/reference/cxl_facts.md §2.5 (Eseq / WrPtr 8 b, wrap <= 256)
-NUM_RETRY_BITS = 5          # Ref: ../shared/reference/cxl_facts.md §2.5 (NUM_RETRY 5 b)
-MAX_POOL = 1023             # Ref: ../shared/reference/cxl_facts.md §2.4 (10-bit credit counters)
+SEQ_FIELD_BITS = 8          # Ref: docs/sources.md §2.5 (Eseq / WrPtr 8 b, wrap <= 256)
+NUM_RETRY_BITS = 5          # Ref: docs/sources.md §2.5 (NUM_RETRY 5 b)
+MAX_POOL = 1023             # Ref: docs/sources.md §2.4 (10-bit credit counters)
 
 
 def default_credits(upstream, rx_depth):

@@ -9,7 +9,7 @@ One definition, used by every link block and its tests:
 * a flit is 528 bits: payload bits 511:0 (slot 0 byte 0 = bits 7:0) and the CRC in bits 527:512 --
   the integer whose 66 little-endian bytes are the flit of ``models.flit`` (without the protocol ID).
 
-# Ref: ../shared/reference/cxl_facts.md §2.1 (528-bit flit, CRC in bits 527:512), §1.1 (64 B lines).
+# Ref: docs/sources.md §2.1 (528-bit flit, CRC in bits 527:512), §1.1 (64 B lines).
 """
 
 from amaranth.lib import data, stream, wiring

@@ -84,7 +84,7 @@ that can have followed it is one accepted at edge *n+1*, which is then the held 
 retired earlier than the edge after it is accepted), so ``discard = rule_error`` drops exactly the one
 flit behind a rule error, at edge *n+2*, before any of its messages or state changes take effect.
 
-# Ref: ../shared/reference/cxl_facts.md §2.1 (528-bit flit, header fields, Ak = 8 flits, all-data
+# Ref: docs/sources.md §2.1 (528-bit flit, header fields, Ak = 8 flits, all-data
 #      flit and rollover), §2.2 (slot formats and per-flit maxima), §2.3 (CRC), §2.4 (credit fields),
 #      §2.5 (control flits).
 """
@@ -173,7 +173,7 @@ CreditsLayout = data.StructLayout({name: range(CREDIT_MAX + 1) for name in CREDI
 
 def _ack_weight():
     """Flits one Ak bit acknowledges: the LLCRD Acknowledge bit that shares the header's Ak position
-    (Ref: cxl_facts.md §2.1, Ak = 8 flits [S]; models.flit CONTROL_KINDS, Acknowledge[3] at bit 2)."""
+    (Ref: docs/sources.md §2.1, Ak = 8 flits [S]; models.flit CONTROL_KINDS, Acknowledge[3] at bit 2)."""
     ak_offset = HEADER["ak"][0]
     for shift, offset, _ in CONTROL_KINDS["LLCRD"][2]["acks"]:
         if offset == ak_offset:

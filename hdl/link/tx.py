@@ -74,7 +74,7 @@ no flit.
 
 Preconditions: the pending counters must not overflow ``counter_bits`` (asserted in simulation).
 
-# Ref: ../shared/reference/cxl_facts.md §2.1 (flit header, Ak = 8 flits, all-data flit and rollover),
+# Ref: docs/sources.md §2.1 (flit header, Ak = 8 flits, all-data flit and rollover),
 #      §2.2 (slot formats, per-flit maxima), §2.4 (credit fields, 10-bit credit counters), §2.5 (LLCRD).
 """
 
@@ -91,8 +91,8 @@ from models.flit import (CHUNKS_PER_LINE, CONTROL_KINDS, CREDIT_CLASSES, CREDIT_
 
 __all__ = ["FlitPacker", "AK_FLITS", "COUNTER_BITS"]
 
-AK_FLITS = 8          # Ref: ../shared/reference/cxl_facts.md §2.1 (Ak acknowledges 8 received flits [S])
-COUNTER_BITS = 10     # Ref: ../shared/reference/cxl_facts.md §2.4 (10-bit credit counters, <= 1023 per class)
+AK_FLITS = 8          # Ref: docs/sources.md §2.1 (Ak acknowledges 8 received flits [S])
+COUNTER_BITS = 10     # Ref: docs/sources.md §2.4 (10-bit credit counters, <= 1023 per class)
 
 _PORTS = ("req", "rsp", "data")       # port names, in direction_channels order
 _WIDTH = {name: width for name, _, width in HEADER_FIELDS}
