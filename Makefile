@@ -24,7 +24,7 @@ REGRESS_SEEDS        ?= 50
 REGRESS_TRANSACTIONS ?= 20000
 REGRESS_JOBS         ?= 2
 REGRESS_SIM          ?= verilator
-HYPOTHESIS_PROFILE ?= ci
+HYPOTHESIS_PROFILE ?= repro
 PYTEST_ARGS        ?=
 
 # venv tools first on PATH for every recipe.
@@ -60,11 +60,12 @@ help:
 	@echo '  make model    golden-model system simulation (MODEL_TRANSACTIONS=$(MODEL_TRANSACTIONS)) -> build/model/summary.json'
 	@echo '  make test     all tests but the slow ones (pytest -m "not slow", HYPOTHESIS_PROFILE=$(HYPOTHESIS_PROFILE); PYTEST_ARGS=...)'
 	@echo '  make explore  exhaustive exploration of tiny configurations -> build/explore/summary.json'
-	@echo '  make table    protocol tables -> build/tables/*.csv and docs/protocol.md'
+	@echo '  make table    protocol tables -> build/tables/*.csv and build/tables/protocol.md'
 	@echo '  make vectors  68B-flit test vectors (1000 random message mixes, SEED=$(SEED)) -> build/vectors/flits.jsonl'
 	@echo '  make report   CXL.cache vs RDMA against the article (SEED=$(SEED)) -> build/report/{report.md,results.json,*.png}'
-	@echo '  make formal   SymbiYosys proofs of the RTL -> build/formal/summary.json and docs/formal.md'
-	@echo '  make bench    benchmarks beside their limits -> build/bench/results.json and BENCHMARKS.md (about 10 min)'
+	@echo '  make formal   SymbiYosys proofs of the RTL -> build/formal/summary.json and build/formal/formal.md'
+	@echo '  make bench    benchmarks beside their limits -> build/bench/results.json and build/bench/BENCHMARKS.md (about 10 min)'
+	@echo '                (make table/formal/bench UPDATE_DOCS=1: write the committed docs/protocol.md, docs/formal.md, BENCHMARKS.md)'
 	@echo '  make verilog  plain Verilog-2005 of each RTL top at default parameters (assertions left out) -> build/verilog/*.v,'
 	@echo '                then verilator --lint-only (VERILOG_ARGS=--with-asserts also writes *.sv with them)'
 	@echo '  make synth    ECP5 (LFE5UM-85F, speed 8) synthesis + place-and-route of the RTL tops -> build/synth/report.{json,md}'
@@ -138,7 +139,7 @@ explore: venv
 
 table: venv
 	@mkdir -p build/tables docs
-	$(PY) -m models.tables --csv-dir build/tables --doc docs/protocol.md
+	$(PY) -m models.tables --csv-dir build/tables --doc $(if $(UPDATE_DOCS),docs/protocol.md,build/tables/protocol.md)
 
 vectors: venv
 	@mkdir -p build/vectors
@@ -150,7 +151,7 @@ report: venv
 
 formal: venv warmup
 	@mkdir -p build/formal docs
-	$(PY) -m formal.run
+	$(PY) -m formal.run $(if $(UPDATE_DOCS),--doc docs/formal.md)
 
 .PHONY: synth
 SYNTH_ARGS ?=
@@ -170,7 +171,7 @@ VERILOG_ARGS ?=
 
 bench: venv
 	@mkdir -p build/bench
-	$(PY) -m bench.run --out build/bench --doc BENCHMARKS.md
+	$(PY) -m bench.run --out build/bench $(if $(UPDATE_DOCS),--update-docs)
 
 verilog: venv
 	@mkdir -p build/verilog

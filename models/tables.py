@@ -96,23 +96,31 @@ def markdown():
     ])
 
 
+def document(text):
+    """``text`` (the protocol document) with its transition-table section, between the BEGIN and END
+    markers, made anew from models/states.py; appended when the markers are missing."""
+    if BEGIN in text and END in text:
+        return text[:text.index(BEGIN)] + markdown() + text[text.index(END) + len(END):]
+    return text.rstrip() + "\n\n## Transition tables\n\n" + markdown() + "\n"
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--csv-dir", default="build/tables")
-    ap.add_argument("--doc", default="docs/protocol.md")
+    ap.add_argument("--doc", default="build/tables/protocol.md",
+                    help="where to write the protocol document (make table UPDATE_DOCS=1: docs/protocol.md)")
+    ap.add_argument("--template", default="docs/protocol.md",
+                    help="the document whose transition-table section is replaced")
     args = ap.parse_args(argv)
     os.makedirs(args.csv_dir, exist_ok=True)
     for name, rows in (("snoop", snoop_rows()), ("response", response_rows()), ("request", request_rows()),
                        ("host", host_rows())):
         _csv(os.path.join(args.csv_dir, f"{name}.csv"), rows)
     if args.doc:
-        text = open(args.doc).read() if os.path.exists(args.doc) else ""
-        if BEGIN in text and END in text:
-            text = text[:text.index(BEGIN)] + markdown() + text[text.index(END) + len(END):]
-        else:
-            text = text.rstrip() + "\n\n## Transition tables\n\n" + markdown() + "\n"
+        text = open(args.template).read() if os.path.exists(args.template) else ""
+        os.makedirs(os.path.dirname(args.doc) or ".", exist_ok=True)
         with open(args.doc, "w") as f:
-            f.write(text)
+            f.write(document(text))
     print(f"wrote {args.csv_dir}/{{snoop,response,request,host}}.csv" + (f" and {args.doc}" if args.doc else ""))
     return 0
 

@@ -21,6 +21,8 @@ import sys
 import time
 from pathlib import Path
 
+from tb.progress import closing_table
+
 ROOT = Path(__file__).resolve().parent.parent
 
 __all__ = ["build", "run", "clock_only", "plot_latency", "main"]
@@ -56,7 +58,8 @@ def _verilator_runner():
     class PortsOnlyVerilator(Verilator):
         def _build_command(self):
             cmds = super()._build_command()
-            cmds[0] = [a for a in cmds[0] if a != "--public-flat-rw"]
+            # waves as FST, not VCD (several times smaller; the file name is given per run, see run())
+            cmds[0] = [{"--trace": "--trace-fst"}.get(a, a) for a in cmds[0] if a != "--public-flat-rw"]
             return cmds
     return PortsOnlyVerilator()
 
@@ -68,7 +71,11 @@ def build(sim, devices, build_root, ber=0.0, waves=False, dcoh=None):
     _check_simulator(sim)
     ber_tag = f"_ber{ber:g}" if ber else ""       # a BER changes linked_device.v: its own folders
     rtl_dir = build_root / f"rtl{ber_tag}"
+    t0 = time.perf_counter()
+    print(f"[build] Verilog of one device and the {devices}-device top -> {rtl_dir} "
+          "(converted again only when the RTL changed; about a minute then)", flush=True)
     sources = build_system(devices, rtl_dir, dcoh=dcoh, ber=ber)
+    print(f"[build] Verilog ready in {time.perf_counter() - t0:.1f} s", flush=True)
     from cocotb_tools.runner import VerilatorControlFile, get_runner
     build_dir = build_root / f"{sim}_{devices}dev{ber_tag}" / ("waves" if waves else "nowaves")
     runner = get_runner(sim)
@@ -86,29 +93,52 @@ def build(sim, devices, build_root, ber=0.0, waves=False, dcoh=None):
         # CFG_CXXFLAGS_PCH_I, which breaks the precompiled-header build of large models
         # ("Vtop__pch.h.fast: linker input file not found"); and the model's C++ defaults to -Os.
         os.environ["MAKEFLAGS"] = "CFG_CXXFLAGS_PCH_I=-include OPT_FAST=-O2"
+    t0 = time.perf_counter()
+    print(f"[build] {sim} model of the system -> {build_dir}"
+          + (" (a fresh Verilator build of 4 devices takes several minutes)" if sim == "verilator" else ""),
+          flush=True)
     runner.build(sources=sources, hdl_toplevel="system_top", build_dir=build_dir, timescale=("1ns", "1ps"),
                  build_args=args, waves=waves)
+    print(f"[build] {sim} model ready in {time.perf_counter() - t0:.1f} s", flush=True)
     return runner, build_dir, params_path(rtl_dir, devices)
 
 
+def waves_path(build_dir, seed):
+    """The FST of one seed's run (``--waves``): in the run's build folder, one file per seed."""
+    return Path(build_dir) / f"waves_seed{seed}.fst"
+
+
 def run(runner, build_dir, params, seed, transactions, out, think=8, flit_monitor=True, waves=False,
-        testcase=None, trace=None):
+        testcase=None, trace=None, progress=False):
     """One cocotb run; returns the summary dict (``violations`` 1 and ``error`` on a mismatch).
-    ``trace``: a JSON file of access traces to replay (``system_trace``) instead of random traffic."""
+    ``trace``: a JSON file of access traces to replay (``system_trace``) instead of random traffic.
+    ``waves``: write :func:`waves_path` (FST) and name it in the summary (``"waves"``).  ``progress``: the
+    testbench shows a progress line (tb/progress.py)."""
     from cocotb_tools.runner import get_results
-    env = {"SIM_PARAMS": str(params), "SIM_SEED": str(seed), "SIM_TRANSACTIONS": str(transactions),
+    env = {"SIM_PARAMS": str(params), "SEED": str(seed), "SIM_TRANSACTIONS": str(transactions),
            "SIM_THINK": str(think), "SIM_FLIT_MONITOR": "1" if flit_monitor else "0", "SIM_OUT": str(out),
-           "SIM_TRACE": str(trace) if trace else "",
+           "SIM_TRACE": str(trace) if trace else "", "SIM_PROGRESS": "1" if progress else "0",
            "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    fst = waves_path(build_dir, seed)
+    test_args = []
+    if waves:
+        fst.unlink(missing_ok=True)
+        if runner.__class__.__name__ == "PortsOnlyVerilator":
+            test_args = ["--trace-file", str(fst)]     # else the model writes dump.fst into the cwd
     out = Path(out)
     if out.exists():
         out.unlink()
     results = build_dir / f"results_{seed}.xml"
     try:
         runner.test(hdl_toplevel="system_top", test_module="tb.system_tb", test_dir=ROOT, build_dir=build_dir,
-                    results_xml=str(results), extra_env=env, waves=waves, testcase=testcase, seed=seed)
+                    results_xml=str(results), extra_env=env, waves=waves, testcase=testcase, seed=seed,
+                    test_args=test_args)
     except SystemExit:
         pass                        # the runner exits on a failed test; the summary says why
+    if waves and not test_args:                    # Icarus: cocotb's dump module writes <top>.fst
+        icarus_fst = Path(build_dir) / "system_top.fst"
+        if icarus_fst.exists():
+            icarus_fst.replace(fst)
     tests, failures = get_results(results)
     if not out.exists():
         return {"engine": "rtl", "violations": 1, "seed": seed,
@@ -116,6 +146,8 @@ def run(runner, build_dir, params, seed, transactions, out, think=8, flit_monito
     summary = json.loads(out.read_text())
     if failures and not summary.get("violations"):
         summary.update(violations=1, error=f"{failures} of {tests} cocotb tests failed (see {results})")
+    if waves:
+        summary["waves"] = str(fst) if fst.exists() else None
     return summary
 
 
@@ -183,13 +215,16 @@ def main(argv=None):
     ap.add_argument("--jobs", type=int, default=1, help="with --seeds: run this many seeds at once")
     ap.add_argument("--think", type=int, default=8, help="max idle cycles between a cache's accesses")
     ap.add_argument("--ber", type=float, default=0.0, help="bit error rate on every link wire")
-    ap.add_argument("--waves", action="store_true", help="write an FST (Icarus) / VCD (Verilator) and print its path")
+    ap.add_argument("--waves", action="store_true",
+                    help="write an FST per seed into the run's build folder and print its path")
     ap.add_argument("--testcase", default=None)
     ap.add_argument("--trace", default=None, help="replay the access trace of this JSON file (docs/testbench.md)")
     ap.add_argument("--no-flit-monitor", action="store_true")
     ap.add_argument("--out", default="build/sim/summary.json")
     ap.add_argument("--build-root", default="build/sim")
     args = ap.parse_args(argv)
+    if args.waves and args.sim == "icarus" and args.jobs > 1 and args.seeds > 1:
+        ap.error("--waves with --jobs > 1 needs --sim verilator (Icarus writes one dump file per build)")
     build_root = Path(args.build_root).resolve()
     out = Path(args.out).resolve()
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -202,7 +237,7 @@ def main(argv=None):
     def one_seed(seed):
         seed_out = out if args.seeds == 1 else out.with_name(f"{out.stem}_seed{seed}.json")
         s = run(runner, build_dir, params, seed, args.transactions, seed_out, args.think, flit_monitor,
-                args.waves, args.testcase, args.trace)
+                args.waves, args.testcase, args.trace, progress=args.jobs <= 1)
         s["simulator"] = args.sim
         seed_out.write_text(json.dumps(s, indent=2))
         return s
@@ -228,23 +263,19 @@ def main(argv=None):
         total_tx += s["transactions"]
         total_cycles += s["cycles"]
         total_wall += s.get("wall_s", 0)
-        print(f"seed {seed}: ok, {s['transactions']} transactions, {s['cycles']} cycles, "
-              f"{s.get('sim_cycles_per_s')} cycles/s", flush=True)
-        if args.seeds == 1 and s.get("latency_cycles"):
-            png = plot_latency(s, out.with_suffix(".png"))
-            for op, v in s["latency_cycles"].items():
-                print(f"  {op:<17} n={v['count']:>7}  p50={v['p50']:>5}  p99={v['p99']:>5} cycles")
-            cov = s["coverage"]
-            print(f"  coverage: {len(cov['state_event'])} (state, event) pairs, flits: "
-                  + ", ".join(f"{k} {n}" for k, n in cov["flits"].items()))
+        if args.seeds == 1:
+            png = plot_latency(s, out.with_suffix(".png")) if s.get("latency_cycles") else None
+            print(closing_table(s))
             print(f"wrote {out}" + (f" and {png}" if png else ""))
+        else:
+            print(f"seed {seed}: ok, {s['transactions']} transactions, {s['cycles']} cycles, "
+                  f"{s.get('sim_cycles_per_s')} cycles/s", flush=True)
+        if args.waves:
+            print(f"waves: {s.get('waves') or 'none written (see the simulator log)'}")
     if pool is not None:
         pool.close()
         pool.join()
     elapsed = time.perf_counter() - t_run
-    if args.waves:
-        for f in sorted(build_dir.rglob("*.fst")) + sorted(build_dir.rglob("*.vcd")):
-            print(f"waves: {f}")
     if args.seeds > 1:
         total = {"engine": "rtl", "simulator": args.sim, "devices": args.devices, "seeds": args.seeds,
                  "first_seed": args.seed, "failures": failures, "transactions": total_tx,

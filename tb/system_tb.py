@@ -43,7 +43,7 @@ Coverage printed (and in the summary): the (state, event) pairs the shadows took
 formats / flit kinds seen.  A failure names its seed: ``make sim SEED=<seed>`` reproduces it.
 
 Settings (environment, set by tb/run_system.py): ``SIM_PARAMS`` (the build's system_params_<N>dev.json),
-``SIM_TRANSACTIONS``, ``SIM_SEED``, ``SIM_THINK``, ``SIM_OUT`` (summary JSON), ``SIM_FLIT_MONITOR``;
+``SIM_TRANSACTIONS``, ``SEED``, ``SIM_THINK``, ``SIM_OUT`` (summary JSON), ``SIM_FLIT_MONITOR``;
 ``SIM_PROFILE=<file>`` writes a cProfile of the testbench's Python; ``SIM_BREAK=cmd_data`` (tests only)
 corrupts the line the cache BFM returns for dirty data, to show the scoreboard fails.
 """
@@ -68,6 +68,8 @@ from models.link import encode as encode_msg
 from models.states import Perm
 from models.system import System, Workload, percentile
 from tb.cache_bfm import CacheBFM
+from tb.progress import Progress
+from tb.seed import env_seed
 from tb.system_top import MON_BITS, MON_WIDTH
 from tb.vip import ChannelCodec, FlitMonitor, StructCodec
 
@@ -506,8 +508,19 @@ class SystemBench:
         dut.rst.value = 0
 
     async def run(self, max_cycles=None):
-        dut = self.dut
+        """Reset, then simulate until the workload is done and the system drained; returns the summary.
+        ``SIM_PROGRESS=1`` (tb/run_system.py sets it for a single run) shows a progress line."""
         await self.start()
+        total = self.transactions or sum(len(q) for q in (self.trace or {}).values())
+        progress = Progress(total, f"seed {self.seed}", enabled=os.environ.get("SIM_PROGRESS") == "1")
+        try:
+            await self._run(max_cycles, progress)
+        finally:
+            progress.close()
+        return self.summary()
+
+    async def _run(self, max_cycles, progress):
+        dut = self.dut
         sysm = self.sysm
         devs = self.devs
         issuing = self.issuing
@@ -547,6 +560,7 @@ class SystemBench:
                     dev.done.clear()
             if self.done != last_done:
                 last_done, last_done_at = self.done, now
+                progress.update(self.done, now)
             elif now - last_done_at > self.cfg.watchdog:
                 raise SystemMismatch(f"seed {self.seed} cycle {now}: no transaction finished for "
                                      f"{self.cfg.watchdog} cycles; outstanding: {sysm.outstanding()[:8]}")
@@ -570,7 +584,6 @@ class SystemBench:
             sysm.check_all()
         except (InvariantViolation, AssertionError) as e:
             raise SystemMismatch(f"seed {self.seed} end: golden-model invariant: {e}") from None
-        return self.summary()
 
     def summary(self):
         coverage = {}
@@ -633,16 +646,15 @@ def _failed(bench, e, seed, out):
 def _settings():
     with open(os.environ["SIM_PARAMS"]) as f:
         params = json.load(f)
-    return (params, int(os.environ.get("SIM_SEED", "1")), int(os.environ.get("SIM_TRANSACTIONS", "2000")),
+    return (params, env_seed(1), int(os.environ.get("SIM_TRANSACTIONS", "2000")),
             int(os.environ.get("SIM_THINK", "8")), os.environ.get("SIM_FLIT_MONITOR", "1") == "1",
             os.environ.get("SIM_OUT"))
 
 
+@cocotb.skipif(bool(os.environ.get("SIM_TRACE")), reason="a trace run: system_trace does the work")
 @cocotb.test()
 async def system_random(dut):
     """Seeded random traffic from every internal cache until SIM_TRANSACTIONS requests completed."""
-    if os.environ.get("SIM_TRACE"):
-        return                                   # a trace run: system_trace does the work
     params, seed, transactions, think, flit_monitor, out = _settings()
     bench = SystemBench(dut, params, seed, transactions, think, flit_monitor)
     profile = os.environ.get("SIM_PROFILE")          # a cProfile of the testbench's Python, to this file
@@ -666,14 +678,13 @@ async def system_random(dut):
                     f"{len(cov['flits'])} flit kinds/slot formats")
 
 
+@cocotb.skipif(not os.environ.get("SIM_TRACE"), reason="no trace to replay (SIM_TRACE is empty)")
 @cocotb.test()
 async def system_trace(dut):
     """Replays the trace in SIM_TRACE (JSON: {"name", "ops": [[dev, cache, kind, line, value, variant],
     ...]}): each cache issues its accesses in order, with the RTL's timing.  One trace per simulation:
     a reset does not clear the snoop filter's memory (see docs/testbench.md)."""
-    path = os.environ.get("SIM_TRACE")
-    if not path:
-        return
+    path = os.environ["SIM_TRACE"]
     params, seed, _, think, flit_monitor, out = _settings()
     try:                                         # a malformed trace: say so in the summary too
         with open(path) as f:

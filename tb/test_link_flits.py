@@ -14,7 +14,7 @@ what actually went in with the golden ``Unpacker``.  Checked, per test:
   when flits are corrupted);
 * nothing more comes out, and the ``crc_errors``/``rule_errors`` counters match.
 
-``LINK_FLITS_SEED`` (environment) seeds everything; every failure message starts with it.
+``SEED`` (environment, :mod:`tb.seed`) seeds everything; every failure message starts with it.
 ``LINK_FLITS_COUNT``: messages packed per test (default 300).
 """
 
@@ -28,9 +28,10 @@ from cocotb.triggers import ClockCycles, RisingEdge
 
 from hdl.link.rx import CreditsLayout
 from models.flit import FLIT_BYTES, Credits, Direction, Unpacker, pack, random_msg
+from tb.seed import env_seed
 from tb.vip import ChannelMonitor, ChannelSink, FlitDriver, FlitStreamMonitor, StructCodec, channel_fields
 
-SEED = int(os.environ.get("LINK_FLITS_SEED", "1"))
+SEED = env_seed(1)
 COUNT = int(os.environ.get("LINK_FLITS_COUNT", "300"))     # messages per test
 DIRECTION = Direction.DOWNSTREAM                   # FlitUnpacker(upstream=False) receives H2D flits
 PORTS = dict(zip(DIRECTION.channels, ("req", "rsp", "data")))
@@ -38,7 +39,7 @@ _CREDITS = StructCodec(CreditsLayout)
 
 
 def fail(what):
-    raise AssertionError(f"seed {SEED}: {what} (reproduce: LINK_FLITS_SEED={SEED})")
+    raise AssertionError(f"seed {SEED}: {what} (reproduce: SEED={SEED})")
 
 
 class StatusMonitor:
@@ -73,14 +74,14 @@ class TB:
         self.driver = FlitDriver(dut, "flit", dut.clk, direction=DIRECTION, pause=pause,
                                  error_rate=error_rate, corrupt=corrupt, seed=SEED)
         self.wire = FlitStreamMonitor(dut, "flit", dut.clk, DIRECTION, strict=not (error_rate or corrupt),
-                                      name=f"seed {SEED} (LINK_FLITS_SEED): flit input")
+                                      name=f"seed {SEED} (SEED): flit input")
         self.sinks = {c: ChannelSink(dut, p, dut.clk, c, backpressure=backpressure() if backpressure else None)
                       for c, p in PORTS.items()}
         self.mons = {c: ChannelMonitor(dut, p, dut.clk, c) for c, p in PORTS.items()}
         self.status = StatusMonitor(dut)
 
     async def reset(self):
-        self.dut._log.info("LINK_FLITS_SEED=%d", SEED)
+        self.dut._log.info("SEED=%d", SEED)
         self.dut.rst.value = 1
         await ClockCycles(self.dut.clk, 2)
         self.dut.rst.value = 0

@@ -2,7 +2,6 @@
 identical and in order, with idle cycles on the sources and backpressure on the sinks."""
 
 import itertools
-import os
 import random
 
 import cocotb
@@ -11,9 +10,10 @@ from cocotb.triggers import ClockCycles, RisingEdge
 
 from hdl.protocol import CODECS, Channel
 from tb.loopback import port_name
+from tb.seed import env_seed
 from tb.vip import ChannelMonitor, ChannelSink, ChannelSource
 
-SEED = int(os.environ.get("VIP_SEED", "1"))
+SEED = env_seed(1)
 
 
 def random_message(rng, channel):

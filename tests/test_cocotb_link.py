@@ -2,18 +2,20 @@
 device's RTL flit receiver, ``FlitUnpacker(upstream=False)``, under Icarus (cocotb_tools.runner).
 
 The Verilog (``tb.system_top.cached_verilog``: ``hdl.verilog.to_verilog`` plus the Icarus fixes) is
-cached in build/cocotb/link_flits/ by a hash of the RTL and model sources.  ``LINK_FLITS_SEED`` picks the seed
+cached in build/cocotb/link_flits/ by a hash of the RTL and model sources.  ``SEED`` picks the seed
 (default 1)."""
 
 import os
 import shutil
 from pathlib import Path
 
+from tb.seed import env_seed
+
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "build" / "cocotb" / "link_flits"
 TOP = "link_rx"
 TESTS = 3
-SEED = int(os.environ.get("LINK_FLITS_SEED", "1"))
+SEED = env_seed(1)
 
 
 def _verilog():
@@ -35,9 +37,9 @@ def test_link_flits_icarus(monkeypatch):
     monkeypatch.setenv("PYTHONPATH", f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
     try:                    # under pytest the runner exits (SystemExit) when a cocotb test fails
         runner.test(hdl_toplevel=TOP, test_module="tb.test_link_flits", test_dir=ROOT, build_dir=build_dir,
-                    results_xml=results, extra_env={"LINK_FLITS_SEED": str(SEED)})
+                    results_xml=results, extra_env={"SEED": str(SEED)})
     except SystemExit:
         pass
     tests, failures = get_results(results)
     assert tests == TESTS and failures == 0, \
-        f"seed {SEED}: {failures} of {tests} cocotb tests failed (see {results}; LINK_FLITS_SEED={SEED})"
+        f"seed {SEED}: {failures} of {tests} cocotb tests failed (see {results}; SEED={SEED})"

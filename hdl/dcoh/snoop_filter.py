@@ -30,7 +30,7 @@ Ports (see :class:`SnoopFilter`)
 ``update`` (stream in, :class:`Update`)
     ``ALLOCATE`` / ``MODIFY`` / ``FREE`` / ``TOUCH`` of (set of ``line``, ``way``), one per cycle:
     ``update.ready`` is tied to 1.  (It is not declared ``always_ready``: ``verilog.convert`` of a
-    component cannot yet take the resulting constant as a port, amaranth issue #1574.)
+    component cannot yet take the resulting constant as a port, https://github.com/amaranth-lang/amaranth/issues/1574.)
     ``ALLOCATE`` must target a way that is not valid with a line that is not present (the model
     asserts the same); the Assert below catches a duplicate tag if the caller breaks this.
 
