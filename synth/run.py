@@ -96,7 +96,7 @@ SPEED = 8            # Ref: issue "make synth" (speed grade 8; nextpnr accepts 6
 # Assumption: CABGA381, nextpnr-ecp5's default package and the usual 85F package (only 5 pins are
 # used, see PinShell, so the package does not change the result).
 PACKAGE = "CABGA381"
-SEED = 1             # Ref: issue "make synth" (fixed seed; docs/toolchain.md pitfall 4: Fmax varies with it)
+SEED = 1             # a fixed placement seed: Fmax varies with it (docs/toolchain.md pitfall 4)
 TARGET_MHZ = 150.0   # Ref: issue "make synth" (the 150 MHz target on the sync clock)
 # Assumption: nextpnr's router, router1 (the ECP5 default).  After the link-layer pipelining it routes
 # link_tx in ~6-10 min and link_rx in ~9-12 min of nextpnr time on this 2-core machine (placement ~4 min

