@@ -13,7 +13,7 @@ Reports, as JSON on stdout (and ``--out FILE``):
   for single errors injected into a data stream;
 * ``ber``: runs at bit error rates 1e-6 .. 1e-3 with streaming traffic both ways, checking that every
   message arrives once and in order, with flits, errors, retries and the simulation speed.  The
-  issue's target is >= 10^6 flits; amaranth.sim runs at ~10^2 cycles/s for this design, so the run
+  target is >= 10^6 flits; amaranth.sim runs at ~10^2 cycles/s for this design, so the run
   is bounded by ``--budget`` seconds and reports the flit count it reached honestly (a Verilator build
   of the same RTL, ~10^4-10^5 x faster, is the way to 10^6 flits).
 

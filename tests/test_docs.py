@@ -36,7 +36,8 @@ def test_make_table_leaves_the_checkout_alone(tmp_path, monkeypatch):
 # Assembled from pieces so that this file does not match itself.
 _OUTSIDE = [r"\.\./" + "shared/", "/" + r"work/(main|shared|steering)\b", "shared/" + "reference",
             "cxl_" + r"facts\.md"]
-_ORGANISATION = [r"\b[Ii]ssue" + r" #?\d+", r"\b[Ss]ession" + r" \d+\b", r"\(session\)"]
+_ORGANISATION = [r"\b[Ii]ssue" + r" #?\d+", r"\b[Ii]ssue" + r"-\d+", r"\b[Ss]ession" + r" \d+\b", r"\(session\)",
+                 r"\bthe issue" + r"'s\b", r"Foundation " + "issue", r"\bhand-" + "off\b"]
 
 
 def _tracked():

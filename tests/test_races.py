@@ -1,5 +1,5 @@
-"""One test per race named in the Foundation issue.  Each forces the interleaving by choosing which
-message is delivered when, checks every invariant after every step, checks that the racy path was
+"""One test per race of the protocol (a snoop crossing a GO, an eviction crossing a snoop, ...).
+Each forces the interleaving by choosing which message is delivered when, checks every invariant after every step, checks that the racy path was
 really taken (the device's (state, event) coverage), and checks the final states."""
 
 from hdl.protocol import Channel, D2HReqOpcode as Req, D2HRspOpcode as Rsp, H2DReqOpcode as Snp, \

@@ -2,7 +2,7 @@
 
 * Random co-simulation (tests/dcoh_cosim.py): the model's whole system runs, device 0 is shadowed by
   the RTL; every step compares the D2H messages, internal caches, snoop filter and tracker.
-* Every race of the Foundation issue (tests/test_races.py), replayed move by move against the RTL;
+* Every race of tests/test_races.py, replayed move by move against the RTL;
   the racy (state, event) pair each race asserts must be taken in the replay too.
 * The snoop-filter-miss fast path: one snoop per cycle, response in the cycle after the snoop.
 * A snoop the model stalls (GO seen, data not) is held, and later snoops wait behind it.
