@@ -394,7 +394,12 @@ class Device:
     def _alloc_cqid(self):
         return self.free_cqids.pop(0) if self.free_cqids else None
 
-    def _new_txn(self, op_code, line, state, cpu, value, now, cqid=None):
+    def _new_txn(self, op_code, line, from_state, cpu, value, now, cqid=None):
+        """A new request ``op_code`` for ``line``, issued from ``from_state``: its transient state comes from
+        REQUEST_START, and the (state, request) pair counts for coverage."""
+        state = REQUEST_START[(op_code, from_state)]
+        cov = (from_state._name_, op_code._name_)
+        self.coverage[cov] = self.coverage.get(cov, 0) + 1
         if cqid is None:
             cqid = self._alloc_cqid()
         t = Txn(cqid, op_code, line, state, cpu, value, now)
@@ -459,7 +464,7 @@ class Device:
             if e is not None:       # device holds it in S: upgrade
                 if not self.free_cqids:
                     return False
-                self._new_txn(code, line, REQUEST_START[(code, _D.S)], op, op.value, now)
+                self._new_txn(code, line, _D.S, op, op.value, now)
                 return True
             return self._issue_miss(op, code, now)
         if kind == "evict":
@@ -481,7 +486,7 @@ class Device:
                 code = _Req.CleanEvictNoData if op.variant else _Req.CleanEvict
             else:
                 code = _Req.CleanEvict if op.variant else _Req.CleanEvictNoData
-            self._new_txn(code, line, REQUEST_START[(code, state)], op, value, now)
+            self._new_txn(code, line, state, op, value, now)
             return True
         # uncached requests: the device must not hold the line; flush its own copies first
         if e is not None:
@@ -491,7 +496,7 @@ class Device:
         if not self.free_cqids:
             return False
         code = {"rdcurr": _Req.RdCurr, "itomwr": _Req.ItoMWr, "wrinv": _Req.WrInv, "clflush": _Req.CLFlush}[kind]
-        self._new_txn(code, line, REQUEST_START[(code, _D.I)], op, op.value, now)
+        self._new_txn(code, line, _D.I, op, op.value, now)
         return True
 
     def _issue_miss(self, op, code, now):
@@ -501,7 +506,7 @@ class Device:
         if w is None:
             return False
         self.sf.allocate(op.line, w)
-        self._new_txn(code, op.line, REQUEST_START[(code, _D.I)], op, op.value, now)
+        self._new_txn(code, op.line, _D.I, op, op.value, now)
         op.victim = None
         return True
 
@@ -557,8 +562,13 @@ class Device:
                                 f"is still being answered")
         if w is not None:
             return True
-        rsp, _, _ = snoop_transition(self.line_state(line), msg.op)
-        return rsp is not STALL
+        state = self.line_state(line)
+        rsp, _, _ = snoop_transition(state, msg.op)
+        if rsp is STALL:        # held until the data arrives: counts as taken once per refusal
+            cov = (state._name_, msg.op._name_)
+            self.coverage[cov] = self.coverage.get(cov, 0) + 1
+            return False
+        return True
 
     def on_snoop(self, msg, now):
         self.now = now
@@ -652,7 +662,7 @@ class Device:
                 value = v
         self.sf.free(line)
         code = {_D.M: _Req.DirtyEvict, _D.E: _Req.CleanEvict, _D.S: _Req.CleanEvictNoData}[state]
-        self._new_txn(code, line, REQUEST_START[(code, state)], None, value, now, cqid=cqid)
+        self._new_txn(code, line, state, None, value, now, cqid=cqid)
 
     # ---------------------------------------------------------------- host responses and data
     def on_h2d_rsp(self, msg, now):

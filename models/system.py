@@ -43,6 +43,7 @@ import time
 from hdl.protocol import Channel
 from .checker import Checker, InvariantViolation
 from .config import Config, ConfigError
+from .coverage import closure, state_event_universe
 from .dcoh import Device, CpuOp
 from .host import Host
 from .link import INF, Link
@@ -530,6 +531,11 @@ def run(cfg, transactions, seed, progress=None):
     wall = time.perf_counter() - t_start
     coal_in = sum(d.coal.msgs_in for d in devs)
     coal_out = sum(d.coal.msgs_out for d in devs)
+    pairs = {}
+    for d in devs:
+        for (state, event), n in d.coverage.items():
+            key = f"{state} / {event}"
+            pairs[key] = pairs.get(key, 0) + n
     return {
         "engine": "model",
         "simulator": None,
@@ -547,6 +553,8 @@ def run(cfg, transactions, seed, progress=None):
         "arbiter_max_passed": max(d.arb.max_passed for d in devs),
         "devload_histogram": dict(zip(("light", "optimal", "moderate", "severe"), devload_hist)),
         "counters": dict(sorted(sysm.stats.items())),
+        "coverage": {"state_event": dict(sorted(pairs.items())),
+                     "closure": {"state_event": closure(pairs, state_event_universe())}},
         "config": {k: (list(v) if isinstance(v, tuple) else v) for k, v in cfg.as_dict().items()},
     }
 

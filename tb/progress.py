@@ -69,5 +69,6 @@ def closing_table(s):
                       f"{len(cov['flits'])} flit kinds and slot formats"]
         closure = cov.get("closure")
         if closure:
-            lines += [f"  {k}: {v['hit']} of {v['total']}" for k, v in closure.items()]
+            lines += [f"  {k:<12} {v['hit']:>4} of {v['total']:<4} ({100 * v['hit'] / v['total']:.0f} %)"
+                      for k, v in closure.items()]
     return "\n".join(lines)

@@ -83,7 +83,8 @@ def build(sim, devices, build_root, ber=0.0, waves=False, dcoh=None):
     if sim == "verilator":
         runner = _verilator_runner()
         vlt = rtl_dir / "public_ports.vlt"
-        write_if_changed(vlt, '`verilator_config\npublic_flat_rw -module "system_top" -var "*"\n')
+        write_if_changed(vlt, '`verilator_config\npublic_flat_rw -module "system_top" -var "*"\n'
+                         'no_inline -module "linked_device"\n')
         sources = [VerilatorControlFile(vlt), *sources]     # the runner takes the last source as the top
         # --no-timing: the "#0" of the Icarus time-0 trigger (tb/system_top.py) means nothing to Verilator
         args = ["-Wno-fatal", "-Wno-lint", "-Wno-style", "-O3", "--x-assign", "fast", "--x-initial", "fast",

@@ -62,6 +62,7 @@ from hdl.dcoh.dcoh import DCOH, CacheState, CmdOp, CpuKind, Dispatch
 from hdl.protocol import Channel
 from models.checker import InvariantViolation
 from models.config import Config
+from models.coverage import closure_report
 from models.dcoh import CpuOp, cache_hit
 from models.flit import Direction, FlitError
 from models.link import encode as encode_msg
@@ -607,7 +608,8 @@ class SystemBench:
                                for op, v in sorted(self.latency.items())},
             "dispatch": {Dispatch(i).name: n for i, n in enumerate(self.dispatch_count) if i},
             "coverage": {"state_event": dict(sorted(coverage.items())),
-                         "flits": dict(sorted(self.flit_coverage.items()))},
+                         "flits": dict(sorted(self.flit_coverage.items())),
+                         "closure": closure_report(coverage, self.flit_coverage)},
             "coalescing": {"invalidations_in": sum(d.coal.msgs_in for d in self.sysm.devices),
                            "messages_out": sum(d.coal.msgs_out for d in self.sysm.devices)},
             "rtl": self.params,
