@@ -64,8 +64,8 @@ class PcieParams:
         for name in ("cpu_spin_ns", "atomic_mops", "gts", "host_mem_gbs"):
             if not getattr(self, name) > 0:
                 bad(name, "must be > 0")
-        if not 1 <= self.outstanding <= 768:
-            bad("outstanding", "must be 1..768 (PCIe 10-bit tags; see SOURCES)")
+        if not 1 <= self.outstanding <= 1024:
+            bad("outstanding", "must be 1..1024 (PCIe 10-bit tags)")
         if self.mps not in (128, 256, 512, 1024, 2048, 4096):
             bad("mps", "must be a power of two in 128..4096 (facts §4.4)")
         if self.mrrs not in (128, 256, 512, 1024, 2048, 4096):
@@ -111,8 +111,9 @@ SOURCES = {
     "atomic_mops": ("M ops/s", "facts §4.2 [C]: Connect-IB atomics on one address in L3 at ~42 M/s, which "
                                "the source reads as the PCIe controller serialising atomics; used as the "
                                "root complex's rate for AtomicOps to one host address (assumption in the use)"),
-    "outstanding": ("requests", "assumption: the device uses PCIe 10-bit tags, 768 non-posted requests in "
-                                "flight (docs/comparison.md [P5]); the bound is far above the others"),
+    "outstanding": ("requests", "vendor document (docs/comparison.md [P5], Intel R-Tile PCIe Gen5 x16 hard IP "
+                                "user guide, 'Tag Allocation'): 768 non-posted requests in flight with 10-bit "
+                                "tags; that the device uses them all is an assumption"),
     "mps": ("B", "facts §4.4: MPS 128-4096; 256 as for RDMA (the size is an assumption)"),
     "mrrs": ("B", "assumption: max read request 512 B (facts §4.4 range 128-4096)"),
     "lanes": ("lanes", "facts §4.4: x16"),
