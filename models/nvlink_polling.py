@@ -82,8 +82,7 @@ SOURCES = {
     "link_gbs": ("GB/s", "vendor document ([P6]): NVLink 4, 900 GB/s bidirectional over 18 links = 25 GB/s "
                          "per link per direction"),
     "achieved_fraction": ("fraction", "measured (docs/comparison.md [P8]): p2pBandwidthLatencyTest on HGX "
-                                      "H100 SXM, 371-377 GB/s of 450 unidirectional P2P writes (NVIDIA/nccl "
-                                      "issue 1264); 376/450"),
+                                      "H100 SXM, 371-377 GB/s of 450 unidirectional P2P writes; 376/450"),
     "peer_atomic_ns": ("ns", "assumption: the peer's L2 executes one atomic to one address per ns (about one "
                              "per cycle); no published same-address NVLink atomic rate found"),
     "threads": ("threads", "vendor document ([P6]): H100 SXM 132 SMs x 2048 resident threads, one atomic "
