@@ -585,7 +585,7 @@ def bulk_bandwidth(p, read_ns=None):
     return {"gbs": min(link, little, p.host_mem_gbs), "link_gbs": link, "little_gbs": little,
             "host_mem_gbs": p.host_mem_gbs, "read_rtt_ns": rtt, "payload_efficiency": data_eff,
             "header_inclusive_efficiency": hdr_eff,
-            "outstanding_for_link_rate": math.ceil(link * rtt / LINE_BYTES)}
+            "outstanding_for_link_rate": None if math.isinf(link) else math.ceil(link * rtt / LINE_BYTES)}
 
 
 def ring_allreduce_s(p, total_bytes, n_gpus, bucket_bytes, alpha_ns, link_gbs, via_host_memory=True):

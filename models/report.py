@@ -401,9 +401,9 @@ def build(out_dir, seed=1, samples=1000, cxl=None, rdma=None, plots=True, params
                    "efficiency_vs_size": eff_curve, "sensitivity": sens_curve},
     }
     results["claims"] = _claims(results, tol)
-    results = json.loads(json.dumps(results, default=_jsonable))     # one canonical form (floats, lists)
+    results = _finite(json.loads(json.dumps(results, default=_jsonable)))   # one canonical form, strict JSON
     with open(os.path.join(out_dir, "results.json"), "w") as f:
-        json.dump(results, f, indent=2, sort_keys=True)
+        json.dump(results, f, indent=2, sort_keys=True, allow_nan=False)
     if plots:
         _log("plots")
         _plots(out_dir, cl, rl, results)
@@ -412,6 +412,18 @@ def build(out_dir, seed=1, samples=1000, cxl=None, rdma=None, plots=True, params
         f.write(_markdown(results, cxl, rdma))
     _log(f"wrote {out_dir}/results.json, report.md and plots in {time.perf_counter() - t_start:.1f} s")
     return results
+
+
+def _finite(o):
+    """Infinite floats (e.g. a link without a bandwidth limit) as the string "inf": strict JSON has no
+    Infinity, and models.fabric_params reads "inf" back."""
+    if isinstance(o, float) and math.isinf(o):
+        return "inf" if o > 0 else "-inf"
+    if isinstance(o, dict):
+        return {k: _finite(v) for k, v in o.items()}
+    if isinstance(o, list):
+        return [_finite(v) for v in o]
+    return o
 
 
 def _jsonable(o):
