@@ -597,7 +597,7 @@ def _markdown(res, cxl, rdma):
         h, sp = res["fabrics"][name], res["fabric_spread"][name]
         rng = lambda k: f"[{sp[k][0]:.4g}-{sp[k][2]:.4g}]"
         L.append(f"| {F.LABELS[name]} | {h['flag_round_trip_p50_ns']:.0f} {rng('flag_round_trip_ns')} | "
-                 f"{h['sync_p50_ns']:.0f} | {h['sync_p99_ns']:.0f} {rng('sync_ns')} | "
+                 f"{h['sync_p50_ns']:.0f} {rng('sync_ns')} | {h['sync_p99_ns']:.0f} | "
                  f"{h['atomics_mops']:.4g} {rng('atomics_mops')} | {h['bandwidth_gbs']:.4g} {rng('bandwidth_gbs')} | "
                  f"{res['fabric_grad_sync_s'][name]:.3g} |")
     L += ["", "## Verdict per claim: which fabric, which regime", "",
@@ -646,7 +646,10 @@ def _markdown(res, cxl, rdma):
           "- RDMA: one cut-through switch; RC QPs, so one WRITE per reader; one doorbell for the batch; large "
           "messages pipelined behind their first MTU; payload padded to 4 B (BTH PadCnt); the receiver's "
           "poll read itself costs nothing.",
-          "- Both: one bucket at a time in the all-reduce (no overlap with compute or between buckets).",
+          "- PCIe host polling: the CPU's store is visible to the next device read at once; every device has its "
+          "own x16 link to the root complex. NVLink polling: a direct link (no NVSwitch hop) from the writer "
+          "to each reader; the store crossing is NCCL's step less the mean polling wait.",
+          "- All: one bucket at a time in the all-reduce (no overlap with compute or between buckets).",
           "", "## RDMA model against the measurements in the facts (§4.2)", "",
           "Setup of the measurement: ib_send_lat, ConnectX-4 EDR 100G, PCIe Gen3 x16, back to back, "
           "busy polling. The 32 B point is the calibration (it fixes the NIC time); the others are checks.", "",
