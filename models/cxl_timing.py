@@ -1,4 +1,4 @@
-"""System-level timing of CXL.cache for the CXL-vs-RDMA comparison.
+"""System-level timing of CXL.cache for the fabric comparison of `make report`.
 
 Message-level, from the golden model: the message flows, the host's per-line serialization, the snoop
 filter, the invalidation coalescer and the credits are those of ``models.system.System`` itself.  This
@@ -11,8 +11,12 @@ docs/sources.md):
 
 * one host<->device hop = CXL port + interconnect + serialization of the flits the message needs
   (facts §2.7: 1.079 ns per 68B flit at 32 GT/s x16) + the DCOH's per-message pipeline cycles;
+* the port cost of a hop is derived from measured CXL hardware (``MEASURED_HOP_NS``: half the 70-90 ns a
+  CXL load adds over local DRAM); preset "simulator" keeps the cxlsim2 defaults (``PRESETS``);
 * host home agent = ``host_ns`` added to every message the host sends (as the golden model's
-  ``host_latency``);
+  ``host_latency``), after the message's turn at the agent: one message per ``host_occupancy_ns``;
+* :class:`TimedLink` replaces the golden model's links: each direction's wire carries one message at a
+  time (``wire_bytes`` at ``link_gbs``), and every message takes U(0, ``jitter_ns``) extra;
 * DCOH cycles (``DCOH_CYCLES``: probe, coalescing window, rx/tx pipeline) at ``clock_mhz``: the RTL's
   measured counts (bench/dcoh_cycles.json, from bench/dcoh_bench.py).
 
@@ -20,7 +24,8 @@ The golden model runs in ticks of ``tick_ns`` (every duration is rounded to whol
 half a tick per component).
 
 Workloads: :func:`sync_latencies` (one writer, N-1 readers; latency to visibility),
-:func:`atomic_throughput` (a counter contended by N devices; every fetch-add migrates the line),
+:func:`flag_round_trips` (ping-pong between two devices), :func:`atomic_throughput` (a counter
+contended by N devices; every fetch-add migrates the line),
 :func:`bulk_bandwidth` (coherent streaming reads; payload efficiency from ``models.flit.efficiency``),
 :func:`ring_allreduce_s` (gradient sync).
 """
@@ -78,17 +83,18 @@ def _rtl_cycles():
 
 DCOH_CYCLES = _rtl_cycles()
 
+DCOH_CYCLES_SOURCE = ("RTL cycle counts measured by bench/dcoh_bench.py (bench/dcoh_cycles.json); the internal "
+                      "cache's ack time and the coalescing window are configuration assumptions (models/config.py)")
+
 # Measured CXL cost per one-way host<->device hop (docs/comparison.md, sources [P1], [P2]): CXL memory
 # on shipping CPUs adds 70-90 ns to a load over local DRAM (facts §4.1, Pond).  That difference is two
 # traversals of host port + link + device port and the device controller, so one hop costs half of it.
 # The port figure is what remains of that hop after the parts modelled separately: the flits' CRC wait
-# and the DCOH/link-layer pipeline (RTL cycles at 1 GHz).
+# and the DCOH/link-layer pipeline (RTL cycles at the default 1 GHz clock).
 MEASURED_ADDED_LOAD_NS = (70.0, 90.0)
 MEASURED_HOP_NS = sum(MEASURED_ADDED_LOAD_NS) / 2 / 2
 _PIPE_NS = 2 * FLIT_NS + ((DCOH_CYCLES["rx"] + DCOH_CYCLES["tx"]) / 2 + DCOH_CYCLES["link"]) * 1.0
 MEASURED_PORT_NS = round(MEASURED_HOP_NS - _PIPE_NS, 3)
-DCOH_CYCLES_SOURCE = ("RTL cycle counts measured by bench/dcoh_bench.py (bench/dcoh_cycles.json); the internal "
-                      "cache's ack time and the coalescing window are configuration assumptions (models/config.py)")
 
 
 @dataclass(frozen=True)
@@ -213,6 +219,7 @@ def golden_config(p, devices, **cfg):
 # (models.flit: data and its header slots), the same figure the bulk bandwidth uses.
 HEADER_WIRE_BYTES = 68 / 4
 _DATA_CHANNELS = (Channel.D2H_DATA, Channel.H2D_DATA)
+_D2H_DATA = Channel.D2H_DATA            # channels up to this one travel upstream (models/link.py)
 
 
 def wire_bytes(chan):
@@ -278,9 +285,6 @@ class TimedLink(Link):
             heapq.heappush(self.wake, t)
             if t < self.next_due:
                 self.next_due = t
-
-
-_D2H_DATA = Channel.D2H_DATA
 
 
 def snoop_round_trip_ns(p):
