@@ -62,7 +62,8 @@ help:
 	@echo '  make explore  exhaustive exploration of tiny configurations -> build/explore/summary.json'
 	@echo '  make table    protocol tables -> build/tables/*.csv and build/tables/protocol.md'
 	@echo '  make vectors  68B-flit test vectors (1000 random message mixes, SEED=$(SEED)) -> build/vectors/flits.jsonl'
-	@echo '  make report   CXL.cache vs RDMA against the article (SEED=$(SEED)) -> build/report/{report.md,results.json,*.png}'
+	@echo '  make report   CXL.cache vs RDMA, PCIe host polling and NVLink polling against the article (SEED=$(SEED);'
+	@echo '                REPORT_ARGS="--preset simulator" or "--params file.json") -> build/report/{report.md,results.json,*.png}'
 	@echo '  make formal   SymbiYosys proofs of the RTL -> build/formal/summary.json and build/formal/formal.md'
 	@echo '  make bench    benchmarks beside their limits -> build/bench/results.json and build/bench/BENCHMARKS.md (about 10 min)'
 	@echo '                (make table/formal/bench UPDATE_DOCS=1: write the committed docs/protocol.md, docs/formal.md, BENCHMARKS.md)'
@@ -147,9 +148,12 @@ vectors: venv
 	@mkdir -p build/vectors
 	$(PY) -m models.flit --vectors build/vectors/flits.jsonl --count 1000 --seed $(SEED)
 
+# REPORT_ARGS: more options for models.report, e.g. "--preset simulator" or "--params my.json"
+# (docs/comparison.md, "Presets and parameter files").
+REPORT_ARGS ?=
 report: venv
 	@mkdir -p build/report
-	$(PY) -m models.report --out build/report --seed $(SEED)
+	$(PY) -m models.report --out build/report --seed $(SEED) $(REPORT_ARGS)
 
 formal: venv warmup
 	@mkdir -p build/formal docs

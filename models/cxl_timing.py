@@ -1,4 +1,4 @@
-"""System-level timing of CXL.cache for the CXL-vs-RDMA comparison.
+"""System-level timing of CXL.cache for the fabric comparison of `make report`.
 
 Message-level, from the golden model: the message flows, the host's per-line serialization, the snoop
 filter, the invalidation coalescer and the credits are those of ``models.system.System`` itself.  This
@@ -11,8 +11,12 @@ docs/sources.md):
 
 * one host<->device hop = CXL port + interconnect + serialization of the flits the message needs
   (facts §2.7: 1.079 ns per 68B flit at 32 GT/s x16) + the DCOH's per-message pipeline cycles;
+* the port cost of a hop is derived from measured CXL hardware (``MEASURED_HOP_NS``: half the 70-90 ns a
+  CXL load adds over local DRAM); preset "simulator" keeps the cxlsim2 defaults (``PRESETS``);
 * host home agent = ``host_ns`` added to every message the host sends (as the golden model's
-  ``host_latency``);
+  ``host_latency``), after the message's turn at the agent: one message per ``host_occupancy_ns``;
+* :class:`TimedLink` replaces the golden model's links: each direction's wire carries one message at a
+  time (``wire_bytes`` at ``link_gbs``), and every message takes U(0, ``jitter_ns``) extra;
 * DCOH cycles (``DCOH_CYCLES``: probe, coalescing window, rx/tx pipeline) at ``clock_mhz``: the RTL's
   measured counts (bench/dcoh_cycles.json, from bench/dcoh_bench.py).
 
@@ -20,7 +24,8 @@ The golden model runs in ticks of ``tick_ns`` (every duration is rounded to whol
 half a tick per component).
 
 Workloads: :func:`sync_latencies` (one writer, N-1 readers; latency to visibility),
-:func:`atomic_throughput` (a counter contended by N devices; every fetch-add migrates the line),
+:func:`flag_round_trips` (ping-pong between two devices), :func:`atomic_throughput` (a counter
+contended by N devices; every fetch-add migrates the line),
 :func:`bulk_bandwidth` (coherent streaming reads; payload efficiency from ``models.flit.efficiency``),
 :func:`ring_allreduce_s` (gradient sync).
 """
@@ -35,13 +40,15 @@ from pathlib import Path
 
 from hdl.protocol import Channel, MAX_IDS
 from .config import Config
+from .link import Link
 from .dcoh import CpuOp
 from .flit import efficiency as flit_efficiency, optimum as flit_optimum
 from .states import DevState
 from .system import System
 
-__all__ = ["DCOH_CYCLES", "DCOH_CYCLES_SOURCE", "FLIT_NS", "LINK_GBS", "CxlParams", "SOURCES",
-           "GoldenSim", "hop_ns", "golden_config", "sync_latencies", "atomic_throughput",
+__all__ = ["DCOH_CYCLES", "DCOH_CYCLES_SOURCE", "FLIT_NS", "LINK_GBS", "CxlParams", "SOURCES", "PRESETS",
+           "MEASURED_HOP_NS", "TimedLink", "GoldenSim", "hop_ns", "golden_config", "sync_latencies",
+           "flag_round_trips", "atomic_throughput", "wire_bytes",
            "read_miss_ns", "snoop_round_trip_ns", "payload_efficiency", "message_efficiency",
            "bulk_bandwidth", "ring_allreduce_s"]
 
@@ -75,8 +82,19 @@ def _rtl_cycles():
 
 
 DCOH_CYCLES = _rtl_cycles()
+
 DCOH_CYCLES_SOURCE = ("RTL cycle counts measured by bench/dcoh_bench.py (bench/dcoh_cycles.json); the internal "
                       "cache's ack time and the coalescing window are configuration assumptions (models/config.py)")
+
+# Measured CXL cost per one-way host<->device hop (docs/comparison.md, sources [P1], [P2]): CXL memory
+# on shipping CPUs adds 70-90 ns to a load over local DRAM (facts §4.1, Pond).  That difference is two
+# traversals of host port + link + device port and the device controller, so one hop costs half of it.
+# The port figure is what remains of that hop after the parts modelled separately: the flits' CRC wait
+# and the DCOH/link-layer pipeline (RTL cycles at the default 1 GHz clock).
+MEASURED_ADDED_LOAD_NS = (70.0, 90.0)
+MEASURED_HOP_NS = sum(MEASURED_ADDED_LOAD_NS) / 2 / 2
+_PIPE_NS = 2 * FLIT_NS + ((DCOH_CYCLES["rx"] + DCOH_CYCLES["tx"]) / 2 + DCOH_CYCLES["link"]) * 1.0
+MEASURED_PORT_NS = round(MEASURED_HOP_NS - _PIPE_NS, 3)
 
 
 @dataclass(frozen=True)
@@ -84,9 +102,12 @@ class CxlParams:
     clock_mhz: float = 1000.0
     flit_ns: float = FLIT_NS
     flits_per_msg: int = 2
-    port_ns: float = 62.0
-    interconnect_ns: float = 15.0
+    port_ns: float = MEASURED_PORT_NS
+    interconnect_ns: float = 0.0
     host_ns: float = 45.0
+    host_occupancy_ns: float = 1.0
+    link_gbs: float = LINK_GBS
+    jitter_ns: float = 10.0
     dcoh_cycles: dict = field(default_factory=lambda: dict(DCOH_CYCLES))
     spin_ns: float = 20.0
     tick_ns: float = 0.25
@@ -96,8 +117,11 @@ class CxlParams:
     def __post_init__(self):
         if self.clock_mhz <= 0 or self.tick_ns <= 0 or self.spin_ns <= 0:
             raise ValueError("clock_mhz, tick_ns and spin_ns must be positive")
-        if min(self.port_ns, self.interconnect_ns, self.host_ns, self.flit_ns) < 0:
-            raise ValueError("latencies must be >= 0")
+        for name in ("port_ns", "interconnect_ns", "host_ns", "flit_ns", "host_occupancy_ns", "jitter_ns"):
+            if not getattr(self, name) >= 0:
+                raise ValueError(f"{name}={getattr(self, name)!r}: must be >= 0")
+        if not self.link_gbs > 0:
+            raise ValueError(f"link_gbs={self.link_gbs!r}: must be > 0 (inf: no bandwidth limit)")
         if set(self.dcoh_cycles) != set(DCOH_CYCLES):
             raise ValueError(f"dcoh_cycles must have exactly the keys {sorted(DCOH_CYCLES)}")
         if any(v < 0 for v in self.dcoh_cycles.values()):
@@ -124,12 +148,22 @@ SOURCES = {
                                "64 B data message spans its header flit and the rollover flit (facts §2.1), "
                                "and the golden model's links charge every message the same, so all are "
                                "charged 2 flits (<= 1.08 ns pessimistic for header-only messages)"),
-    "port_ns": ("ns", "facts §4.1 [C]: cxlsim2 default 'CXL port 62 ns' (a simulator default, not a "
-                      "measurement), charged once per one-way hop (the per-hop reading is an assumption; "
-                      "the golden model's own assumption is 24 cycles = 24 ns)"),
-    "interconnect_ns": ("ns", "facts §4.1 [C]: cxlsim2 default 'interconnect 15 ns', once per hop"),
+    "port_ns": ("ns", f"derived [D] from measured hardware (docs/comparison.md [P1], [P2]; facts §4.1): CXL "
+                      f"memory adds 70-90 ns to a load over local DRAM on shipping CPUs, i.e. two hops, so "
+                      f"{MEASURED_HOP_NS:g} ns per one-way hop, minus the flits' CRC wait and the RTL pipeline "
+                      f"modelled separately; preset 'simulator' keeps the cxlsim2 default 62 ns (facts §4.1, "
+                      f"a simulator default, not a measurement)"),
+    "interconnect_ns": ("ns", "derived [D]: 0, the measured hop already contains the wire; preset "
+                              "'simulator' keeps cxlsim2 'interconnect 15 ns' (facts §4.1)"),
     "host_ns": ("ns", "facts §4.1 [C]: cxlsim2 'CPU core+LLC 45 ns', used as the home agent's lookup "
-                      "(the use is an assumption; the golden model assumes 10 cycles)"),
+                      "(no measured home-agent latency found; the use is an assumption; the golden model "
+                      "assumes 10 cycles)"),
+    "host_occupancy_ns": ("ns", "assumption: the home agent sends at most one message per 1 ns cycle "
+                                "(its occupancy; requests queue behind it); no published figure found"),
+    "link_gbs": ("GB/s", "facts §2.7 [D]: 68B flits at 32 GT/s x16, 63.0 GB/s per direction; every message "
+                         "occupies the wire for its bytes (wire_bytes), so messages queue behind each other"),
+    "jitter_ns": ("ns", "assumption: each one-way message takes U(0, 10 ns) extra, the 70-90 ns spread of "
+                        "the measured load latency (docs/comparison.md [P1]) read as per-hop variation"),
     "dcoh_cycles": ("cycles", DCOH_CYCLES_SOURCE + ": " + ", ".join(f"{k}={v}" for k, v in DCOH_CYCLES.items())),
     "spin_ns": ("ns", "assumption: a reader re-reads its cached flag every 20 ns (a load hit per spin)"),
     "tick_ns": ("ns", "model time resolution (not a hardware parameter)"),
@@ -137,6 +171,18 @@ SOURCES = {
                                 "(the golden model's RTL sizing is 16: Config.max_outstanding)"),
     "host_mem_gbs": ("GB/s", "assumption: 8 channels of DDR5-4800 (38.4 GB/s each; DDR5-4800 is the "
                              "memory of facts §4.1's SPR system), for traffic that goes through host memory"),
+}
+
+
+# Named parameter sets (overrides of the defaults).  "measured": per-hop cost from measured hardware
+# (the default); "simulator": the cxlsim2 simulator defaults the model used before (facts §4.1);
+# "unloaded": the simulator defaults without occupancy, bandwidth limit or jitter (the golden model's
+# own structure, for comparison with earlier figures).
+PRESETS = {
+    "measured": {},
+    "simulator": {"port_ns": 62.0, "interconnect_ns": 15.0},
+    "unloaded": {"port_ns": 62.0, "interconnect_ns": 15.0, "host_occupancy_ns": 0.0,
+                 "link_gbs": math.inf, "jitter_ns": 0.0},
 }
 
 
@@ -168,6 +214,79 @@ def golden_config(p, devices, **cfg):
     return Config(**base)
 
 
+# A header-only message takes one 16 B slot of a 68B flit (facts §2.1, §2.2: four slots per flit), so
+# 68 / 4 B of wire; a 64 B data message takes its line at the packer's measured streaming efficiency
+# (models.flit: data and its header slots), the same figure the bulk bandwidth uses.
+HEADER_WIRE_BYTES = 68 / 4
+_DATA_CHANNELS = (Channel.D2H_DATA, Channel.H2D_DATA)
+_D2H_DATA = Channel.D2H_DATA            # channels up to this one travel upstream (models/link.py)
+
+
+def wire_bytes(chan):
+    """Bytes of the 68B-flit wire one message of ``chan`` occupies."""
+    if chan in _DATA_CHANNELS:
+        return LINE_BYTES / payload_efficiency()[0]
+    return HEADER_WIRE_BYTES
+
+
+class _HomeAgent:
+    """The host's home agent as a single server: every message the host sends takes ``occupancy``
+    ticks of it, in the order the host sends them; later messages wait (a queue)."""
+
+    def __init__(self, occupancy):
+        self.occupancy = occupancy
+        self.free = 0
+
+    def start(self, now):
+        t = max(now, self.free)
+        self.free = t + self.occupancy
+        return t
+
+
+class TimedLink(Link):
+    """A golden-model link with the costs the golden model leaves out: each direction's wire carries
+    one message at a time (``wire_bytes`` at ``link_gbs``; later messages queue), every message takes
+    U(0, jitter) ticks extra, and downstream messages first queue at the shared home agent.  The
+    unloaded, jitter-free latency is the golden model's (``link_latency`` + the sender's extra)."""
+
+    def __init__(self, cfg, p, rng, home):
+        super().__init__(cfg, timed=True)
+        t = p.tick_ns
+        gbs = p.link_gbs
+        self.wire = [0 if math.isinf(gbs) else _ticks(wire_bytes(c) / gbs, t) for c in Channel]
+        self.jitter = _ticks(p.jitter_ns, t)
+        self.rng = rng
+        self.home = home
+        self.wire_free = {True: 0, False: 0}
+
+    def send(self, msg, now, extra=0):
+        c = msg.chan
+        entry = [None, msg, extra]
+        self.flight[c <= _D2H_DATA].append(entry)
+        if self.credits[c] > 0 and not self.waiting[c]:
+            self._launch(entry, now)
+        else:
+            self.waiting[c].append(entry)
+
+    def _launch(self, entry, now):
+        msg = entry[1]
+        c = msg.chan
+        up = c <= _D2H_DATA
+        self.credits[c] -= 1
+        self.in_flight[c] += 1
+        self.changed = True
+        start = now if up else self.home.start(now)
+        ready = start + entry[2]
+        on_wire = max(ready, self.wire_free[up])
+        self.wire_free[up] = on_wire + self.wire[c]
+        t = on_wire + self.latency + (self.rng.randint(0, self.jitter) if self.jitter else 0)
+        entry[0] = t
+        if self.wake is not None:
+            heapq.heappush(self.wake, t)
+            if t < self.next_due:
+                self.next_due = t
+
+
 def snoop_round_trip_ns(p):
     """Host sends SnpInv -> host has the response from a device holding the line in S: two hops plus the
     DCOH's coalescing window and probe of its internal copy (the "DCOH invalidation" of the article)."""
@@ -182,9 +301,18 @@ class GoldenSim:
     request per device per tick, invariant checks on touched lines), with CPU accesses issued by the
     caller instead of the random workload."""
 
-    def __init__(self, cfg):
+    def __init__(self, cfg, p=None, seed=1):
+        """``p``: the CxlParams whose wire, jitter and home-agent costs the links add (None: the
+        golden model's own links); ``seed`` draws the jitter."""
         self.cfg = cfg
         self.sys = System(cfg, timed=True)
+        if p is not None:
+            rng = random.Random(seed)
+            home = _HomeAgent(_ticks(p.host_occupancy_ns, p.tick_ns))
+            for d, dev in enumerate(self.sys.devices):
+                link = TimedLink(cfg, p, rng, home)
+                self.sys.links[d] = link
+                dev.link = link
         self.wake = []
         for link in self.sys.links:
             link.wake = self.wake
@@ -264,7 +392,7 @@ def sync_latencies(p, n_devices, trials, seed=1, progress=None):
         raise ValueError("sync needs a writer and at least one reader")
     rng = random.Random(seed)
     t = p.tick_ns
-    sim = GoldenSim(golden_config(p, n_devices))
+    sim = GoldenSim(golden_config(p, n_devices), p, seed)
     readers = range(1, n_devices)
     _warm(sim, range(n_devices), FLAG)
     spin = max(1, _ticks(p.spin_ns, t))
@@ -311,9 +439,62 @@ def sync_latencies(p, n_devices, trials, seed=1, progress=None):
     return lat, wlat
 
 
+REPLY = 0x80        # another coalescing block than FLAG
+
+
+def flag_round_trips(p, trials, seed=1):
+    """Flag ping-pong between two devices on CXL.cache: device 0 stores FLAG (RdOwn, SnpInv to device
+    1's S copy); device 1 spins on FLAG (a load every ``spin_ns``; its miss RdShared-s the new value
+    out of device 0's M copy), then stores REPLY, on which device 0 spins the same way.  Returns the
+    round trips (ns), from device 0's store to device 0 seeing the reply, one per trial."""
+    rng = random.Random(seed)
+    t = p.tick_ns
+    sim = GoldenSim(golden_config(p, 2), p, seed)
+    _warm(sim, (1,), FLAG)
+    _warm(sim, (0,), REPLY)
+    spin = max(1, _ticks(p.spin_ns, t))
+    out = []
+    for trial in range(trials):
+        v = trial + 1
+        t0 = sim.now + 1 + rng.randrange(spin)
+        # who spins on what, and when each spinner loads next
+        watch = {1: FLAG, 0: REPLY}
+        nxt = {d: t0 + rng.randrange(spin) for d in watch}
+        for d in watch:
+            sim.at(nxt[d])
+        sim.at(t0)
+        while sim.now < t0:
+            sim.advance()
+        sim.issue(0, "store", FLAG, v)
+        seen = {}
+        while 0 not in seen:
+            sim.step()
+            now = sim.now
+            for d, line in watch.items():
+                if d in seen or (d == 0 and 1 not in seen):
+                    continue
+                if sim.idle(d) and sim.value(d, line) == v:
+                    seen[d] = now
+                    if d == 1:
+                        sim.issue(1, "store", REPLY, v)
+                    continue
+                if now >= nxt[d]:
+                    if sim.idle(d):
+                        sim.issue(d, "load", line)
+                    while nxt[d] <= now:
+                        nxt[d] += spin
+                    sim.at(nxt[d])
+            sim.service()
+            if not sim.advance():
+                raise AssertionError("ping-pong trial stalled")
+        out.append((seen[0] - t0) * t)
+        sim.settle()
+    return out
+
+
 def read_miss_ns(p):
     """Unloaded RdShared of a line nobody holds, measured on the golden model (ns)."""
-    sim = GoldenSim(golden_config(p, 1))
+    sim = GoldenSim(golden_config(p, 1), p.with_(jitter_ns=0.0))
     sim.issue(0, "load", FLAG)
     sim.service()
     while sim.advance():
@@ -334,7 +515,7 @@ def atomic_throughput(p, n_devices, ops=2000, seed=1):
     if n_devices < 2:
         raise ValueError("contention needs at least two devices")
     rng = random.Random(seed)
-    sim = GoldenSim(golden_config(p, n_devices))
+    sim = GoldenSim(golden_config(p, n_devices), p, seed)
     order = list(range(n_devices))
     rng.shuffle(order)
     done = 0
@@ -403,12 +584,12 @@ def bulk_bandwidth(p, read_ns=None):
     Returns a dict with each bound."""
     data_eff, hdr_eff = payload_efficiency()
     rtt = read_miss_ns(p) if read_ns is None else read_ns
-    link = LINK_GBS * data_eff
+    link = p.link_gbs * data_eff
     little = p.outstanding * LINE_BYTES / rtt
     return {"gbs": min(link, little, p.host_mem_gbs), "link_gbs": link, "little_gbs": little,
             "host_mem_gbs": p.host_mem_gbs, "read_rtt_ns": rtt, "payload_efficiency": data_eff,
             "header_inclusive_efficiency": hdr_eff,
-            "outstanding_for_link_rate": math.ceil(link * rtt / LINE_BYTES)}
+            "outstanding_for_link_rate": None if math.isinf(link) else math.ceil(link * rtt / LINE_BYTES)}
 
 
 def ring_allreduce_s(p, total_bytes, n_gpus, bucket_bytes, alpha_ns, link_gbs, via_host_memory=True):

@@ -41,7 +41,7 @@ from dataclasses import dataclass, fields, replace
 
 __all__ = ["RdmaParams", "SOURCES", "ib_mtu", "frame_bytes", "frame_payloads", "message_wire_bytes",
            "wire_efficiency", "tlp_count", "tlp_bytes", "pcie_efficiency", "pcie_rate_gbs",
-           "gen3_x16_tlp_gbs", "calibrate_nic", "write_parts", "fixed_latency_ns", "write_latency", "sample_sync",
+           "gen3_x16_tlp_gbs", "calibrate_nic", "write_parts", "fixed_latency_ns", "write_latency", "sample_sync", "flag_round_trips",
            "atomic_rtt_parts", "atomic_throughput", "bulk_bandwidth_gbs", "ring_allreduce_s",
            "lock_allreduce_s", "poll_wait_mean_ns"]
 
@@ -352,6 +352,14 @@ def sample_sync(p, n_devices, msg_bytes, trials, seed=1):
             rest = base["nic_tx"] + base["cables"] + base["switch"] + base["nic_rx"] + base["serialization"]
             out.append(shared + k * issue + rest + _rtt(p, rng) / 2 + _poll(p, rng))
     return out
+
+
+def flag_round_trips(p, msg_bytes, trials, seed=1):
+    """Flag ping-pong between two hosts: A RDMA-WRITEs the flag into B's memory, B polls it (every
+    P, as in workload 1), B RDMA-WRITEs its reply into A's memory, A polls.  Returns the round trips
+    (ns): two sampled write latencies to visibility each."""
+    rng = random.Random(seed)
+    return [write_latency(p, msg_bytes, rng) + write_latency(p, msg_bytes, rng) for _ in range(trials)]
 
 
 # ---------------------------------------------------------------- atomics

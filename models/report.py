@@ -22,7 +22,11 @@ import os
 import sys
 import time
 
+from dataclasses import replace
+
 from . import cxl_timing as C
+from . import fabric_params as FP
+from . import fabrics as F
 from . import rdma as R
 from .system import percentile
 
@@ -54,6 +58,8 @@ WORKLOAD = {
     "devices_curve": ([2, 4, 8, 16], "devices", "16 = CXL.cache devices per root port (facts §1.6)"),
     "verdict_tolerance": (0.25, "fraction", "assumption: a model number within ±25 % of the article's "
                                             "'matches'"),
+    "spread_seeds": (5, "seeds", "assumption: every workload is rerun on 5 seeds (seed .. seed+4, a tenth "
+                                 "of the samples each) for the spread bars, p1-p99 over seeds"),
 }
 
 
@@ -99,10 +105,16 @@ def _judge(article, model, tol, lower_is_better):
 
 
 # ---------------------------------------------------------------- the run
-def build(out_dir, seed=1, samples=1000, cxl=None, rdma=None, plots=True):
+def build(out_dir, seed=1, samples=1000, cxl=None, rdma=None, plots=True, params=None):
+    """Run everything and write ``out_dir``.  ``params``: a models.fabric_params.FabricParams (default:
+    the "measured" preset); ``cxl`` / ``rdma`` replace its CXL / RDMA parameters."""
     t_start = time.perf_counter()
-    cxl = cxl or C.CxlParams()
-    rdma = rdma or R.RdmaParams()
+    params = params or FP.load()
+    if cxl is not None:
+        params = replace(params, cxl=cxl)
+    if rdma is not None:
+        params = replace(params, rdma=rdma)
+    cxl, rdma = params.cxl, params.rdma
     W = {k: v[0] for k, v in WORKLOAD.items()}
     tol = W["verdict_tolerance"]
     N = W["n_gpus"]
@@ -171,20 +183,23 @@ def build(out_dir, seed=1, samples=1000, cxl=None, rdma=None, plots=True):
     _log(f"sensitivity sweep (golden-model bisections with {sweep_trials} trials each)")
     sens = []
 
-    def cxl_sync_p99(hop, host):
+    def cxl_sync_p99(hop, host, bare=False):
         q = cxl.with_(port_ns=hop, interconnect_ns=0.0, host_ns=host)
+        if bare:                                   # without occupancy and jitter
+            q = q.with_(host_occupancy_ns=0.0, jitter_ns=0.0)
         return _pct(C.sync_latencies(q, N, sweep_trials, seed=seed)[0], 99)[0]
 
-    for host in (cxl.host_ns, 10.0, 0.0):
-        x = _bisect(lambda h: cxl_sync_p99(h, host), 0.0, 200.0, ARTICLE["sync_p99_ns"]["cxl"], tol=0.5)
-        floor = cxl_sync_p99(0.0, host)
+    for host, bare in ((cxl.host_ns, False), (10.0, False), (0.0, False), (10.0, True), (0.0, True)):
+        x = _bisect(lambda h: cxl_sync_p99(h, host, bare), 0.0, 200.0, ARTICLE["sync_p99_ns"]["cxl"], tol=0.5)
+        floor = cxl_sync_p99(0.0, host, bare)
+        cond = f"host_ns = {host:g}" + (", no home-agent occupancy, no jitter" if bare else "")
         sens.append({"claim": "CXL sync p99 152 ns", "parameter": "port_ns + interconnect_ns per hop",
-                     "condition": f"host_ns = {host:g}",
+                     "condition": cond,
                      "needed": None if x is None else round(x, 1),
                      "default": cxl.port_ns + cxl.interconnect_ns,
                      "note": (f"p99 is {floor:.0f} ns even with 0-ns ports" if x is None else
                               f"p99 <= 152 ns needs <= {x:.1f} ns per hop")})
-        _log(f"  CXL sync p99=152 ns with host {host:g} ns: per hop {x}")
+        _log(f"  CXL sync p99=152 ns with {cond}: per hop {x}")
 
     def cxl_atomics(hop):
         q = cxl.with_(port_ns=hop, interconnect_ns=0.0)
@@ -278,6 +293,46 @@ def build(out_dir, seed=1, samples=1000, cxl=None, rdma=None, plots=True):
     sens_curve["rdma_p99"] = [rdma_pct(s, 99) for s in scales]
     sens_curve["rdma_p50"] = [rdma_pct(s, 50) for s in scales]
 
+    # ---- the four fabrics on the same workloads
+    _log("fabrics: flag ping-pong, sync, atomics and bulk on CXL, RDMA, PCIe host polling, NVLink polling")
+    heads = {}
+    for name in F.NAMES:
+        heads[name] = F.summarize(F.measure(name, params, W, samples, seed, atomic_ops))
+        _log(f"  {name}: {heads[name]}")
+    seeds = [seed + k for k in range(W["spread_seeds"])]
+    _log(f"fabrics: spread over seeds {seeds} ({max(5, samples // 10)} trials each)")
+    spread = F.spread(params, W, seeds, max(5, samples // 10), max(100, atomic_ops // 4), log=_log)
+    fab_grad = {n: round(F.grad_sync_s(n, params, W, heads[n]["sync_p50_ns"], heads[n]["bandwidth_gbs"]), 3)
+                for n in F.NAMES}
+    regime = F.regimes(params, W, ARTICLE, sweep_trials * 10, seed)
+
+    def sens_rows(claim):
+        return [r for r in sens if r["claim"] == claim]
+
+    def needed(claim, fmt):
+        rows = [r for r in sens_rows(claim) if r["needed"] is not None]
+        return "; ".join(fmt(r) for r in rows) if rows else "unreachable by this parameter alone"
+
+    needs = {k: dict(v) for k, v in regime.items()}
+    needs.setdefault("cxl_sync", {})["cxl"] = "; ".join(
+        (f"<= {r['needed']} ns per hop" if r["needed"] is not None else r["note"]) + f" ({r['condition']})"
+        for r in sens_rows("CXL sync p99 152 ns"))
+    needs.setdefault("cxl_atomics", {})["cxl"] = needed("CXL atomics 8.3 M/s",
+                                                        lambda r: f"<= {r['needed']} ns per hop ({r['condition']})")
+    needs.setdefault("cxl_bandwidth", {})["cxl"] = needed("CXL bandwidth 72 GB/s",
+                                                          lambda r: f">= {r['needed']} GT/s at x16 ({r['note']})")
+    needs["rdma_sync"] = {"rdma": needed("RDMA sync p99 2.7 µs",
+                                         lambda r: f"polling every U(s, 2s) with s = {r['needed']} ns")}
+    needs["rdma_atomics"] = {"rdma": f"a NIC atomic rate of {ARTICLE['atomics_mops']['rdma']:g} M/s "
+                                     f"(default {rdma.atomic_mops:g})"}
+    needs["rdma_bandwidth"] = {"rdma": needed("RDMA bandwidth 38 GB/s",
+                                              lambda r: f"a {r['needed']} Gb/s line {r['note']}".strip())}
+    for side in ("cxl", "rdma"):
+        r = next(r for r in sens if r["claim"].startswith(f"{side.upper()} gradient sync"))
+        needs[f"{side}_grad"] = {n: f"{r['needed']} GB/s per GPU (it has {heads[n]['bandwidth_gbs']:.4g})"
+                                 for n in F.NAMES}
+    fab_verdicts = F.verdicts(heads, fab_grad, needs, ARTICLE, tol)
+
     # ---- validation of the RDMA model against facts §4.2 (Gen3 x16, EDR 100G, back to back, no poll)
     v = rdma.with_(pcie_tlp_gbs=R.gen3_x16_tlp_gbs(), line_gbps=rdma.cal_line_gbps)
     measured = {32: (810, 830), 1024: (1520, 1610), 4096: (2250, 2250), 32768: (4570, 4570)}
@@ -285,20 +340,29 @@ def build(out_dir, seed=1, samples=1000, cxl=None, rdma=None, plots=True):
                    "measured_ns": list(m)} for s, m in measured.items()]
 
     # ---- parameters with sources
-    params = {}
+    fparams, params = params, {}
     for k, (unit, src) in C.SOURCES.items():
         val = getattr(cxl, k)
         params[f"cxl.{k}"] = {"value": val, "unit": unit, "source": src}
     for k, (unit, src) in R.SOURCES.items():
         params[f"rdma.{k}"] = {"value": getattr(rdma, k), "unit": unit, "source": src}
+    for fab, mod in (("pcie_host_polling", F.P), ("nvlink_polling", F.NV)):
+        for k, (unit, src) in mod.SOURCES.items():
+            params[f"{fab}.{k}"] = {"value": getattr(getattr(fparams, fab), k), "unit": unit, "source": src}
     for k, (val, unit, src) in WORKLOAD.items():
         params[f"workload.{k}"] = {"value": val, "unit": unit, "source": src}
+    params["nvlink_polling.store_one_way_ns (derived)"] = {
+        "value": round(fparams.nvlink_polling.store_one_way_ns, 3), "unit": "ns",
+        "source": "derived [D]: step_ns - poll_ns / 2"}
     params["cxl.hop_ns (derived)"] = {"value": round(C.hop_ns(cxl), 3), "unit": "ns",
                                       "source": "derived [D]: port + interconnect + flits_per_msg x flit_ns + "
                                                 "DCOH (rx + tx) / 2 cycles"}
 
     results = {
         "seed": seed, "samples": samples,
+        "preset": fparams.preset, "overrides": fparams.overrides(),
+        "fabrics": heads, "fabric_spread": {"seeds": seeds, **spread}, "fabric_grad_sync_s": fab_grad,
+        "fabric_verdicts": fab_verdicts,
         "cxl": {
             "sync_p50_ns": round(c50, 2), "sync_p99_ns": round(c99, 2), "sync_p999_ns": round(c999, 2),
             "writer_upgrade_p50_ns": round(cw50, 2),
@@ -337,16 +401,29 @@ def build(out_dir, seed=1, samples=1000, cxl=None, rdma=None, plots=True):
                    "efficiency_vs_size": eff_curve, "sensitivity": sens_curve},
     }
     results["claims"] = _claims(results, tol)
-    results = json.loads(json.dumps(results, default=_jsonable))     # one canonical form (floats, lists)
+    results = _finite(json.loads(json.dumps(results, default=_jsonable)))   # one canonical form, strict JSON
     with open(os.path.join(out_dir, "results.json"), "w") as f:
-        json.dump(results, f, indent=2, sort_keys=True)
+        json.dump(results, f, indent=2, sort_keys=True, allow_nan=False)
     if plots:
         _log("plots")
         _plots(out_dir, cl, rl, results)
+        F.plot(out_dir, results["fabrics"], results["fabric_spread"], ARTICLE)
     with open(os.path.join(out_dir, "report.md"), "w") as f:
         f.write(_markdown(results, cxl, rdma))
     _log(f"wrote {out_dir}/results.json, report.md and plots in {time.perf_counter() - t_start:.1f} s")
     return results
+
+
+def _finite(o):
+    """Infinite floats (e.g. a link without a bandwidth limit) as the string "inf": strict JSON has no
+    Infinity, and models.fabric_params reads "inf" back."""
+    if isinstance(o, float) and math.isinf(o):
+        return "inf" if o > 0 else "-inf"
+    if isinstance(o, dict):
+        return {k: _finite(v) for k, v in o.items()}
+    if isinstance(o, list):
+        return [_finite(v) for v in o]
+    return o
 
 
 def _jsonable(o):
@@ -506,6 +583,33 @@ def _markdown(res, cxl, rdma):
     for row in res["claims"]:
         L.append("| " + " | ".join(_fmt(row[k]) for k in ("metric", "article_cxl", "article_rdma", "model_cxl",
                                                             "model_rdma", "verdict")) + " |")
+    L += ["", f"Parameter set: preset `{res['preset']}`"
+          + (f", overrides {json.dumps(res['overrides'], default=str)}" if res["overrides"] else "") + ".", "",
+          "## Four fabrics on the same workloads", "",
+          "Flag ping-pong between two agents, sync to 7 readers (workload 1), atomics on one address "
+          "(CXL and RDMA: 8 devices contending; PCIe: one device's AtomicOps to host memory; NVLink: one "
+          "GPU's atomics in its peer's memory), bulk bandwidth of one device (workload 3). In brackets: "
+          f"p1-p99 over seeds {res['fabric_spread']['seeds']} (`fabrics.png`): of the samples pooled over "
+          "the seeds for latencies, of the per-seed figures for throughputs.", "",
+          "| fabric | flag round trip p50 (ns) | sync p50 (ns) | sync p99 (ns) | atomics (M ops/s) | "
+          "bandwidth (GB/s) | gradient sync, ring (s) |", "|---|---|---|---|---|---|---|"]
+    for name in F.NAMES:
+        h, sp = res["fabrics"][name], res["fabric_spread"][name]
+        rng = lambda k: f"[{sp[k][0]:.4g}-{sp[k][2]:.4g}]"
+        L.append(f"| {F.LABELS[name]} | {h['flag_round_trip_p50_ns']:.0f} {rng('flag_round_trip_ns')} | "
+                 f"{h['sync_p50_ns']:.0f} {rng('sync_ns')} | {h['sync_p99_ns']:.0f} | "
+                 f"{h['atomics_mops']:.4g} {rng('atomics_mops')} | {h['bandwidth_gbs']:.4g} {rng('bandwidth_gbs')} | "
+                 f"{res['fabric_grad_sync_s'][name]:.3g} |")
+    L += ["", "## Verdict per claim: which fabric, which regime", "",
+          "A claim about CXL is checked on every fabric (which of them delivers the article's CXL "
+          "figure?), a claim about RDMA on RDMA. \"would need\": the parameter regime that makes the claim "
+          "true on a fabric where it does not hold at the defaults.", "",
+          "| claim | test | " + " | ".join(F.LABELS[n] for n in F.NAMES) + " | holds on | would need |",
+          "|---|---|" + "---|" * len(F.NAMES) + "---|---|"]
+    for v in res["fabric_verdicts"]:
+        L.append(f"| {v['claim']} | {v['test']} | " + " | ".join(_fmt(v["values"][n]) for n in F.NAMES)
+                 + f" | {', '.join(v['holds_on']) or 'none of ' + ', '.join(v['checked_on'])} | "
+                 f"{v['would_need'] or '–'} |")
     L += ["", "## Headline figures", "",
           "| | CXL.cache | RDMA |", "|---|---|---|",
           f"| sync latency p50 / p99 / p99.9 (ns) | {c['sync_p50_ns']:.0f} / {c['sync_p99_ns']:.0f} / "
@@ -521,7 +625,8 @@ def _markdown(res, cxl, rdma):
           f"(the golden model's 16 CQIDs would cap a device at {c['bandwidth_with_golden_16_outstanding_gbs']:.1f} GB/s); "
           f"RDMA atomic round trip {r['atomic_rtt_ns']:.0f} ns; calibrated NIC time (tx + rx) "
           f"{r['nic_tx_plus_rx_ns']:.1f} ns.", "",
-          "Plots: `latency_cdf.png`, `throughput_vs_devices.png`, `efficiency_vs_size.png`, `sensitivity.png`.",
+          "Plots: `latency_cdf.png`, `throughput_vs_devices.png`, `efficiency_vs_size.png`, `sensitivity.png`, "
+          "`fabrics.png`.",
           "", "## What each article number would need (sensitivity)", "",
           "| claim | parameter | condition | needed | model default | note |", "|---|---|---|---|---|---|"]
     for s in res["sensitivity"]:
@@ -531,17 +636,20 @@ def _markdown(res, cxl, rdma):
         L.append("| " + " | ".join(_fmt(x) for x in (s["claim"], s["parameter"], s["condition"], needed,
                                                        s["default"], s["note"])) + " |")
     L += ["", "## Assumptions in the model's structure", "",
-          "- CXL: the golden model's home agent has latency but no occupancy (queued requests to a line start "
-          "the moment the previous one finishes), its links have no bandwidth limit (bulk bandwidth is "
-          "analytic), and it has no jitter: the CXL latency spread comes only from the readers' spin phase. "
-          "All three make CXL look better, not worse.",
+          "- CXL: the golden model's links are replaced by timed links (`models/cxl_timing.TimedLink`): the "
+          "home agent is one server that sends a message per `host_occupancy_ns` (later ones queue), each "
+          "direction's wire carries one message at a time at `link_gbs`, and every message takes U(0, "
+          "`jitter_ns`) extra. Bulk bandwidth uses the same wire bytes per message and the same link rate.",
           "- CXL: one switchless hop host<->device; every fetch-add migrates the counter line (no batching); "
           "gradient traffic goes through host memory (the golden model's topology; `grad_sync_link_only_s` "
           "drops that bound).",
           "- RDMA: one cut-through switch; RC QPs, so one WRITE per reader; one doorbell for the batch; large "
           "messages pipelined behind their first MTU; payload padded to 4 B (BTH PadCnt); the receiver's "
           "poll read itself costs nothing.",
-          "- Both: one bucket at a time in the all-reduce (no overlap with compute or between buckets).",
+          "- PCIe host polling: the CPU's store is visible to the next device read at once; every device has its "
+          "own x16 link to the root complex. NVLink polling: a direct link (no NVSwitch hop) from the writer "
+          "to each reader; the store crossing is NCCL's step less the mean polling wait.",
+          "- All: one bucket at a time in the all-reduce (no overlap with compute or between buckets).",
           "", "## RDMA model against the measurements in the facts (§4.2)", "",
           "Setup of the measurement: ib_send_lat, ConnectX-4 EDR 100G, PCIe Gen3 x16, back to back, "
           "busy polling. The 32 B point is the calibration (it fixes the NIC time); the others are checks.", "",
@@ -565,15 +673,30 @@ def main(argv=None):
     ap.add_argument("--samples", type=int, default=1000,
                     help="sync trials per side (each gives N-1 samples); atomics use 2x this many ops")
     ap.add_argument("--no-plots", action="store_true")
+    ap.add_argument("--preset", choices=sorted(FP.PRESETS), default=None,
+                    help="named parameter set (" + "; ".join(f"{k}: {v}" for k, v in FP.PRESET_NOTES.items())
+                    + ")")
+    ap.add_argument("--params", metavar="FILE", default=None,
+                    help="JSON parameter file: {\"preset\": ..., \"cxl\": {...}, \"rdma\": {...}, "
+                         "\"pcie_host_polling\": {...}, \"nvlink_polling\": {...}} (see models/fabric_params.py)")
     args = ap.parse_args(argv)
     if args.samples < 1:
         ap.error("--samples must be >= 1")
-    res = build(args.out, seed=args.seed, samples=args.samples, plots=not args.no_plots)
+    try:
+        params = FP.load(args.params, args.preset)
+    except FP.ParamError as e:
+        ap.error(str(e))
+    res = build(args.out, seed=args.seed, samples=args.samples, plots=not args.no_plots, params=params)
     c, r = res["cxl"], res["rdma"]
     print(f"CXL  sync p50/p99 {c['sync_p50_ns']:.0f}/{c['sync_p99_ns']:.0f} ns, atomics {c['atomics_mops']:.2f} M/s, "
           f"{c['bandwidth_gbs']:.1f} GB/s, efficiency {c['payload_efficiency']:.3f}")
     print(f"RDMA sync p50/p99 {r['sync_p50_ns']:.0f}/{r['sync_p99_ns']:.0f} ns, atomics {r['atomics_mops']:.2f} M/s, "
           f"{r['bandwidth_gbs']:.1f} GB/s, efficiency {r['payload_efficiency']:.3f}")
+    for name in F.NAMES:
+        h = res["fabrics"][name]
+        print(f"{name:18s} flag round trip p50 {h['flag_round_trip_p50_ns']:.0f} ns, sync p50/p99 "
+              f"{h['sync_p50_ns']:.0f}/{h['sync_p99_ns']:.0f} ns, atomics {h['atomics_mops']:.4g} M/s, "
+              f"{h['bandwidth_gbs']:.4g} GB/s")
     print(f"wrote {args.out}/report.md, results.json and plots")
     return 0
 

@@ -7,6 +7,7 @@ interconnect and home-agent latencies), §1.6 (4096 CQIDs).
 """
 
 import json
+import math
 import re
 from dataclasses import fields
 from pathlib import Path
@@ -14,11 +15,18 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from hdl.protocol import Channel
 from models import cxl_timing as C
+from models import fabric_params as FP
 from models import rdma as R
+from models.link import Msg
 from models import report
 from models.config import Config
 from models.flit import efficiency
+from models.nvlink_polling import NvlinkParams
+from models.pcie_polling import PcieParams
+
+COMPARISON_MD = Path(__file__).resolve().parent.parent / "docs" / "comparison.md"
 
 SMALL = 8          # samples for report runs in tests (each run takes a few seconds)
 REQUIRED = {"sync_p50_ns", "sync_p99_ns", "atomics_mops", "bandwidth_gbs", "payload_efficiency"}
@@ -52,10 +60,17 @@ def test_every_default_parameter_has_a_source(run_a):
         assert f"cxl.{f.name}" in names
     for f in fields(R.RdmaParams):
         assert f"rdma.{f.name}" in names
+    for f in fields(PcieParams):
+        assert f"pcie_host_polling.{f.name}" in names
+    for f in fields(NvlinkParams):
+        assert f"nvlink_polling.{f.name}" in names
+    listed = set(re.findall(r"^\| \[(P\d+)\] \|", COMPARISON_MD.read_text(), re.M))
     for k, v in res["parameters"].items():
         src = v["source"].lower()
-        assert re.search(r"facts §\d|article|assumption|derived|golden model|pytorch|model time", src), \
-            f"{k}: source names neither the facts, the article, nor says 'assumption': {v['source']}"
+        assert re.search(r"facts §\d|article|assumption|derived|golden model|pytorch|model time|\[p\d+\]", src), \
+            f"{k}: source names neither the facts, the article, a listed source, nor says 'assumption': {v['source']}"
+        for ref in re.findall(r"\[(P\d+)\]", v["source"]):
+            assert ref in listed, f"{k} cites [{ref}], which docs/comparison.md does not list"
     assert "measured by bench/dcoh_bench.py" in res["parameters"]["cxl.dcoh_cycles"]["source"]
 
 
@@ -89,9 +104,11 @@ def test_makefile_has_a_report_target():
 # ---------------------------------------------------------------- CXL timing against the golden model
 # The golden model's own time base: its default latencies, and DCOH cycles as the golden model assumes
 # them (probe and window from Config, no rx/tx pipeline) instead of the RTL's measured counts.
+# The golden model has no home-agent occupancy, no link bandwidth limit and no jitter.
 GOLDEN = C.CxlParams(port_ns=24 - 2 * C.FLIT_NS, interconnect_ns=0.0, host_ns=10.0, tick_ns=1.0,
                      dcoh_cycles={"probe": Config.probe_latency, "coalesce_window": Config.coalesce_window,
-                                  "rx": 0, "tx": 0, "link": 0})
+                                  "rx": 0, "tx": 0, "link": 0},
+                     host_occupancy_ns=0.0, link_gbs=math.inf, jitter_ns=0.0)
 
 
 def test_time_base_reproduces_the_golden_model_config():
@@ -182,3 +199,176 @@ def test_cxl_wire_bytes_are_monotonic_in_size(a, b):
     wire = lambda n: n / C.message_efficiency(n)
     assert wire(a) <= wire(b) + 1e-6
     assert C.message_efficiency(b) <= 64 / 68
+
+
+# ---------------------------------------------------------------- the four fabrics in results.json
+FABRIC_KEYS = {"sync_p50_ns", "sync_p99_ns", "flag_round_trip_p50_ns", "atomics_mops", "bandwidth_gbs"}
+
+
+def test_results_json_has_every_fabric_with_its_five_figures(run_a):
+    out, _ = run_a
+    res = json.loads((out / "results.json").read_text())
+    assert set(res["fabrics"]) == {"cxl", "rdma", "pcie_host_polling", "nvlink_polling"}
+    for name, figs in res["fabrics"].items():
+        assert set(figs) == FABRIC_KEYS, name
+        assert all(isinstance(v, (int, float)) and v > 0 for v in figs.values()), name
+        assert figs["sync_p50_ns"] <= figs["sync_p99_ns"]
+        sp = res["fabric_spread"][name]
+        assert all(sp[k][0] <= sp[k][1] <= sp[k][2] for k in sp), name
+    # the CXL and RDMA entries are the same runs as the headline figures
+    for side in ("cxl", "rdma"):
+        for k in ("sync_p50_ns", "sync_p99_ns", "atomics_mops", "bandwidth_gbs"):
+            assert res["fabrics"][side][k] == pytest.approx(res[side][k], rel=1e-3), (side, k)
+    assert (out / "fabrics.png").stat().st_size > 1000
+    assert res["preset"] == "measured" and res["overrides"] == {}
+
+
+def test_the_verdict_table_names_fabrics_and_regimes_for_every_claim(run_a):
+    out, res = run_a
+    rows = res["fabric_verdicts"]
+    titles = [r["claim"] for r in rows]
+    for needle in ("152 ns", "2.7 µs", "8.3 M/s", "0.9 M/s", "72 GB/s", "38 GB/s", "0.9 s", "2.4 s"):
+        assert any(needle in t for t in titles), needle
+    labels = {"CXL.cache", "RDMA WRITE + polling", "PCIe host polling", "NVLink polling"}
+    for r in rows:
+        assert set(r["holds_on"]) <= labels and set(r["holds_on"]) <= set(r["checked_on"])
+        # a claim that holds nowhere it is checked says what would make it hold
+        if set(r["holds_on"]) != set(r["checked_on"]):
+            assert r["would_need"], r["claim"]
+    # the table's holds_on agrees with the figures: NVLink is the one fabric above 72 GB/s
+    bw = next(r for r in rows if r["claim"].startswith("CXL bandwidth"))
+    assert "NVLink polling" in bw["holds_on"] and "RDMA WRITE + polling" not in bw["holds_on"]
+    md = (out / "report.md").read_text()
+    assert "## Verdict per claim: which fabric, which regime" in md and "## Four fabrics" in md
+
+
+def test_a_preset_changes_only_what_it_names(tmp_path):
+    p = FP.load(preset="simulator")
+    assert (p.cxl.port_ns, p.cxl.interconnect_ns) == (62.0, 15.0)
+    assert p.overrides() == {"cxl": {"port_ns": 62.0, "interconnect_ns": 15.0}}
+    f = tmp_path / "p.json"
+    f.write_text(json.dumps({"preset": "nvl-pair", "pcie_host_polling": {"rtt_min_ns": 400, "rtt_max_ns": 600},
+                             "cxl": {"link_gbs": "inf"}}))
+    q = FP.load(str(f))
+    assert q.preset == "nvl-pair" and q.nvlink_polling.links == 12
+    assert (q.pcie_host_polling.rtt_min_ns, q.pcie_host_polling.rtt_max_ns) == (400.0, 600.0)
+    assert math.isinf(q.cxl.link_gbs) and q.cxl.port_ns == C.CxlParams().port_ns
+
+
+@pytest.mark.parametrize("content, key", [
+    ({"cxl": {"port_nss": 1.0}}, "cxl.port_nss"),
+    ({"cxl": {"port_ns": "fast"}}, "cxl.port_ns"),
+    ({"cxl": {"port_ns": -5}}, "cxl.port_ns"),
+    ({"nvlink_polling": {"links": 2.5}}, "nvlink_polling.links"),
+    ({"pcie_host_polling": {"rtt_min_ns": 900}}, "pcie_host_polling.rtt_min_ns"),
+    ({"rdma": {"mps": 100}}, "rdma.mps"),
+    ({"rdma": [1, 2]}, "rdma"),
+    ({"infiniband": {}}, "infiniband"),
+    ({"preset": "fastest"}, "preset"),
+])
+def test_bad_parameter_files_give_a_clear_error_naming_the_key(tmp_path, content, key):
+    f = tmp_path / "bad.json"
+    f.write_text(json.dumps(content))
+    with pytest.raises(FP.ParamError) as e:
+        FP.load(str(f))
+    assert str(e.value).startswith(f"{f}: {key}")
+
+
+def test_unreadable_or_malformed_parameter_files_are_named(tmp_path, capsys):
+    with pytest.raises(FP.ParamError, match="cannot read"):
+        FP.load(str(tmp_path / "missing.json"))
+    f = tmp_path / "broken.json"
+    f.write_text("{\"cxl\": {")
+    with pytest.raises(FP.ParamError, match="not valid JSON"):
+        FP.load(str(f))
+    # the command line turns it into a usage error, before anything runs
+    with pytest.raises(SystemExit):
+        report.main(["--out", str(tmp_path / "r"), "--params", str(f)])
+    assert "broken.json: not valid JSON" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
+
+
+def test_makefile_passes_report_args():
+    mk = (Path(__file__).resolve().parent.parent / "Makefile").read_text()
+    assert re.search(r"^REPORT_ARGS\s*\?=", mk, re.M) and "$(REPORT_ARGS)" in mk
+
+
+# ---------------------------------------------------------------- CXL timing: occupancy, bandwidth, jitter
+BARE = dict(jitter_ns=0.0, host_occupancy_ns=0.0, spin_ns=0.25, interconnect_ns=0.0, port_ns=40.0)
+
+
+def test_timed_links_without_costs_are_the_golden_models_links():
+    # "unloaded": no occupancy, no bandwidth limit, no jitter -> the same run as the plain golden model
+    p = C.CxlParams(**C.PRESETS["unloaded"])
+    timed = C.GoldenSim(C.golden_config(p, 4), p)
+    plain = C.GoldenSim(C.golden_config(p, 4))
+    assert isinstance(timed.sys.links[0], C.TimedLink) and not isinstance(plain.sys.links[0], C.TimedLink)
+    for sim in (timed, plain):
+        sim.issue(0, "load", C.FLAG)
+        sim.settle()
+    assert timed.now == plain.now > 0
+
+
+def test_doubling_the_port_latency_raises_the_cxl_round_trips_by_their_hop_count():
+    a, b = C.CxlParams(**BARE), C.CxlParams(**dict(BARE, port_ns=80.0))
+    # a read miss: request up, data down
+    assert C.read_miss_ns(b) - C.read_miss_ns(a) == pytest.approx(2 * 40.0)
+    # the flag ping-pong: 6 one-way hops each way (RdOwn, SnpInv, RspI, GO; RdShared, SnpData, data...
+    # of which 6 lie on the critical path per direction)
+    ra, rb = C.flag_round_trips(a, 3, seed=1), C.flag_round_trips(b, 3, seed=1)
+    assert [y - x for x, y in zip(ra, rb)] == pytest.approx([12 * 40.0] * 3)
+    # and doubling the home agent's lookup: 3 lookups each way
+    h = C.CxlParams(**dict(BARE, host_ns=90.0))
+    assert C.flag_round_trips(h, 1, seed=1)[0] - ra[0] == pytest.approx(6 * 45.0)
+
+
+def test_home_agent_occupancy_queues_the_hosts_messages():
+    p = C.CxlParams(**dict(BARE, host_occupancy_ns=10.0))
+    sim = C.GoldenSim(C.golden_config(p, 3), p)
+    home = sim.sys.links[0].home
+    assert all(link.home is home for link in sim.sys.links)          # one agent for every device
+    starts = [home.start(0) for _ in range(4)]
+    assert starts == [0, 40, 80, 120]                                # 10 ns = 40 ticks apart
+    # and the fan-out of the sync workload waits for it: 7 snoops and 7 data responses queue
+    q = C.CxlParams(**BARE)
+    assert max(C.sync_latencies(p, 8, 3)[0]) > max(C.sync_latencies(q, 8, 3)[0]) + 7 * 10.0
+
+
+def test_the_wire_carries_one_message_at_a_time_per_direction():
+    p = C.CxlParams(**dict(BARE, link_gbs=C.wire_bytes(Channel.H2D_DATA) / 10.0))   # 10 ns per line
+    link = C.TimedLink(C.golden_config(p, 1), p, C.random.Random(1), C._HomeAgent(0))
+    for k in range(4):
+        link.send(Msg(Channel.H2D_DATA, None, k, 0x40, data=k), 0)
+    due = [e[0] for e in link.flight[False]]
+    assert [b - a for a, b in zip(due, due[1:])] == [40, 40, 40]     # 10 ns = 40 ticks
+    assert C.wire_bytes(Channel.D2H_REQ) == 68 / 4 and C.wire_bytes(Channel.D2H_DATA) > 64
+
+
+@settings(max_examples=20)
+@given(st.floats(0.5, 40.0), st.integers(0, 1000))
+def test_jitter_stays_within_its_bound_and_is_reproducible(jitter, seed):
+    p = C.CxlParams(**dict(BARE, jitter_ns=jitter))
+    q = C.CxlParams(**BARE)
+    base = C.flag_round_trips(q, 2, seed=seed)
+    got = C.flag_round_trips(p, 2, seed=seed)
+    assert got == C.flag_round_trips(p, 2, seed=seed)
+    # at most 12 hops on the critical path each take the whole jitter (+ spin phase and a tick of rounding)
+    for g, b in zip(got, base):
+        assert b - 1e-9 <= g <= b + 12 * (jitter + p.tick_ns) + p.spin_ns + 1e-9
+
+
+@given(cxl_params, st.floats(1.0, 200.0))
+def test_cxl_bulk_never_exceeds_its_link_rate(p, gbs):
+    q = p.with_(link_gbs=gbs)
+    b = C.bulk_bandwidth(q, read_ns=2 * C.hop_ns(q) + q.host_ns)
+    assert 0 < b["gbs"] <= gbs * 64 / 68 + 1e-9
+
+
+def test_the_measured_hop_is_half_the_measured_cxl_load_penalty():
+    p = C.CxlParams()
+    assert C.hop_ns(p) == pytest.approx(sum(C.MEASURED_ADDED_LOAD_NS) / 4, abs=1e-2)
+    assert C.CxlParams(**C.PRESETS["simulator"]).port_ns == 62.0
+    with pytest.raises(ValueError, match="jitter_ns"):
+        C.CxlParams(jitter_ns=-1.0)
+    with pytest.raises(ValueError, match="link_gbs"):
+        C.CxlParams(link_gbs=0.0)
