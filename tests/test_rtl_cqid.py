@@ -58,3 +58,14 @@ def test_bad_depth_is_named():
 @pytest.mark.slow        # make test converts the whole device (both link ends, DCOH) for the system testbench
 def test_converts_to_verilog():
     assert "module cqid" in verilog.convert(CQIDAllocator(16), name="cqid")
+
+
+@pytest.mark.parametrize("depth", [2, 16, 64])
+def test_no_wide_shift(depth):
+    """The one-hot set/clear decoders and the live-bit checks are as wide as the allocator: a ``1 << cqid``
+    of the 12-bit CQID would be a 4096-bit value in the netlist, whatever the depth."""
+    import re
+    from amaranth.back import rtlil
+    text = rtlil.convert(CQIDAllocator(depth), name="cqid")
+    widest = max(int(w) for w in re.findall(r"\bwidth (\d+)", text))
+    assert widest <= max(64, 2 * depth), f"a {widest}-bit signal in a {depth}-entry CQID allocator"

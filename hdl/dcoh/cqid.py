@@ -42,19 +42,21 @@ class CQIDAllocator(wiring.Component):
                 m.d.comb += self.alloc.payload.eq(i)
         m.d.comb += self.alloc.valid.eq(free_mask.any())
         took = self.alloc.valid & self.alloc.ready
+        # One-hot decoders of the depth's own width: ``1 << cqid`` with a 12-bit CQID is a 4096-bit shift,
+        # whatever the depth.  The index is the CQID's low bits (a freed CQID >= depth is an Assert below).
+        ibits = max(1, (self.depth - 1).bit_length())
+        alloc_i, free_i = self.alloc.payload[:ibits], self.free_cqid[:ibits]
         set_bits = Signal(self.depth)
         clr_bits = Signal(self.depth)
-        with m.If(took):
-            m.d.comb += set_bits.eq(1 << self.alloc.payload)
-        with m.If(self.free_valid):
-            m.d.comb += clr_bits.eq(1 << self.free_cqid)
+        m.d.comb += [set_bits[i].eq(took & (alloc_i == i)) for i in range(self.depth)]
+        m.d.comb += [clr_bits[i].eq(self.free_valid & (free_i == i)) for i in range(self.depth)]
         m.d.sync += [
             self.live.eq((self.live | set_bits) & ~clr_bits),
             self.count.eq(self.count + took - self.free_valid),
         ]
         m.d.sync += [
-            Assert(~took | ~(self.live >> self.alloc.payload)[0], "live CQID handed out again"),
+            Assert(~took | ~self.live.bit_select(alloc_i, 1), "live CQID handed out again"),
             Assert(~self.free_valid | (self.free_cqid < self.depth), "freed CQID out of range"),
-            Assert(~self.free_valid | (self.live >> self.free_cqid)[0], "freed a CQID that is not live"),
+            Assert(~self.free_valid | self.live.bit_select(free_i, 1), "freed a CQID that is not live"),
         ]
         return m

@@ -295,15 +295,21 @@ class SnoopFilter(wiring.Component):
                 m.d.comb += free_way.eq(w)
             with m.If(~s1_busy[w]):
                 m.d.comb += idle_way.eq(w)
+        # The allocation decision goes into signals of its own, and the victim is selected by those: read
+        # back from the packed result, ``res.alloc_way`` would make the result signal depend on itself
+        # (a false combinational loop for a simulator that sees the struct as one vector).
+        alloc = Signal(AllocKind)
+        alloc_way = Signal(self.way_bits)
         with m.If(free.any()):
-            m.d.comb += [res.alloc.eq(AllocKind.FREE), res.alloc_way.eq(free_way)]
+            m.d.comb += [alloc.eq(AllocKind.FREE), alloc_way.eq(free_way)]
         with m.Elif(~s1_busy.bit_select(plru_way, 1)):
-            m.d.comb += [res.alloc.eq(AllocKind.VICTIM), res.alloc_way.eq(plru_way)]
+            m.d.comb += [alloc.eq(AllocKind.VICTIM), alloc_way.eq(plru_way)]
         with m.Elif(~s1_busy.all()):
-            m.d.comb += [res.alloc.eq(AllocKind.VICTIM), res.alloc_way.eq(idle_way)]
+            m.d.comb += [alloc.eq(AllocKind.VICTIM), alloc_way.eq(idle_way)]
         with m.Else():
-            m.d.comb += [res.alloc.eq(AllocKind.NONE), res.alloc_way.eq(0)]
-        victim = row.ways[res.alloc_way]
+            m.d.comb += [alloc.eq(AllocKind.NONE), alloc_way.eq(0)]
+        m.d.comb += [res.alloc.eq(alloc), res.alloc_way.eq(alloc_way)]
+        victim = row.ways[alloc_way]
         m.d.comb += [
             res.victim_line.eq(Cat(set_of(s1_line), victim.tag)),
             res.victim.eq(victim.entry),
