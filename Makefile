@@ -17,7 +17,7 @@ DEVICES            ?= 4
 TRANSACTIONS       ?= 20000
 MODEL_TRANSACTIONS ?= 100000
 SEED               ?= 1
-SIM                ?= icarus
+SIM                ?= verilator
 WAVES              ?=
 TESTCASE           ?=
 REGRESS_SEEDS        ?= 50
@@ -52,7 +52,7 @@ endef
 help:
 	@echo 'cxl-dcoh targets:'
 	@echo '  make sim      RTL system (cocotb: N DCOH+link devices under the golden host, scoreboarded)'
-	@echo '                -> build/sim/summary.json + summary.png (SIM=$(SIM)|verilator DEVICES=$(DEVICES)'
+	@echo '                -> build/sim/summary.json + summary.png (SIM=$(SIM)|icarus DEVICES=$(DEVICES)'
 	@echo '                TRANSACTIONS=$(TRANSACTIONS) SEED=$(SEED) WAVES=1 TESTCASE=name)'
 	@echo '  make regress  the slow tests (pytest -m slow), then the RTL system, REGRESS_SEEDS=$(REGRESS_SEEDS) x'
 	@echo '                REGRESS_TRANSACTIONS=$(REGRESS_TRANSACTIONS) on $(REGRESS_SIM), REGRESS_JOBS=$(REGRESS_JOBS) seeds at once'

@@ -1,6 +1,6 @@
 """Runs the cocotb system testbench (tb/system_tb.py) on Icarus or Verilator: ``make sim`` and the tests.
 
-``python -m tb.run_system [--sim icarus|verilator] [--devices 4] [--transactions 20000] [--seed 1]
+``python -m tb.run_system [--sim verilator|icarus] [--devices 4] [--transactions 20000] [--seed 1]
 [--waves] [--testcase NAME] [--out build/sim/summary.json] [--ber 0] [--think 8] [--no-flit-monitor]``
 
 Builds the Verilog (tb/system_top.py: one device converted and cached, N instantiated), builds the
@@ -211,7 +211,7 @@ def _run_seed_job(seed):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description="cocotb system testbench: N RTL devices under the golden host")
-    ap.add_argument("--sim", default=os.environ.get("SIM", "icarus"))
+    ap.add_argument("--sim", default=os.environ.get("SIM", "verilator"))
     ap.add_argument("--devices", type=int, default=4)
     ap.add_argument("--transactions", type=int, default=20000)
     ap.add_argument("--seed", type=int, default=1)
