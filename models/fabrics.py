@@ -112,8 +112,9 @@ def grad_sync_s(name, fp, W, sync_p50_ns, bandwidth_gbs):
     return C.ring_allreduce_s(fp.cxl, total, n, bucket, sync_p50_ns, bandwidth_gbs, via_host_memory=False)
 
 
-def _bisect(f, lo, hi, target, iters=40):
-    """x in [lo, hi] with f(x) = target for a monotone f, or None if the target is outside."""
+def bisect_monotone(f, lo, hi, target, iters=40, tol=None):
+    """x in [lo, hi] with f(x) = target for a monotone f (either direction), or None if the target is
+    outside [f(lo), f(hi)]; stops early once the bracket is narrower than ``tol``."""
     flo, fhi = f(lo), f(hi)
     if not min(flo, fhi) <= target <= max(flo, fhi):
         return None
@@ -124,6 +125,8 @@ def _bisect(f, lo, hi, target, iters=40):
             lo = mid
         else:
             hi = mid
+        if tol is not None and hi - lo <= tol:
+            break
     return (lo + hi) / 2
 
 
@@ -144,12 +147,12 @@ def regimes(fp, W, article, trials, seed):
         return _pct(NV.sync_latencies(q, n, trials, seed=seed), 99)[0]
 
     out = {"cxl_sync": {}, "cxl_atomics": {}, "cxl_bandwidth": {}}
-    k = _bisect(pcie_p99, 1e-3, 1.0, target)
+    k = bisect_monotone(pcie_p99, 1e-3, 1.0, target)
     out["cxl_sync"]["pcie_host_polling"] = (
         "unreachable" if k is None else
         f"PCIe round trips of {pc.rtt_min_ns * k:.0f}-{pc.rtt_max_ns * k:.0f} ns (defaults "
         f"{pc.rtt_min_ns:g}-{pc.rtt_max_ns:g})")
-    k = _bisect(nv_p99, 1e-3, 1.0, target)
+    k = bisect_monotone(nv_p99, 1e-3, 1.0, target)
     out["cxl_sync"]["nvlink_polling"] = (
         "unreachable" if k is None else
         f"an NVLink flag step of {nv.step_ns * k:.0f} ns with polling every {nv.poll_ns * k:.0f} ns "
@@ -163,7 +166,7 @@ def regimes(fp, W, article, trials, seed):
     out["cxl_bandwidth"]["pcie_host_polling"] = (
         f"{pc.gts * need_bw / b['link_gbs']:.1f} GT/s at x{pc.lanes} (a Gen6 64 GT/s link, whose flit "
         f"mode is not modelled; Gen5 x16 carries {b['link_gbs']:.1f} GB/s of {b['raw_gbs']:.1f} raw)")
-    g = _bisect(lambda x: R.bulk_bandwidth_gbs(rd.with_(line_gbps=x), W["bulk_msg_bytes"]), 10.0, 3200.0,
+    g = bisect_monotone(lambda x: R.bulk_bandwidth_gbs(rd.with_(line_gbps=x), W["bulk_msg_bytes"]), 10.0, 3200.0,
                 need_bw)
     out["cxl_bandwidth"]["rdma"] = ("unreachable: the NIC's PCIe Gen5 x16 caps it" if g is None else
                                     f"a {g:.0f} Gb/s line (default {rd.line_gbps:g})")

@@ -72,24 +72,6 @@ def _pct(vals, *ps):
     return [percentile(s, p) for p in ps]
 
 
-def _bisect(f, lo, hi, target, iters=30, tol=None):
-    """x in [lo, hi] with f(x) = target for a monotone f (either direction), or None if the target is
-    outside [f(lo), f(hi)]."""
-    flo, fhi = f(lo), f(hi)
-    if not min(flo, fhi) <= target <= max(flo, fhi):
-        return None
-    up = fhi >= flo
-    for _ in range(iters):
-        mid = (lo + hi) / 2
-        if (f(mid) < target) == up:
-            lo = mid
-        else:
-            hi = mid
-        if tol is not None and hi - lo <= tol:
-            break
-    return (lo + hi) / 2
-
-
 def _judge(article, model, tol, lower_is_better):
     """Verdict of one side: 'matches' within tol, else how far off and in which direction."""
     if isinstance(article, tuple):
@@ -190,7 +172,7 @@ def build(out_dir, seed=1, samples=1000, cxl=None, rdma=None, plots=True, params
         return _pct(C.sync_latencies(q, N, sweep_trials, seed=seed)[0], 99)[0]
 
     for host, bare in ((cxl.host_ns, False), (10.0, False), (0.0, False), (10.0, True), (0.0, True)):
-        x = _bisect(lambda h: cxl_sync_p99(h, host, bare), 0.0, 200.0, ARTICLE["sync_p99_ns"]["cxl"], tol=0.5)
+        x = F.bisect_monotone(lambda h: cxl_sync_p99(h, host, bare), 0.0, 200.0, ARTICLE["sync_p99_ns"]["cxl"], tol=0.5)
         floor = cxl_sync_p99(0.0, host, bare)
         cond = f"host_ns = {host:g}" + (", no home-agent occupancy, no jitter" if bare else "")
         sens.append({"claim": "CXL sync p99 152 ns", "parameter": "port_ns + interconnect_ns per hop",
@@ -205,7 +187,7 @@ def build(out_dir, seed=1, samples=1000, cxl=None, rdma=None, plots=True, params
         q = cxl.with_(port_ns=hop, interconnect_ns=0.0)
         return C.atomic_throughput(q, N, ops=max(100, atomic_ops // 4), seed=seed) / 1e6
 
-    x = _bisect(cxl_atomics, 0.0, 200.0, ARTICLE["atomics_mops"]["cxl"], tol=0.5)
+    x = F.bisect_monotone(cxl_atomics, 0.0, 200.0, ARTICLE["atomics_mops"]["cxl"], tol=0.5)
     sens.append({"claim": "CXL atomics 8.3 M/s", "parameter": "port_ns + interconnect_ns per hop",
                  "condition": f"host_ns = {cxl.host_ns:g}", "needed": None if x is None else round(x, 1),
                  "default": cxl.port_ns + cxl.interconnect_ns,
@@ -231,12 +213,12 @@ def build(out_dir, seed=1, samples=1000, cxl=None, rdma=None, plots=True, params
         r = rdma.with_(poll_min_ns=scale, poll_max_ns=2 * scale)
         return _pct(R.sample_sync(r, N, W["flag_bytes"], samples, seed=seed), q)[0]
 
-    x = _bisect(lambda s: rdma_pct(s, 99), 0.0, 5000.0, ARTICLE["sync_p99_ns"]["rdma"], tol=1.0)
+    x = F.bisect_monotone(lambda s: rdma_pct(s, 99), 0.0, 5000.0, ARTICLE["sync_p99_ns"]["rdma"], tol=1.0)
     sens.append({"claim": "RDMA sync p99 2.7 µs", "parameter": "poll interval U(s, 2s): s",
                  "condition": "article's polling shape", "needed": None if x is None else round(x),
                  "default": rdma.poll_min_ns, "note": "ns"})
     _log(f"  RDMA p99 2.7 µs: poll from {x} ns")
-    x50 = _bisect(lambda s: rdma_pct(s, 50), 0.0, 10000.0, 4000.0, tol=1.0)
+    x50 = F.bisect_monotone(lambda s: rdma_pct(s, 50), 0.0, 10000.0, 4000.0, tol=1.0)
     extra = 3000.0 - r1
     sens.append({"claim": "RDMA end to end 3-5 µs", "parameter": "poll interval U(s, 2s): s",
                  "condition": "median at 4 µs", "needed": None if x50 is None else round(x50),
@@ -254,14 +236,14 @@ def build(out_dir, seed=1, samples=1000, cxl=None, rdma=None, plots=True, params
                  "condition": "one direction", "needed": round(32 * need_raw / C.LINK_GBS, 1), "default": 32,
                  "note": f"needs {need_raw:.1f} GB/s raw per direction; a 32 GT/s x16 link carries "
                          f"{C.LINK_GBS:.1f}; both directions together carry {2 * bulk_c['gbs']:.1f}"})
-    x = _bisect(lambda g: R.bulk_bandwidth_gbs(rdma.with_(line_gbps=g), W["bulk_msg_bytes"]), 10.0, 800.0,
+    x = F.bisect_monotone(lambda g: R.bulk_bandwidth_gbs(rdma.with_(line_gbps=g), W["bulk_msg_bytes"]), 10.0, 800.0,
                 ARTICLE["bandwidth_gbs"]["rdma"], tol=0.1)
-    xs = _bisect(lambda s: R.bulk_bandwidth_gbs(rdma, max(1, int(s))), 1.0, 65536.0,
+    xs = F.bisect_monotone(lambda s: R.bulk_bandwidth_gbs(rdma, max(1, int(s))), 1.0, 65536.0,
                  ARTICLE["bandwidth_gbs"]["rdma"], tol=1.0)
     sens.append({"claim": "RDMA bandwidth 38 GB/s", "parameter": "line_gbps", "condition": "1 MiB writes",
                  "needed": None if x is None else round(x), "default": rdma.line_gbps,
                  "note": "" if xs is None else f"or, at {rdma.line_gbps:g}G, messages of about {xs:.0f} B"})
-    xm = _bisect(lambda s: 1 - R.wire_efficiency(max(1, int(s)), rdma.eth_mtu, rdma.vlan), 1.0, 4096.0,
+    xm = F.bisect_monotone(lambda s: 1 - R.wire_efficiency(max(1, int(s)), rdma.eth_mtu, rdma.vlan), 1.0, 4096.0,
                  1 - ARTICLE["payload_efficiency"]["rdma"], tol=0.5)
     sens.append({"claim": "43 % of RDMA bandwidth lost to metadata", "parameter": "bytes per WRITE",
                  "condition": "one frame per WRITE", "needed": None if xm is None else round(xm),
