@@ -484,8 +484,8 @@ class Device:
                 code = _Req.DirtyEvict
             elif state is _D.E:
                 code = _Req.CleanEvictNoData if op.variant else _Req.CleanEvict
-            else:
-                code = _Req.CleanEvict if op.variant else _Req.CleanEvictNoData
+            else:           # S: CleanEvict is for E lines only (states.REQUEST_START), whatever the variant
+                code = _Req.CleanEvictNoData
             self._new_txn(code, line, state, op, value, now)
             return True
         # uncached requests: the device must not hold the line; flush its own copies first

@@ -97,13 +97,44 @@ __all__ = [
 ]
 
 
+# Where each rule a flit can break is written down: ``FlitError.rule`` is a key of this table and
+# ``FlitError.ref`` its entry.  docs/conformance.md lists the same rules with the code and tests.
+RULE_REFS = {
+    "length": "CXL 1.1 §4.2.2 (a 528-bit flit: 4 slots of 16 B and a 2 B CRC); CXL 3.x §4.2.2",
+    "protocol_id": "CXL 3.x Table 6-2 (Flex Bus.CXL protocol IDs: 5555h = CXL.cache/CXL.mem)",
+    "crc": "CXL 1.1 §4.2.8.7 (16b CRC over the flit; polynomial in docs/sources.md §2.3)",
+    "reserved": "CXL 1.1 §4.2.2 / §4.2.3.1, CXL 3.x §4.2.2 (RSVD bits are sent as 0; this receiver "
+                "checks them, docs/conformance.md)",
+    "be_sz": "CXL 1.1 Table 36, CXL 3.x Table 4-3 (Sz and BE); 32 B and byte-enable transfers are not "
+             "supported here (docs/conformance.md)",
+    "format": "CXL 1.1 Tables 38-40, CXL 3.x Tables 4-6 to 4-8 (slot format encodings and contents)",
+    "message": "CXL 1.1 §3.2.4, CXL 3.x §3.2.3-3.2.4 (CXL.cache message fields and opcode encodings)",
+    "rollover": "CXL 1.1 §4.2.5, CXL 3.x §4.2.5 (68B flit packing rules: rollover data chunks)",
+    "data_slot": "CXL 1.1 §4.2.5, CXL 3.x §4.2.5 (the next available slot after a Data Header carries "
+                 "its data)",
+    "no_data": "CXL 1.1 §4.2.5, CXL 3.x §4.2.5 (data chunks follow their Data Header)",
+    "packing": "CXL 1.1 §4.2.5, CXL 3.x §4.2.5 (valid messages within a slot are tightly packed)",
+    "mdh": "CXL 1.1 §4.2.5, CXL 3.x §4.2.5 (multi-data-header slots and Data Headers per flit)",
+    "max": "CXL 1.1 §4.2.5, CXL 3.x §4.2.5 (maximum messages of each type per flit)",
+    "control": "CXL 1.1 Tables 41-42, CXL 3.x Tables 4-9 and 4-10 (control flits; only slot 0 is "
+               "valid, CXL 3.x Figures 4-35 to 4-38)",
+    "control_rollover": "CXL 1.1 §4.2.5, CXL 3.x §4.2.5 (control flits cannot be interleaved with "
+                        "all-data flits)",
+    "unsupported": "left out of this model (docs/conformance.md, rules not implemented)",
+    "stream": "CXL 1.1 §4.2.5 (every Data Header's chunks follow it)",
+}
+
+
 class FlitError(ValueError):
     """A flit that breaks a rule.  ``field`` names the offending field (``"CRC"``, ``"Slot2"``,
-    ``"LLCTRL"``, ...); the message says what is wrong with it."""
+    ``"LLCTRL"``, ...); the message says what is wrong with it; ``rule`` (a key of
+    :data:`RULE_REFS`) and ``ref`` say where the rule is written."""
 
-    def __init__(self, field, message):
+    def __init__(self, field, message, rule):
+        if rule not in RULE_REFS:
+            raise ValueError(f"FlitError: unknown rule {rule!r}")
         super().__init__(f"{field}: {message}")
-        self.field = field
+        self.field, self.rule, self.ref = field, rule, RULE_REFS[rule]
 
 
 # ---------------------------------------------------------------- sizes (facts §2.1)
@@ -213,17 +244,18 @@ def seal(payload):
 def frame(flit):
     """Prepend the 2-byte protocol ID (0x5555 reads the same in either byte order): 68 wire bytes."""
     if len(flit) != FLIT_BYTES:
-        raise FlitError("length", f"a flit is {FLIT_BYTES} bytes, got {len(flit)}")
+        raise FlitError("length", f"a flit is {FLIT_BYTES} bytes, got {len(flit)}", "length")
     return PROTOCOL_ID.to_bytes(2, "little") + bytes(flit)
 
 
 def deframe(wire):
     """Inverse of :func:`frame`; rejects another protocol ID (CXL.io, NULL, ALMP are not CXL.cache)."""
     if len(wire) != WIRE_BYTES:
-        raise FlitError("length", f"a framed flit is {WIRE_BYTES} bytes, got {len(wire)}")
+        raise FlitError("length", f"a framed flit is {WIRE_BYTES} bytes, got {len(wire)}", "length")
     pid = int.from_bytes(wire[:2], "little")
     if pid != PROTOCOL_ID:
-        raise FlitError("ProtocolID", f"{pid:#06x} is not the CXL.cache/mem ID {PROTOCOL_ID:#06x}")
+        raise FlitError("ProtocolID", f"{pid:#06x} is not the CXL.cache/mem ID {PROTOCOL_ID:#06x}",
+                        "protocol_id")
     return bytes(wire[2:])
 
 
@@ -362,6 +394,11 @@ class SlotFormat(NamedTuple):
     def name(self):
         return f"{self.kind}{self.code}"
 
+    @property
+    def mdh(self):
+        """A multi-data-header slot: more than one Data Header position (CXL 1.1 / 3.x §4.2.5)."""
+        return sum(item in DATA_CHANNELS for item, _, _ in self.fields) > 1
+
 
 def _build_formats():
     formats = {}
@@ -394,8 +431,8 @@ def _format(direction, kind, code, field):
         return fmt
     why = _FORMAT_TABLE[direction].get((kind, code))
     if why is None:
-        raise FlitError(field, f"{direction.value} format {kind}{code} ({code:03b}) is reserved")
-    raise FlitError(field, f"{direction.value} format {kind}{code}: {why}")
+        raise FlitError(field, f"{direction.value} format {kind}{code} ({code:03b}) is reserved", "format")
+    raise FlitError(field, f"{direction.value} format {kind}{code}: {why}", "unsupported")
 
 
 # ---------------------------------------------------------------- messages
@@ -458,8 +495,9 @@ _CTL_FMT_IDE = 0b001
 # Acknowledge[7:0] keeps bit 3 in the header's Ak position (Ak = 8 flits), bits 2:0 in payload 66:64 and
 # bits 7:4 in payload 71:68.  Positions: LLCTRL/SubType and the 24 zero bits 63:40 [C: COCO]; LLCRD
 # header and Acknowledge split, RETRY.Req/Ack payloads [S: flit-substructures file; COCO disagrees on the
-# Acknowledge split by one bit]; INIT.Param version in payload 3:0 [C: value 0010], LLR wrap value in
-# payload 15:8 [U, from memory].  Every bit of slot 0 not claimed here must be zero, as must slots 1-3.
+# Acknowledge split by one bit]; INIT.Param: Interconnect Version in payload 3:0 (0010b = CXL 2.0), LLR
+# Wrap Value in payload 31:24, payload 23:4 reserved (CXL 1.1 Table 42, CXL 3.x Table 4-10; the payload
+# starts at slot 0 byte 8, CXL 3.x Figure 4-35).  Every bit of slot 0 not claimed here must be zero, as must slots 1-3.
 CONTROL_KINDS = {
     "LLCRD": (0b0000, 0b0001, {
         "acks": ((0, 64, 3), (3, 2, 1), (4, 68, 4)),
@@ -471,7 +509,7 @@ CONTROL_KINDS = {
         "empty": ((0, 64, 1),), "viral": ((0, 65, 1),), "num_retry": ((0, 67, 5),),
         "wrptr": ((0, 72, 8),), "eseq": ((0, 80, 8),), "num_free_buf": ((0, 88, 8),)}),
     "RETRY.Frame": (0b0001, 0b0011, {}),
-    "INIT.Param": (0b1100, 0b1000, {"version": ((0, 64, 4),), "llr_wrap": ((0, 72, 8),)}),
+    "INIT.Param": (0b1100, 0b1000, {"version": ((0, 64, 4),), "llr_wrap": ((0, 88, 8),)}),
 }
 INIT_VERSION_CXL2 = 0b0010
 _LLCTRL_IDE = 0b0010
@@ -526,25 +564,25 @@ def encode_control(ctl):
 def decode_control(payload):
     """512-bit payload of a Type = 1 flit -> ControlFlit, or FlitError naming the bad field."""
     if not payload & 1:
-        raise FlitError("Type", "not a control flit (Type = 0)")
+        raise FlitError("Type", "not a control flit (Type = 0)", "control")
     ctl_fmt = _get(payload, *_CTL_FMT)
     if ctl_fmt == _CTL_FMT_IDE:
-        raise FlitError("CTL_FMT", "IDE control flits (CTL_FMT 001) are not supported")
+        raise FlitError("CTL_FMT", "IDE control flits (CTL_FMT 001) are not supported", "unsupported")
     if ctl_fmt != _CTL_FMT_LINK:
-        raise FlitError("CTL_FMT", f"{ctl_fmt:03b} is reserved")
+        raise FlitError("CTL_FMT", f"{ctl_fmt:03b} is reserved", "control")
     llctrl, subtype = _get(payload, *_LLCTRL), _get(payload, *_SUBTYPE)
     kind = _CONTROL_BY_CODE.get((llctrl, subtype))
     if kind is None:
         if llctrl == _LLCTRL_IDE:
-            raise FlitError("LLCTRL", "IDE (0010) is not supported")
+            raise FlitError("LLCTRL", "IDE (0010) is not supported", "unsupported")
         if llctrl not in _LLCTRL_KNOWN:
-            raise FlitError("LLCTRL", f"{llctrl:04b} is reserved")
-        raise FlitError("SubType", f"{subtype:04b} is reserved for LLCTRL {llctrl:04b}")
+            raise FlitError("LLCTRL", f"{llctrl:04b} is reserved", "control")
+        raise FlitError("SubType", f"{subtype:04b} is reserved for LLCTRL {llctrl:04b}", "control")
     if payload >> SLOT_BITS:
-        raise FlitError("Slot1-3", "control flits use slot 0 only; payload bits 511:128 must be zero")
+        raise FlitError("Slot1-3", "control flits use slot 0 only; payload bits 511:128 must be zero", "control")
     stray = payload & ~_CLAIMED[kind]
     if stray:
-        raise FlitError("reserved", f"{kind}: reserved bit(s) {_bits(stray)} of slot 0 are set")
+        raise FlitError("reserved", f"{kind}: reserved bit(s) {_bits(stray)} of slot 0 are set", "control")
     spec = CONTROL_KINDS[kind][2]
     fields = {}
     for name, pieces in spec.items():
@@ -575,6 +613,7 @@ class Packer:
         self.credits = dict.fromkeys(CREDIT_CLASSES, 0)
         self.acks = 0
         self.priority = 0              # index into direction.channels; rotates per protocol flit
+        self.hdr_slot = None           # while a protocol flit is built: its slot with Data Headers
         mine = sorted((f for (d, _, _), f in SLOT_FORMATS.items() if d is self.direction), key=lambda f: f.code)
         self.h_formats = [f for f in mine if f.kind == "H"]                 # in code order
         self.g_formats = [f for f in mine if f.kind == "G" and not f.data]
@@ -642,11 +681,14 @@ class Packer:
 
     def _fill(self, fmt, counts):
         """What ``fmt`` would carry now: per position the next queued message of its channel (None if
-        that channel is empty or at its per-flit maximum), and how many it takes per channel."""
+        that channel is empty or at its per-flit maximum), and how many it takes per channel.  Positions
+        are filled in order, so a slot is tightly packed; Data Headers go in only while no earlier slot
+        of the flit has one (one slot of a flit carries Data Headers: CXL 1.1 / 3.x §4.2.5)."""
         taken = dict.fromkeys(self.direction.channels, 0)
         placed = []
+        data_chan = self.direction.data_channel
         for item, _, _ in fmt.fields:
-            if item == S2M_NDR:
+            if item == S2M_NDR or (item is data_chan and self.hdr_slot is not None):
                 placed.append(None)
                 continue
             k = taken[item]
@@ -657,9 +699,15 @@ class Packer:
                 placed.append(None)
         return placed, taken
 
+    def legal(self, formats, counts):
+        """The formats that may be chosen now: an MDH format only if it would carry 2 or more Data
+        Headers (CXL 1.1 / 3.x §4.2.5).  Never empty: H0 and G1 are not MDH formats."""
+        data_chan = self.direction.data_channel
+        return [f for f in formats if not f.mdh or self._fill(f, counts)[1][data_chan] >= 2]
+
     def _best(self, formats, counts, priority=None):
         best = None
-        for fmt in formats:                      # in code order: a tie keeps the lower code
+        for fmt in self.legal(formats, counts):  # in code order: a tie keeps the lower code
             placed, taken = self._fill(fmt, counts)
             n = sum(taken.values())
             score = (priority is not None and taken[priority] > 0, n)
@@ -673,13 +721,16 @@ class Packer:
         return self._best(self.h_formats, counts, priority)
 
     def choose_g(self, slot, rollover, counts):
-        """The format for G-slot ``slot``; ``rollover`` means the rule forces G0.  Data first."""
+        """The format for G-slot ``slot``; ``rollover`` means a rule forces G0 (a rollover chunk, or the
+        first chunk of this flit's Data Header).  Data first."""
         if self.chunks:
             return self.g0
         return self._best(self.g_formats, counts)
 
-    def _commit(self, fmt, placed, taken, counts):
+    def _commit(self, fmt, placed, taken, counts, slot):
         """Pop what ``fmt`` carries, queue the chunks of its data headers; return the slot bits."""
+        if taken[self.direction.data_channel]:
+            self.hdr_slot = slot
         bits = 0
         for (item, offset, _), msg in zip(fmt.fields, placed):
             if msg is None:
@@ -698,19 +749,24 @@ class Packer:
         priority = self.direction.channels[self.priority]
         self.priority = (self.priority + 1) % len(self.direction.channels)
         rollover = len(self.chunks)               # owed at the start: slots 1..rollover must be G0
+        self.hdr_slot = None                      # the slot of this flit that carries Data Headers
         header = {"type": 0}
         fmt = self.choose_slot0(counts, priority)
         header["slot0"] = fmt.code
-        payload = self._commit(fmt, *self._fill(fmt, counts), counts) << HEADER_BITS
+        assert fmt in self.legal([fmt], counts), f"policy chose {fmt.name} for too few Data Headers"
+        payload = self._commit(fmt, *self._fill(fmt, counts), counts, 0) << HEADER_BITS
         for s in range(1, SLOTS):
-            fmt = self.choose_g(s, s <= rollover, counts)
+            # Forced G0: a rollover chunk, or the next slot for data after this flit's Data Header.
+            forced = s <= rollover or (self.hdr_slot is not None and s == max(self.hdr_slot + 1, rollover + 1))
+            fmt = self.choose_g(s, forced, counts)
             header[f"slot{s}"] = fmt.code
             if fmt.data:
                 assert self.chunks, "policy chose G0 with no data chunk owed"
                 payload |= int.from_bytes(self.chunks.popleft(), "little") << (SLOT_BITS * s)
             else:
-                assert s > rollover, "policy broke the rollover rule"
-                payload |= self._commit(fmt, *self._fill(fmt, counts), counts) << (SLOT_BITS * s)
+                assert not forced, "policy broke the rollover or next-data-slot rule"
+                assert fmt in self.legal([fmt], counts), f"policy chose {fmt.name} for too few Data Headers"
+                payload |= self._commit(fmt, *self._fill(fmt, counts), counts, s) << (SLOT_BITS * s)
         header["sz"] = int(counts[self.direction.data_channel] > 0)   # data headers are 64 B lines
         if self.acks >= 8:                                          # Ak acknowledges 8 flits
             header["ak"] = 1
@@ -750,11 +806,11 @@ class Unpacker:
     def receive(self, flit):
         flit = bytes(flit)
         if len(flit) != FLIT_BYTES:
-            raise FlitError("length", f"a flit is {FLIT_BYTES} bytes, got {len(flit)}")
+            raise FlitError("length", f"a flit is {FLIT_BYTES} bytes, got {len(flit)}", "length")
         payload, crc = flit[:PAYLOAD_BYTES], int.from_bytes(flit[PAYLOAD_BYTES:], "little")
         good = crc16(payload)
         if crc != good:
-            raise FlitError("CRC", f"received {crc:#06x}, payload gives {good:#06x}")
+            raise FlitError("CRC", f"received {crc:#06x}, payload gives {good:#06x}", "crc")
         value = int.from_bytes(payload, "little")
         waiting = deque([hdr, bytearray(buf)] for hdr, buf in self.waiting)   # commit only on success
         owed = self.owed
@@ -766,7 +822,7 @@ class Unpacker:
         elif value & 1:
             if owed:
                 raise FlitError("Type", f"control flit while {owed} data chunk(s) are owed "
-                                        "(they must roll over into this flit)")
+                                        "(they must roll over into this flit)", "control_rollover")
             ctl = decode_control(value)
             cache, mem, acks = Credits(), Credits(), 0
             if ctl.kind == "LLCRD":
@@ -784,18 +840,25 @@ class Unpacker:
                 buf += bits.to_bytes(CHUNK_BYTES, "little")
                 break
         else:
-            raise FlitError(where, "G0 data slot but no data header is waiting for data")
+            raise FlitError(where, "G0 data slot but no data header is waiting for data", "no_data")
         while waiting and len(waiting[0][1]) == LINE_BYTES:
             hdr, buf = waiting.popleft()
             out.append(hdr._replace(data=bytes(buf)))
 
     def _protocol(self, value, owed, waiting, out):
+        """Checks in this order (the RTL, hdl/link/rx.py, reports the first failing one the same way):
+        header reserved bits, BE; per slot: format, rollover, next data slot, then for G0 a header
+        waiting for the chunk, else padding, per message NDR / Valid / encodings / per-flit maximum,
+        tight packing and the MDH slot rule; then the Data Headers of the flit, then Sz."""
         header = decode_header(value)
         if header["rsvd0"] or header["rsvd1"]:
-            raise FlitError("reserved", "flit header bits 1 and 19:17 must be zero")
+            raise FlitError("reserved", "flit header bits 1 and 19:17 must be zero", "reserved")
         if header["be"]:
-            raise FlitError("BE", "byte-enable data transfers are not supported (CXL.cache data is a full line)")
+            raise FlitError("BE", "byte-enable data transfers are not supported (CXL.cache data is a full "
+                                  "line)", "be_sz")
+        data_chan = self.direction.data_channel
         counts = dict.fromkeys(self.direction.channels, 0)
+        hdr_slots = {}                       # slot -> (valid Data Headers in it, MDH format)
         for s in range(SLOTS):
             name = f"Slot{s}"
             fmt = _format(self.direction, "H" if s == 0 else "G", header[f"slot{s}"], name)
@@ -803,41 +866,67 @@ class Unpacker:
                     else _get(value, SLOT_BITS * s, SLOT_BITS))
             if 1 <= s <= owed and not fmt.data:
                 raise FlitError(name, f"{owed} data chunk(s) roll over into this flit, so slot {s} must "
-                                      f"be G0, not {fmt.name}")
+                                      f"be G0, not {fmt.name}", "rollover")
+            # "If a valid Data Header is packed in a given slot, the next available slot for data
+            # transfer ... will be guaranteed to have data associated with the header": for a header
+            # in slot h that slot is max(h + 1, owed + 1) (slots 1..owed carry the rollover).
+            first = [h for h in hdr_slots if max(h + 1, owed + 1) == s]
+            if first and not fmt.data:
+                raise FlitError(name, f"slot {s} is the next slot for data after the Data Header in slot "
+                                      f"{first[0]}, so it carries that header's first chunk (G0), not "
+                                      f"{fmt.name}", "data_slot")
             if fmt.data:
                 self._chunk(waiting, bits, out, name)
                 continue
             if bits >> fmt.used_bits:
                 raise FlitError(name, f"{fmt.name}: padding bit(s) {_bits(bits >> fmt.used_bits)} above "
-                                      f"bit {fmt.used_bits - 1} are set")
+                                      f"bit {fmt.used_bits - 1} are set", "reserved")
+            seen = {}                        # channel -> Valid bits of its positions, in order
             for item, offset, width in fmt.fields:
                 v = _get(bits, offset, width)
                 if item == S2M_NDR:
                     if v:
                         raise FlitError(name, f"{fmt.name}: S2M NDR (CXL.mem) is not supported; its "
-                                              f"{width} bits must be zero")
+                                              f"{width} bits must be zero", "unsupported")
                     continue
                 codec = CODECS[item]
+                seen.setdefault(item, []).append(v & 1)
                 if not v & 1:           # Valid is bit 0 of every message (hdl.protocol)
                     if v:
-                        raise FlitError(name, f"{fmt.name}: invalid {item.name} with non-zero bits")
+                        raise FlitError(name, f"{fmt.name}: invalid {item.name} with non-zero bits",
+                                        "reserved")
                     continue
                 try:
                     fields = codec.decode(v, strict=True)
                 except ValueError as e:
-                    raise FlitError(name, f"{fmt.name}: {e}") from None
+                    raise FlitError(name, f"{fmt.name}: {e}", "message") from None
                 counts[item] += 1
                 if counts[item] > MAX_PER_FLIT[item]:
-                    raise FlitError(name, f"more than {MAX_PER_FLIT[item]} {item.name} messages in one flit")
+                    raise FlitError(name, f"more than {MAX_PER_FLIT[item]} {item.name} messages in one flit",
+                                    "max")
                 msg = FlitMsg(item, fields)
                 if item in DATA_CHANNELS:
                     waiting.append([msg, bytearray()])
                 else:
                     out.append(msg)
-        has_data_hdr = counts[self.direction.data_channel] > 0
-        if header["sz"] != has_data_hdr:
+            for item, valid in seen.items():
+                if any(not a and b for a, b in zip(valid, valid[1:])):
+                    raise FlitError(name, f"{fmt.name}: {item.name} messages are not tightly packed "
+                                          f"(Valid by position: {valid})", "packing")
+            n_hdrs = sum(seen.get(data_chan, ()))
+            if fmt.mdh and n_hdrs < 2:
+                raise FlitError(name, f"{fmt.name} is a multi-data-header (MDH) slot; it may be chosen only "
+                                      f"for 2 or more Data Headers, not {n_hdrs}", "mdh")
+            if n_hdrs:
+                hdr_slots[s] = (n_hdrs, fmt.mdh)
+        total = counts[data_chan]
+        if total > 1 and not any(mdh and n == total for n, mdh in hdr_slots.values()):
+            raise FlitError("DataHeaders", f"{total} valid Data Headers in slots {sorted(hdr_slots)}: a flit "
+                                           "without an MDH slot carries at most 1, and a flit with one "
+                                           "carries no other", "mdh")
+        if header["sz"] != (total > 0):
             raise FlitError("Sz", "must be 1 exactly when the flit carries a data header (64 B lines; "
-                                  "32 B transfers are not supported)")
+                                  "32 B transfers are not supported)", "be_sz")
         cache, mem = _credits({k: header[f"{k}_crd"] for k in CREDIT_CLASSES})
         return RxFlit("protocol", out, cache, mem, 8 * header["ak"], None)
 
@@ -885,7 +974,7 @@ def unpack(direction, flits, *, complete=True):
         if r.control is not None:
             controls.append(r.control)
     if complete and rx.owed:
-        raise FlitError("stream", f"ends with {rx.owed} data chunk(s) owed")
+        raise FlitError("stream", f"ends with {rx.owed} data chunk(s) owed", "stream")
     return Unpacked(messages, credits, mem_credits, acks, controls)
 
 

@@ -15,7 +15,7 @@ from collections import deque
 from hdl.protocol import (Channel, D2HReqOpcode as Req, D2HRspOpcode as Rsp, H2DReqOpcode as Snp,
                           H2DRspOpcode as HRsp, GOState, MAX_IDS)
 from .link import Msg
-from .states import HOST_TABLE, UndeclaredTransition, Members
+from .states import HOST_TABLE, SNOOP_RESPONSES, UndeclaredTransition, Members
 from .dcoh import ProtocolError
 
 __all__ = ["Host"]
@@ -29,11 +29,6 @@ _RESULT = {  # response -> (state the responder is left in, whether data follows
     Rsp.RspIHitI: (None, False), Rsp.RspIHitSE: (None, False), Rsp.RspIFwdM: (None, True),
     Rsp.RspSHitSE: ("S", False), Rsp.RspSFwdM: ("S", True),
     Rsp.RspVHitV: ("=", False), Rsp.RspVFwdV: ("=", True),
-}
-_LEGAL = {  # responses allowed to each snoop
-    Snp.SnpInv: {Rsp.RspIHitI, Rsp.RspIHitSE, Rsp.RspIFwdM},
-    Snp.SnpData: {Rsp.RspIHitI, Rsp.RspIHitSE, Rsp.RspIFwdM, Rsp.RspSHitSE, Rsp.RspSFwdM},
-    Snp.SnpCur: {Rsp.RspIHitI, Rsp.RspIHitSE, Rsp.RspIFwdM, Rsp.RspVHitV, Rsp.RspVFwdV},
 }
 
 
@@ -153,7 +148,7 @@ class Host:
                                 f"snoop to that device")
         if w.rsp is not None:
             raise ProtocolError(f"host: second response {msg.op.name} for UQID {msg.uid}")
-        if msg.op not in _LEGAL[w.snoop]:
+        if msg.op not in SNOOP_RESPONSES[w.snoop]:
             raise ProtocolError(f"host: dev{dev} answered {w.snoop.name} to line {w.txn.line:#x} with "
                                 f"{msg.op.name}, which that snoop does not allow")
         w.rsp = msg.op

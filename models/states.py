@@ -23,7 +23,7 @@ from hdl.protocol import D2HReqOpcode as Req, D2HRspOpcode as Rsp, H2DReqOpcode 
 
 __all__ = [
     "Members", "Perm", "MESI", "DevState", "UndeclaredTransition", "STALL",
-    "SNOOP_TABLE", "snoop_transition", "REQUEST_START", "RESPONSE_TABLE", "response_transition",
+    "SNOOP_TABLE", "SNOOP_RESPONSES", "snoop_transition", "REQUEST_START", "RESPONSE_TABLE", "response_transition",
     "HOST_TABLE", "GO_OF", "GRANTED",
 ]
 
@@ -121,12 +121,27 @@ for _s, _inv in ((D.SM_AD, D.IM_AD), (D.SM_A, D.IM_A)):
     SNOOP_TABLE[(_s, Snp.SnpInv)] = (Rsp.RspIHitSE, _inv, 0)
     SNOOP_TABLE[(_s, Snp.SnpCur)] = (Rsp.RspVHitV, _s, 0)
 for _s in (D.SI_A, D.EI_A):
-    # Clean eviction under way: the internal copies are already gone, so any snoop leaves I.
-    for _snp in Snp:
-        SNOOP_TABLE[(_s, _snp)] = (Rsp.RspIHitSE, D.II_A, 0)
+    # Clean eviction under way: the internal copies are already gone ("the device no longer contains
+    # any cached copies of this line", CXL 1.1 §3.2.4.1.14 / 3.x §3.2.4.2.14), so the device answers as
+    # one without the line: RspIHitI, the one such response Table 3-26 allows for SnpData and SnpCur;
+    # RspIHitSE ("hit in a clean state ... now invalid") for SnpInv, which allows it.  Any snoop makes
+    # a later write-back Bogus (CXL 1.1 §3.2.5.4): II_A.
+    SNOOP_TABLE[(_s, Snp.SnpData)] = (Rsp.RspIHitI, D.II_A, 0)
+    SNOOP_TABLE[(_s, Snp.SnpInv)] = (Rsp.RspIHitSE, D.II_A, 0)
+    SNOOP_TABLE[(_s, Snp.SnpCur)] = (Rsp.RspIHitI, D.II_A, 0)
 SNOOP_TABLE[(D.MI_A, Snp.SnpData)] = (Rsp.RspIFwdM, D.II_A, 1)
 SNOOP_TABLE[(D.MI_A, Snp.SnpInv)] = (Rsp.RspIFwdM, D.II_A, 1)
 SNOOP_TABLE[(D.MI_A, Snp.SnpCur)] = (Rsp.RspVFwdV, D.MI_A, 1)
+
+
+# The D2H responses the specification allows to each snoop: CXL 1.1 Table 19 = CXL 3.x Table 3-26
+# ("CXL.cache -- Mapping of H2D Requests to D2H Responses").  The host rejects any other answer.
+SNOOP_RESPONSES = {
+    Snp.SnpData: frozenset({Rsp.RspIHitI, Rsp.RspSHitSE, Rsp.RspSFwdM, Rsp.RspIFwdM}),
+    Snp.SnpInv: frozenset({Rsp.RspIHitI, Rsp.RspIHitSE, Rsp.RspIFwdM}),
+    Snp.SnpCur: frozenset({Rsp.RspIHitI, Rsp.RspVHitV, Rsp.RspSHitSE, Rsp.RspSFwdM, Rsp.RspIFwdM,
+                           Rsp.RspVFwdV}),
+}
 
 
 def snoop_transition(state, snoop):
@@ -136,7 +151,9 @@ def snoop_transition(state, snoop):
         raise UndeclaredTransition("device snoop handler", state, snoop) from None
 
 
-# Which transient state a device request starts in, from the line's state at issue.
+# Which transient state a device request starts in, from the line's state at issue.  CleanEvict is for
+# an Exclusive line only ("evict a full 64 byte Exclusive cache line", CXL 1.1 §3.2.4.1.14, CXL 3.x
+# §3.2.4.2.14 and Table 3-28); a clean S line leaves with CleanEvictNoData.
 REQUEST_START = {
     (Req.RdShared, D.I): D.IS_AD,
     (Req.RdAny, D.I): D.IS_AD,
@@ -146,7 +163,6 @@ REQUEST_START = {
     (Req.RdOwnNoData, D.S): D.SM_A,
     (Req.CleanEvictNoData, D.S): D.SI_A,
     (Req.CleanEvictNoData, D.E): D.EI_A,
-    (Req.CleanEvict, D.S): D.SI_A,
     (Req.CleanEvict, D.E): D.EI_A,
     (Req.DirtyEvict, D.M): D.MI_A,
     (Req.RdCurr, D.I): D.IC_D,
@@ -172,8 +188,7 @@ RESPONSE_TABLE = {
     (D.SM_AD, "GO-E"): (D.SM_D, None), (D.SM_AD, "Data"): (D.SM_A, None),
     (D.SM_D, "Data"): (D.E, None),
     (D.SM_A, "GO-E"): (D.E, None),
-    (D.SI_A, "GO-I"): (D.I, None), (D.SI_A, "GO_WritePull_Drop"): (D.I, None),
-    (D.SI_A, "GO_WritePull"): (D.I, "send_data"),
+    (D.SI_A, "GO-I"): (D.I, None),          # SI_A is CleanEvictNoData's: GO-I only (CXL 3.x Table 3-23)
     (D.EI_A, "GO-I"): (D.I, None), (D.EI_A, "GO_WritePull_Drop"): (D.I, None),
     (D.EI_A, "GO_WritePull"): (D.I, "send_data"),
     (D.MI_A, "GO_WritePull"): (D.I, "send_data"),

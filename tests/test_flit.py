@@ -131,8 +131,8 @@ def test_round_trip_with_messages_arriving_between_flits(schedule):
 
 
 class RandomPolicy(Packer):
-    """Another legal transmitter: random slot formats, and data not always first (only the rollover rule
-    is obeyed).  The unpacker must decode any legal stream, not just the reference packer's choices; this
+    """Another legal transmitter: random slot formats among the legal ones, and data not always first
+    (only the rules that force G0 -- rollover, the next data slot after a Data Header -- are obeyed).  The unpacker must decode any legal stream, not just the reference packer's choices; this
     reaches formats the reference policy never picks (upstream G2 and G3, empty slots, late chunks)."""
 
     def __init__(self, direction, rng):
@@ -140,12 +140,12 @@ class RandomPolicy(Packer):
         self.rng = rng
 
     def choose_slot0(self, counts, priority):
-        return self.rng.choice(self.h_formats)
+        return self.rng.choice(self.legal(self.h_formats, counts))
 
     def choose_g(self, slot, rollover, counts):
         if rollover or (self.chunks and self.rng.random() < 0.5):
             return self.g0
-        return self.rng.choice(self.g_formats)
+        return self.rng.choice(self.legal(self.g_formats, counts))
 
 
 @given(msgs=st.lists(ANY_MESSAGE, max_size=30), seed=st.integers(0, 2**32 - 1))

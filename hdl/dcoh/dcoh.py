@@ -1089,8 +1089,9 @@ class DCOH(wiring.Component):
                         m.d.comb += [code.eq(Mux(req.variant, Req.CleanEvictNoData, Req.CleanEvict)),
                                      state.eq(STATE_CODE[D.EI_A])]
                     with m.Else():
-                        m.d.comb += [code.eq(Mux(req.variant, Req.CleanEvict, Req.CleanEvictNoData)),
-                                     state.eq(STATE_CODE[D.SI_A])]
+                        # S: CleanEvict is for E lines only (models.states.REQUEST_START)
+                        m.d.comb += [code.eq(Req.CleanEvictNoData),
+                                     state.eq(STATE_CODE[REQUEST_START[(Req.CleanEvictNoData, D.S)]])]
                     new_txn(cqid, code, r.line, state, cur_k, 1, 0, 0, 0)
                     dequeue()
                     m.next = "SCAN"

@@ -105,7 +105,7 @@ from models.flit import (CHUNK_BYTES, CHUNKS_PER_LINE, CONTROL_KINDS, CREDIT_CLA
 __all__ = ["RxError", "FlitKind", "CONTROL_KIND_NAMES", "FlitUnpacker"]
 
 
-class RxError(enum.Enum, shape=4):
+class RxError(enum.Enum, shape=5):
     """What was wrong with a retired flit: the first check that failed, in the reference's order."""
     NONE = 0
     CRC = 1          # CRC mismatch ("CRC")
@@ -122,6 +122,9 @@ class RxError(enum.Enum, shape=4):
     MAX = 12         # per-flit maximum of a channel exceeded
     SZ = 13          # Sz is not 1 exactly when the flit has a data header
     CONTROL = 14     # bad control flit (CTL_FMT, LLCTRL, SubType, reserved bits, slots 1-3)
+    DATA_SLOT = 15   # the next slot for data after a Data Header is not G0 ("next slot for data")
+    PACKING = 16     # a slot's messages of one channel are not tightly packed ("tightly packed")
+    MDH = 17         # MDH slot with < 2 Data Headers, or a second Data Header outside it ("MDH", "DataHeaders")
 
 
 class FlitKind(enum.Enum, shape=2):
@@ -258,8 +261,8 @@ class FlitUnpacker(wiring.Component):
         """Everything about a flit that depends on its bits alone (not on the data-chunk state), from the
         flit *offered* on ``flit.payload``; ``elaborate`` registers it together with the flit.  Returns
         {name: signal}.  The proto checks are split into *segments*: runs of content-only checks
-        between the checks that need the chunk state (ROLLOVER, NO_DATA); per segment the first failing
-        check's code is found here, so the verdict after the register only walks the segments."""
+        between the checks that need the chunk state (ROLLOVER, DATA_SLOT, NO_DATA); per segment the first
+        failing check's code is found here, so the verdict after the register only walks the segments."""
         req_ch, rsp_ch, dat_ch = self.chans
         out = {}
 
@@ -329,6 +332,12 @@ class FlitUnpacker(wiring.Component):
             items.append(("c", ~Cat(*sel.values()).any(), RxError.FORMAT))
             if s >= 1:
                 items.append(("rollover", s))          # (owed >= s) & ~g0
+                # The next slot for data after a Data Header in slot h is max(h + 1, owed + 1): slot s
+                # is it for a header in slot s - 1 when owed < s, for one in an earlier slot when
+                # owed == s - 1 (the reference's data_slot rule).
+                keep(f"s{s}_hdr_prev", slot_count[s - 1][dat_ch] != 0)
+                keep(f"s{s}_hdr_earlier", before[s - 1][dat_ch] != 0)
+                items.append(("nextdata", s))
             if any(f.data for f in mine):
                 # Chunks go to the first line still owed one; none owed -> no header to take it:
                 # g0 & (owed + CHUNKS_PER_LINE * headers before <= G0 slots before).  With a header
@@ -361,6 +370,18 @@ class FlitUnpacker(wiring.Component):
                     present = Signal(name=f"slot{s}_{f.name}_{item.name.lower()}_at{offset}")
                     m.d.comb += present.eq(on & valid)
                     cands[item].append((present, rank, v))
+                # Tight packing: per channel, no empty position before a filled one.
+                for ch in self.chans:
+                    vb = valid_bits(s, f, ch)
+                    gaps = [~a & b for a, b in zip(vb, vb[1:])]
+                    if gaps:
+                        items.append(("c", on & Cat(*gaps).any(), RxError.PACKING))
+                if f.mdh:                              # an MDH slot carries 2 or more Data Headers
+                    items.append(("c", on & (slot_count[s][dat_ch] < 2), RxError.MDH))
+        # More than one Data Header in the flit: all of them in one MDH slot, or the flit breaks the rule.
+        one_mdh_slot = Cat(*(Cat(*(slot_sel[s][f.code] for f in slot_mine[s] if f.mdh)).any()
+                             & (slot_count[s][dat_ch] == counts[dat_ch]) for s in range(SLOTS))).any()
+        items.append(("c", (counts[dat_ch] > 1) & ~one_mdh_slot, RxError.MDH))
         items.append(("c", hdr["sz"] != (counts[dat_ch] != 0), RxError.SZ))
 
         # Segments of content checks: (any fails, first failing code); the state checks between them.
@@ -477,6 +498,9 @@ class FlitUnpacker(wiring.Component):
         ]
 
         # ------------------------------------------------ protocol flit verdict: segments + state checks
+        def next_data_fails(s):
+            return ~h[f"s{s}_g0"] & (owed < s) & (h[f"s{s}_hdr_prev"] | (h[f"s{s}_hdr_earlier"] & (owed == s - 1)))
+
         proto_code = Signal(RxError)
         for it in reversed(self._order):           # later statements win: the first failing check does
             if it[0] == "seg":
@@ -486,6 +510,9 @@ class FlitUnpacker(wiring.Component):
                 s = it[1]
                 with m.If((owed >= s) & ~h[f"s{s}_g0"]):
                     m.d.comb += proto_code.eq(RxError.ROLLOVER)
+            elif it[0] == "nextdata":
+                with m.If(next_data_fails(it[1])):
+                    m.d.comb += proto_code.eq(RxError.DATA_SLOT)
             else:
                 s = it[1]
                 with m.If(h[f"s{s}_nd"] & (owed <= h[f"s{s}_g0_before"])):
@@ -514,6 +541,8 @@ class FlitUnpacker(wiring.Component):
                 fails.append(h[it[1]])
             elif it[0] == "rollover":
                 fails.append((owed >= it[1]) & ~h[f"s{it[1]}_g0"])
+            elif it[0] == "nextdata":
+                fails.append(next_data_fails(it[1]))
             else:
                 fails.append(h[f"s{it[1]}_nd"] & (owed <= h[f"s{it[1]}_g0_before"]))
         m.d.comb += proto_bad.eq(Cat(*fails).any())

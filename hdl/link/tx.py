@@ -168,9 +168,28 @@ class FlitPacker(wiring.Component):
                     avail = dict(zip(chans, (a0, a1, a2)))
                     for prio in range(len(chans)):
                         for owed in range(CHUNKS_PER_LINE):
-                            plans[a0, a1, a2, prio, owed] = self._plan(avail, prio, owed, h_formats, g_formats,
-                                                                       data_ch)
+                            plan = self._plan(avail, prio, owed, h_formats, g_formats, data_ch)
+                            self._check_plan(plan, data_ch, (a0, a1, a2, prio, owed))
+                            plans[a0, a1, a2, prio, owed] = plan
         return plans
+
+    def _check_plan(self, plan, data_ch, key):
+        """Elaboration-time check of the 68B packing rules on Data Headers (CXL 1.1 / CXL 3.x §4.2.5),
+        which the greedy fill keeps by construction: an MDH slot carries 2 or more Data Headers, one
+        slot of a flit at most carries Data Headers, and the next slot for data after them is G0."""
+        slots, _, _, _ = plan
+        owed = key[-1]
+        with_hdrs = [s for s, (code, taken, _, _) in enumerate(slots) if taken[data_ch]]
+        for s, (code, taken, _, _) in enumerate(slots):
+            fmt = SLOT_FORMATS[self.direction, "H" if s == 0 else "G", code]
+            if fmt.mdh and taken[data_ch] < 2:
+                raise AssertionError(f"TX plan {key}: slot {s} is {fmt.name} (MDH) with {taken[data_ch]} Data Headers")
+        if len(with_hdrs) > 1:
+            raise AssertionError(f"TX plan {key}: Data Headers in slots {with_hdrs}")
+        for h in with_hdrs:
+            nxt = max(h + 1, owed + 1)
+            if nxt < SLOTS and not SLOT_FORMATS[self.direction, "G", slots[nxt][0]].data:
+                raise AssertionError(f"TX plan {key}: slot {nxt} after the Data Header in slot {h} is not G0")
 
     def _plan(self, avail, prio, owed, h_formats, g_formats, data_ch):
         chans = self.channels
