@@ -1,7 +1,10 @@
-"""Coherence states, their access permissions, and every declared transition of the golden model.
+"""Coherence states, their access permissions, and every declared transition of a CXL.cache device and
+of the host home agent; the D2H responses the specification allows to each snoop.
 
-The tables here are the model's behaviour, not documentation of it: the DCOH and the host look their
-transitions up in them, and ``make table`` prints them.  A (state, event) pair that is not declared
+The tables here are behaviour, not documentation of it: the golden device and host (models/dcoh.py,
+models/host.py) look their transitions up in them, the RTL DCOH (hdl/dcoh/dcoh.py) turns them into logic
+at elaboration, and ``make table`` prints them (docs/protocol.md).  docs/conformance.md gives the
+specification section of each rule.  A (state, event) pair that is not declared
 raises :class:`UndeclaredTransition` naming both.
 
 Device line states (the DCOH's view of one line, as the host sees the device):
@@ -19,22 +22,13 @@ Device line states (the DCOH's view of one line, as the host sees the device):
 
 import enum
 
-from hdl.protocol import D2HReqOpcode as Req, D2HRspOpcode as Rsp, H2DReqOpcode as Snp, GOState
+from cxl.messages import D2HReqOpcode as Req, D2HRspOpcode as Rsp, H2DReqOpcode as Snp, GOState
 
 __all__ = [
-    "Members", "Perm", "MESI", "DevState", "UndeclaredTransition", "STALL",
+    "Perm", "MESI", "DevState", "INTERNAL_PERMISSION", "UndeclaredTransition", "STALL",
     "SNOOP_TABLE", "SNOOP_RESPONSES", "snoop_transition", "REQUEST_START", "RESPONSE_TABLE", "response_transition",
     "HOST_TABLE", "GO_OF", "GRANTED",
 ]
-
-
-class Members:
-    """An enum's members as plain instance attributes, for hot code: ``Enum.X`` goes through the enum
-    metaclass (~0.2 us a lookup in CPython 3.11), ``Members(Enum).X`` is a dict lookup.  The attributes
-    are the members themselves."""
-
-    def __init__(self, enum_cls):
-        self.__dict__.update(enum_cls.__members__)
 
 
 class UndeclaredTransition(RuntimeError):
@@ -85,6 +79,13 @@ class DevState(enum.Enum):
 
 
 _STABLE = {DevState.I, DevState.S, DevState.E, DevState.M}
+
+# The most permission the device's internal copies may have in each device state (none in any state not
+# listed): a device state grants its internal caches at most what the host granted the device.
+INTERNAL_PERMISSION = {
+    DevState.I: Perm.NONE, DevState.S: Perm.READ, DevState.E: Perm.READWRITE, DevState.M: Perm.READWRITE,
+    DevState.SM_AD: Perm.READ, DevState.SM_A: Perm.READ, DevState.SM_D: Perm.READ,
+}
 
 # A snoop that hits a line whose GO arrived but whose data has not is held (the H2D Req channel may be
 # back-pressured); it proceeds when the data arrives, which needs no D2H progress (facts §1.1).

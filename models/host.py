@@ -3,7 +3,7 @@
 Per line the host keeps which devices hold it and how ('S', or 'E' for an owner in E or M: E -> M is
 silent, so the host cannot tell them apart), and memory.  Requests to one line are served one at a
 time in arrival order; the GO the host sends is the serialization point.  Snoops follow HOST_TABLE
-(states.py): SnpData to the owner for RdShared/RdAny, SnpCur to the owner for RdCurr, SnpInv to every
+(cxl/coherence.py): SnpData to the owner for RdShared/RdAny, SnpCur to the owner for RdCurr, SnpInv to every
 other holder for RdOwn, RdOwnNoData, ItoMWr, WrInv and CLFlush.  UQIDs name the host's buffers for
 snoop data and pulled write data (the WritePull family carries the UQID in RspData).
 
@@ -12,15 +12,17 @@ Opcodes the host does not serve (WrCur, WOWrInv, WOWrInvF, CacheFlushed) raise U
 
 from collections import deque
 
-from hdl.protocol import (Channel, D2HReqOpcode as Req, D2HRspOpcode as Rsp, H2DReqOpcode as Snp,
+from cxl.messages import (Channel, D2HReqOpcode as Req, D2HRspOpcode as Rsp, H2DReqOpcode as Snp,
                           H2DRspOpcode as HRsp, GOState, MAX_IDS)
 from .link import Msg
-from .states import HOST_TABLE, SNOOP_RESPONSES, UndeclaredTransition, Members
+from cxl.coherence import HOST_TABLE, SNOOP_RESPONSES, UndeclaredTransition
+
+from .members import Members
 from .dcoh import ProtocolError
 
 __all__ = ["Host"]
 
-# The enums' members for hot code (see states.Members): the same objects, cheaper to look up.
+# The enums' members for hot code (see models/members.py): the same objects, cheaper to look up.
 _Req, _Rsp, _Snp, _HRsp = Members(Req), Members(Rsp), Members(Snp), Members(HRsp)
 _GO, _Ch = Members(GOState), Members(Channel)
 _READS = (Req.RdShared, Req.RdAny, Req.RdOwn, Req.RdOwnNoData)

@@ -8,12 +8,12 @@ lists every rule the project implements and where it is checked.
 
 import pytest
 
-from hdl.protocol import Channel, D2HReqOpcode as Req, D2HRspOpcode as Rsp, H2DReqOpcode as Snp
+from cxl.messages import Channel, D2HReqOpcode as Req, D2HRspOpcode as Rsp, H2DReqOpcode as Snp
 from models import flit as F
 from models.dcoh import ProtocolError
 from models.flit import Direction, FlitError, Unpacker, control, decode_control, encode_control, seal
 from models.link import Msg
-from models.states import REQUEST_START, SNOOP_TABLE, STALL, DevState
+from cxl.coherence import REQUEST_START, SNOOP_TABLE, STALL, DevState
 from scenario import Scenario
 
 L = 0x10
@@ -154,7 +154,7 @@ def _rsp(direction):
     chan = direction.channels[1]
     if direction is UP:
         return F.CODECS[chan].encode(opcode=Rsp.RspIHitI, uqid=5)
-    from hdl.protocol import H2DRspOpcode, RspPre
+    from cxl.messages import H2DRspOpcode, RspPre
     return F.CODECS[chan].encode(opcode=H2DRspOpcode.GO, rsp_data=1, rsp_pre=RspPre.LocalMiss, cqid=5)
 
 

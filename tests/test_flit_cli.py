@@ -1,4 +1,4 @@
-"""The flit decoder for people: ``python -m models.flit decode`` / ``encode`` (models/flit_json.py)."""
+"""The flit decoder for people: ``python -m models.flit decode`` / ``encode`` (models/flit/json_form.py)."""
 
 import json
 import random
@@ -9,13 +9,13 @@ import pytest
 
 from models import flit as F
 from models.flit import Direction, frame, seal
-from models.flit_json import decode_stream, encode_flit
+from models.flit.json_form import decode_stream, encode_flit
 
 UP = Direction.UPSTREAM
 
 
 def test_round_trip_over_make_vectors_flits(tmp_path):
-    """Every flit of the ``make vectors`` stream (models/flit.py --vectors) decodes without error and
+    """Every flit of the ``make vectors`` stream (python -m models.flit --vectors) decodes without error and
     encodes back to the same 68 bytes; the messages the decoder reports delivered are the vector's."""
     path = F.write_vectors(tmp_path / "v.jsonl", count=300, seed=1)
     kinds = set()

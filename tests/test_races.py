@@ -2,7 +2,7 @@
 Each forces the interleaving by choosing which message is delivered when, checks every invariant after every step, checks that the racy path was
 really taken (the device's (state, event) coverage), and checks the final states."""
 
-from hdl.protocol import Channel, D2HReqOpcode as Req, D2HRspOpcode as Rsp, H2DReqOpcode as Snp, \
+from cxl.messages import Channel, D2HReqOpcode as Req, D2HRspOpcode as Rsp, H2DReqOpcode as Snp, \
     H2DRspOpcode as HRsp
 from scenario import Scenario
 

@@ -24,7 +24,7 @@ from hypothesis import given, settings, strategies as st
 
 from hdl.link.ports import channel_shape
 from hdl.link.rx import CONTROL_KIND_NAMES, FlitKind, FlitUnpacker, RxError
-from hdl.protocol import CODECS, D2HReqOpcode, D2HRspOpcode
+from cxl.messages import CODECS, D2HReqOpcode, D2HRspOpcode
 from models import flit as F
 from models.flit import (CONTROL_KINDS, Credits, Direction, FlitError, Packer, Unpacker,
                          control, deframe, encode_control, encode_header, msg_from_json, seal)

@@ -2,9 +2,10 @@
 
 Behaviourally identical to ``models.flit.Unpacker`` (the spec): the same CRC, the same rules in the same
 order, the same messages, credits, acks and control flits.  Every slot format, offset, width, opcode
-set, header field, control-flit layout and credit code is read at elaboration time from
-``models.flit`` (``SLOT_FORMATS``, ``HEADER_FIELDS``, ``CONTROL_KINDS``/``encode_control``,
-``decode_credit``, ``MAX_PER_FLIT``) and ``hdl.protocol`` (``CODECS``); nothing is restated here.
+set, header field, control-flit layout and credit code is read at elaboration time from the
+definitions (``cxl.flit``: ``SLOT_FORMATS``, ``HEADER_FIELDS``, ``MAX_PER_FLIT``; ``cxl.control``:
+``CONTROL_KINDS``/``encode_control``; ``cxl.credits``: ``decode_credit``; ``cxl.messages``: ``CODECS``);
+nothing is restated here.
 
 ``FlitUnpacker(upstream)``: ``upstream=True`` receives D2H flits (the host's receiver), ``False`` H2D
 flits (the device's receiver).
@@ -97,10 +98,11 @@ from amaranth.lib.wiring import In, Out
 from hdl.link.crc import FlitCRC
 from hdl.link.ports import (FLIT_BITS, PAYLOAD_BITS, channel_shape, channel_stream,
                             direction_channels, flit_stream)
-from hdl.protocol import CODECS
-from models.flit import (CHUNK_BYTES, CHUNKS_PER_LINE, CONTROL_KINDS, CREDIT_CLASSES, HEADER_FIELDS,
-                         MAX_PER_FLIT, PAYLOAD_BYTES, S2M_NDR, SLOT_BYTES, SLOT_FORMATS, ControlFlit,
-                         CreditProtocol, Direction, decode_credit, encode_control)
+from cxl.messages import CODECS
+from cxl.control import CONTROL_KINDS, ControlFlit, encode_control
+from cxl.credits import CREDIT_CLASSES, CreditProtocol, decode_credit
+from cxl.flit import (CHUNK_BYTES, CHUNKS_PER_LINE, HEADER_FIELDS, MAX_PER_FLIT, PAYLOAD_BYTES, S2M_NDR, SLOT_BYTES,
+                      SLOT_FORMATS, Direction)
 
 __all__ = ["RxError", "FlitKind", "CONTROL_KIND_NAMES", "FlitUnpacker"]
 
@@ -136,7 +138,7 @@ class FlitKind(enum.Enum, shape=2):
 # Control kinds by index: Amaranth enums cannot be built from a table, so ``ctl.kind`` is an index.
 CONTROL_KIND_NAMES = tuple(CONTROL_KINDS)
 
-# ---------------------------------------------------------------- sizes, all from models.flit
+# ---------------------------------------------------------------- sizes, all from cxl.flit
 SLOTS = PAYLOAD_BYTES // SLOT_BYTES
 SLOT_BITS = 8 * SLOT_BYTES
 CHUNK_BITS = 8 * CHUNK_BYTES
@@ -176,7 +178,7 @@ CreditsLayout = data.StructLayout({name: range(CREDIT_MAX + 1) for name in CREDI
 
 def _ack_weight():
     """Flits one Ak bit acknowledges: the LLCRD Acknowledge bit that shares the header's Ak position
-    (Ref: docs/sources.md §2.1, Ak = 8 flits [S]; models.flit CONTROL_KINDS, Acknowledge[3] at bit 2)."""
+    (Ref: docs/sources.md §2.1, Ak = 8 flits [S]; cxl.control CONTROL_KINDS, Acknowledge[3] at bit 2)."""
     ak_offset = HEADER["ak"][0]
     for shift, offset, _ in CONTROL_KINDS["LLCRD"][2]["acks"]:
         if offset == ak_offset:
@@ -359,7 +361,7 @@ class FlitUnpacker(wiring.Component):
                     if item == S2M_NDR:
                         items.append(("c", on & v.any(), RxError.NDR))
                         continue
-                    valid = v[0]     # Valid is bit 0 of every message (hdl.protocol)
+                    valid = v[0]     # Valid is bit 0 of every message (cxl.messages)
                     items.append(("c", on & ~valid & v.any(), RxError.INVALID))
                     illegal = Cat(*(~Cat(*(v[fo:fo + fw] == e for e in legal)).any()
                                     for fo, fw, legal in _enum_fields(item))).any()

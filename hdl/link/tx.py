@@ -2,9 +2,10 @@
 
 Bit-exact with the golden model ``models.flit.Packer`` (its module docstring is the specification of
 the policy; tests/test_rtl_link_tx.py checks every flit against it).  Every slot format, message
-offset, header field, credit code and control-flit field is read at elaboration time from
-``models.flit`` (``SLOT_FORMATS``, ``MAX_PER_FLIT``, ``HEADER_FIELDS``, ``CREDIT_VALUES``/
-``encode_credit``, ``CONTROL_KINDS``/``encode_control``) and ``hdl.protocol.CODECS``; Python loops
+offset, header field, credit code and control-flit field is read at elaboration time from the
+definitions (``cxl.flit``: ``SLOT_FORMATS``, ``MAX_PER_FLIT``, ``HEADER_FIELDS``; ``cxl.credits``:
+``CREDIT_VALUES``/``encode_credit``; ``cxl.control``: ``CONTROL_KINDS``/``encode_control``; and
+``cxl.messages.CODECS``); Python loops
 generate the hardware, so a change there changes the RTL with it.
 
 Ports (``FlitPacker(upstream)``; the channels are ``hdl.link.ports.direction_channels(upstream)``):
@@ -84,10 +85,11 @@ from amaranth.lib.wiring import In, Out
 
 from hdl.link.crc import FlitCRC
 from hdl.link.ports import LINE_BITS, PAYLOAD_BITS, channel_shape, channel_stream, direction_channels, flit_stream
-from hdl.protocol import CODECS
-from models.flit import (CHUNKS_PER_LINE, CONTROL_KINDS, CREDIT_CLASSES, CREDIT_VALUES, DATA_CHANNELS,
-                         H_SLOT_BITS, HEADER_BITS, HEADER_FIELDS, MAX_PER_FLIT, S2M_NDR, SLOT_BITS,
-                         SLOT_FORMATS, SLOTS, Direction, control, encode_control, encode_credit)
+from cxl.messages import CODECS
+from cxl.control import CONTROL_KINDS, control, encode_control
+from cxl.credits import CREDIT_CLASSES, CREDIT_VALUES, encode_credit
+from cxl.flit import (CHUNKS_PER_LINE, DATA_CHANNELS, H_SLOT_BITS, HEADER_BITS, HEADER_FIELDS, MAX_PER_FLIT,
+                      S2M_NDR, SLOT_BITS, SLOT_FORMATS, SLOTS, Direction)
 
 __all__ = ["FlitPacker", "AK_FLITS", "COUNTER_BITS"]
 
@@ -497,7 +499,7 @@ class FlitPacker(wiring.Component):
         # -------------------------------------------------------------- LLCRD control flit
         llcrd = Signal(PAYLOAD_BITS)
         llcrd_values = {"acks": d_llcrd_acks, **{f"{k}_crd": crd_code[k] for k in CREDIT_CLASSES}}
-        assert set(llcrd_values) == set(_LLCRD_FIELDS), "LLCRD fields changed in models.flit"
+        assert set(llcrd_values) == set(_LLCRD_FIELDS), "LLCRD fields changed in cxl.control"
         m.d.comb += llcrd.eq(encode_control(control("LLCRD")))   # Type, LLCTRL, SubType; fields 0
         for fname, pieces in _LLCRD_FIELDS.items():
             for shift, offset, width in pieces:

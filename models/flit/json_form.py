@@ -14,7 +14,7 @@ JSON object per flit:
   ``delivered``: the messages it completes (a data header once its fourth chunk has arrived, with the
   line), in the ``make vectors`` message form.
 * a rejected flit: ``{"flit": n, "direction", "error": {"field", "message", "rule", "ref"}}`` -- the
-  rule it breaks and where the specification writes it (``models.flit.RULE_REFS``).  The stream goes
+  rule it breaks and where the specification writes it (``cxl.flit.RULE_REFS``).  The stream goes
   on from the state before that flit (as the link's retry would).
 
 ``encode_flit(obj)`` builds the 68-byte flit back from such an object (good flits only; the CRC is
@@ -24,10 +24,14 @@ naming the problem.
 
 import enum
 
-from hdl.protocol import CODECS
-from models.flit import (CHUNK_BYTES, HEADER_BITS, PAYLOAD_BYTES, SLOT_BITS, SLOT_FORMATS, SLOTS, S2M_NDR,
-                         CONTROL_KINDS, Direction, FlitError, Unpacker, control, decode_header, deframe,
-                         encode_control, encode_header, frame, msg_to_json, seal, _get)
+from cxl.control import CONTROL_KINDS, control, encode_control
+from cxl.flit import (CHUNK_BYTES, H_SLOT_BITS, HEADER_BITS, PAYLOAD_BYTES, SLOT_BITS, SLOT_FORMATS, SLOTS, S2M_NDR,
+                      Direction, FlitError, decode_header, encode_header, get_bits)
+from cxl.messages import CODECS
+
+from .crc import deframe, frame, seal
+from .messages import msg_to_json
+from .unpacker import Unpacker
 
 __all__ = ["decode_stream", "encode_flit", "parse_hex"]
 
@@ -67,7 +71,7 @@ def _slot_json(direction, kind, code, bits):
         return {"format": fmt.name, "data": bits.to_bytes(CHUNK_BYTES, "little").hex()}
     msgs = []
     for pos, (item, offset, width) in enumerate(fmt.fields):
-        v = _get(bits, offset, width)
+        v = get_bits(bits, offset, width)
         if item == S2M_NDR or not v & 1:        # the unpacker has checked these positions are zero
             continue
         msgs.append({"position": pos, "channel": item.name,
@@ -90,7 +94,7 @@ def decode_stream(direction, wire_flits):
         value = int.from_bytes(flit[:PAYLOAD_BYTES], "little")
         obj = dict(base, kind=r.kind)
         if r.kind == "all-data":
-            obj["chunks"] = [_get(value, SLOT_BITS * s, SLOT_BITS).to_bytes(CHUNK_BYTES, "little").hex()
+            obj["chunks"] = [get_bits(value, SLOT_BITS * s, SLOT_BITS).to_bytes(CHUNK_BYTES, "little").hex()
                              for s in range(SLOTS)]
         elif r.kind == "control":
             obj["control"] = {"kind": r.control.kind, "fields": dict(r.control.fields)}
@@ -99,8 +103,8 @@ def decode_stream(direction, wire_flits):
             obj["header"] = header
             obj["slots"] = []
             for s in range(SLOTS):
-                bits = (_get(value, HEADER_BITS, SLOT_BITS - HEADER_BITS) if s == 0
-                        else _get(value, SLOT_BITS * s, SLOT_BITS))
+                bits = (get_bits(value, HEADER_BITS, H_SLOT_BITS) if s == 0
+                        else get_bits(value, SLOT_BITS * s, SLOT_BITS))
                 obj["slots"].append(_slot_json(direction, "H" if s == 0 else "G", header[f"slot{s}"], bits))
         obj.update(credits=r.credits._asdict(), mem_credits=r.mem_credits._asdict(), acks=r.acks,
                    delivered=[msg_to_json(m) for m in r.messages])
