@@ -27,7 +27,7 @@ from pathlib import Path
 from amaranth.sim import Simulator
 
 from hdl.dcoh.dcoh import DCOH, CpuKind
-from hdl.protocol import D2HRspOpcode, H2DReqOpcode, H2DRspOpcode, GOState
+from cxl.messages import D2HRspOpcode, H2DReqOpcode, H2DRspOpcode, GOState
 
 RESULTS = Path(__file__).with_name("dcoh_cycles.json")
 

@@ -30,7 +30,7 @@ from tb.reused_sim import ReusedSimulator
 
 from hdl.link.loopback import LinkLoopback, flit_error_probability
 from hdl.link.ports import direction_channels
-from hdl.protocol import CODECS
+from cxl.messages import CODECS
 from models.flit import MIXED, WIRE_BYTES, WORKLOADS, LINE_BYTES, optimum, random_msg
 
 D2H = direction_channels(True)

@@ -24,7 +24,7 @@ from amaranth.asserts import AnySeq
 from amaranth.hdl import Const, Signal, Value
 
 from hdl.dcoh.dcoh import DCOH, STATE_CODE
-from models.states import DevState as D
+from cxl.coherence import DevState as D
 
 # yosys commands after prep: flatten (the constant-0 data inputs reach the blocks), map the memory to
 # flip-flops, and lower everything to gates so that constants propagate bit by bit (the 1042-bit shifts

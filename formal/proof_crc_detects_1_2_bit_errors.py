@@ -23,7 +23,8 @@ finish within 2 minutes.
 from amaranth.asserts import AnyConst
 from amaranth.hdl import Assert, Assume, Const, Elaboratable, Module
 
-from hdl.link.crc import CRC_BITS, PAYLOAD_BITS, FlitCRC
+from cxl.crc import CRC_BITS, PAYLOAD_BITS
+from hdl.link.crc import FlitCRC
 from formal.common import Proof
 
 FLIT_BITS = PAYLOAD_BITS + CRC_BITS

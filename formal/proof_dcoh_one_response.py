@@ -38,7 +38,7 @@ Mode: BMC, depth ``DEPTH`` (see docs/formal.md for why not k-induction).
 
 from amaranth.hdl import Assert, Assume, Elaboratable, Module, Signal
 
-from hdl.protocol import H2DReqOpcode as Snp, ID_WIDTH
+from cxl.messages import H2DReqOpcode as Snp, ID_WIDTH
 from formal.common import Proof, no_reset
 from formal.dcoh_env import ENGINE, EXTRA_SCRIPT, drive_dcoh_inputs, return_credits, small_dcoh, stalled_line
 

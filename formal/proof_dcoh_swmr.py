@@ -13,7 +13,7 @@ The two internal caches are modelled in the harness, for both lines, as a MESI s
     no ``cmd``/``cpu_rsp`` to it in that cycle (free choice).
 The caches send ``cpu_req`` only for accesses that are not local hits (models.dcoh.cache_hit) and at
 most one at a time per cache (until its ``cpu_rsp``).  Assumes on a valid ``cpu_req``: the cache has
-no access outstanding; ``kind`` is one of CpuOp.KINDS; load and rdcurr only when the line is I;
+no access outstanding; ``kind`` is one of cxl.device.ACCESS_KINDS; load and rdcurr only when the line is I;
 store when I or S; evict when held (S/E/M); itomwr, wrinv, clflush in any state (never hits).
 Cache index, line and variant are free; the data is 0.
 Host side entirely free every cycle (``AnySeq``): snoops (any opcode, address, UQID, any number in

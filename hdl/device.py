@@ -19,7 +19,7 @@ from amaranth.lib.wiring import In, Out
 from hdl.dcoh.dcoh import DCOH
 from hdl.link.port import LinkPort
 from hdl.link.ports import flit_stream
-from hdl.protocol import Channel
+from cxl.messages import Channel
 
 __all__ = ["Device"]
 

@@ -6,7 +6,7 @@ Every default either has a source or is labelled an assumption.  A bad value rai
 
 from dataclasses import dataclass, fields, replace
 
-from hdl.protocol import MAX_IDS
+from cxl.messages import MAX_IDS
 
 __all__ = ["ConfigError", "Config", "MAX_DEVICES"]
 

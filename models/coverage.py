@@ -1,11 +1,11 @@
 """Coverage against its denominator: what a run *could* have hit, from the tables that define the
 behaviour, and what it did.
 
-* (state, event) pairs: every declared transition of models/states.py: each snoop in each device state
+* (state, event) pairs: every declared transition of cxl/coherence.py: each snoop in each device state
   (SNOOP_TABLE, including the pairs that hold the snoop until data arrives), each request from each state
   it may start in (REQUEST_START), each response in each state that expects it (RESPONSE_TABLE).  Keys are
   ``"<state> / <event>"``, as the devices count them (models/dcoh.py).
-* slot formats: every supported CXL.cache slot format of each direction (models/flit.py SLOT_FORMATS),
+* slot formats: every supported CXL.cache slot format of each direction (cxl/flit.py SLOT_FORMATS),
   ``"<direction> H<code>"`` / ``"<direction> G<code>"``, as tb/vip.py's FlitMonitor counts them.
 * flit kinds: per direction, a protocol flit, an all-data flit and each control flit the link layer
   defines (CONTROL_KINDS).
@@ -14,8 +14,9 @@ behaviour, and what it did.
 never hit, ``outside`` keys that were hit but are not in the universe (a key a table does not declare: a
 bug in the counting or in the table)."""
 
-from models.flit import CONTROL_KINDS, SLOT_FORMATS, Direction
-from models.states import REQUEST_START, RESPONSE_TABLE, SNOOP_TABLE
+from cxl.control import CONTROL_KINDS
+from cxl.flit import SLOT_FORMATS, Direction
+from cxl.coherence import REQUEST_START, RESPONSE_TABLE, SNOOP_TABLE
 
 __all__ = ["state_event_universe", "slot_format_universe", "flit_kind_universe", "closure",
            "closure_report"]

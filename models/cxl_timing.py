@@ -38,12 +38,12 @@ from dataclasses import dataclass, field, fields, replace
 from functools import lru_cache
 from pathlib import Path
 
-from hdl.protocol import Channel, MAX_IDS
+from cxl.messages import Channel, MAX_IDS
 from .config import Config
 from .link import Link
 from .dcoh import CpuOp
 from .flit import efficiency as flit_efficiency, optimum as flit_optimum
-from .states import DevState
+from cxl.coherence import DevState
 from .system import System
 
 __all__ = ["DCOH_CYCLES", "DCOH_CYCLES_SOURCE", "FLIT_NS", "LINK_GBS", "CxlParams", "SOURCES", "PRESETS",

@@ -6,7 +6,7 @@ The DCOH has
     internal caches;
   * a request tracker: CQIDs, at most ``max_outstanding`` in use, at most one request per line; a host
     snoop that hits a line with a pending request is answered from the transient state
-    (states.SNOOP_TABLE) or held (STALL);
+    (cxl.coherence.SNOOP_TABLE) or held (STALL);
   * the snoop handler: snoop-filter miss -> RspIHitI without touching the internal caches; a hit that
     must invalidate, downgrade or fetch from internal copies sends probes through
   * the invalidation coalescer: probes to the lines of one aligned block within ``coalesce_window``
@@ -22,19 +22,22 @@ CleanEvictNoData) before the way is reused.
 import heapq
 from collections import deque
 
-from hdl.protocol import (Channel, D2HReqOpcode as Req, D2HRspOpcode as Rsp, H2DRspOpcode as HRsp,
+from cxl.coherence import (MESI, Perm, DevState as D, STALL, GRANTED, REQUEST_START, GO_OF, INTERNAL_PERMISSION,
+                           snoop_transition, response_transition, UndeclaredTransition)
+from cxl.device import ACCESS_KINDS, REQUEST_PRIORITY
+from cxl.messages import (Channel, D2HReqOpcode as Req, D2HRspOpcode as Rsp, H2DRspOpcode as HRsp,
                           GOState)
-from .link import Msg
-from .states import (MESI, Perm, DevState as D, STALL, GRANTED, REQUEST_START, GO_OF,
-                     snoop_transition, response_transition, UndeclaredTransition, Members)
 
-# The enums' members for hot code (see states.Members): the same objects, cheaper to look up.
+from .link import Msg
+from .members import Members
+
+# The enums' members for hot code (see models/members.py): the same objects, cheaper to look up.
 _D, _MESI, _Perm, _Ch = Members(D), Members(MESI), Members(Perm), Members(Channel)
 _Req, _Rsp, _HRsp = Members(Req), Members(Rsp), Members(HRsp)
 _READ_DATA = (Req.RdShared, Req.RdAny, Req.RdOwn)
 
 __all__ = ["SnoopFilter", "Coalescer", "TxArbiter", "CpuOp", "Device", "ProtocolError", "cache_hit",
-           "PRIORITY_CLASS", "devload_level"]
+           "devload_level"]
 
 
 _D2H_REQ = _Ch.D2H_REQ
@@ -188,13 +191,6 @@ class Coalescer:
 
 
 # ------------------------------------------------------------------------------------------------
-PRIORITY_CLASS = {  # 0 is served first.  Evictions free device resources, so they go first.
-    Req.DirtyEvict: 0, Req.CleanEvict: 0, Req.CleanEvictNoData: 0,
-    Req.RdShared: 1, Req.RdAny: 1, Req.RdOwn: 1, Req.RdOwnNoData: 1,
-    Req.RdCurr: 2, Req.ItoMWr: 2, Req.WrInv: 2, Req.CLFlush: 2,
-}
-
-
 class TxArbiter:
     """Strict priority between classes, except that a class whose head has been passed over
     ``bound`` times is granted next (the lowest-priority such class first).  So a head waits at most
@@ -210,7 +206,7 @@ class TxArbiter:
         self.count = 0
 
     def push(self, txn):
-        self.queues[PRIORITY_CLASS[txn.op]].append(txn)
+        self.queues[REQUEST_PRIORITY[txn.op]].append(txn)
         self.count += 1
 
     def __len__(self):
@@ -245,7 +241,7 @@ class CpuOp:
     (rdcurr, itomwr, wrinv, clflush).  ``variant`` picks between equivalent opcodes
     (RdShared/RdAny, RdOwn/RdOwnNoData, CleanEvict/CleanEvictNoData)."""
     __slots__ = ("kind", "k", "line", "value", "variant", "t0", "victim")
-    KINDS = ("load", "store", "evict", "rdcurr", "itomwr", "wrinv", "clflush")
+    KINDS = ACCESS_KINDS
 
     def __init__(self, kind, k, line, value=0, variant=0, t0=0):
         if kind not in self.KINDS:
@@ -298,12 +294,6 @@ class LineWork:
     def __init__(self):
         self.snoop = None
         self.evict = None        # reserved CQID of the eviction that follows a back-invalidation
-
-
-_ALLOWED = {  # the most permission internal copies may have in each device state
-    D.I: Perm.NONE, D.S: Perm.READ, D.E: Perm.READWRITE, D.M: Perm.READWRITE,
-    D.SM_AD: Perm.READ, D.SM_A: Perm.READ, D.SM_D: Perm.READ,
-}
 
 
 class Device:
@@ -484,8 +474,8 @@ class Device:
                 code = _Req.DirtyEvict
             elif state is _D.E:
                 code = _Req.CleanEvictNoData if op.variant else _Req.CleanEvict
-            else:
-                code = _Req.CleanEvict if op.variant else _Req.CleanEvictNoData
+            else:           # S: CleanEvict is for E lines only (cxl.coherence.REQUEST_START), whatever the variant
+                code = _Req.CleanEvictNoData
             self._new_txn(code, line, state, op, value, now)
             return True
         # uncached requests: the device must not hold the line; flush its own copies first
@@ -583,7 +573,7 @@ class Device:
         if e is not None and e.presence:
             copies = max(self.caches[k][line][0].perm for k in self._holders(e))
             fetch = data and state is not _D.MI_A
-            if fetch or _ALLOWED.get(nxt, _Perm.NONE) < copies:
+            if fetch or INTERNAL_PERMISSION.get(nxt, _Perm.NONE) < copies:
                 self.work.setdefault(line, LineWork()).snoop = msg
                 self.coal.add(line, e.presence, now)
                 return
@@ -607,7 +597,7 @@ class Device:
                              if self.caches[k][line][0] is _MESI.M or e.dirty)
         if t is not None:
             t.state = nxt
-            if e is not None and _ALLOWED.get(nxt, _Perm.NONE) is _Perm.NONE and e.presence:
+            if e is not None and INTERNAL_PERMISSION.get(nxt, _Perm.NONE) is _Perm.NONE and e.presence:
                 for k in self._holders(e):
                     del self.caches[k][line]
                 e.presence, e.state, e.dirty = 0, None, False

@@ -20,10 +20,10 @@ import sys
 import time
 from collections import deque
 
-from hdl import protocol
+from cxl import messages as protocol
 from .config import Config
 from .dcoh import CpuOp
-from . import states
+from cxl import coherence as states
 from .system import System
 
 __all__ = ["explore", "CONFIGS", "main"]

@@ -3,7 +3,7 @@
 Per line the host keeps which devices hold it and how ('S', or 'E' for an owner in E or M: E -> M is
 silent, so the host cannot tell them apart), and memory.  Requests to one line are served one at a
 time in arrival order; the GO the host sends is the serialization point.  Snoops follow HOST_TABLE
-(states.py): SnpData to the owner for RdShared/RdAny, SnpCur to the owner for RdCurr, SnpInv to every
+(cxl/coherence.py): SnpData to the owner for RdShared/RdAny, SnpCur to the owner for RdCurr, SnpInv to every
 other holder for RdOwn, RdOwnNoData, ItoMWr, WrInv and CLFlush.  UQIDs name the host's buffers for
 snoop data and pulled write data (the WritePull family carries the UQID in RspData).
 
@@ -12,15 +12,17 @@ Opcodes the host does not serve (WrCur, WOWrInv, WOWrInvF, CacheFlushed) raise U
 
 from collections import deque
 
-from hdl.protocol import (Channel, D2HReqOpcode as Req, D2HRspOpcode as Rsp, H2DReqOpcode as Snp,
+from cxl.messages import (Channel, D2HReqOpcode as Req, D2HRspOpcode as Rsp, H2DReqOpcode as Snp,
                           H2DRspOpcode as HRsp, GOState, MAX_IDS)
 from .link import Msg
-from .states import HOST_TABLE, UndeclaredTransition, Members
+from cxl.coherence import HOST_TABLE, SNOOP_RESPONSES, UndeclaredTransition
+
+from .members import Members
 from .dcoh import ProtocolError
 
 __all__ = ["Host"]
 
-# The enums' members for hot code (see states.Members): the same objects, cheaper to look up.
+# The enums' members for hot code (see models/members.py): the same objects, cheaper to look up.
 _Req, _Rsp, _Snp, _HRsp = Members(Req), Members(Rsp), Members(Snp), Members(HRsp)
 _GO, _Ch = Members(GOState), Members(Channel)
 _READS = (Req.RdShared, Req.RdAny, Req.RdOwn, Req.RdOwnNoData)
@@ -29,11 +31,6 @@ _RESULT = {  # response -> (state the responder is left in, whether data follows
     Rsp.RspIHitI: (None, False), Rsp.RspIHitSE: (None, False), Rsp.RspIFwdM: (None, True),
     Rsp.RspSHitSE: ("S", False), Rsp.RspSFwdM: ("S", True),
     Rsp.RspVHitV: ("=", False), Rsp.RspVFwdV: ("=", True),
-}
-_LEGAL = {  # responses allowed to each snoop
-    Snp.SnpInv: {Rsp.RspIHitI, Rsp.RspIHitSE, Rsp.RspIFwdM},
-    Snp.SnpData: {Rsp.RspIHitI, Rsp.RspIHitSE, Rsp.RspIFwdM, Rsp.RspSHitSE, Rsp.RspSFwdM},
-    Snp.SnpCur: {Rsp.RspIHitI, Rsp.RspIHitSE, Rsp.RspIFwdM, Rsp.RspVHitV, Rsp.RspVFwdV},
 }
 
 
@@ -153,7 +150,7 @@ class Host:
                                 f"snoop to that device")
         if w.rsp is not None:
             raise ProtocolError(f"host: second response {msg.op.name} for UQID {msg.uid}")
-        if msg.op not in _LEGAL[w.snoop]:
+        if msg.op not in SNOOP_RESPONSES[w.snoop]:
             raise ProtocolError(f"host: dev{dev} answered {w.snoop.name} to line {w.txn.line:#x} with "
                                 f"{msg.op.name}, which that snoop does not allow")
         w.rsp = msg.op

@@ -14,8 +14,8 @@ import heapq
 from collections import deque
 from typing import NamedTuple, Optional
 
-from hdl.protocol import Channel, CODECS
-from .states import Members
+from cxl.messages import Channel, CODECS
+from .members import Members
 
 __all__ = ["Msg", "Link", "encode", "decode"]
 
@@ -41,7 +41,7 @@ class Msg(NamedTuple):
 
 
 def encode(msg):
-    """The header's wire encoding (the integer of its hdl.protocol layout)."""
+    """The header's wire encoding (the integer of its cxl.messages layout)."""
     c = msg.chan
     if c is _Ch.D2H_REQ:
         f = dict(opcode=msg.op, cqid=msg.uid, nt=0, addr=msg.line)

@@ -19,7 +19,7 @@ SWMR, data value, memory and inclusion of every touched line in one pass over th
 the slower routines (``check_lines``, ``Device.check_line``) only to name a failure, so it raises the
 same error at the same cycle; credit conservation is checked on every link whose counters moved since
 the last check (``Link.check_changed``; an unchanged link holds totals that already passed).  Hot
-code reads enum members through ``states.Members`` (a plain attribute, not the enum metaclass).
+code reads enum members through ``models.members.Members`` (a plain attribute, not the enum metaclass).
 Same seed, same messages: the delivery order, the random draws and the summary are unchanged (checked
 against the previous loop on a message-by-message trace, and the timed mutation runs fail with the
 same error at the same cycle).  Measured 2026-11-30 on this 2-core machine shared with other jobs:
@@ -40,18 +40,20 @@ import random
 import sys
 import time
 
-from hdl.protocol import Channel
+from cxl.messages import Channel
 from .checker import Checker, InvariantViolation
 from .config import Config, ConfigError
 from .coverage import closure, state_event_universe
 from .dcoh import Device, CpuOp
 from .host import Host
 from .link import INF, Link
-from .states import Perm, DevState, MESI, Members
+from cxl.coherence import Perm, DevState, MESI
+
+from .members import Members
 
 __all__ = ["System", "Workload", "drive", "run", "main"]
 
-# The enums' members for hot code (see states.Members): the same objects, cheaper to look up.
+# The enums' members for hot code (see models/members.py): the same objects, cheaper to look up.
 _D, _MESI, _Perm, _Ch = Members(DevState), Members(MESI), Members(Perm), Members(Channel)
 
 _M, _E = _MESI.M, _MESI.E

@@ -10,8 +10,8 @@ import csv
 import os
 import sys
 
-from hdl.protocol import H2DReqOpcode
-from .states import SNOOP_TABLE, RESPONSE_TABLE, HOST_TABLE, REQUEST_START, DevState, STALL
+from cxl.messages import H2DReqOpcode
+from cxl.coherence import SNOOP_TABLE, RESPONSE_TABLE, HOST_TABLE, REQUEST_START, DevState, STALL
 
 __all__ = ["snoop_rows", "response_rows", "host_rows", "request_rows", "main"]
 
@@ -72,23 +72,23 @@ def markdown():
     return "\n".join([
         BEGIN,
         "",
-        "### Device snoop responses (states.SNOOP_TABLE)",
+        "### Device snoop responses (cxl.coherence.SNOOP_TABLE)",
         "",
         f"`{STALL}`: the snoop is held until the line's data arrives (it is not consumed from H2D Req).",
         "",
         _md(snoop_rows()),
         "",
-        "### Device requests: start state (states.REQUEST_START)",
+        "### Device requests: start state (cxl.coherence.REQUEST_START)",
         "",
         _md(request_rows()),
         "",
-        "### Device request tracker: host responses and data (states.RESPONSE_TABLE)",
+        "### Device request tracker: host responses and data (cxl.coherence.RESPONSE_TABLE)",
         "",
         "`granted`: the state the GO granted (S or E). The request completes when the next state is stable.",
         "",
         _md(response_rows()),
         "",
-        "### Host home agent (states.HOST_TABLE)",
+        "### Host home agent (cxl.coherence.HOST_TABLE)",
         "",
         _md(host_rows()),
         "",
@@ -98,7 +98,7 @@ def markdown():
 
 def document(text):
     """``text`` (the protocol document) with its transition-table section, between the BEGIN and END
-    markers, made anew from models/states.py; appended when the markers are missing."""
+    markers, made anew from cxl/coherence.py; appended when the markers are missing."""
     if BEGIN in text and END in text:
         return text[:text.index(BEGIN)] + markdown() + text[text.index(END) + len(END):]
     return text.rstrip() + "\n\n## Transition tables\n\n" + markdown() + "\n"

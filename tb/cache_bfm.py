@@ -10,7 +10,7 @@ Used on the device side of the RTL DCOH (amaranth.sim co-simulation and cocotb).
 """
 
 from models.dcoh import CpuOp, cache_hit
-from models.states import MESI
+from cxl.coherence import MESI
 
 __all__ = ["CacheBFM"]
 

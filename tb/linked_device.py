@@ -20,7 +20,7 @@ from hdl.device import Device
 from hdl.link.loopback import WireInjector
 from hdl.link.port import LinkPort
 from hdl.link.ports import FLIT_BITS, channel_stream
-from hdl.protocol import Channel
+from cxl.messages import Channel
 
 __all__ = ["LinkedDevice"]
 

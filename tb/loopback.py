@@ -5,7 +5,7 @@ from amaranth.hdl import Module
 from amaranth.lib import fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl.protocol import CHANNEL_LAYOUTS
+from cxl.messages import CHANNEL_LAYOUTS
 
 __all__ = ["ChannelLoopback", "port_name"]
 

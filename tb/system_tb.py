@@ -8,7 +8,7 @@ Who is who
 ----------
 * **Host BFM**: ``models.host.Host`` itself, inside a ``models.system.System`` (untimed).  What it
   sends to device ``d`` goes into the model link's in-flight list *and* is driven into the RTL at
-  ``d<d>_h2d_*`` (polled VIP ports, encodings from ``hdl.protocol`` via ``models.link.encode``); what
+  ``d<d>_h2d_*`` (polled VIP ports, encodings from ``cxl.messages`` via ``models.link.encode``); what
   the RTL delivers at ``d<d>_d2h_*`` is matched with the model's in-flight message and handed to the
   Host.  The host keeps the ordering rule of models/link.py: a snoop enters the RTL link only when no
   earlier H2D Rsp to its line is still on its way to the DCOH.
@@ -59,14 +59,14 @@ from cocotb.clock import Clock
 from cocotb.triggers import ReadOnly, RisingEdge
 
 from hdl.dcoh.dcoh import DCOH, CacheState, CmdOp, CpuKind, Dispatch
-from hdl.protocol import Channel
+from cxl.messages import Channel
 from models.checker import InvariantViolation
 from models.config import Config
 from models.coverage import closure_report
 from models.dcoh import CpuOp, cache_hit
-from models.flit import Direction, FlitError
+from cxl.flit import Direction, FlitError
 from models.link import encode as encode_msg
-from models.states import Perm
+from cxl.coherence import Perm
 from models.system import System, Workload, percentile
 from tb.cache_bfm import CacheBFM
 from tb.progress import Progress

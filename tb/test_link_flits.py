@@ -27,7 +27,9 @@ from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, RisingEdge
 
 from hdl.link.rx import CreditsLayout
-from models.flit import FLIT_BYTES, Credits, Direction, Unpacker, pack, random_msg
+from cxl.credits import Credits
+from cxl.flit import FLIT_BYTES, Direction
+from models.flit import Unpacker, pack, random_msg
 from tb.seed import env_seed
 from tb.vip import ChannelMonitor, ChannelSink, FlitDriver, FlitStreamMonitor, StructCodec, channel_fields
 

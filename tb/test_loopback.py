@@ -8,7 +8,7 @@ import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, RisingEdge
 
-from hdl.protocol import CODECS, Channel
+from cxl.messages import CODECS, Channel
 from tb.loopback import port_name
 from tb.seed import env_seed
 from tb.vip import ChannelMonitor, ChannelSink, ChannelSource

@@ -1,7 +1,7 @@
 """cocotb VIP for the six CXL.cache channels: a Source, Sink and Monitor per channel over
 valid/ready, in the style of cocotbext-axi, built from the shared message definitions.
 
-Messages are the field dicts of ``hdl.protocol.CODECS[channel]`` (enum fields as enum members); the
+Messages are the field dicts of ``cxl.messages.CODECS[channel]`` (enum fields as enum members); the
 VIP packs and unpacks them with the same codec the RTL layout comes from, so no width or encoding is
 restated here.  A data-channel port may carry the header alone or the header with its 64-byte line
 (``hdl.link.ports.DataMsg``: the header in the low bits, the line above it); then the message dict has
@@ -18,7 +18,7 @@ e.g. ``FlitUnpacker.flit`` or ``LinkPort.rx_flit``), with a pause generator and 
 error injection; ``FlitStreamMonitor`` watches a flit wire every clock and decodes each flit with the
 golden ``models.flit.Unpacker`` (per-flit verdict, messages, credits, coverage); ``FlitMonitor`` is its
 decoder, also used polled by the system testbench (tb/system_tb.py).  No flit layout, CRC or slot
-format is restated here: all of it is ``models.flit``.
+format is restated here: the formats are ``cxl.flit`` / ``cxl.control``, the checks ``models.flit``.
 """
 
 import random
@@ -29,9 +29,10 @@ from amaranth.hdl import Shape
 from cocotb.triggers import Event, RisingEdge
 
 from hdl.link.ports import FLIT_BITS, LINE_BITS
-from hdl.protocol import CODECS, Channel
-from models.flit import (FLIT_BYTES, SLOTS, WIRE_BYTES, Credits, Direction, FlitError, Packer, Unpacker,
-                         decode_header, deframe)
+from cxl.messages import CODECS, Channel
+from cxl.credits import Credits
+from cxl.flit import FLIT_BYTES, SLOTS, WIRE_BYTES, Direction, FlitError, decode_header
+from models.flit import Packer, Unpacker, deframe
 
 __all__ = ["ChannelCodec", "StructCodec", "ChannelSource", "ChannelSink", "ChannelMonitor", "channel_endpoints",
            "channel_fields", "FlitMonitor", "FlitStreamMonitor", "FlitDriver"]

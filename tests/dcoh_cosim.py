@@ -20,11 +20,11 @@ from amaranth.lib import data
 
 from hdl.dcoh.dcoh import DCOH, CacheState, CmdOp, CpuKind, STATE_CODE
 from hdl.dcoh.snoop_filter import SFState
-from hdl.protocol import Channel, D2HReqOpcode, D2HRspOpcode
+from cxl.messages import Channel, D2HReqOpcode, D2HRspOpcode
 from models.config import Config
 from models.dcoh import CpuOp
 from tb.cache_bfm import CacheBFM
-from models.states import DevState
+from cxl.coherence import DevState
 from models.system import System
 
 __all__ = ["CONFIG", "run_cosim", "CosimMismatch"]

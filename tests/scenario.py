@@ -2,7 +2,7 @@
 messages in a chosen order, then drain everything and check all invariants.  Every move is recorded in
 ``trace`` (the move format of tests/dcoh_cosim.py), so the same race replays against the RTL."""
 
-from hdl.protocol import Channel
+from cxl.messages import Channel
 from models.config import Config
 from models.dcoh import CpuOp
 from models.system import System

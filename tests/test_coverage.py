@@ -3,7 +3,7 @@ run's closure counts hits, holes and keys outside the universe correctly."""
 
 from models import coverage as cov
 from models.config import Config
-from models.states import REQUEST_START, RESPONSE_TABLE, SNOOP_TABLE
+from cxl.coherence import REQUEST_START, RESPONSE_TABLE, SNOOP_TABLE
 from models.system import run
 
 

@@ -1,4 +1,4 @@
-"""The 68B-flit CRC-16 (models/flit.py): its definition, an independent library, and error detection.
+"""The 68B-flit CRC-16 (cxl/crc.py, models/flit/crc.py): its definition, an independent library, and error detection.
 
 Ref: docs/sources.md §2.3: polynomial 0x1F053, initial value 0, no reflection, no final XOR, fed payload bits
 511 down to 0; the result sits in flit bits 527:512.
@@ -29,7 +29,7 @@ from crc import Calculator, Configuration
 
 from models.flit import (CRC_POLY, FLIT_BYTES, PAYLOAD_BYTES, Direction, FlitError, Packer, Unpacker, crc16,
                          crc16_serial, make_msg, seal)
-from hdl.protocol import Channel, H2DReqOpcode
+from cxl.messages import Channel, H2DReqOpcode
 
 FLIT_BITS = 8 * FLIT_BYTES          # 528
 PAYLOAD_BITS = 8 * PAYLOAD_BYTES    # 512

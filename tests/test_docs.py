@@ -1,6 +1,6 @@
 """The repository's documents keep up with the code and stand alone.
 
-* docs/protocol.md's transition tables are the ones models/states.py defines (``make table UPDATE_DOCS=1``
+* docs/protocol.md's transition tables are the ones cxl/coherence.py defines (``make table UPDATE_DOCS=1``
   rewrites them), and ``make table`` without UPDATE_DOCS leaves the committed document alone.
 * No tracked file points its reader outside the repository (a machine's absolute path, a sibling
   folder of reference notes) or at the way the work was organised (issue or session numbers)."""
@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_protocol_doc_has_the_current_tables():
     committed = (ROOT / "docs" / "protocol.md").read_text()
     assert tables.document(committed) == committed, \
-        "docs/protocol.md is out of date with models/states.py: run `make table UPDATE_DOCS=1`"
+        "docs/protocol.md is out of date with cxl/coherence.py: run `make table UPDATE_DOCS=1`"
 
 
 def test_make_table_leaves_the_checkout_alone(tmp_path, monkeypatch):

@@ -1,4 +1,4 @@
-"""The 68B-flit link layer reference (models/flit.py): formats from the facts, round trips, the packing
+"""The 68B-flit link layer reference (models/flit/, formats in cxl/flit.py): formats from the facts, round trips, the packing
 policy, malformed input, and the test vectors.
 
 Ref: docs/sources.md §2.1 (header, all-data flit, rollover), §2.2 (slot formats, per-flit maxima), §2.4
@@ -11,7 +11,7 @@ import random
 import pytest
 from hypothesis import given, strategies as st
 
-from hdl.protocol import CODECS, Channel, D2HRspOpcode, H2DReqOpcode, H2DRspOpcode
+from cxl.messages import CODECS, Channel, D2HRspOpcode, H2DReqOpcode, H2DRspOpcode
 from models import flit as F
 from models.flit import (CONTROL_KINDS, DATA_CHANNELS, MAX_PER_FLIT, SLOT_FORMATS, Credits, Direction, FlitError,
                          Packer, Unpacker, control, decode_control, decode_credit, decode_header, encode_control,
@@ -131,8 +131,8 @@ def test_round_trip_with_messages_arriving_between_flits(schedule):
 
 
 class RandomPolicy(Packer):
-    """Another legal transmitter: random slot formats, and data not always first (only the rollover rule
-    is obeyed).  The unpacker must decode any legal stream, not just the reference packer's choices; this
+    """Another legal transmitter: random slot formats among the legal ones, and data not always first
+    (only the rules that force G0 -- rollover, the next data slot after a Data Header -- are obeyed).  The unpacker must decode any legal stream, not just the reference packer's choices; this
     reaches formats the reference policy never picks (upstream G2 and G3, empty slots, late chunks)."""
 
     def __init__(self, direction, rng):
@@ -140,12 +140,12 @@ class RandomPolicy(Packer):
         self.rng = rng
 
     def choose_slot0(self, counts, priority):
-        return self.rng.choice(self.h_formats)
+        return self.rng.choice(self.legal(self.h_formats, counts))
 
     def choose_g(self, slot, rollover, counts):
         if rollover or (self.chunks and self.rng.random() < 0.5):
             return self.g0
-        return self.rng.choice(self.g_formats)
+        return self.rng.choice(self.legal(self.g_formats, counts))
 
 
 @given(msgs=st.lists(ANY_MESSAGE, max_size=30), seed=st.integers(0, 2**32 - 1))
@@ -166,7 +166,7 @@ def test_unpacker_decodes_any_legal_policy(msgs, seed):
 @given(kind=st.sampled_from(sorted(CONTROL_KINDS)), data=st.data())
 def test_control_flit_round_trip(kind, data):
     spec = CONTROL_KINDS[kind][2]
-    fields = {name: data.draw(st.integers(0, (1 << F._field_width(p)) - 1)) for name, p in spec.items()}
+    fields = {name: data.draw(st.integers(0, (1 << F.control_field_width(p)) - 1)) for name, p in spec.items()}
     ctl = control(kind, **fields)
     payload = encode_control(ctl)
     assert payload >> 128 == 0 and payload & 1          # slot 0 only, Type = 1

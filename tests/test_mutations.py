@@ -6,10 +6,10 @@ import pytest
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from hdl.protocol import Channel, H2DReqOpcode as Snp
+from cxl.messages import Channel, H2DReqOpcode as Snp
 from models import dcoh, host, link
 from models.explore import explore, tiny
-from models.states import STALL, DevState
+from cxl.coherence import STALL, DevState
 from test_model_stateful import CoherenceMachine
 
 

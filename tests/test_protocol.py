@@ -3,7 +3,7 @@
 import pytest
 from hypothesis import given, strategies as st
 
-from hdl.protocol import (CODECS, Channel, D2HReqOpcode, D2HRspOpcode, H2DReqOpcode, H2DRspOpcode, GOState,
+from cxl.messages import (CODECS, Channel, D2HReqOpcode, D2HRspOpcode, H2DReqOpcode, H2DRspOpcode, GOState,
                           MessageCodec, D2HReq, H2DRsp)
 from models.link import Msg, encode, decode
 

@@ -2,8 +2,9 @@
 
 from hypothesis import given, strategies as st
 
-from hdl.protocol import D2HReqOpcode as Req
-from models.dcoh import PRIORITY_CLASS, TxArbiter, devload_level
+from cxl.messages import D2HReqOpcode as Req
+from cxl.device import REQUEST_PRIORITY
+from models.dcoh import TxArbiter, devload_level
 
 BY_CLASS = {0: Req.DirtyEvict, 1: Req.RdOwn, 2: Req.ItoMWr}
 
@@ -45,7 +46,7 @@ def test_priority_order_without_starvation():
     arb = TxArbiter(bound=100)
     for i, cls in enumerate((2, 1, 0, 1)):
         arb.push(T(BY_CLASS[cls], i))
-    assert [PRIORITY_CLASS[arb.pop().op] for _ in range(4)] == [0, 1, 1, 2]
+    assert [REQUEST_PRIORITY[arb.pop().op] for _ in range(4)] == [0, 1, 1, 2]
 
 
 def test_starved_class_is_served_after_bound():

@@ -2,7 +2,7 @@
 Each forces the interleaving by choosing which message is delivered when, checks every invariant after every step, checks that the racy path was
 really taken (the device's (state, event) coverage), and checks the final states."""
 
-from hdl.protocol import Channel, D2HReqOpcode as Req, D2HRspOpcode as Rsp, H2DReqOpcode as Snp, \
+from cxl.messages import Channel, D2HReqOpcode as Req, D2HRspOpcode as Rsp, H2DReqOpcode as Snp, \
     H2DRspOpcode as HRsp
 from scenario import Scenario
 
@@ -146,3 +146,54 @@ def test_itomwr_against_concurrent_readers():
     assert s.state(0, 0, L) == ("S", 11)             # the reader serialized after the write sees it
     assert s.state(1, 0, L) == ("I", None)
     assert s.sys.host.memory(L) == 11
+
+
+def _exclusive_then_evict(s, variant=0):
+    s.cpu(0, 0, "load", L, variant=1)                # RdAny: granted E (nobody else holds it)
+    s.drain()
+    assert s.state(0, 0, L)[0] == "E"
+    s.cpu(0, 0, "evict", L, variant=variant)         # E -> CleanEvict (variant 0), EI_A
+
+
+def test_cleanevict_pending_answers_snpdata_with_rspihiti():
+    """CXL 1.1 Table 19 / CXL 3.x Table 3-26 allow no RspIHitSE to SnpData; the evicting device no
+    longer has the line (CXL 1.1 §3.2.4.1.14), so it answers RspIHitI and marks its write-back Bogus."""
+    s = Scenario(clean_evict_data=True)
+    _exclusive_then_evict(s)
+    s.cpu(1, 0, "load", L)                           # RdShared -> SnpData to the owner, dev0
+    s.deliver(1, Channel.D2H_REQ, Req.RdShared)
+    s.deliver(0, Channel.H2D_REQ, Snp.SnpData)
+    assert s.dev(0).coverage[("EI_A", "SnpData")] == 1
+    assert s.deliver(0, Channel.D2H_RSP).op is Rsp.RspIHitI
+    assert s.dev(0).line_state(L).name == "II_A"
+    s.drain()
+    assert s.dev(0).coverage[("II_A", "GO_WritePull")] == 1       # write-back sent Bogus
+    assert s.state(1, 0, L)[0] in ("S", "E")
+
+
+def test_cleanevict_pending_answers_snpcur_with_rspihiti():
+    """As above for SnpCur (a RdCurr from another device): Table 3-26 allows RspIHitI, not RspIHitSE."""
+    s = Scenario()
+    _exclusive_then_evict(s)
+    s.cpu(1, 0, "rdcurr", L)                         # RdCurr -> SnpCur to the owner, dev0
+    s.deliver(1, Channel.D2H_REQ, Req.RdCurr)
+    s.deliver(0, Channel.H2D_REQ, Snp.SnpCur)
+    assert s.dev(0).coverage[("EI_A", "SnpCur")] == 1
+    assert s.deliver(0, Channel.D2H_RSP).op is Rsp.RspIHitI
+    s.drain()
+    assert s.state(0, 0, L) == ("I", None)
+
+
+def test_shared_line_evicts_with_cleanevictnodata_in_either_variant():
+    """CleanEvict is for an Exclusive line only (CXL 1.1 §3.2.4.1.14, CXL 3.x §3.2.4.2.14 and Table
+    3-28): an S line leaves with CleanEvictNoData whichever opcode variant the access asks for."""
+    s = Scenario()
+    for d in (0, 1):
+        s.cpu(d, 0, "load", L)
+    s.drain()
+    s.cpu(0, 0, "evict", L, variant=1)
+    assert s.dev(0).line_state(L).name == "SI_A"
+    s.deliver(0, Channel.D2H_REQ, Req.CleanEvictNoData)
+    s.drain()
+    assert s.dev(0).coverage[("SI_A", "GO-I")] == 1
+    assert s.state(0, 0, L) == ("I", None) and s.state(1, 0, L)[0] == "S"

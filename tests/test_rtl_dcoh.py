@@ -24,7 +24,7 @@ import test_races                                                  # noqa: E402
 from dcoh_cosim import CONFIG, CosimMismatch, make_dut, run_cosim  # noqa: E402
 from models.states import SNOOP_TABLE, STALL                        # noqa: E402
 from hdl.dcoh.dcoh import DCOH, ErrorKind                          # noqa: E402
-from hdl.protocol import D2HRspOpcode, H2DReqOpcode, H2DRspOpcode  # noqa: E402
+from cxl.messages import D2HRspOpcode, H2DReqOpcode, H2DRspOpcode  # noqa: E402
 from models.config import Config                                   # noqa: E402
 
 
@@ -52,7 +52,7 @@ def test_rtl_matches_model_on_random_streams(seed):
 def test_cosim_detects_a_broken_rtl(monkeypatch):
     """The co-simulation can fail: an RTL that answers SnpData with a downgrade left out is caught."""
     import hdl.dcoh.dcoh as rtl
-    from models.states import DevState as D
+    from cxl.coherence import DevState as D
     broken = dict(rtl.SNOOP_TABLE)
     broken[(D.E, H2DReqOpcode.SnpData)] = (D2HRspOpcode.RspSHitSE, D.E, 0)   # keeps E: breaks SWMR
     monkeypatch.setattr(rtl, "SNOOP_TABLE", broken)

@@ -28,7 +28,7 @@ from hdl.link.port import LinkPort, RETRY_KINDS
 from hdl.link.ports import PAYLOAD_BITS, direction_channels
 from tb.reused_sim import ReusedSimulator
 from hdl.link.rx import CONTROL_TABLES
-from hdl.protocol import CODECS
+from cxl.messages import CODECS
 from models.flit import FLIT_BYTES, Direction, Unpacker, control, encode_control, random_msg, seal
 
 D2H = direction_channels(True)

@@ -24,7 +24,7 @@ from hypothesis import given, settings, strategies as st
 
 from hdl.link.ports import channel_shape
 from hdl.link.rx import CONTROL_KIND_NAMES, FlitKind, FlitUnpacker, RxError
-from hdl.protocol import CODECS, D2HReqOpcode, D2HRspOpcode
+from cxl.messages import CODECS, D2HReqOpcode, D2HRspOpcode
 from models import flit as F
 from models.flit import (CONTROL_KINDS, Credits, Direction, FlitError, Packer, Unpacker,
                          control, deframe, encode_control, encode_header, msg_from_json, seal)
@@ -137,13 +137,16 @@ def expected_code(err):
         return RxError.BE
     if field == "Sz":
         return RxError.SZ
+    if field == "DataHeaders":
+        return RxError.MDH
     if re.fullmatch(r"Slot\d", field):
         if re.match(r"(upstream|downstream) format ", text.split(": ", 1)[1]):
             return RxError.FORMAT           # "<direction> format Xn ... reserved / not supported"
         for key, code in (("S2M NDR", RxError.NDR), ("padding", RxError.PADDING),
                           ("with non-zero bits", RxError.INVALID), ("encoding", RxError.OPCODE),
                           ("more than", RxError.MAX), ("must be G0", RxError.ROLLOVER),
-                          ("no data header", RxError.NO_DATA)):
+                          ("no data header", RxError.NO_DATA), ("next slot for data", RxError.DATA_SLOT),
+                          ("tightly packed", RxError.PACKING), ("(MDH) slot", RxError.MDH)):
             if key in text:
                 return code
     raise AssertionError(f"unclassified reference error {err}")
@@ -217,12 +220,12 @@ class RandomPolicy(Packer):
         self.rng = rng
 
     def choose_slot0(self, counts, priority):
-        return self.rng.choice(self.h_formats)
+        return self.rng.choice(self.legal(self.h_formats, counts))
 
     def choose_g(self, slot, rollover, counts):
         if rollover or (self.chunks and self.rng.random() < 0.5):
             return self.g0
-        return self.rng.choice(self.g_formats)
+        return self.rng.choice(self.legal(self.g_formats, counts))
 
 
 def random_control(rng):
@@ -403,6 +406,7 @@ def _malformed():
     empty = {"slot0": 0, "slot1": 1, "slot2": 1, "slot3": 1}
     owe3 = _header_flit_up()
     g3_pad = 1 << _fmt(UP, "G", 3).used_bits
+    dhdr_dn = CODECS[DOWN.data_channel].encode(cqid=3, chunk_valid=0, poison=0, go_err=0)
     llcrd = encode_control(control("LLCRD", acks=5))
     cases = [
         ("reserved header bit", UP, [_payload(dict(empty, rsvd1=1), {})], RxError.RESERVED),
@@ -421,11 +425,37 @@ def _malformed():
                                         {0: _place(UP, "H", 0, {1: rsp, 2: rsp}),
                                          1: _place(UP, "G", 1, {1: rsp})})], RxError.MAX),
         ("Sz without data header", UP, [_payload(dict(empty, sz=1), {})], RxError.SZ),
-        ("data header without Sz", UP, [_payload(empty, {0: _place(UP, "H", 0, {0: _DHDR})})], RxError.SZ),
+        ("data header without Sz", UP, [_payload(dict(empty, slot1=0, slot2=0, slot3=0),
+                                                 {0: _place(UP, "H", 0, {0: _DHDR}), 1: 1, 2: 2, 3: 3})],
+         RxError.SZ),
         ("control flit while owed", UP, [owe3, seal(llcrd)], RxError.TYPE),
         ("LLCRD reserved bit", DOWN, [seal(llcrd | 1 << 40)], RxError.CONTROL),
         ("control flit slot 2", DOWN, [seal(llcrd | 1 << 300)], RxError.CONTROL),
         ("reserved LLCTRL", DOWN, [seal(llcrd | 0b0111 << 32)], RxError.CONTROL),
+        # CXL 1.1 / CXL 3.x §4.2.5 packing rules (tests/test_conformance.py has the wording)
+        ("MDH slot with one Data Header", UP,
+         [_payload(dict(empty, sz=1, slot1=3, slot2=0, slot3=0), {1: _place(UP, "G", 3, {0: _DHDR}), 2: 5, 3: 6})],
+         RxError.MDH),
+        ("two Data Headers without MDH", DOWN,
+         [_payload(dict(empty, sz=1, slot0=1, slot1=0, slot2=0, slot3=2),
+                   {0: _place(DOWN, "H", 1, {0: dhdr_dn}), 1: 5, 2: 6, 3: _place(DOWN, "G", 2, {1: dhdr_dn})})],
+         RxError.MDH),
+        ("MDH flit with another Data Header", DOWN,
+         [_payload(dict(empty, sz=1, slot0=3, slot1=0, slot2=0, slot3=2),
+                   {0: _place(DOWN, "H", 3, {0: dhdr_dn, 1: dhdr_dn}), 1: 5, 2: 6,
+                    3: _place(DOWN, "G", 2, {1: dhdr_dn})})], RxError.MDH),
+        ("no data in the slot after a Data Header", UP,
+         [_payload(dict(empty, sz=1, slot1=2, slot2=1, slot3=0), {1: _place(UP, "G", 2, {1: _DHDR}), 3: 7})],
+         RxError.DATA_SLOT),
+        ("no data in the next data slot after a rollover chunk", UP,
+         [_payload(dict(empty, sz=1, slot0=0, slot1=0, slot2=0, slot3=0), {0: _place(UP, "H", 0, {0: _DHDR}),
+                                                                           1: 1, 2: 2, 3: 3}),
+          _payload(dict(empty, sz=1, slot0=0, slot1=0, slot2=1, slot3=0), {0: _place(UP, "H", 0, {0: _DHDR}),
+                                                                           1: 4, 3: 5})], RxError.DATA_SLOT),
+        ("D2H Rsp not tightly packed", UP, [_payload(empty, {0: _place(UP, "H", 0, {2: rsp})})], RxError.PACKING),
+        ("D2H Data Headers not tightly packed", UP,
+         [_payload(dict(empty, sz=1, slot1=3, slot2=0, slot3=0),
+                   {1: _place(UP, "G", 3, {1: _DHDR, 2: _DHDR}), 2: 5, 3: 6})], RxError.PACKING),
     ]
     return cases
 
@@ -442,6 +472,15 @@ def test_malformed_flits(case):
     good = F.pack(direction, [F.random_msg(random.Random(1), ch) for ch in direction.channels])
     statuses, _ = check(direction, stream + good, rng=random.Random(2))
     assert statuses[len(stream) - 1].error is code and statuses[len(stream) - 1].rule_error
+
+
+def test_init_param_fields_from_the_specification_layout():
+    """CXL 1.1 Table 42 / CXL 3.x Table 4-10: INIT.Param's LLR Wrap Value is payload 31:24 (slot 0 byte
+    11); the RTL reports it (and the Interconnect Version, payload 3:0) from a flit built by hand."""
+    by_hand = bytearray(64)
+    by_hand[0], by_hand[4], by_hand[8], by_hand[11] = 0x01, 0x8C, 0x02, 0x3C
+    got, statuses, *_ = harness(False).run(Job([seal(bytes(by_hand))], [0], (1.0,) * 3, 0))
+    assert statuses[0].good and statuses[0].ctl == ("INIT.Param", {"version": 2, "llr_wrap": 0x3C})
 
 
 # ---------------------------------------------------------------- 4. discard

@@ -18,7 +18,7 @@ import pytest
 
 from hdl.link.loopback import flit_error_probability
 from hdl.link.traffic import CHANNELS, LinkTraffic, _seeds, message_value
-from hdl.protocol import CODECS, Channel
+from cxl.messages import CODECS, Channel
 from tb.reused_sim import ReusedSimulator
 
 

@@ -20,7 +20,7 @@ from amaranth.back import verilog
 from hypothesis import given, strategies as st
 
 from hdl.link.tx import COUNTER_BITS, FlitPacker
-from hdl.protocol import CODECS
+from cxl.messages import CODECS
 from models.flit import (CREDIT_CLASSES, FLIT_BYTES, Credits, Direction, Packer, Unpacker, deframe,
                          msg_from_json, random_msg, write_vectors)
 from tb.reused_sim import ReusedSimulator

@@ -8,8 +8,9 @@ from rtl_sim import run_clocked
 from hypothesis import given, strategies as st
 
 from hdl.dcoh.qos import CreditCounter, DevLoad, PriorityArbiter
-from hdl.protocol import D2HReqOpcode as Req
-from models.dcoh import PRIORITY_CLASS, TxArbiter, devload_level
+from cxl.messages import D2HReqOpcode as Req
+from cxl.device import REQUEST_PRIORITY
+from models.dcoh import TxArbiter, devload_level
 
 # Constructors that raise on bad parameters leave a half-made Elaboratable behind; that is expected.
 pytestmark = pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
@@ -41,7 +42,7 @@ def test_arbiter_matches_model(bound, data):
             ctx.set(dut.advance, take)
             assert ctx.get(dut.valid) == (req != 0)
             if take:
-                granted = PRIORITY_CLASS[model.pop().op]
+                granted = REQUEST_PRIORITY[model.pop().op]
                 assert ctx.get(dut.grant) == 1 << granted, (req, model.passed)
             await ctx.tick()
     run_clocked(dut, bench)

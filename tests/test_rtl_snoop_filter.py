@@ -19,7 +19,7 @@ from hypothesis import given, strategies as st
 
 from hdl.dcoh.snoop_filter import AllocKind, SFOp, SFState, SnoopFilter
 from models.dcoh import SnoopFilter as ModelSF
-from models.states import DevState as D
+from cxl.coherence import DevState as D
 
 CACHES = 2
 ADDR_WIDTH = 46

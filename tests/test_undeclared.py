@@ -3,11 +3,11 @@ the protocol gets an error naming the message."""
 
 import pytest
 
-from hdl.protocol import Channel, D2HReqOpcode as Req, GOState, H2DRspOpcode as HRsp, D2HRspOpcode as Rsp
+from cxl.messages import Channel, D2HReqOpcode as Req, GOState, H2DRspOpcode as HRsp, D2HRspOpcode as Rsp
 from models.dcoh import ProtocolError
 from models.link import Msg
-from models.states import UndeclaredTransition, SNOOP_TABLE, DevState
-from hdl.protocol import H2DReqOpcode
+from cxl.coherence import UndeclaredTransition, SNOOP_TABLE, DevState
+from cxl.messages import H2DReqOpcode
 from scenario import Scenario
 
 

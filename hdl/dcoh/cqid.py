@@ -15,7 +15,7 @@ from amaranth.hdl import Assert, Module, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl.protocol import ID_WIDTH, MAX_IDS
+from cxl.messages import ID_WIDTH, MAX_IDS
 
 __all__ = ["CQIDAllocator"]
 

@@ -3,14 +3,14 @@ six CXL.cache channel ports on the host side and the internal-cache ports on the
 
 RTL counterpart of :class:`models.dcoh.Device` (the golden model).  Its transitions are not restated:
 the snoop table, the request start states, the response table and the permission of each device state
-are read from :mod:`models.states` / :mod:`models.dcoh` at elaboration and turned into logic, so the
+are read from :mod:`cxl.coherence` / :mod:`cxl.device` at elaboration and turned into logic, so the
 RTL cannot disagree with the model's tables; tests/test_rtl_dcoh.py checks the behaviour around them
 (same messages, same final snoop-filter, tracker and internal-cache states) by co-simulating this top
 against the model's device inside the model's whole system.
 
 Ports
 -----
-Host side (``lib.stream``, payloads from :mod:`hdl.protocol` / :mod:`hdl.link.ports`):
+Host side (``lib.stream``, payloads from :mod:`cxl.messages` / :mod:`hdl.link.ports`):
   ``h2d_req`` in (snoops), ``h2d_rsp`` in, ``h2d_data`` in (:class:`DataMsg`: header + 64 B line);
   ``d2h_req`` out, ``d2h_rsp`` out, ``d2h_data`` out (:class:`DataMsg`).
   ``crd_req`` / ``crd_rsp`` / ``crd_data`` in: D2H credits returned by the link (0..64 per cycle);
@@ -58,7 +58,7 @@ Where the RTL differs from the model (documented, not a behaviour difference at 
     model stalls (a line whose GO came before its data).
 
 # Ref: docs/sources.md §1.2-1.6 (opcodes, snoop-response table, field widths),
-#      §2.4 (credits), §3.2 (DevLoad); states and transitions: models/states.py.
+#      §2.4 (credits), §3.2 (DevLoad); states and transitions: cxl/coherence.py.
 """
 
 import functools
@@ -71,11 +71,11 @@ from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
 
 from hdl.link.ports import LINE_BITS, channel_shape
-from hdl.protocol import (ADDR_WIDTH, ID_WIDTH, MAX_IDS, Channel, D2HReqOpcode as Req,
+from cxl.messages import (ADDR_WIDTH, ID_WIDTH, MAX_IDS, Channel, D2HReqOpcode as Req,
                           D2HRspOpcode as Rsp, H2DReqOpcode as Snp, H2DRspOpcode as HRsp)
-from models.dcoh import CpuOp, PRIORITY_CLASS, _ALLOWED
-from models.states import (DevState as D, MESI, Perm, STALL, GRANTED, REQUEST_START, RESPONSE_TABLE,
-                           SNOOP_TABLE, GO_OF)
+from cxl.coherence import (DevState as D, MESI, Perm, STALL, GRANTED, INTERNAL_PERMISSION, REQUEST_START,
+                           RESPONSE_TABLE, SNOOP_TABLE, GO_OF)
+from cxl.device import ACCESS_KINDS, REQUEST_PRIORITY
 
 from .coalescer import InvalidationCoalescer, Message
 from .cqid import CQIDAllocator
@@ -87,7 +87,7 @@ __all__ = ["CpuKind", "CmdOp", "CacheState", "CpuReq", "CpuRsp", "CacheCmd", "Ca
 
 # ---------------------------------------------------------------- encodings derived from the model
 class CpuKind(enum.Enum, shape=3):
-    """The model's CPU access kinds (``CpuOp.KINDS``), in its order."""
+    """The CPU access kinds (``cxl.device.ACCESS_KINDS``), in their order."""
     LOAD = 0
     STORE = 1
     EVICT = 2
@@ -98,7 +98,7 @@ class CpuKind(enum.Enum, shape=3):
 
 
 class CacheState(enum.Enum, shape=2):
-    """An internal cache's MESI state (``models.states.MESI``), as installed by ``cpu_rsp``."""
+    """An internal cache's MESI state (``cxl.coherence.MESI``), as installed by ``cpu_rsp``."""
     I = 0
     S = 1
     E = 2
@@ -106,8 +106,8 @@ class CacheState(enum.Enum, shape=2):
 
 
 # The RTL encodings must name exactly the model's kinds and states (checked at import).
-assert [k.name.lower() for k in CpuKind] == list(CpuOp.KINDS), "CpuKind differs from models.dcoh.CpuOp.KINDS"
-assert [c.name for c in CacheState] == [s.name for s in MESI], "CacheState differs from models.states.MESI"
+assert [k.name.lower() for k in CpuKind] == list(ACCESS_KINDS), "CpuKind differs from cxl.device.ACCESS_KINDS"
+assert [c.name for c in CacheState] == [s.name for s in MESI], "CacheState differs from cxl.coherence.MESI"
 STATE_CODE = {s: i for i, s in enumerate(D)}          # device line state -> tracker state code
 _STATE_BITS = (len(STATE_CODE) - 1).bit_length()
 _UNCACHED = {"rdcurr": Req.RdCurr, "itomwr": Req.ItoMWr, "wrinv": Req.WrInv, "clflush": Req.CLFlush}
@@ -461,12 +461,12 @@ class DCOH(wiring.Component):
 
         def perm_rw(state):
             """The device state allows internal copies write permission."""
-            rw = [STATE_CODE[s] for s in D if _ALLOWED.get(s, Perm.NONE) is Perm.READWRITE]
+            rw = [STATE_CODE[s] for s in D if INTERNAL_PERMISSION.get(s, Perm.NONE) is Perm.READWRITE]
             return Cat(state == c for c in rw).any()
 
         def perm_none(state):
-            """The device state leaves internal copies no permission (the model's _ALLOWED)."""
-            none = [STATE_CODE[s] for s in D if _ALLOWED.get(s, Perm.NONE) is Perm.NONE]
+            """The device state leaves internal copies no permission (cxl.coherence.INTERNAL_PERMISSION)."""
+            none = [STATE_CODE[s] for s in D if INTERNAL_PERMISSION.get(s, Perm.NONE) is Perm.NONE]
             return Cat(state == c for c in none).any()
 
         def response_table(state, event):
@@ -519,7 +519,7 @@ class DCOH(wiring.Component):
                          e.way.eq(way)]
             m.d.comb += [push.eq(1), push_cqid.eq(cqid)]
             with m.Switch(op):
-                for o, c in PRIORITY_CLASS.items():
+                for o, c in REQUEST_PRIORITY.items():
                     with m.Case(o):
                         m.d.comb += push_class.eq(c)
 
@@ -1089,8 +1089,9 @@ class DCOH(wiring.Component):
                         m.d.comb += [code.eq(Mux(req.variant, Req.CleanEvictNoData, Req.CleanEvict)),
                                      state.eq(STATE_CODE[D.EI_A])]
                     with m.Else():
-                        m.d.comb += [code.eq(Mux(req.variant, Req.CleanEvict, Req.CleanEvictNoData)),
-                                     state.eq(STATE_CODE[D.SI_A])]
+                        # S: CleanEvict is for E lines only (cxl.coherence.REQUEST_START)
+                        m.d.comb += [code.eq(Req.CleanEvictNoData),
+                                     state.eq(STATE_CODE[REQUEST_START[(Req.CleanEvictNoData, D.S)]])]
                     new_txn(cqid, code, r.line, state, cur_k, 1, 0, 0, 0)
                     dequeue()
                     m.next = "SCAN"

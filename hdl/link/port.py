@@ -104,7 +104,9 @@ from hdl.link.crc import FlitCRC
 from hdl.link.ports import FLIT_BITS, PAYLOAD_BITS, channel_stream, direction_channels, flit_stream
 from hdl.link.rx import CONTROL_KIND_NAMES, CONTROL_TABLES, FlitUnpacker
 from hdl.link.tx import AK_FLITS, FlitPacker
-from models.flit import CONTROL_KINDS, CREDIT_CLASSES, MAX_PER_FLIT, control, encode_control
+from cxl.control import CONTROL_KINDS, control, encode_control
+from cxl.credits import CREDIT_CLASSES
+from cxl.flit import MAX_PER_FLIT
 
 __all__ = ["LinkPort", "RETRY_KINDS", "default_credits"]
 

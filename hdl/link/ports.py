@@ -3,7 +3,7 @@
 One definition, used by every link block and its tests:
 
 * a channel port carries one CXL.cache message per handshake, its payload the channel's layout from
-  :mod:`hdl.protocol`; a *data* channel (D2H/H2D Data) carries the data header together with its whole
+  :mod:`cxl.messages`; a *data* channel (D2H/H2D Data) carries the data header together with its whole
   64-byte line, as :class:`DataMsg` (``data`` bit ``i`` = bit ``i % 8`` of line byte ``i // 8``, the
   byte order of ``models.flit``);
 * a flit is 528 bits: payload bits 511:0 (slot 0 byte 0 = bits 7:0) and the CRC in bits 527:512 --
@@ -15,7 +15,7 @@ One definition, used by every link block and its tests:
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl.protocol import CHANNEL_LAYOUTS, LINE_BYTES, Channel
+from cxl.messages import CHANNEL_LAYOUTS, LINE_BYTES, Channel
 
 __all__ = ["FLIT_BITS", "PAYLOAD_BITS", "LINE_BITS", "DataMsg", "channel_shape", "channel_stream",
            "flit_stream", "direction_channels"]

@@ -2,9 +2,10 @@
 
 Behaviourally identical to ``models.flit.Unpacker`` (the spec): the same CRC, the same rules in the same
 order, the same messages, credits, acks and control flits.  Every slot format, offset, width, opcode
-set, header field, control-flit layout and credit code is read at elaboration time from
-``models.flit`` (``SLOT_FORMATS``, ``HEADER_FIELDS``, ``CONTROL_KINDS``/``encode_control``,
-``decode_credit``, ``MAX_PER_FLIT``) and ``hdl.protocol`` (``CODECS``); nothing is restated here.
+set, header field, control-flit layout and credit code is read at elaboration time from the
+definitions (``cxl.flit``: ``SLOT_FORMATS``, ``HEADER_FIELDS``, ``MAX_PER_FLIT``; ``cxl.control``:
+``CONTROL_KINDS``/``encode_control``; ``cxl.credits``: ``decode_credit``; ``cxl.messages``: ``CODECS``);
+nothing is restated here.
 
 ``FlitUnpacker(upstream)``: ``upstream=True`` receives D2H flits (the host's receiver), ``False`` H2D
 flits (the device's receiver).
@@ -97,15 +98,16 @@ from amaranth.lib.wiring import In, Out
 from hdl.link.crc import FlitCRC
 from hdl.link.ports import (FLIT_BITS, PAYLOAD_BITS, channel_shape, channel_stream,
                             direction_channels, flit_stream)
-from hdl.protocol import CODECS
-from models.flit import (CHUNK_BYTES, CHUNKS_PER_LINE, CONTROL_KINDS, CREDIT_CLASSES, HEADER_FIELDS,
-                         MAX_PER_FLIT, PAYLOAD_BYTES, S2M_NDR, SLOT_BYTES, SLOT_FORMATS, ControlFlit,
-                         CreditProtocol, Direction, decode_credit, encode_control)
+from cxl.messages import CODECS
+from cxl.control import CONTROL_KINDS, ControlFlit, encode_control
+from cxl.credits import CREDIT_CLASSES, CreditProtocol, decode_credit
+from cxl.flit import (CHUNK_BYTES, CHUNKS_PER_LINE, HEADER_FIELDS, MAX_PER_FLIT, PAYLOAD_BYTES, S2M_NDR, SLOT_BYTES,
+                      SLOT_FORMATS, Direction)
 
 __all__ = ["RxError", "FlitKind", "CONTROL_KIND_NAMES", "FlitUnpacker"]
 
 
-class RxError(enum.Enum, shape=4):
+class RxError(enum.Enum, shape=5):
     """What was wrong with a retired flit: the first check that failed, in the reference's order."""
     NONE = 0
     CRC = 1          # CRC mismatch ("CRC")
@@ -122,6 +124,9 @@ class RxError(enum.Enum, shape=4):
     MAX = 12         # per-flit maximum of a channel exceeded
     SZ = 13          # Sz is not 1 exactly when the flit has a data header
     CONTROL = 14     # bad control flit (CTL_FMT, LLCTRL, SubType, reserved bits, slots 1-3)
+    DATA_SLOT = 15   # the next slot for data after a Data Header is not G0 ("next slot for data")
+    PACKING = 16     # a slot's messages of one channel are not tightly packed ("tightly packed")
+    MDH = 17         # MDH slot with < 2 Data Headers, or a second Data Header outside it ("MDH", "DataHeaders")
 
 
 class FlitKind(enum.Enum, shape=2):
@@ -133,7 +138,7 @@ class FlitKind(enum.Enum, shape=2):
 # Control kinds by index: Amaranth enums cannot be built from a table, so ``ctl.kind`` is an index.
 CONTROL_KIND_NAMES = tuple(CONTROL_KINDS)
 
-# ---------------------------------------------------------------- sizes, all from models.flit
+# ---------------------------------------------------------------- sizes, all from cxl.flit
 SLOTS = PAYLOAD_BYTES // SLOT_BYTES
 SLOT_BITS = 8 * SLOT_BYTES
 CHUNK_BITS = 8 * CHUNK_BYTES
@@ -173,7 +178,7 @@ CreditsLayout = data.StructLayout({name: range(CREDIT_MAX + 1) for name in CREDI
 
 def _ack_weight():
     """Flits one Ak bit acknowledges: the LLCRD Acknowledge bit that shares the header's Ak position
-    (Ref: docs/sources.md §2.1, Ak = 8 flits [S]; models.flit CONTROL_KINDS, Acknowledge[3] at bit 2)."""
+    (Ref: docs/sources.md §2.1, Ak = 8 flits [S]; cxl.control CONTROL_KINDS, Acknowledge[3] at bit 2)."""
     ak_offset = HEADER["ak"][0]
     for shift, offset, _ in CONTROL_KINDS["LLCRD"][2]["acks"]:
         if offset == ak_offset:
@@ -258,8 +263,8 @@ class FlitUnpacker(wiring.Component):
         """Everything about a flit that depends on its bits alone (not on the data-chunk state), from the
         flit *offered* on ``flit.payload``; ``elaborate`` registers it together with the flit.  Returns
         {name: signal}.  The proto checks are split into *segments*: runs of content-only checks
-        between the checks that need the chunk state (ROLLOVER, NO_DATA); per segment the first failing
-        check's code is found here, so the verdict after the register only walks the segments."""
+        between the checks that need the chunk state (ROLLOVER, DATA_SLOT, NO_DATA); per segment the first
+        failing check's code is found here, so the verdict after the register only walks the segments."""
         req_ch, rsp_ch, dat_ch = self.chans
         out = {}
 
@@ -329,6 +334,12 @@ class FlitUnpacker(wiring.Component):
             items.append(("c", ~Cat(*sel.values()).any(), RxError.FORMAT))
             if s >= 1:
                 items.append(("rollover", s))          # (owed >= s) & ~g0
+                # The next slot for data after a Data Header in slot h is max(h + 1, owed + 1): slot s
+                # is it for a header in slot s - 1 when owed < s, for one in an earlier slot when
+                # owed == s - 1 (the reference's data_slot rule).
+                keep(f"s{s}_hdr_prev", slot_count[s - 1][dat_ch] != 0)
+                keep(f"s{s}_hdr_earlier", before[s - 1][dat_ch] != 0)
+                items.append(("nextdata", s))
             if any(f.data for f in mine):
                 # Chunks go to the first line still owed one; none owed -> no header to take it:
                 # g0 & (owed + CHUNKS_PER_LINE * headers before <= G0 slots before).  With a header
@@ -350,7 +361,7 @@ class FlitUnpacker(wiring.Component):
                     if item == S2M_NDR:
                         items.append(("c", on & v.any(), RxError.NDR))
                         continue
-                    valid = v[0]     # Valid is bit 0 of every message (hdl.protocol)
+                    valid = v[0]     # Valid is bit 0 of every message (cxl.messages)
                     items.append(("c", on & ~valid & v.any(), RxError.INVALID))
                     illegal = Cat(*(~Cat(*(v[fo:fo + fw] == e for e in legal)).any()
                                     for fo, fw, legal in _enum_fields(item))).any()
@@ -361,6 +372,18 @@ class FlitUnpacker(wiring.Component):
                     present = Signal(name=f"slot{s}_{f.name}_{item.name.lower()}_at{offset}")
                     m.d.comb += present.eq(on & valid)
                     cands[item].append((present, rank, v))
+                # Tight packing: per channel, no empty position before a filled one.
+                for ch in self.chans:
+                    vb = valid_bits(s, f, ch)
+                    gaps = [~a & b for a, b in zip(vb, vb[1:])]
+                    if gaps:
+                        items.append(("c", on & Cat(*gaps).any(), RxError.PACKING))
+                if f.mdh:                              # an MDH slot carries 2 or more Data Headers
+                    items.append(("c", on & (slot_count[s][dat_ch] < 2), RxError.MDH))
+        # More than one Data Header in the flit: all of them in one MDH slot, or the flit breaks the rule.
+        one_mdh_slot = Cat(*(Cat(*(slot_sel[s][f.code] for f in slot_mine[s] if f.mdh)).any()
+                             & (slot_count[s][dat_ch] == counts[dat_ch]) for s in range(SLOTS))).any()
+        items.append(("c", (counts[dat_ch] > 1) & ~one_mdh_slot, RxError.MDH))
         items.append(("c", hdr["sz"] != (counts[dat_ch] != 0), RxError.SZ))
 
         # Segments of content checks: (any fails, first failing code); the state checks between them.
@@ -477,6 +500,9 @@ class FlitUnpacker(wiring.Component):
         ]
 
         # ------------------------------------------------ protocol flit verdict: segments + state checks
+        def next_data_fails(s):
+            return ~h[f"s{s}_g0"] & (owed < s) & (h[f"s{s}_hdr_prev"] | (h[f"s{s}_hdr_earlier"] & (owed == s - 1)))
+
         proto_code = Signal(RxError)
         for it in reversed(self._order):           # later statements win: the first failing check does
             if it[0] == "seg":
@@ -486,6 +512,9 @@ class FlitUnpacker(wiring.Component):
                 s = it[1]
                 with m.If((owed >= s) & ~h[f"s{s}_g0"]):
                     m.d.comb += proto_code.eq(RxError.ROLLOVER)
+            elif it[0] == "nextdata":
+                with m.If(next_data_fails(it[1])):
+                    m.d.comb += proto_code.eq(RxError.DATA_SLOT)
             else:
                 s = it[1]
                 with m.If(h[f"s{s}_nd"] & (owed <= h[f"s{s}_g0_before"])):
@@ -514,6 +543,8 @@ class FlitUnpacker(wiring.Component):
                 fails.append(h[it[1]])
             elif it[0] == "rollover":
                 fails.append((owed >= it[1]) & ~h[f"s{it[1]}_g0"])
+            elif it[0] == "nextdata":
+                fails.append(next_data_fails(it[1]))
             else:
                 fails.append(h[f"s{it[1]}_nd"] & (owed <= h[f"s{it[1]}_g0_before"]))
         m.d.comb += proto_bad.eq(Cat(*fails).any())

@@ -44,7 +44,7 @@ from amaranth.lib.wiring import In, Out
 
 from hdl.link.loopback import COUNTERS, LinkLoopback
 from hdl.link.ports import LINE_BITS, direction_channels
-from hdl.protocol import CODECS, Channel
+from cxl.messages import CODECS, Channel
 
 __all__ = ["LinkTraffic", "CHANNELS", "xorshift32", "message_value"]
 

@@ -2,9 +2,10 @@
 
 Bit-exact with the golden model ``models.flit.Packer`` (its module docstring is the specification of
 the policy; tests/test_rtl_link_tx.py checks every flit against it).  Every slot format, message
-offset, header field, credit code and control-flit field is read at elaboration time from
-``models.flit`` (``SLOT_FORMATS``, ``MAX_PER_FLIT``, ``HEADER_FIELDS``, ``CREDIT_VALUES``/
-``encode_credit``, ``CONTROL_KINDS``/``encode_control``) and ``hdl.protocol.CODECS``; Python loops
+offset, header field, credit code and control-flit field is read at elaboration time from the
+definitions (``cxl.flit``: ``SLOT_FORMATS``, ``MAX_PER_FLIT``, ``HEADER_FIELDS``; ``cxl.credits``:
+``CREDIT_VALUES``/``encode_credit``; ``cxl.control``: ``CONTROL_KINDS``/``encode_control``; and
+``cxl.messages.CODECS``); Python loops
 generate the hardware, so a change there changes the RTL with it.
 
 Ports (``FlitPacker(upstream)``; the channels are ``hdl.link.ports.direction_channels(upstream)``):
@@ -84,10 +85,11 @@ from amaranth.lib.wiring import In, Out
 
 from hdl.link.crc import FlitCRC
 from hdl.link.ports import LINE_BITS, PAYLOAD_BITS, channel_shape, channel_stream, direction_channels, flit_stream
-from hdl.protocol import CODECS
-from models.flit import (CHUNKS_PER_LINE, CONTROL_KINDS, CREDIT_CLASSES, CREDIT_VALUES, DATA_CHANNELS,
-                         H_SLOT_BITS, HEADER_BITS, HEADER_FIELDS, MAX_PER_FLIT, S2M_NDR, SLOT_BITS,
-                         SLOT_FORMATS, SLOTS, Direction, control, encode_control, encode_credit)
+from cxl.messages import CODECS
+from cxl.control import CONTROL_KINDS, control, encode_control
+from cxl.credits import CREDIT_CLASSES, CREDIT_VALUES, encode_credit
+from cxl.flit import (CHUNKS_PER_LINE, DATA_CHANNELS, H_SLOT_BITS, HEADER_BITS, HEADER_FIELDS, MAX_PER_FLIT,
+                      S2M_NDR, SLOT_BITS, SLOT_FORMATS, SLOTS, Direction)
 
 __all__ = ["FlitPacker", "AK_FLITS", "COUNTER_BITS"]
 
@@ -168,9 +170,28 @@ class FlitPacker(wiring.Component):
                     avail = dict(zip(chans, (a0, a1, a2)))
                     for prio in range(len(chans)):
                         for owed in range(CHUNKS_PER_LINE):
-                            plans[a0, a1, a2, prio, owed] = self._plan(avail, prio, owed, h_formats, g_formats,
-                                                                       data_ch)
+                            plan = self._plan(avail, prio, owed, h_formats, g_formats, data_ch)
+                            self._check_plan(plan, data_ch, (a0, a1, a2, prio, owed))
+                            plans[a0, a1, a2, prio, owed] = plan
         return plans
+
+    def _check_plan(self, plan, data_ch, key):
+        """Elaboration-time check of the 68B packing rules on Data Headers (CXL 1.1 / CXL 3.x §4.2.5),
+        which the greedy fill keeps by construction: an MDH slot carries 2 or more Data Headers, one
+        slot of a flit at most carries Data Headers, and the next slot for data after them is G0."""
+        slots, _, _, _ = plan
+        owed = key[-1]
+        with_hdrs = [s for s, (code, taken, _, _) in enumerate(slots) if taken[data_ch]]
+        for s, (code, taken, _, _) in enumerate(slots):
+            fmt = SLOT_FORMATS[self.direction, "H" if s == 0 else "G", code]
+            if fmt.mdh and taken[data_ch] < 2:
+                raise AssertionError(f"TX plan {key}: slot {s} is {fmt.name} (MDH) with {taken[data_ch]} Data Headers")
+        if len(with_hdrs) > 1:
+            raise AssertionError(f"TX plan {key}: Data Headers in slots {with_hdrs}")
+        for h in with_hdrs:
+            nxt = max(h + 1, owed + 1)
+            if nxt < SLOTS and not SLOT_FORMATS[self.direction, "G", slots[nxt][0]].data:
+                raise AssertionError(f"TX plan {key}: slot {nxt} after the Data Header in slot {h} is not G0")
 
     def _plan(self, avail, prio, owed, h_formats, g_formats, data_ch):
         chans = self.channels
@@ -478,7 +499,7 @@ class FlitPacker(wiring.Component):
         # -------------------------------------------------------------- LLCRD control flit
         llcrd = Signal(PAYLOAD_BITS)
         llcrd_values = {"acks": d_llcrd_acks, **{f"{k}_crd": crd_code[k] for k in CREDIT_CLASSES}}
-        assert set(llcrd_values) == set(_LLCRD_FIELDS), "LLCRD fields changed in models.flit"
+        assert set(llcrd_values) == set(_LLCRD_FIELDS), "LLCRD fields changed in cxl.control"
         m.d.comb += llcrd.eq(encode_control(control("LLCRD")))   # Type, LLCTRL, SubType; fields 0
         for fname, pieces in _LLCRD_FIELDS.items():
             for shift, offset, width in pieces:

@@ -1,7 +1,10 @@
-"""Coherence states, their access permissions, and every declared transition of the golden model.
+"""Coherence states, their access permissions, and every declared transition of a CXL.cache device and
+of the host home agent; the D2H responses the specification allows to each snoop.
 
-The tables here are the model's behaviour, not documentation of it: the DCOH and the host look their
-transitions up in them, and ``make table`` prints them.  A (state, event) pair that is not declared
+The tables here are behaviour, not documentation of it: the golden device and host (models/dcoh.py,
+models/host.py) look their transitions up in them, the RTL DCOH (hdl/dcoh/dcoh.py) turns them into logic
+at elaboration, and ``make table`` prints them (docs/protocol.md).  docs/conformance.md gives the
+specification section of each rule.  A (state, event) pair that is not declared
 raises :class:`UndeclaredTransition` naming both.
 
 Device line states (the DCOH's view of one line, as the host sees the device):
@@ -19,22 +22,13 @@ Device line states (the DCOH's view of one line, as the host sees the device):
 
 import enum
 
-from hdl.protocol import D2HReqOpcode as Req, D2HRspOpcode as Rsp, H2DReqOpcode as Snp, GOState
+from cxl.messages import D2HReqOpcode as Req, D2HRspOpcode as Rsp, H2DReqOpcode as Snp, GOState
 
 __all__ = [
-    "Members", "Perm", "MESI", "DevState", "UndeclaredTransition", "STALL",
-    "SNOOP_TABLE", "snoop_transition", "REQUEST_START", "RESPONSE_TABLE", "response_transition",
+    "Perm", "MESI", "DevState", "INTERNAL_PERMISSION", "UndeclaredTransition", "STALL",
+    "SNOOP_TABLE", "SNOOP_RESPONSES", "snoop_transition", "REQUEST_START", "RESPONSE_TABLE", "response_transition",
     "HOST_TABLE", "GO_OF", "GRANTED",
 ]
-
-
-class Members:
-    """An enum's members as plain instance attributes, for hot code: ``Enum.X`` goes through the enum
-    metaclass (~0.2 us a lookup in CPython 3.11), ``Members(Enum).X`` is a dict lookup.  The attributes
-    are the members themselves."""
-
-    def __init__(self, enum_cls):
-        self.__dict__.update(enum_cls.__members__)
 
 
 class UndeclaredTransition(RuntimeError):
@@ -86,6 +80,13 @@ class DevState(enum.Enum):
 
 _STABLE = {DevState.I, DevState.S, DevState.E, DevState.M}
 
+# The most permission the device's internal copies may have in each device state (none in any state not
+# listed): a device state grants its internal caches at most what the host granted the device.
+INTERNAL_PERMISSION = {
+    DevState.I: Perm.NONE, DevState.S: Perm.READ, DevState.E: Perm.READWRITE, DevState.M: Perm.READWRITE,
+    DevState.SM_AD: Perm.READ, DevState.SM_A: Perm.READ, DevState.SM_D: Perm.READ,
+}
+
 # A snoop that hits a line whose GO arrived but whose data has not is held (the H2D Req channel may be
 # back-pressured); it proceeds when the data arrives, which needs no D2H progress (facts §1.1).
 STALL = "Stall"
@@ -121,12 +122,27 @@ for _s, _inv in ((D.SM_AD, D.IM_AD), (D.SM_A, D.IM_A)):
     SNOOP_TABLE[(_s, Snp.SnpInv)] = (Rsp.RspIHitSE, _inv, 0)
     SNOOP_TABLE[(_s, Snp.SnpCur)] = (Rsp.RspVHitV, _s, 0)
 for _s in (D.SI_A, D.EI_A):
-    # Clean eviction under way: the internal copies are already gone, so any snoop leaves I.
-    for _snp in Snp:
-        SNOOP_TABLE[(_s, _snp)] = (Rsp.RspIHitSE, D.II_A, 0)
+    # Clean eviction under way: the internal copies are already gone ("the device no longer contains
+    # any cached copies of this line", CXL 1.1 §3.2.4.1.14 / 3.x §3.2.4.2.14), so the device answers as
+    # one without the line: RspIHitI, the one such response Table 3-26 allows for SnpData and SnpCur;
+    # RspIHitSE ("hit in a clean state ... now invalid") for SnpInv, which allows it.  Any snoop makes
+    # a later write-back Bogus (CXL 1.1 §3.2.5.4): II_A.
+    SNOOP_TABLE[(_s, Snp.SnpData)] = (Rsp.RspIHitI, D.II_A, 0)
+    SNOOP_TABLE[(_s, Snp.SnpInv)] = (Rsp.RspIHitSE, D.II_A, 0)
+    SNOOP_TABLE[(_s, Snp.SnpCur)] = (Rsp.RspIHitI, D.II_A, 0)
 SNOOP_TABLE[(D.MI_A, Snp.SnpData)] = (Rsp.RspIFwdM, D.II_A, 1)
 SNOOP_TABLE[(D.MI_A, Snp.SnpInv)] = (Rsp.RspIFwdM, D.II_A, 1)
 SNOOP_TABLE[(D.MI_A, Snp.SnpCur)] = (Rsp.RspVFwdV, D.MI_A, 1)
+
+
+# The D2H responses the specification allows to each snoop: CXL 1.1 Table 19 = CXL 3.x Table 3-26
+# ("CXL.cache -- Mapping of H2D Requests to D2H Responses").  The host rejects any other answer.
+SNOOP_RESPONSES = {
+    Snp.SnpData: frozenset({Rsp.RspIHitI, Rsp.RspSHitSE, Rsp.RspSFwdM, Rsp.RspIFwdM}),
+    Snp.SnpInv: frozenset({Rsp.RspIHitI, Rsp.RspIHitSE, Rsp.RspIFwdM}),
+    Snp.SnpCur: frozenset({Rsp.RspIHitI, Rsp.RspVHitV, Rsp.RspSHitSE, Rsp.RspSFwdM, Rsp.RspIFwdM,
+                           Rsp.RspVFwdV}),
+}
 
 
 def snoop_transition(state, snoop):
@@ -136,7 +152,9 @@ def snoop_transition(state, snoop):
         raise UndeclaredTransition("device snoop handler", state, snoop) from None
 
 
-# Which transient state a device request starts in, from the line's state at issue.
+# Which transient state a device request starts in, from the line's state at issue.  CleanEvict is for
+# an Exclusive line only ("evict a full 64 byte Exclusive cache line", CXL 1.1 §3.2.4.1.14, CXL 3.x
+# §3.2.4.2.14 and Table 3-28); a clean S line leaves with CleanEvictNoData.
 REQUEST_START = {
     (Req.RdShared, D.I): D.IS_AD,
     (Req.RdAny, D.I): D.IS_AD,
@@ -146,7 +164,6 @@ REQUEST_START = {
     (Req.RdOwnNoData, D.S): D.SM_A,
     (Req.CleanEvictNoData, D.S): D.SI_A,
     (Req.CleanEvictNoData, D.E): D.EI_A,
-    (Req.CleanEvict, D.S): D.SI_A,
     (Req.CleanEvict, D.E): D.EI_A,
     (Req.DirtyEvict, D.M): D.MI_A,
     (Req.RdCurr, D.I): D.IC_D,
@@ -172,8 +189,7 @@ RESPONSE_TABLE = {
     (D.SM_AD, "GO-E"): (D.SM_D, None), (D.SM_AD, "Data"): (D.SM_A, None),
     (D.SM_D, "Data"): (D.E, None),
     (D.SM_A, "GO-E"): (D.E, None),
-    (D.SI_A, "GO-I"): (D.I, None), (D.SI_A, "GO_WritePull_Drop"): (D.I, None),
-    (D.SI_A, "GO_WritePull"): (D.I, "send_data"),
+    (D.SI_A, "GO-I"): (D.I, None),          # SI_A is CleanEvictNoData's: GO-I only (CXL 3.x Table 3-23)
     (D.EI_A, "GO-I"): (D.I, None), (D.EI_A, "GO_WritePull_Drop"): (D.I, None),
     (D.EI_A, "GO_WritePull"): (D.I, "send_data"),
     (D.MI_A, "GO_WritePull"): (D.I, "send_data"),

@@ -1,0 +1,237 @@
+"""TX side of the golden 68B-flit model: per-channel FIFOs in, flits out (:class:`Packer`, :func:`pack`).
+
+Data: a data header (D2H/H2D DataHdr) announces one 64 B line, sent as four 16-byte chunks (chunk ``k`` =
+line bytes ``16k .. 16k+15``) in G0 slots after the header, in header order.  With ``P`` chunks still owed
+at the start of a flit: ``P >= 4`` makes it an all-data flit (four chunks and no header: no Type bit,
+slot formats, credits or Ak); otherwise it is a header flit whose slots 1..P must be G0.  A chunk never
+goes in slot 0 of a header flit.  Sz = 1 exactly when the flit carries a data header (64 B lines);
+byte-enable slots (BE = 1) and 32 B transfers are not supported (CXL.cache data is a full line, facts
+§1.1).  A control flit may not come while chunks are owed (they must roll over into the next flit).
+
+Packing policy (:class:`Packer`), one flit at a time:
+
+1. ``P >= 4`` chunks owed: all-data flit.
+2. Otherwise, if any message or chunk is queued, a protocol flit.  Slot 0: the H-format whose greedy fill
+   (each position takes the next message of its channel, within the per-flit maximum of facts §2.2)
+   scores highest, where the score is (carries a message of the *priority channel*, number of
+   messages); ties go to the lower format code.  The priority channel rotates REQ -> RSP -> DATA after
+   every protocol flit, so a busy channel cannot starve the others (a plain message count would always
+   pick 4 x DataHdr over DataHdr + 2 x Rsp, and GOs would wait behind a read stream).
+   Slots 1-3: G0 whenever a chunk is owed (data first: the rollover rule forces it in the next flit
+   anyway, and D2H data must make progress, facts §1.1); otherwise the G-format carrying the most
+   messages, ties to the lower code.  An empty slot is H0 / G1 with every message invalid.
+   (``Packer.choose_slot0`` / ``Packer.choose_g`` hold this policy; a test swaps in a random legal one.)
+3. Otherwise, if credits or acks are waiting, an LLCRD control flit.
+4. Otherwise nothing (the link would send idle flits; that is outside this model).
+
+Credits and Ak: every protocol flit returns, per class (req, rsp, data), the largest encodable amount
+(0, 1, 2, 4, ..., 64) not above what is waiting, and sets Ak when 8 or more received flits wait to be
+acknowledged (Ak acknowledges 8).  An LLCRD returns the same credit amounts and acknowledges up to 255
+flits.  The credits a flit carries belong to the channels of the *other* direction (the receiver returns
+them).  All-data flits have no header, so they carry neither.
+
+The RTL packer (hdl/link/tx.py) makes the same choices, bit for bit.
+
+# Ref: docs/sources.md §2.1 (all-data flit and rollover, G0 never in slot 0), §2.2 (per-flit maxima),
+#      §2.4 (credits); CXL 1.1 / CXL 3.x §4.2.5 (packing rules, docs/conformance.md).
+"""
+
+from collections import deque
+
+from cxl.control import control, encode_control
+from cxl.credits import CREDIT_CLASSES, CreditProtocol, Credits, credit_step, encode_credit
+from cxl.flit import (CHUNK_BYTES, CHUNKS_PER_LINE, HEADER_BITS, MAX_PER_FLIT, S2M_NDR, SLOT_BITS, SLOT_FORMATS,
+                      SLOTS, Direction, encode_header)
+from cxl.messages import CODECS, LINE_BYTES
+
+from .crc import seal
+
+__all__ = ["Packer", "pack"]
+
+
+class Packer:
+    """TX side of one direction: per-channel FIFOs in, flits out (policy in the module docstring).
+
+    ``push`` queues a message, ``return_credits``/``acknowledge`` queue link-layer returns, and
+    ``next_flit`` builds the next 66-byte flit (None when there is nothing to send).
+    """
+
+    def __init__(self, direction):
+        self.direction = Direction(direction)
+        self.queues = {ch: deque() for ch in self.direction.channels}
+        self.chunks = deque()          # 16-byte chunks owed by data headers already packed, in order
+        self.credits = dict.fromkeys(CREDIT_CLASSES, 0)
+        self.acks = 0
+        self.priority = 0              # index into direction.channels; rotates per protocol flit
+        self.hdr_slot = None           # while a protocol flit is built: its slot with Data Headers
+        mine = sorted((f for (d, _, _), f in SLOT_FORMATS.items() if d is self.direction), key=lambda f: f.code)
+        self.h_formats = [f for f in mine if f.kind == "H"]                 # in code order
+        self.g_formats = [f for f in mine if f.kind == "G" and not f.data]
+        self.g0 = SLOT_FORMATS[self.direction, "G", 0]
+
+    def push(self, msg):
+        if Direction.of(msg.chan) is not self.direction:
+            raise ValueError(f"{msg.chan.name} does not travel {self.direction.value}")
+        self.queues[msg.chan].append(msg)
+
+    def return_credits(self, req=0, rsp=0, data=0):
+        for name, n in (("req", req), ("rsp", rsp), ("data", data)):
+            if n < 0:
+                raise ValueError(f"cannot return {n} {name} credits")
+            self.credits[name] += n
+
+    def acknowledge(self, flits):
+        """Note ``flits`` more correctly received flits to acknowledge."""
+        if flits < 0:
+            raise ValueError(f"cannot acknowledge {flits} flits")
+        self.acks += flits
+
+    @property
+    def busy(self):
+        """True while messages or data chunks are waiting."""
+        return bool(self.chunks) or any(self.queues.values())
+
+    def next_flit(self):
+        if len(self.chunks) >= CHUNKS_PER_LINE:
+            return seal(self._all_data())
+        if self.busy:
+            return seal(self._protocol_flit())
+        if self.acks or any(self.credits.values()):
+            return seal(encode_control(self._llcrd()))
+        return None
+
+    def drain(self):
+        """Every flit needed to send all that is queued."""
+        flits = []
+        while (flit := self.next_flit()) is not None:
+            flits.append(flit)
+        return flits
+
+    # -- flit builders
+    def _all_data(self):
+        payload = 0
+        for s in range(SLOTS):
+            payload |= int.from_bytes(self.chunks.popleft(), "little") << (SLOT_BITS * s)
+        return payload
+
+    def _take_credits(self, protocol=CreditProtocol.CACHE):
+        codes = {}
+        for name in CREDIT_CLASSES:
+            n = credit_step(self.credits[name])
+            self.credits[name] -= n
+            codes[name] = encode_credit(n, protocol)
+        return codes
+
+    def _llcrd(self):
+        acks = min(self.acks, 255)
+        self.acks -= acks
+        codes = self._take_credits()
+        return control("LLCRD", acks=acks, req_crd=codes["req"], rsp_crd=codes["rsp"],
+                       data_crd=codes["data"])
+
+    def _fill(self, fmt, counts):
+        """What ``fmt`` would carry now: per position the next queued message of its channel (None if
+        that channel is empty or at its per-flit maximum), and how many it takes per channel.  Positions
+        are filled in order, so a slot is tightly packed; Data Headers go in only while no earlier slot
+        of the flit has one (one slot of a flit carries Data Headers: CXL 1.1 / 3.x §4.2.5)."""
+        taken = dict.fromkeys(self.direction.channels, 0)
+        placed = []
+        data_chan = self.direction.data_channel
+        for item, _, _ in fmt.fields:
+            if item == S2M_NDR or (item is data_chan and self.hdr_slot is not None):
+                placed.append(None)
+                continue
+            k = taken[item]
+            if k < len(self.queues[item]) and counts[item] + k < MAX_PER_FLIT[item]:
+                placed.append(self.queues[item][k])
+                taken[item] = k + 1
+            else:
+                placed.append(None)
+        return placed, taken
+
+    def legal(self, formats, counts):
+        """The formats that may be chosen now: an MDH format only if it would carry 2 or more Data
+        Headers (CXL 1.1 / 3.x §4.2.5).  Never empty: H0 and G1 are not MDH formats."""
+        data_chan = self.direction.data_channel
+        return [f for f in formats if not f.mdh or self._fill(f, counts)[1][data_chan] >= 2]
+
+    def _best(self, formats, counts, priority=None):
+        best = None
+        for fmt in self.legal(formats, counts):  # in code order: a tie keeps the lower code
+            placed, taken = self._fill(fmt, counts)
+            n = sum(taken.values())
+            score = (priority is not None and taken[priority] > 0, n)
+            if best is None or score > best[0]:
+                best = (score, fmt)
+        return best[1]
+
+    # -- the policy: two hooks, so that a test can swap in another legal policy and check the unpacker
+    def choose_slot0(self, counts, priority):
+        """The H-format for slot 0: most messages, the priority channel's first."""
+        return self._best(self.h_formats, counts, priority)
+
+    def choose_g(self, slot, rollover, counts):
+        """The format for G-slot ``slot``; ``rollover`` means a rule forces G0 (a rollover chunk, or the
+        first chunk of this flit's Data Header).  Data first."""
+        if self.chunks:
+            return self.g0
+        return self._best(self.g_formats, counts)
+
+    def _commit(self, fmt, placed, taken, counts, slot):
+        """Pop what ``fmt`` carries, queue the chunks of its data headers; return the slot bits."""
+        if taken[self.direction.data_channel]:
+            self.hdr_slot = slot
+        bits = 0
+        for (item, offset, _), msg in zip(fmt.fields, placed):
+            if msg is None:
+                continue
+            bits |= CODECS[item].encode(msg.fields) << offset
+            if msg.data is not None:
+                self.chunks.extend(msg.data[i:i + CHUNK_BYTES] for i in range(0, LINE_BYTES, CHUNK_BYTES))
+        for ch, n in taken.items():
+            for _ in range(n):
+                self.queues[ch].popleft()
+            counts[ch] += n
+        return bits
+
+    def _protocol_flit(self):
+        counts = dict.fromkeys(self.direction.channels, 0)
+        priority = self.direction.channels[self.priority]
+        self.priority = (self.priority + 1) % len(self.direction.channels)
+        rollover = len(self.chunks)               # owed at the start: slots 1..rollover must be G0
+        self.hdr_slot = None                      # the slot of this flit that carries Data Headers
+        header = {"type": 0}
+        fmt = self.choose_slot0(counts, priority)
+        header["slot0"] = fmt.code
+        assert fmt in self.legal([fmt], counts), f"policy chose {fmt.name} for too few Data Headers"
+        payload = self._commit(fmt, *self._fill(fmt, counts), counts, 0) << HEADER_BITS
+        for s in range(1, SLOTS):
+            # Forced G0: a rollover chunk, or the next slot for data after this flit's Data Header.
+            forced = s <= rollover or (self.hdr_slot is not None and s == max(self.hdr_slot + 1, rollover + 1))
+            fmt = self.choose_g(s, forced, counts)
+            header[f"slot{s}"] = fmt.code
+            if fmt.data:
+                assert self.chunks, "policy chose G0 with no data chunk owed"
+                payload |= int.from_bytes(self.chunks.popleft(), "little") << (SLOT_BITS * s)
+            else:
+                assert not forced, "policy broke the rollover or next-data-slot rule"
+                assert fmt in self.legal([fmt], counts), f"policy chose {fmt.name} for too few Data Headers"
+                payload |= self._commit(fmt, *self._fill(fmt, counts), counts, s) << (SLOT_BITS * s)
+        header["sz"] = int(counts[self.direction.data_channel] > 0)   # data headers are 64 B lines
+        if self.acks >= 8:                                          # Ak acknowledges 8 flits
+            header["ak"] = 1
+            self.acks -= 8
+        codes = self._take_credits()
+        header.update(req_crd=codes["req"], rsp_crd=codes["rsp"], data_crd=codes["data"])
+        return payload | encode_header(header)
+
+
+
+def pack(direction, messages, credits=Credits(), acks=0):
+    """Pack ``messages`` (FlitMsg, per-channel order = list order) plus credit returns and acks."""
+    packer = Packer(direction)
+    for msg in messages:
+        packer.push(msg)
+    packer.return_credits(*credits)
+    packer.acknowledge(acks)
+    return packer.drain()
