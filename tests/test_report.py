@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from hdl.protocol import Channel
+from cxl.messages import Channel
 from models import cxl_timing as C
 from models import fabric_params as FP
 from models import rdma as R

@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 import scenario as scenario_mod                                    # noqa: E402
 import test_races                                                  # noqa: E402
 from dcoh_cosim import CONFIG, CosimMismatch, make_dut, run_cosim  # noqa: E402
-from models.states import SNOOP_TABLE, STALL                        # noqa: E402
+from cxl.coherence import SNOOP_TABLE, STALL                        # noqa: E402
 from hdl.dcoh.dcoh import DCOH, ErrorKind                          # noqa: E402
 from cxl.messages import D2HRspOpcode, H2DReqOpcode, H2DRspOpcode  # noqa: E402
 from models.config import Config                                   # noqa: E402
