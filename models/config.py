@@ -67,8 +67,8 @@ class Config:
             bad("link_latency", "must be >= 1 cycle")
         if not _pow2(self.coalesce_block):
             bad("coalesce_block", "must be a power of two")
-        if self.starvation_bound < 1:
-            bad("starvation_bound", "must be >= 1")
+        if self.starvation_bound < 2:
+            bad("starvation_bound", "must be >= 2 (with 1, two classes that are starved in turn are granted alternately and the third waits forever)")
         t = self.devload_thresholds
         if len(t) != 3 or not all(0 < x < 1 for x in t) or list(t) != sorted(t):
             bad("devload_thresholds", "must be three increasing fractions in (0, 1)")

@@ -199,6 +199,9 @@ class TxArbiter:
     CLASSES = 3
 
     def __init__(self, bound):
+        if bound < 2:
+            raise ValueError(f"bound={bound!r}: the starvation bound must be >= 2 (with 1, two classes "
+                             "starved in turn are granted alternately and the third waits forever)")
         self.bound = bound
         self.queues = [deque() for _ in range(self.CLASSES)]
         self.passed = [0] * self.CLASSES

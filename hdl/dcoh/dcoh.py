@@ -173,7 +173,7 @@ class DCOH(wiring.Component):
     Parameters (each checked; a bad one raises ValueError naming it):
       caches (1..32), sf_sets / sf_ways (powers of two), tracker (CQIDs, 2..4096), work (work-table
       entries: lines with probes outstanding, >= 1), coalesce_window (>= 0), coalesce_block (power of
-      two), coalesce_groups (>= 1), starvation_bound (>= 1), credits (initial D2H credits per channel,
+      two), coalesce_groups (>= 1), starvation_bound (>= 2), credits (initial D2H credits per channel,
       1..1023), devload_thresholds, addr_width (> log2(sf_sets) and > log2(coalesce_block)).
     """
 
@@ -196,8 +196,8 @@ class DCOH(wiring.Component):
             bad("coalesce_groups", coalesce_groups, "must be an integer >= 1")
         if not _is_int(coalesce_window) or coalesce_window < 0:
             bad("coalesce_window", coalesce_window, "must be an integer >= 0")
-        if not _is_int(starvation_bound) or starvation_bound < 1:
-            bad("starvation_bound", starvation_bound, "must be an integer >= 1")
+        if not _is_int(starvation_bound) or starvation_bound < 2:
+            bad("starvation_bound", starvation_bound, "must be an integer >= 2 (PriorityArbiter)")
         if not _is_int(credits) or not 1 <= credits <= 1023:
             bad("credits", credits, "must be 1..1023 (10-bit credit counters, facts §2.4)")
         if not _is_int(addr_width) or addr_width <= max(exact_log2(sf_sets), exact_log2(coalesce_block)):
