@@ -49,12 +49,14 @@ class Config:
                                     # (assumption; encodings from facts §3.2)
     watchdog: int = 20000           # cycles a request may stay outstanding before forward progress fails
     clean_evict_data: bool = False  # host answers CleanEvict with GO_WritePull (True) or GO_WritePull_Drop
-    # The host's directory (docs/sources.md §3.3: a host's snoop filter is finite).  Assumption: 32 sets x
-    # 4 ways = 128 entries, below the ~280 lines the default workload spreads over (models/system.py
-    # Workload) and with its set-conflict lines all in one set, so that a default run evicts entries both
-    # for capacity and for conflicts; a real CPU snoop filter is far larger (e.g. 12 x 512, §3.3).
+    # The host's directory (docs/sources.md §3.3: a host's snoop filter is finite, and bounds what the
+    # devices may cache).  Assumption: 64 sets x 4 ways, the geometry of one device's own filter (sf_sets x
+    # sf_ways), so the host tracks a quarter of what 4 default devices could hold; the default workload
+    # (models/system.py Workload) spreads over ~280 lines and puts its set-conflict lines (and its hot and
+    # block lines) in the low sets, so a default run evicts entries both for capacity and for conflicts.
+    # A real CPU snoop filter is far larger (e.g. 12 ways x 512 sets, §3.3) against far larger caches.
     host_dir: str = "finite"        # one of HOST_DIR_POLICIES
-    host_dir_sets: int = 32         # with host_dir="finite" (assumption, above)
+    host_dir_sets: int = 64         # with host_dir="finite" (assumption, above)
     host_dir_ways: int = 4          # with host_dir="finite" (assumption, above)
     # The host's own reads and writes to lines the devices use, per device access (assumption: 1 in 20,
     # enough for a default run to send each snoop class a few hundred times without crowding out device
