@@ -182,3 +182,14 @@ def test_cxl_wire_bytes_are_monotonic_in_size(a, b):
     wire = lambda n: n / C.message_efficiency(n)
     assert wire(a) <= wire(b) + 1e-6
     assert C.message_efficiency(b) <= 64 / 68
+
+
+def test_finite_host_directory_costs_one_back_invalidation_on_a_full_set():
+    """models.report.host_directory_effect: a read miss into a full set of the finite host directory waits
+    for one back-invalidation, at least a snoop round trip more than a read with a free way."""
+    from models.report import host_directory_effect
+    hd = host_directory_effect(C.CxlParams(), "4x2")
+    assert hd["back_invalidations"] == 1
+    assert hd["read_miss_full_set_ns"] >= hd["read_miss_free_way_ns"] + hd["snoop_round_trip_ns"]
+    with pytest.raises(ValueError, match="SETSxWAYS"):
+        host_directory_effect(C.CxlParams(), "4x3")
