@@ -428,14 +428,15 @@ class Workload:
         self.kinds = [k for k, _ in self.MIX]
         self.kind_w = [w for _, w in self.MIX]
         self.value = 0
-        self.host_value = 0             # host writes store -1, -2, ...: never a device's value
+        self.host_value = 1 << 32       # host writes store 2^32 + 1, ...: not a device's value (and a
+                                        # line's data is unsigned: the RTL carries it as 512 bits)
 
     def host_op(self, rng):
         """(kind, line, value) of one host access, drawn from ``rng``."""
         layout = rng.choices(self.layouts, self.weights)[0]
         line = rng.choice(layout)
         kind = rng.choices([k for k, _ in self.HOST_MIX], [w for _, w in self.HOST_MIX])[0]
-        self.host_value -= 1
+        self.host_value += 1
         return kind, line, self.host_value
 
     def next_op(self, k):
