@@ -50,14 +50,14 @@ class Config:
     watchdog: int = 20000           # cycles a request may stay outstanding before forward progress fails
     clean_evict_data: bool = False  # host answers CleanEvict with GO_WritePull (True) or GO_WritePull_Drop
     # The host's directory (docs/sources.md §3.3: a host's snoop filter is finite, and bounds what the
-    # devices may cache).  Assumption: 64 sets x 4 ways, the geometry of one device's own filter (sf_sets x
-    # sf_ways), so the host tracks a quarter of what 4 default devices could hold; the default workload
-    # (models/system.py Workload) spreads over ~280 lines and puts its set-conflict lines (and its hot and
-    # block lines) in the low sets, so a default run evicts entries both for capacity and for conflicts.
-    # A real CPU snoop filter is far larger (e.g. 12 ways x 512 sets, §3.3) against far larger caches.
+    # devices may cache).  Assumption: by default (0) the geometry of one device's own filter, sf_sets x
+    # sf_ways (64 x 4 here, 16 x 2 in the RTL system of make sim), so the host tracks 1/N of what N devices
+    # could hold, and the workload's set-conflict lines (models/system.py Workload: a stride of sf_sets)
+    # fall into one host set too: a default run evicts entries both for capacity and for conflicts.  A real
+    # CPU snoop filter is far larger (e.g. 12 ways x 512 sets, §3.3) against far larger caches.
     host_dir: str = "finite"        # one of HOST_DIR_POLICIES
-    host_dir_sets: int = 64         # with host_dir="finite" (assumption, above)
-    host_dir_ways: int = 4          # with host_dir="finite" (assumption, above)
+    host_dir_sets: int = 0          # with host_dir="finite"; 0: sf_sets (see host_dir_shape)
+    host_dir_ways: int = 0          # with host_dir="finite"; 0: sf_ways
     # The host's own reads and writes to lines the devices use, per device access (assumption: 1 in 20,
     # enough for a default run to send each snoop class a few hundred times without crowding out device
     # traffic), and whom they snoop (assumption: "all", so that they reach devices that do not hold the
@@ -99,8 +99,9 @@ class Config:
         if self.host_dir not in HOST_DIR_POLICIES:
             bad("host_dir", f"must be one of {', '.join(HOST_DIR_POLICIES)}")
         for name in ("host_dir_sets", "host_dir_ways"):
-            if not isinstance(getattr(self, name), int) or not _pow2(getattr(self, name)):
-                bad(name, "must be a power of two")
+            v = getattr(self, name)
+            if not isinstance(v, int) or not (v == 0 or _pow2(v)):
+                bad(name, "must be a power of two (or 0: the device snoop filter's)")
         if not isinstance(self.host_traffic, (int, float)) or not 0 <= self.host_traffic <= 1:
             bad("host_traffic", "must be a fraction in [0, 1] (host accesses per device access)")
         if self.host_snoop_scope not in HOST_SNOOP_SCOPES:
@@ -108,6 +109,11 @@ class Config:
 
     def with_(self, **changes):
         return replace(self, **changes)
+
+    @property
+    def host_dir_shape(self):
+        """(sets, ways) of the finite host directory: host_dir_sets/ways, 0 meaning sf_sets/sf_ways."""
+        return self.host_dir_sets or self.sf_sets, self.host_dir_ways or self.sf_ways
 
     def with_overrides(self, text):
         """This configuration with the ``name=value,...`` overrides of :func:`parse_overrides` applied."""

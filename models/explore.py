@@ -173,7 +173,7 @@ def explore(cfg, lines=(0,), values=(0, 1), cpu_kinds=("load", "store", "evict")
         "devices": cfg.devices, "caches": cfg.caches, "lines": len(lines), "values": len(values),
         "sf": f"{cfg.sf_sets}x{cfg.sf_ways}", "credits": cfg.credits, "max_outstanding": cfg.max_outstanding,
         "ops": list(cpu_kinds), "host_ops": list(host_kinds), "host_dir": cfg.host_dir if cfg.host_dir == "exact"
-        else f"finite {cfg.host_dir_sets}x{cfg.host_dir_ways}", "variants": list(variants), "access_budget": budget, "states": len(parent), "transitions": transitions,
+        else "finite {}x{}".format(*cfg.host_dir_shape), "variants": list(variants), "access_budget": budget, "states": len(parent), "transitions": transitions,
         "violations": len(violations), "deadlocks": len(deadlocks), "complete": complete and not violations,
         "seconds": round(time.perf_counter() - t0, 2),
         "first_violation": violations[0] if violations else None,

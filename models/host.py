@@ -10,7 +10,7 @@ snoop data and pulled write data (the WritePull family carries the UQID in RspDa
 Opcodes the host does not serve (WrCur, WOWrInv, WOWrInvF, CacheFlushed) raise UndeclaredTransition.
 
 Directory policy (Config.host_dir).  ``exact``: the holders of every line, without bound.  ``finite``: a
-set-associative snoop filter (Config.host_dir_sets x host_dir_ways, the device's tag store and tree
+set-associative snoop filter (Config.host_dir_shape: sets x ways, the device's tag store and tree
 pseudo-LRU of models/dcoh.py) with one entry per line some device may hold, inclusive of the devices'
 copies (docs/sources.md §3.3: a host's snoop filter is finite and bounds what devices may cache).  A read
 (RdShared, RdAny, RdOwn, RdOwnNoData) of a line without an entry takes a free way of its set; with none
@@ -130,7 +130,7 @@ class Host:
         self.bogus_dropped = 0    # write-back data marked Bogus (the line was snooped away first)
         self.now = 0
         # finite directory (Config.host_dir): which lines have an entry (the holders stay in self.dir)
-        self.sf = SnoopFilter(cfg.host_dir_sets, cfg.host_dir_ways) if cfg.host_dir == "finite" else None
+        self.sf = SnoopFilter(*cfg.host_dir_shape) if cfg.host_dir == "finite" else None
         self.evicting = {}        # set -> the line whose entry is being back-invalidated
         self.set_wait = {}        # set -> deque of HostTxn waiting for that set (each holds its line)
         self._retrying = set()    # sets whose waiters are being restarted (see _retry_set)

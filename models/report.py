@@ -606,7 +606,7 @@ def main(argv=None):
     ap.add_argument("--samples", type=int, default=1000,
                     help="sync trials per side (each gives N-1 samples); atomics use 2x this many ops")
     ap.add_argument("--no-plots", action="store_true")
-    ap.add_argument("--host-dir", default=f"{Config.host_dir_sets}x{Config.host_dir_ways}",
+    ap.add_argument("--host-dir", default="{}x{}".format(*Config().host_dir_shape),
                     help="SETSxWAYS of the finite host directory whose cost the report states, or 'exact' "
                          "(default: the golden model's, models/config.py)")
     args = ap.parse_args(argv)

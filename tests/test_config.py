@@ -12,7 +12,7 @@ from models.system import main
     (dict(coalesce_block=3), "coalesce_block"), (dict(caches=0), "caches"), (dict(link_latency=0), "link_latency"),
     (dict(devload_thresholds=(0.5, 0.25, 0.75)), "devload_thresholds"),
     (dict(host_dir="lru"), "host_dir"), (dict(host_dir_sets=3), "host_dir_sets"),
-    (dict(host_dir_ways=0), "host_dir_ways"), (dict(host_traffic=1.5), "host_traffic"),
+    (dict(host_dir_ways=-2), "host_dir_ways"), (dict(host_traffic=1.5), "host_traffic"),
     (dict(host_snoop_scope="some"), "host_snoop_scope"),
 ])
 def test_bad_parameter_is_named(kw, name):

@@ -150,7 +150,7 @@ def test_itomwr_against_concurrent_readers():
 
 def _one_way_host_directory(**cfg):
     """A host directory of one entry (1 set x 1 way), no host traffic of its own."""
-    return Scenario(host_dir="finite", host_dir_sets=1, host_dir_ways=1, host_traffic=0, **cfg)
+    return Scenario(host_dir="finite", host_dir_sets=1, host_dir_ways=1, **cfg)
 
 
 def test_host_directory_eviction_racing_the_holders_dirtyevict():
@@ -203,7 +203,7 @@ def test_host_write_racing_a_device_read_of_the_line():
     """The host's own write snoops every device (Config.host_snoop_scope "all"): one whose RdShared
     was granted but whose GO has not arrived answers only after it (the snoop may not pass the GO);
     the one without the line answers RspIHitI, the snoop-filter-miss answer."""
-    s = Scenario(host_snoop_scope="all", host_traffic=0)
+    s = Scenario(host_snoop_scope="all")
     s.cpu(0, 0, "load", L)
     s.deliver(0, Channel.D2H_REQ, Req.RdShared)      # granted: GO-S and data on their way to dev0
     s.sys.host.host_access("write", L, -1, 0)
