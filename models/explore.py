@@ -152,13 +152,13 @@ def explore(cfg, lines=(0,), values=(0, 1), cpu_kinds=("load", "store", "evict")
             except Exception as e:      # undeclared transition, protocol error: a violation too
                 violations.append({"error": f"{type(e).__name__}: {e}", "trace": trace(key) + [describe(act)]})
                 continue
+            for dev in nxt.devices:       # every transition's pairs (the state it reaches may be known)
+                pairs.update(dev.coverage)
+            back_invalidations = max(back_invalidations, nxt.host.counts["back_invalidations"])
             k2 = keyof(nxt)
             if k2 in parent:
                 continue
             parent[k2] = (key, act)
-            for dev in nxt.devices:
-                pairs.update(dev.coverage)
-            back_invalidations = max(back_invalidations, nxt.host.counts["back_invalidations"])
             if max_states is not None and len(parent) > max_states:
                 complete = False
                 frontier.clear()
