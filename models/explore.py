@@ -206,7 +206,7 @@ CONFIGS = [
     ("2dev-1cache-1line-hostaccess", lambda: tiny(1, 1), (0,), LSE, (0,), 3, HOST_KINDS),
     # A 1-set 1-way host directory over two lines (the devices' filters hold both): every read of the
     # other line back-invalidates.
-    ("2dev-1cache-2line-hostdir1x1", lambda: tiny(1, 2, host_dir="finite"), (0, 1), LSE, (0,), 4, ()),
+    ("2dev-1cache-2line-hostdir1x1", lambda: tiny(1, 2, host_dir="finite"), (0, 1), LSE, (0,), 3, ()),
 ]
 # For `make test`: the core load/store/evict protocol on the smallest shape, every interleaving.
 QUICK = ("2dev-1cache-1line-lse", lambda: tiny(1, 1), (0,), LSE, (0,), None, ())

@@ -39,7 +39,7 @@ from .link import Msg
 from .states import HOST_TABLE, UndeclaredTransition, Members
 from .dcoh import ProtocolError, SnoopFilter
 
-__all__ = ["Host", "HostOp"]
+__all__ = ["Host", "HostOp", "HOST_ACCESS"]
 
 
 class HostOp(enum.Enum):
