@@ -660,6 +660,9 @@ def main(argv=None):
           f"{summary['wall_s']} s ({summary['model_msgs_per_s']} messages/s)")
     for op, v in summary["latency_cycles"].items():
         print(f"  {op:<17} n={v['count']:>7}  p50={v['p50']:>5}  p99={v['p99']:>5} cycles")
+    h = summary["host"]
+    print(f"  host ({cfg.host_dir} directory): {h['back_invalidations']} back-invalidations; its own reads "
+          f"{h['host_read']}, current reads {h['host_read_current']}, writes {h['host_write']}")
     c = summary["coalescing"]
     print(f"  coalescing: {c['invalidations_in']} invalidations -> {c['messages_out']} messages "
           f"({c['saved']} saved); wrote {args.out}")
