@@ -20,6 +20,8 @@ SEED               ?= 1
 SIM                ?= verilator
 WAVES              ?=
 TESTCASE           ?=
+# The golden host's Config fields (models/config.py), e.g. HOST=host_dir=exact,host_traffic=0
+HOST               ?=
 REGRESS_SEEDS        ?= 50
 REGRESS_TRANSACTIONS ?= 20000
 REGRESS_JOBS         ?= 2
@@ -54,6 +56,8 @@ help:
 	@echo '  make sim      RTL system (cocotb: N DCOH+link devices under the golden host, scoreboarded)'
 	@echo '                -> build/sim/summary.json + summary.png (SIM=$(SIM)|icarus DEVICES=$(DEVICES)'
 	@echo '                TRANSACTIONS=$(TRANSACTIONS) SEED=$(SEED) WAVES=1 TESTCASE=name)'
+	@echo '                sim, regress and model: HOST=name=value,... sets the golden host (host_dir=exact|finite,'
+	@echo '                host_dir_sets, host_dir_ways, host_traffic, host_snoop_scope=all|holders; models/config.py)'
 	@echo '  make regress  the slow tests (pytest -m slow), then the RTL system, REGRESS_SEEDS=$(REGRESS_SEEDS) x'
 	@echo '                REGRESS_TRANSACTIONS=$(REGRESS_TRANSACTIONS) on $(REGRESS_SIM), REGRESS_JOBS=$(REGRESS_JOBS) seeds at once'
 	@echo '                -> build/regress/summary.json'
@@ -116,17 +120,20 @@ which-verilator: venv
 sim: deps
 	@mkdir -p build/sim
 	@$(WITH_VLT) && $(PY) -m tb.run_system --sim $(SIM) --devices $(DEVICES) --transactions $(TRANSACTIONS) \
-	  --seed $(SEED) $(if $(WAVES),--waves) $(if $(TESTCASE),--testcase $(TESTCASE)) --out build/sim/summary.json
+	  --seed $(SEED) $(if $(WAVES),--waves) $(if $(TESTCASE),--testcase $(TESTCASE)) $(if $(HOST),--host $(HOST)) \
+	  --out build/sim/summary.json
 
 regress: deps
 	@mkdir -p build/regress
 	@$(WITH_VLT) && $(PY) -m pytest -q -m slow
 	@$(WITH_VLT) && $(PY) -m tb.run_system --sim $(REGRESS_SIM) --devices $(DEVICES) --seed $(SEED) \
-	  --seeds $(REGRESS_SEEDS) --jobs $(REGRESS_JOBS) --transactions $(REGRESS_TRANSACTIONS) --no-flit-monitor --out build/regress/summary.json
+	  --seeds $(REGRESS_SEEDS) --jobs $(REGRESS_JOBS) --transactions $(REGRESS_TRANSACTIONS) --no-flit-monitor \
+	  $(if $(HOST),--host $(HOST)) --out build/regress/summary.json
 
 model: venv
 	@mkdir -p build/model
-	$(PY) -m models.system --devices $(DEVICES) --transactions $(MODEL_TRANSACTIONS) --seed $(SEED) --out build/model/summary.json
+	$(PY) -m models.system --devices $(DEVICES) --transactions $(MODEL_TRANSACTIONS) --seed $(SEED) \
+	  $(if $(HOST),--config $(HOST)) --out build/model/summary.json
 
 # The wall time of the test run goes to build/bench/make_test_s.txt (make bench reports it).
 test: deps

@@ -8,10 +8,17 @@ from dataclasses import dataclass, fields, replace
 
 from cxl.messages import MAX_IDS
 
-__all__ = ["ConfigError", "Config", "MAX_DEVICES"]
+__all__ = ["ConfigError", "Config", "MAX_DEVICES", "HOST_DIR_POLICIES", "HOST_SNOOP_SCOPES", "parse_overrides"]
 
 # Ref: docs/sources.md §1.6: CXL 3.0 allows up to 16 CXL.cache devices below one root port (4-bit CacheID).
 MAX_DEVICES = 16
+
+# The host home agent's directory (models/host.py): "exact" tracks every line any device holds, without
+# bound; "finite" is a sets x ways snoop filter that back-invalidates the holders of the entry it evicts.
+HOST_DIR_POLICIES = ("exact", "finite")
+# Whom the host's own accesses snoop: "holders" (the devices its directory lists, as a device request's
+# snoops do) or "all" (every device: a host whose own accesses are not filtered per device).
+HOST_SNOOP_SCOPES = ("holders", "all")
 
 
 class ConfigError(ValueError):
@@ -42,6 +49,21 @@ class Config:
                                     # (assumption; encodings from facts §3.2)
     watchdog: int = 20000           # cycles a request may stay outstanding before forward progress fails
     clean_evict_data: bool = False  # host answers CleanEvict with GO_WritePull (True) or GO_WritePull_Drop
+    # The host's directory (docs/sources.md §3.3: a host's snoop filter is finite, and bounds what the
+    # devices may cache).  Assumption: by default (0) the geometry of one device's own filter, sf_sets x
+    # sf_ways (64 x 4 here, 16 x 2 in the RTL system of make sim), so the host tracks 1/N of what N devices
+    # could hold, and the workload's set-conflict lines (models/system.py Workload: a stride of sf_sets)
+    # fall into one host set too: a default run evicts entries both for capacity and for conflicts.  A real
+    # CPU snoop filter is far larger (e.g. 12 ways x 512 sets, §3.3) against far larger caches.
+    host_dir: str = "finite"        # one of HOST_DIR_POLICIES
+    host_dir_sets: int = 0          # with host_dir="finite"; 0: sf_sets (see host_dir_shape)
+    host_dir_ways: int = 0          # with host_dir="finite"; 0: sf_ways
+    # The host's own reads and writes to lines the devices use, per device access (assumption: 1 in 20,
+    # enough for a default run to send each snoop class a few hundred times without crowding out device
+    # traffic), and whom they snoop (assumption: "all", so that they reach devices that do not hold the
+    # line: the snoop-filter-miss answer RspIHitI, legal for every snoop, docs/sources.md §1.5).
+    host_traffic: float = 0.05
+    host_snoop_scope: str = "all"   # one of HOST_SNOOP_SCOPES
 
     def __post_init__(self):
         def bad(name, why):
@@ -74,9 +96,55 @@ class Config:
             bad("devload_thresholds", "must be three increasing fractions in (0, 1)")
         if self.watchdog < 1:
             bad("watchdog", "must be >= 1")
+        if self.host_dir not in HOST_DIR_POLICIES:
+            bad("host_dir", f"must be one of {', '.join(HOST_DIR_POLICIES)}")
+        for name in ("host_dir_sets", "host_dir_ways"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or not (v == 0 or _pow2(v)):
+                bad(name, "must be a power of two (or 0: the device snoop filter's)")
+        if not isinstance(self.host_traffic, (int, float)) or not 0 <= self.host_traffic <= 1:
+            bad("host_traffic", "must be a fraction in [0, 1] (host accesses per device access)")
+        if self.host_snoop_scope not in HOST_SNOOP_SCOPES:
+            bad("host_snoop_scope", f"must be one of {', '.join(HOST_SNOOP_SCOPES)}")
 
     def with_(self, **changes):
         return replace(self, **changes)
 
+    @property
+    def host_dir_shape(self):
+        """(sets, ways) of the finite host directory: host_dir_sets/ways, 0 meaning sf_sets/sf_ways."""
+        return self.host_dir_sets or self.sf_sets, self.host_dir_ways or self.sf_ways
+
+    def with_overrides(self, text):
+        """This configuration with the ``name=value,...`` overrides of :func:`parse_overrides` applied."""
+        return replace(self, **parse_overrides(text))
+
     def as_dict(self):
         return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def parse_overrides(text):
+    """``"host_dir=finite,host_dir_sets=8,host_traffic=0.1"`` -> a dict of Config fields with values of the
+    fields' types (the command-line form of ``make model``, ``make sim`` and ``make regress``).  An unknown
+    name or a value of the wrong type raises ConfigError naming it; the ranges are checked by Config."""
+    kinds = {f.name: type(getattr(Config, f.name)) for f in fields(Config)}
+    out = {}
+    for item in filter(None, (t.strip() for t in (text or "").split(","))):
+        name, eq, value = item.partition("=")
+        name, value = name.strip(), value.strip()
+        if not eq or name not in kinds:
+            raise ConfigError(f"{item!r}: expected name=value with name one of the Config fields "
+                              f"({', '.join(sorted(kinds))})")
+        kind = kinds[name]
+        try:
+            if kind is bool:
+                if value.lower() not in ("0", "1", "true", "false"):
+                    raise ValueError(value)
+                out[name] = value.lower() in ("1", "true")
+            elif kind is tuple:
+                out[name] = tuple(float(v) for v in value.split(":"))
+            else:
+                out[name] = kind(value)
+        except ValueError:
+            raise ConfigError(f"{name}={value!r}: not a {kind.__name__}") from None
+    return out

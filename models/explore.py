@@ -2,7 +2,8 @@
 
 Every reachable state is expanded with every enabled event: delivering any deliverable message
 (nondeterministic order, subject only to the ordering rule and snoop stalls), any internal cache
-starting any access on any line with any value, and the coalescer flushing any pending block.  After
+starting any access on any line with any value, the host starting one of its own accesses (``host_kinds``,
+one at a time) on any line, and the coalescer flushing any pending block.  After
 each event the devices settle deterministically (queued accesses issue, D2H requests transmit).
 Every new state is checked against all invariants.  A deadlock is a reachable state with protocol work
 outstanding in which no message can be delivered and no coalescer group can flush.
@@ -24,6 +25,8 @@ from cxl import messages as protocol
 from .config import Config
 from .dcoh import CpuOp
 from cxl import coherence as states
+
+from .host import HostOp
 from .system import System
 
 __all__ = ["explore", "CONFIGS", "main"]
@@ -38,15 +41,26 @@ def _enum_by_name(member):
 # States are cloned by pickling; the default enum pickling calls the enum constructor, which
 # dominated exploration time.  Look members up by name instead.
 for _cls in (protocol.Channel, protocol.D2HReqOpcode, protocol.D2HRspOpcode, protocol.H2DReqOpcode,
-             protocol.H2DRspOpcode, protocol.GOState, states.DevState, states.MESI, states.Perm):
+             protocol.H2DRspOpcode, protocol.GOState, states.DevState, states.MESI, states.Perm, HostOp):
     copyreg.pickle(_cls, _enum_by_name)
 
 
-def enabled(sysm, lines, values, cpu_kinds, variants, budget=None):
+def _host_busy(host):
+    """Whether one of the host's own accesses is still under way (the explorer starts one at a time)."""
+    txns = list(host.active.values()) + [t for q in host.queue.values() for t in q]
+    return any(t.dev is None and t.op is not HostOp.BackInvalidate for t in txns)
+
+
+def enabled(sysm, lines, values, cpu_kinds, variants, budget=None, host_kinds=()):
     acts = sysm.protocol_moves()
     protocol = len(acts)
     if budget is not None and sysm.issued >= budget:
         return acts, protocol
+    if host_kinds and not _host_busy(sysm.host):
+        for line in lines:
+            for kind in host_kinds:
+                for v in (values if kind == "write" else (0,)):
+                    acts.append(("host", kind, line, v))
     for d, dev in enumerate(sysm.devices):
         for k in range(sysm.cfg.caches):
             if dev.ops[k] is not None:
@@ -66,6 +80,11 @@ def enabled(sysm, lines, values, cpu_kinds, variants, budget=None):
 
 
 def apply(sysm, act):
+    if act[0] == "host":
+        sysm.host.host_access(act[1], act[2], act[3], sysm.now)
+        sysm.issued += 1
+        sysm.settle()
+        return
     if act[0] != "cpu":
         sysm.apply_move(act)
         return
@@ -80,14 +99,17 @@ def describe(act):
         return f"deliver {'up' if act[2] else 'down'} dev{act[1]}[{act[3]}]"
     if act[0] == "flush":
         return f"dev{act[1]} coalescer flush block {act[2]}"
+    if act[0] == "host":
+        return f"host {act[1]} line {act[2]}" + (f" value {act[3]}" if act[1] == "write" else "")
     _, d, k, kind, line, v, var = act
     return f"dev{d} cache {k} {kind} line {line} value {v} variant {var}"
 
 
 def explore(cfg, lines=(0,), values=(0, 1), cpu_kinds=("load", "store", "evict") + UNCACHED,
-            variants=(0, 1), budget=None, max_states=None, progress=None, stop_at_first=False):
+            variants=(0, 1), budget=None, max_states=None, progress=None, stop_at_first=False, host_kinds=()):
     """BFS; returns a summary dict (with the first violation's trace, if any).  ``budget`` bounds the
-    number of CPU accesses along any path (None: unbounded; the state space is finite anyway)."""
+    number of CPU and host accesses along any path (None: unbounded; the state space is finite anyway).
+    ``host_kinds``: the host's own accesses to explore (models/host.py HOST_ACCESS names)."""
     t0 = time.perf_counter()
     root = System(cfg, timed=False)
     root.issued = 0
@@ -97,6 +119,8 @@ def explore(cfg, lines=(0,), values=(0, 1), cpu_kinds=("load", "store", "evict")
     parent = {keyof(root): (None, None)}
     frontier = deque([(keyof(root), start)])
     transitions = 0
+    pairs = set()                     # (state, event) pairs the devices took on some explored path
+    back_invalidations = 0
     next_report = 50000
     violations, deadlocks = [], []
     complete = True
@@ -111,7 +135,7 @@ def explore(cfg, lines=(0,), values=(0, 1), cpu_kinds=("load", "store", "evict")
     while frontier:
         key, blob = frontier.popleft()
         sysm = pickle.loads(blob)
-        acts, protocol = enabled(sysm, lines, values, cpu_kinds, variants, budget)
+        acts, protocol = enabled(sysm, lines, values, cpu_kinds, variants, budget, host_kinds)
         if protocol == 0 and not sysm.quiescent():
             deadlocks.append({"trace": trace(key), "outstanding": [w for _, w in sysm.outstanding()]})
             if stop_at_first:
@@ -129,6 +153,9 @@ def explore(cfg, lines=(0,), values=(0, 1), cpu_kinds=("load", "store", "evict")
             except Exception as e:      # undeclared transition, protocol error: a violation too
                 violations.append({"error": f"{type(e).__name__}: {e}", "trace": trace(key) + [describe(act)]})
                 continue
+            for dev in nxt.devices:       # every transition's pairs (the state it reaches may be known)
+                pairs.update(dev.coverage)
+            back_invalidations = max(back_invalidations, nxt.host.counts["back_invalidations"])
             k2 = keyof(nxt)
             if k2 in parent:
                 continue
@@ -146,32 +173,44 @@ def explore(cfg, lines=(0,), values=(0, 1), cpu_kinds=("load", "store", "evict")
     return {
         "devices": cfg.devices, "caches": cfg.caches, "lines": len(lines), "values": len(values),
         "sf": f"{cfg.sf_sets}x{cfg.sf_ways}", "credits": cfg.credits, "max_outstanding": cfg.max_outstanding,
-        "ops": list(cpu_kinds), "variants": list(variants), "access_budget": budget, "states": len(parent), "transitions": transitions,
+        "ops": list(cpu_kinds), "host_ops": list(host_kinds), "host_dir": cfg.host_dir if cfg.host_dir == "exact"
+        else "finite {}x{}".format(*cfg.host_dir_shape), "variants": list(variants), "access_budget": budget, "states": len(parent), "transitions": transitions,
         "violations": len(violations), "deadlocks": len(deadlocks), "complete": complete and not violations,
         "seconds": round(time.perf_counter() - t0, 2),
         "first_violation": violations[0] if violations else None,
         "first_deadlock": deadlocks[0] if deadlocks else None,
+        "state_event": sorted(f"{getattr(s, 'name', s)} / {getattr(e, 'name', e)}" for s, e in pairs),
+        "max_back_invalidations": back_invalidations,
     }
 
 
-def tiny(caches, sf_ways, credits=1):
+def tiny(caches, sf_ways, credits=1, host_dir="exact", host_dir_ways=1):
+    """A tiny configuration; ``host_dir="finite"`` gives the host a 1-set directory of ``host_dir_ways``
+    ways.  (Host traffic comes from the explorer's own moves, so Config.host_traffic stays 0.)"""
     return Config(devices=2, caches=caches, sf_sets=1, sf_ways=sf_ways, max_outstanding=2, credits=credits,
-                  coalesce_block=2, coalesce_window=0)
+                  coalesce_block=2, coalesce_window=0, host_dir=host_dir, host_dir_sets=1,
+                  host_dir_ways=host_dir_ways, host_traffic=0)
 
 
-# name, config, lines, CPU kinds, opcode variants, access budget (None: unbounded).
+# name, config, lines, CPU kinds, opcode variants, access budget (None: unbounded), host accesses.
 # The one-line shapes are explored completely.  With two lines or two caches per device the reachable
 # space grows about 20x per extra access (every access may start between any two deliveries), so
 # those are bounded: every interleaving of up to `budget` accesses, measured in docs/verification.md.
 LSE = ("load", "store", "evict")
+HOST_KINDS = ("read", "read_current", "write")
 CONFIGS = [
-    ("2dev-1cache-1line", lambda: tiny(1, 1), (0,), LSE + UNCACHED, (0,), None),
-    ("2dev-1cache-1line-variants", lambda: tiny(1, 1), (0,), LSE, (0, 1), None),
-    ("2dev-1cache-2line-sfevict", lambda: tiny(1, 1), (0, 1), LSE, (0,), 3),
-    ("2dev-2cache-1line", lambda: tiny(2, 1), (0,), LSE, (0,), 4),
+    ("2dev-1cache-1line", lambda: tiny(1, 1), (0,), LSE + UNCACHED, (0,), None, ()),
+    ("2dev-1cache-1line-variants", lambda: tiny(1, 1), (0,), LSE, (0, 1), None, ()),
+    ("2dev-1cache-2line-sfevict", lambda: tiny(1, 1), (0, 1), LSE, (0,), 3, ()),
+    ("2dev-2cache-1line", lambda: tiny(2, 1), (0,), LSE, (0,), 4, ()),
+    # The host's own accesses, each snoop class, racing the devices' on one line.
+    ("2dev-1cache-1line-hostaccess", lambda: tiny(1, 1), (0,), LSE, (0,), 3, HOST_KINDS),
+    # A 1-set 1-way host directory over two lines (the devices' filters hold both): every read of the
+    # other line back-invalidates.
+    ("2dev-1cache-2line-hostdir1x1", lambda: tiny(1, 2, host_dir="finite"), (0, 1), LSE, (0,), 3, ()),
 ]
 # For `make test`: the core load/store/evict protocol on the smallest shape, every interleaving.
-QUICK = ("2dev-1cache-1line-lse", lambda: tiny(1, 1), (0,), LSE, (0,), None)
+QUICK = ("2dev-1cache-1line-lse", lambda: tiny(1, 1), (0,), LSE, (0,), None, ())
 
 
 def main(argv=None):
@@ -182,12 +221,12 @@ def main(argv=None):
     args = ap.parse_args(argv)
     results = []
     failed = False
-    for name, make, lines, kinds, variants, budget in CONFIGS:
+    for name, make, lines, kinds, variants, budget, host_kinds in CONFIGS:
         if args.only and args.only not in name:
             continue
         print(f"exploring {name} ...", file=sys.stderr, flush=True)
         r = explore(make(), lines=lines, cpu_kinds=kinds, variants=variants, budget=budget,
-                    max_states=args.max_states,
+                    max_states=args.max_states, host_kinds=host_kinds,
                     progress=lambda n, f: print(f"  {n} states, frontier {f}", file=sys.stderr, flush=True))
         r["name"] = name
         results.append(r)

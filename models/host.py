@@ -8,8 +8,29 @@ other holder for RdOwn, RdOwnNoData, ItoMWr, WrInv and CLFlush.  UQIDs name the 
 snoop data and pulled write data (the WritePull family carries the UQID in RspData).
 
 Opcodes the host does not serve (WrCur, WOWrInv, WOWrInvF, CacheFlushed) raise UndeclaredTransition.
+
+Directory policy (Config.host_dir).  ``exact``: the holders of every line, without bound.  ``finite``: a
+set-associative snoop filter (Config.host_dir_shape: sets x ways, the device's tag store and tree
+pseudo-LRU of models/dcoh.py) with one entry per line some device may hold, inclusive of the devices'
+copies (docs/sources.md §3.3: a host's snoop filter is finite and bounds what devices may cache).  A read
+(RdShared, RdAny, RdOwn, RdOwnNoData) of a line without an entry takes a free way of its set; with none
+free, the host back-invalidates the pseudo-LRU entry whose line is idle: SnpInv to every holder (the
+snoop that leaves a copy in I; a dirty owner answers RspIFwdM with the line, which goes to memory,
+docs/sources.md §1.4-1.5, CXL 3.x §3.2.4.4.2 and Table 3-26), and reuses the way only when every answer
+(and its data) is in.  While a set has a back-invalidation under way, every request to a line of that
+set waits, in arrival order; so does a read that finds every way of its set busy.
+
+Host traffic (:meth:`Host.host_access`): the host's own accesses to a line, serialized with the
+devices' requests to it like one more request: ``read`` (SnpData: the host wants a copy it may keep
+shared, so an owner keeps at most S and returns a dirty line, CXL 3.x §3.2.4.4.1), ``read_current``
+(SnpCur: the current value, no ownership, the owner may keep its state, §3.2.4.4.3) and ``write``
+(SnpInv: every copy goes, §3.2.4.4.2), then memory is read or written.  Config.host_snoop_scope says
+whom they snoop: the directory's holders (SnpData/SnpCur the owner, SnpInv every holder) or every device
+(those without the line answer RspIHitI, legal for each snoop).  The host's own caches are outside the
+model: keeping or dropping a copy there needs no CXL.cache message.
 """
 
+import enum
 from collections import deque
 
 from cxl.messages import (Channel, D2HReqOpcode as Req, D2HRspOpcode as Rsp, H2DReqOpcode as Snp,
@@ -18,9 +39,28 @@ from .link import Msg
 from cxl.coherence import HOST_TABLE, SNOOP_RESPONSES, UndeclaredTransition
 
 from .members import Members
-from .dcoh import ProtocolError
+from .dcoh import ProtocolError, SnoopFilter
 
-__all__ = ["Host"]
+__all__ = ["Host", "HostOp", "HOST_ACCESS"]
+
+
+class HostOp(enum.Enum):
+    """What the host does on its own (the requester is the host, not a device): snoop, then read or write
+    memory.  The value: its name and the snoop it sends."""
+    BackInvalidate = ("back-invalidate", Snp.SnpInv)   # the finite directory frees an entry: holders to I
+    Read = ("read", Snp.SnpData)                # a host read that may keep the line shared
+    ReadCurrent = ("read_current", Snp.SnpCur)  # a host read of the current value, no ownership
+    Write = ("write", Snp.SnpInv)               # a host write of the whole line
+
+    @property
+    def snoop(self):
+        return self.value[1]
+
+    __hash__ = object.__hash__      # identity, as states.MESI (hot code hashes it)
+
+
+# Host accesses by the name drivers use (Workload, the explorer, the state machine, tests).
+HOST_ACCESS = {op.value[0]: op for op in (HostOp.Read, HostOp.ReadCurrent, HostOp.Write)}
 
 # The enums' members for hot code (see models/members.py): the same objects, cheaper to look up.
 _Req, _Rsp, _Snp, _HRsp = Members(Req), Members(Rsp), Members(Snp), Members(HRsp)
@@ -35,13 +75,16 @@ _RESULT = {  # response -> (state the responder is left in, whether data follows
 
 
 _GO_I = _GO.Invalid.value
+_HostOp = Members(HostOp)
+_Write = HostOp.Write
 
 
 class HostTxn:
     __slots__ = ("dev", "op", "cqid", "line", "value", "pending", "fwd", "pull", "expect_bogus", "snap", "t0")
 
-    def __init__(self, dev, msg, now):
-        self.dev, self.op, self.cqid, self.line, self.value = dev, msg.op, msg.uid, msg.line, msg.data
+    def __init__(self, dev, op, cqid, line, value, now):
+        """``dev`` None: the host's own access (``op`` a HostOp)."""
+        self.dev, self.op, self.cqid, self.line, self.value = dev, op, cqid, line, value
         self.pending = 0          # snoops not yet fully answered
         self.fwd = None           # data forwarded by a snoop
         self.pull = None          # UQID of the write data being pulled
@@ -54,6 +97,8 @@ class HostTxn:
                 self.expect_bogus)
 
     def __repr__(self):
+        if self.dev is None:
+            return f"host {self.op.name} (the host's own) line {self.line:#x}"
         return f"host {self.op.name} from dev{self.dev} CQID {self.cqid} line {self.line:#x}"
 
 
@@ -81,6 +126,12 @@ class Host:
         self.served = 0
         self.bogus_dropped = 0    # write-back data marked Bogus (the line was snooped away first)
         self.now = 0
+        # finite directory (Config.host_dir): which lines have an entry (the holders stay in self.dir)
+        self.sf = SnoopFilter(*cfg.host_dir_shape) if cfg.host_dir == "finite" else None
+        self.evicting = {}        # set -> the line whose entry is being back-invalidated
+        self.set_wait = {}        # set -> deque of HostTxn waiting for that set (each holds its line)
+        self._retrying = set()    # sets whose waiters are being restarted (see _retry_set)
+        self.counts = {"back_invalidations": 0, "host_read": 0, "host_read_current": 0, "host_write": 0}
 
     # ---------------------------------------------------------------- helpers
     def _send(self, dev, msg, now):
@@ -107,8 +158,7 @@ class Host:
 
     def outstanding(self):
         out = [(self.now - t.t0, repr(t)) for t in self.active.values()]
-        out += [(self.now - t, f"host queued {m.op.name} from dev{d} line {m.line:#x}")
-                for q in self.queue.values() for d, m, t in q]
+        out += [(self.now - t.t0, f"queued: {t!r}") for q in self.queue.values() for t in q]
         return out
 
     # ---------------------------------------------------------------- D2H Req
@@ -116,21 +166,129 @@ class Host:
         self.now = now
         if msg.op not in HOST_TABLE:
             raise UndeclaredTransition("host home agent", f"line {msg.line:#x}", msg.op)
-        if msg.line in self.active:
-            self.queue.setdefault(msg.line, deque()).append((dev, msg, now))
+        self._arrive(HostTxn(dev, msg.op, msg.uid, msg.line, msg.data, now), now)
+
+    def host_access(self, kind, line, value, now):
+        """The host's own access to ``line``: ``kind`` one of HOST_ACCESS ("read", "read_current",
+        "write"); ``value`` the line a write stores.  Serialized with the devices' requests to the line."""
+        self.now = now
+        op = HOST_ACCESS.get(kind)
+        if op is None:
+            raise ValueError(f"host access {kind!r}: must be one of {', '.join(HOST_ACCESS)}")
+        self.counts["host_" + kind] += 1
+        self._arrive(HostTxn(None, op, None, line, value if op is _Write else None, now), now)
+
+    def _arrive(self, txn, now):
+        if txn.line in self.active:
+            self.queue.setdefault(txn.line, deque()).append(txn)
         else:
-            self._start(HostTxn(dev, msg, now), now)
+            self._admit(txn, now)
+
+    # ---------------------------------------------------------------- finite directory
+    def _admit(self, txn, now):
+        """Start ``txn`` (its line is idle), or, with a finite directory, make it wait for its set: while
+        the set has a back-invalidation under way, or (for a read that needs a new entry) behind an
+        earlier such read, or until a way can be freed."""
+        self.active[txn.line] = txn
+        sf = self.sf
+        if sf is not None:
+            s = sf.set_of(txn.line)
+            if s in self.evicting or (self._needs_entry(txn) and s in self.set_wait) or not self._place(txn):
+                self.set_wait.setdefault(s, deque()).append(txn)
+                self._maybe_evict(s, now)
+                return
+        self._start(txn, now)
+
+    def _needs_entry(self, txn):
+        """Only a device read adds a holder, so only it needs an entry its line does not have yet."""
+        return txn.dev is not None and txn.op in _READS and txn.line not in self.sf.entries
+
+    def _place(self, txn):
+        """Whether ``txn`` may start as far as the directory goes: its line has an entry (touched, for the
+        pseudo-LRU), or it needs none, or a way of its set is free (taken now)."""
+        sf = self.sf
+        e = sf.entries.get(txn.line)
+        if e is not None:
+            sf.touch(e.set, e.way)
+            return True
+        if not self._needs_entry(txn):
+            return True
+        way = sf.free_way(sf.set_of(txn.line))
+        if way is None:
+            return False
+        sf.allocate(txn.line, way)
+        return True
+
+    def _maybe_evict(self, s, now):
+        """A waiter of set ``s`` needs an entry and no way is free: back-invalidate the pseudo-LRU entry
+        whose line is idle.  With none idle, the requests on those lines finish first (they wait for no
+        waiter: a waiter holds no way), and each finish retries the set."""
+        q = self.set_wait.get(s)
+        sf = self.sf
+        if not q or s in self.evicting or sf.free_way(s) is not None:
+            return
+        if not any(self._needs_entry(t) for t in q):
+            return
+        way = sf.victim(s, self.active)
+        if way is None:
+            return
+        victim = sf.tags[s][way]
+        self.counts["back_invalidations"] += 1
+        self.checker.touched.add(victim)
+        ev = HostTxn(None, _HostOp.BackInvalidate, None, victim, None, now)
+        self.active[victim] = ev
+        self.evicting[s] = victim
+        self._start(ev, now)
+
+    def _retry_set(self, s, now):
+        """Start the waiters of set ``s`` the directory now admits, in arrival order (a read that needs a
+        new entry never overtakes an earlier one), then back-invalidate for the first that still waits."""
+        if s in self._retrying:
+            return                    # an outer call is restarting them; it looks again after each start
+        self._retrying.add(s)
+        try:
+            moved = True
+            while moved and s in self.set_wait:
+                moved = False
+                waiting, rest = self.set_wait.pop(s), deque()
+                blocked = False
+                for txn in waiting:
+                    needs = self._needs_entry(txn)
+                    if s not in self.evicting and not (needs and blocked) and self._place(txn):
+                        self._start(txn, now)
+                        moved = True
+                    else:
+                        blocked = blocked or needs
+                        rest.append(txn)
+                rest.extend(self.set_wait.pop(s, ()))     # arrived while the others were started
+                if rest:
+                    self.set_wait[s] = rest
+        finally:
+            self._retrying.discard(s)
+        self._maybe_evict(s, now)
 
     def _start(self, txn, now):
         line = txn.line
         self.active[line] = txn
         holders = self.dir.get(line, {})
-        rule = HOST_TABLE[txn.op]["snoop"]
+        if txn.dev is None:           # the host's own: HostOp
+            snoop = txn.op.snoop
+            if txn.op is _HostOp.BackInvalidate:
+                whom = "holders"
+            elif self.cfg.host_snoop_scope == "all":
+                whom = "all"
+            else:
+                whom = "others" if snoop is _Snp.SnpInv else "owner"
+            rule = (snoop, whom)
+        else:
+            rule = HOST_TABLE[txn.op]["snoop"]
         targets = []
         if rule is not None:
             snoop, whom = rule
             if whom == "owner":
                 targets = [d for d, s in holders.items() if s == "E" and d != txn.dev]
+            elif whom == "all":
+                targets = list(range(len(self.links)))
             else:
                 targets = [d for d in holders if d != txn.dev]
             for d in sorted(targets):
@@ -203,6 +361,9 @@ class Host:
     # ---------------------------------------------------------------- grants
     def _grant(self, txn, now):
         line, op, dev = txn.line, txn.op, txn.dev
+        if dev is None:
+            self._host_done(txn, now)
+            return
         holders = self.dir.setdefault(line, {})
         value = txn.fwd if txn.fwd is not None else self.memory(line)
         if op in _READS:                # RdShared, RdAny, RdOwn, RdOwnNoData
@@ -272,27 +433,65 @@ class Host:
             self._rsp(txn, _HRsp.GO, _GO_I, now)
         self._finish(txn, now)
 
+    def _host_done(self, txn, now):
+        """Every snoop of the host's own transaction answered (data in): read or write memory."""
+        line, op = txn.line, txn.op
+        if op is _HostOp.BackInvalidate:
+            if self.dir.get(line):
+                raise ProtocolError(f"host: back-invalidation of line {line:#x} left holders {self.dir[line]}")
+            self.dir.pop(line, None)
+            self.sf.free(line)
+            del self.evicting[self.sf.set_of(line)]
+        elif op is _HostOp.Write:
+            self.mem[line] = txn.value
+            self.checker.write(line, txn.value, "host write (its snoops answered)")
+        else:
+            value = txn.fwd if txn.fwd is not None else self.memory(line)
+            if txn.snap is not None and value == txn.snap:
+                self.checker.read_at_serialization(line, value, "host read_current (SnpCur)")
+            else:
+                self.checker.read(line, value, f"host {op.value[0]}")
+        self._finish(txn, now)
+
     def _finish(self, txn, now):
         line = txn.line
         del self.active[line]
         if not self.dir.get(line):
             self.dir.pop(line, None)
-        self.served += 1
+            sf = self.sf
+            if sf is not None and line in sf.entries:
+                sf.free(line)             # no holder left: the entry goes without a snoop
+        if txn.dev is not None:
+            self.served += 1
         q = self.queue.get(line)
         if q:
-            dev, msg, t = q.popleft()
+            nxt = q.popleft()
             if not q:
                 del self.queue[line]
-            nxt = HostTxn(dev, msg, t)
-            self._start(nxt, now)
+            self._admit(nxt, now)
+        if self.sf is not None:
+            self._retry_set(self.sf.set_of(line), now)
 
     def idle(self):
         return not self.active and not self.queue and not self.snoops and not self.pulls
+
+    def check_directory(self):
+        """The finite directory's own structure, and an entry for every line with a holder (inclusion of
+        what devices hold is checked against their caches by models.system)."""
+        sf = self.sf
+        if sf is None:
+            return
+        sf.check()
+        for line, holders in self.dir.items():
+            if holders and line not in sf.entries:
+                raise AssertionError(f"host directory: line {line:#x} has holders {holders} but no entry")
 
     def key(self):
         return (tuple(sorted(self.mem.items())),
                 tuple(sorted((l, tuple(sorted(h.items()))) for l, h in self.dir.items())),
                 tuple(sorted((l, t.key()) for l, t in self.active.items())),
-                tuple(sorted((l, tuple((d, m) for d, m, _ in q)) for l, q in self.queue.items())),
+                tuple(sorted((l, tuple(t.key() for t in q)) for l, q in self.queue.items())),
                 tuple(sorted((u, w.key()) for u, w in self.snoops.items())),
-                tuple(sorted((u, t.line) for u, t in self.pulls.items())))
+                tuple(sorted((u, t.line) for u, t in self.pulls.items())),
+                self.sf.key() if self.sf is not None else None,
+                tuple(sorted((s, tuple(t.line for t in q)) for s, q in self.set_wait.items())))

@@ -28,6 +28,7 @@ from . import cxl_timing as C
 from . import fabric_params as FP
 from . import fabrics as F
 from . import rdma as R
+from .config import Config
 from .system import percentile
 
 __all__ = ["ARTICLE", "WORKLOAD", "build", "main"]
@@ -648,6 +649,46 @@ def _markdown(res, cxl, rdma):
     return "\n".join(L)
 
 
+def host_directory_effect(cxl, host_dir):
+    """What a finite host directory (``host_dir`` "SETSxWAYS", models/host.py) changes on the CXL side, on
+    the golden model: an unloaded read miss whose set is full of lines another device holds waits for the
+    back-invalidation of one of them (SnpInv and its answer) before the host answers it; with a free way it
+    costs what it does with the exact directory.  The report's workloads each use one line per set (the flag,
+    the counter; bulk transfers stream), so their numbers are those of the exact directory."""
+    try:
+        sets, ways = (int(x) for x in host_dir.lower().split("x"))
+        cfg = C.golden_config(cxl, 2, host_dir="finite", host_dir_sets=sets, host_dir_ways=ways)
+    except ValueError as e:            # ConfigError is a ValueError
+        raise ValueError(f"--host-dir {host_dir!r}: expected SETSxWAYS, powers of two ({e})") from None
+
+    def read_ns(sim, line):
+        t0 = sim.now
+        sim.issue(0, "load", line)
+        sim.service()
+        while sim.advance():
+            sim.step()
+            if sim.idle(0):
+                return (sim.now - t0) * cxl.tick_ns
+            sim.service()
+        raise AssertionError("read did not complete")
+
+    sim = C.GoldenSim(cfg)
+    free = read_ns(sim, 0x40)                    # a free way: no back-invalidation
+    sim.settle()
+    sim.issue(0, "evict", 0x40)                  # its entry goes with its only holder
+    sim.settle()
+    for i in range(1, ways + 1):                 # device 1 fills the set of 0x40
+        sim.issue(1, "load", 0x40 + i * sets)
+        sim.settle()
+    full = read_ns(sim, 0x40)                    # the set is full of device 1's lines: one goes first
+    sim.settle()
+    evicted = sim.sys.host.counts["back_invalidations"]
+    return {"host_dir": f"{sets}x{ways}", "read_miss_free_way_ns": free, "read_miss_full_set_ns": full,
+            "back_invalidation_ns": full - free, "back_invalidations": evicted,
+            "snoop_round_trip_ns": C.snoop_round_trip_ns(cxl),
+            "workloads_changed": "none: each uses one line per directory set (flag, counter, streamed bulk)"}
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m models.report", description=__doc__.split("\n")[0])
     ap.add_argument("--out", default="build/report")
@@ -661,14 +702,30 @@ def main(argv=None):
     ap.add_argument("--params", metavar="FILE", default=None,
                     help="JSON parameter file: {\"preset\": ..., \"cxl\": {...}, \"rdma\": {...}, "
                          "\"pcie_host_polling\": {...}, \"nvlink_polling\": {...}} (see models/fabric_params.py)")
+    ap.add_argument("--host-dir", default="{}x{}".format(*Config().host_dir_shape),
+                    help="SETSxWAYS of the finite host directory whose cost the report states, or 'exact' "
+                         "(default: the golden model's, models/config.py)")
     args = ap.parse_args(argv)
     if args.samples < 1:
         ap.error("--samples must be >= 1")
     try:
         params = FP.load(args.params, args.preset)
-    except FP.ParamError as e:
+        hd = None if args.host_dir == "exact" else host_directory_effect(params.cxl, args.host_dir)
+    except ValueError as e:                 # FP.ParamError is one too
         ap.error(str(e))
     res = build(args.out, seed=args.seed, samples=args.samples, plots=not args.no_plots, params=params)
+    if hd is not None:                 # appended: what the finite directory changes on the CXL side
+        res["host_directory"] = hd
+        with open(os.path.join(args.out, "results.json"), "w") as f:
+            json.dump(_jsonable(res), f, indent=2)
+        with open(os.path.join(args.out, "report.md"), "a") as f:
+            f.write(f"\n## Finite host directory ({hd['host_dir']})\n\nWith the golden host's finite directory "
+                    f"(models/host.py), a read miss whose set is full of lines other devices hold waits for "
+                    f"one back-invalidation (SnpInv and its answer): {hd['read_miss_full_set_ns']:.0f} ns "
+                    f"against {hd['read_miss_free_way_ns']:.0f} ns with a free way (+"
+                    f"{hd['back_invalidation_ns']:.0f} ns; one snoop round trip is "
+                    f"{hd['snoop_round_trip_ns']:.0f} ns).  The workloads above use one line per set, so "
+                    f"their numbers are those of the exact directory.\n")
     c, r = res["cxl"], res["rdma"]
     print(f"CXL  sync p50/p99 {c['sync_p50_ns']:.0f}/{c['sync_p99_ns']:.0f} ns, atomics {c['atomics_mops']:.2f} M/s, "
           f"{c['bandwidth_gbs']:.1f} GB/s, efficiency {c['payload_efficiency']:.3f}")

@@ -269,10 +269,33 @@ class System:
                             f"{self.checker.value(line)} (by {self.checker.writer.get(line, 'initial memory')})")
             if len(writers) > 1 or (writers and readers):
                 raise InvariantViolation(f"SWMR on line {line:#x}: writers {writers}, readers {readers}")
+            self.check_host_directory(line)
             if not writers and self._line_quiet(line) and self.host.memory(line) != self.checker.value(line):
                 raise InvariantViolation(
                     f"data value: memory holds {self.host.memory(line)} for line {line:#x} with no owner "
                     f"and nothing in flight; last write serialized was {self.checker.value(line)}")
+
+    def check_host_directory(self, line):
+        """Host-directory inclusion: every device with a copy of ``line`` is listed by the host (as 'E'
+        when the copy may be written), and with a finite directory a listed line has an entry.  An entry
+        dropped without snooping its holders breaks this."""
+        host = self.host
+        holders = host.dir.get(line) or {}
+        for dev in self.devices:
+            copies = [c[line][0] for c in dev.caches if line in c]
+            if not copies:
+                continue
+            names = ", ".join(st.name for st in copies)
+            if dev.index not in holders:
+                raise InvariantViolation(
+                    f"host directory inclusion: dev{dev.index} holds line {line:#x} ({names}) but the host "
+                    f"lists {sorted(holders) or 'no holder'}" + (" (its entry is gone)" if host.sf is not None
+                                                                 and line not in host.sf.entries else ""))
+            if holders[dev.index] != "E" and any(st.perm is _Perm.READWRITE for st in copies):
+                raise InvariantViolation(f"host directory inclusion: dev{dev.index} may write line {line:#x} "
+                                         f"({names}) but the host lists it as {holders[dev.index]}")
+        if holders and host.sf is not None and line not in host.sf.entries:
+            raise InvariantViolation(f"host directory: line {line:#x} has holders {holders} but no entry")
 
     def _line_quiet(self, line):
         if line in self.host.active:
@@ -300,13 +323,18 @@ class System:
         devices = self.devices
         host = self.host
         active, mem = host.active, host.mem
+        host_dir, host_sf = host.dir, host.sf
         inclusion_ok = True
         for line in lines:
             value = ghost.get(line, initial)
             writers = readers = 0
+            holders = host_dir.get(line)
+            if holders and host_sf is not None and line not in host_sf.entries:
+                self.check_lines((line,))                 # raises: host directory without its entry
             for dev in devices:
                 held = 0
                 k = 0
+                wrote = False
                 for cache in dev.caches:
                     if line in cache:
                         held |= 1 << k
@@ -314,11 +342,15 @@ class System:
                         st = c[0]
                         if st is _M or st is _E:
                             writers += 1
+                            wrote = True
                         else:
                             readers += 1
                         if c[1] != value:
                             self.check_lines((line,))     # raises: data value, naming the copy
                     k += 1
+                if held and (holders is None or dev.index not in holders
+                             or (wrote and holders[dev.index] != "E")):
+                    self.check_lines((line,))             # raises: host directory inclusion
                 entries = dev.sf.entries
                 if line in entries:
                     if entries[line].presence != held:
@@ -344,6 +376,7 @@ class System:
             for c in dev.caches:
                 lines |= set(c)
             dev.check()
+        self.host.check_directory()
         self.check_lines(lines)
         for link in self.links:
             link.check_credits(full=True)
@@ -375,10 +408,14 @@ class Workload:
     """Seeded random accesses from every internal cache.  Address layouts (per seed, rotating):
     a hot set of lines shared by everyone (true sharing), adjacent lines of one block (false
     sharing at block granularity), lines that all map to one snoop-filter set (set conflicts), and
-    a wider random pool."""
+    a wider random pool.  :meth:`host_op` draws the host's own accesses (Config.host_traffic) from the
+    same layouts, from a generator of their own, so the devices' accesses stay those of the seed."""
 
     MIX = (("load", 45), ("store", 25), ("evict", 15), ("rdcurr", 4), ("itomwr", 4), ("wrinv", 4),
            ("clflush", 3))
+    # The host's own accesses (models/host.py HOST_ACCESS); assumption: reads a little more often than
+    # writes, as for the devices.
+    HOST_MIX = (("read", 4), ("read_current", 3), ("write", 3))
 
     def __init__(self, cfg, rng, lines=256, think=8):
         self.cfg, self.rng, self.think = cfg, rng, think
@@ -393,6 +430,16 @@ class Workload:
         self.kinds = [k for k, _ in self.MIX]
         self.kind_w = [w for _, w in self.MIX]
         self.value = 0
+        self.host_value = 1 << 32       # host writes store 2^32 + 1, ...: not a device's value (and a
+                                        # line's data is unsigned: the RTL carries it as 512 bits)
+
+    def host_op(self, rng):
+        """(kind, line, value) of one host access, drawn from ``rng``."""
+        layout = rng.choices(self.layouts, self.weights)[0]
+        line = rng.choice(layout)
+        kind = rng.choices([k for k, _ in self.HOST_MIX], [w for _, w in self.HOST_MIX])[0]
+        self.host_value += 1
+        return kind, line, self.host_value
 
     def next_op(self, k):
         """``rng.choices(layouts, weights)``, ``rng.choice(layout)``, ``rng.choices(kinds, kind_w)``,
@@ -526,8 +573,15 @@ def run(cfg, transactions, seed, progress=None):
         for op, lat in dev_done:
             latency.setdefault(op._name_, []).append(lat)
 
+    host_rng, host_traffic, host = random.Random(f"host traffic {seed}"), cfg.host_traffic, sysm.host
+
+    def next_op(d, k):
+        if host_traffic and host_rng.random() < host_traffic:
+            host.host_access(*wl.host_op(host_rng), sysm.now)
+        return wl.next_op(k)
+
     t_start = time.perf_counter()
-    now, msgs, done = drive(sysm, lambda d, k: wl.next_op(k), lambda: randrange(think1),
+    now, msgs, done = drive(sysm, next_op, lambda: randrange(think1),
                             lambda done: done >= transactions, on_done, progress)
     sysm.check_all()
     wall = time.perf_counter() - t_start
@@ -555,6 +609,7 @@ def run(cfg, transactions, seed, progress=None):
         "arbiter_max_passed": max(d.arb.max_passed for d in devs),
         "devload_histogram": dict(zip(("light", "optimal", "moderate", "severe"), devload_hist)),
         "counters": dict(sorted(sysm.stats.items())),
+        "host": dict(sysm.host.counts),
         "coverage": {"state_event": dict(sorted(pairs.items())),
                      "closure": {"state_event": closure(pairs, state_event_universe())}},
         "config": {k: (list(v) if isinstance(v, tuple) else v) for k, v in cfg.as_dict().items()},
@@ -571,11 +626,13 @@ def main(argv=None):
     ap.add_argument("--max-outstanding", type=int, default=Config.max_outstanding)
     ap.add_argument("--transactions", type=int, default=100000)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--config", default="", metavar="NAME=VALUE,...",
+                    help="other Config fields, e.g. host_dir=exact or host_dir_sets=8,host_traffic=0.1")
     ap.add_argument("--out", default="build/model/summary.json")
     args = ap.parse_args(argv)
     try:
         cfg = Config(devices=args.devices, caches=args.caches, sf_sets=args.sf_sets, sf_ways=args.sf_ways,
-                     credits=args.credits, max_outstanding=args.max_outstanding)
+                     credits=args.credits, max_outstanding=args.max_outstanding).with_overrides(args.config)
     except ConfigError as e:
         print(f"error: bad configuration: {e}", file=sys.stderr)
         return 2
@@ -605,6 +662,9 @@ def main(argv=None):
           f"{summary['wall_s']} s ({summary['model_msgs_per_s']} messages/s)")
     for op, v in summary["latency_cycles"].items():
         print(f"  {op:<17} n={v['count']:>7}  p50={v['p50']:>5}  p99={v['p99']:>5} cycles")
+    h = summary["host"]
+    print(f"  host ({cfg.host_dir} directory): {h['back_invalidations']} back-invalidations; its own reads "
+          f"{h['host_read']}, current reads {h['host_read_current']}, writes {h['host_write']}")
     c = summary["coalescing"]
     print(f"  coalescing: {c['invalidations_in']} invalidations -> {c['messages_out']} messages "
           f"({c['saved']} saved); wrote {args.out}")

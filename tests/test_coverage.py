@@ -37,3 +37,22 @@ def test_closure_report_of_flits():
     assert "upstream protocol" not in r["flit_kinds"]["holes"]
     assert "downstream protocol" in r["flit_kinds"]["holes"]
     assert r["flit_kinds"]["outside"] == [] and r["slot_formats"]["outside"] == []
+
+
+def test_host_behaviour_reaches_the_snoop_filter_miss_path_of_every_snoop_class():
+    """With the default host (finite directory, its own traffic snooping every device) each snoop class
+    reaches devices that do not hold the line (state I: the DCOH's snoop-filter-miss answer) in a plain
+    timed run; the exact directory without host traffic sends none there (only races could)."""
+    miss = {"I / SnpData", "I / SnpInv", "I / SnpCur"}
+    s = run(Config(devices=2), transactions=2000, seed=5)
+    assert miss <= set(s["coverage"]["state_event"]), sorted(miss - set(s["coverage"]["state_event"]))
+    assert s["host"]["back_invalidations"] > 0 and s["host"]["host_read_current"] > 0
+    old = run(Config(devices=2, host_dir="exact", host_traffic=0), transactions=2000, seed=5)
+    assert not miss & set(old["coverage"]["state_event"])
+
+
+def test_union_of_model_runs_covers_each_run():
+    cfgs = [(Config(devices=2), ""), (Config(devices=2, clean_evict_data=True), "clean_evict_data=true")]
+    r = cov.model_union(cfgs, [1, 2], 400)
+    assert len(r["runs"]) == 4 and r["hit"] >= max(x["hit"] for x in r["runs"])
+    assert r["hit"] + len(r["holes"]) == r["total"] and r["outside"] == []

@@ -1,5 +1,6 @@
 """Hypothesis stateful exploration of the golden model: random accesses, evictions, coalescer
-flushes, and message deliveries in any order (delays and reorderings), with every invariant checked
+flushes, the host's own accesses, a host directory that is exact or finite down to 1 set x 1 way (so
+that reads back-invalidate), and message deliveries in any order (delays and reorderings), with every invariant checked
 after every step, and a final drain that must reach quiescence (forward progress).  Failures shrink
 to short counterexamples; the "ci" profile is derandomized."""
 
@@ -10,6 +11,7 @@ from hypothesis import settings
 
 from models.config import Config
 from models.dcoh import CpuOp
+from models.host import HOST_ACCESS
 from models.system import System
 
 LINES = (0, 1, 2, 5)          # 0,1 share a coalescing block; 1 and 5 conflict in a 4-set filter
@@ -24,10 +26,15 @@ def _describe(m):
 
 class CoherenceMachine(RuleBasedStateMachine):
     @initialize(devices=st.integers(2, 3), caches=st.integers(1, 2), sf_sets=st.sampled_from([1, 4]),
-                sf_ways=st.sampled_from([1, 2]), credits=st.integers(1, 2), window=st.integers(0, 1))
-    def setup(self, devices, caches, sf_sets, sf_ways, credits, window):
+                sf_ways=st.sampled_from([1, 2]), credits=st.integers(1, 2), window=st.integers(0, 1),
+                host_dir=st.sampled_from([("exact", 1, 1), ("finite", 1, 1), ("finite", 2, 1), ("finite", 1, 2)]),
+                scope=st.sampled_from(["holders", "all"]))
+    def setup(self, devices, caches, sf_sets, sf_ways, credits, window, host_dir, scope):
+        policy, dir_sets, dir_ways = host_dir
         self.cfg = Config(devices=devices, caches=caches, sf_sets=sf_sets, sf_ways=sf_ways, credits=credits,
-                          max_outstanding=2, coalesce_window=window, coalesce_block=2)
+                          max_outstanding=2, coalesce_window=window, coalesce_block=2, host_dir=policy,
+                          host_dir_sets=dir_sets, host_dir_ways=dir_ways, host_traffic=0,
+                          host_snoop_scope=scope)
         self.sys = System(self.cfg, timed=False)
         self.value = 0
 
@@ -40,6 +47,12 @@ class CoherenceMachine(RuleBasedStateMachine):
         d, k = data.draw(st.sampled_from(idle), label="cache")
         self.value += 1
         self.sys.devices[d].accept(CpuOp(kind, k, line, self.value, variant), 0)
+        self.sys.settle()
+
+    @rule(kind=st.sampled_from(sorted(HOST_ACCESS)), line=st.sampled_from(LINES))
+    def host_access(self, kind, line):
+        self.value += 1
+        self.sys.host.host_access(kind, line, -self.value, 0)
         self.sys.settle()
 
     def _moves(self):

@@ -20,7 +20,8 @@ def _skip_one_sharer(monkeypatch):
     def start(self, txn, now):
         holders = self.dir.get(txn.line, {})
         others = sorted(d for d in holders if d != txn.dev)
-        if others and host.HOST_TABLE[txn.op]["snoop"] and host.HOST_TABLE[txn.op]["snoop"][0] is Snp.SnpInv:
+        if txn.dev is not None and others and host.HOST_TABLE[txn.op]["snoop"] and \
+                host.HOST_TABLE[txn.op]["snoop"][0] is Snp.SnpInv:
             hidden = holders.pop(others[-1])
             orig(self, txn, now)
             holders[others[-1]] = hidden
@@ -73,8 +74,41 @@ def _stall_forever(monkeypatch):
                         (STALL, DevState.E, 0))
 
 
+def _evict_without_snoop(monkeypatch):
+    """The finite host directory drops its pseudo-LRU entry instead of back-invalidating the holders."""
+    def maybe_evict(self, s, now):
+        q, sf = self.set_wait.get(s), self.sf
+        if not q or s in self.evicting or sf.free_way(s) is not None or \
+                not any(self._needs_entry(t) for t in q):
+            return
+        way = sf.victim(s, self.active)
+        if way is not None:
+            victim = sf.tags[s][way]
+            sf.free(victim)
+            self.dir.pop(victim, None)
+            self._retry_set(s, now)
+    monkeypatch.setattr(host.Host, "_maybe_evict", maybe_evict)
+
+
+def test_exhaustive_search_catches_a_host_directory_eviction_without_snoop(monkeypatch):
+    _evict_without_snoop(monkeypatch)
+    r = explore(tiny(1, 2, host_dir="finite"), lines=(0, 1), cpu_kinds=("load", "store", "evict"), variants=(0,),
+                budget=3, max_states=200000, stop_at_first=True)
+    assert r["first_violation"], f"exhaustive search found nothing in {r['states']} states"
+    assert "host directory inclusion" in r["first_violation"]["error"], r["first_violation"]
+
+
+def test_hypothesis_catches_a_host_directory_eviction_without_snoop(monkeypatch):
+    _evict_without_snoop(monkeypatch)
+    with pytest.raises(BaseException) as info:
+        run_state_machine_as_test(CoherenceMachine, settings=settings(
+            max_examples=400, stateful_step_count=40, deadline=None, derandomize=True, database=None,
+            phases=[Phase.generate], report_multiple_bugs=False, suppress_health_check=list(HealthCheck)))
+    assert "host directory inclusion" in str(info.value), str(info.value)
+
+
 MUTATIONS = [
-    ("skip SnpInv to one sharer", _skip_one_sharer, 1, ("SWMR", "data value")),
+    ("skip SnpInv to one sharer", _skip_one_sharer, 1, ("SWMR", "data value", "host directory inclusion")),
     ("drop the data of a DirtyEvict", _drop_writeback, 1, ("data value",)),
     ("forget the presence bit on an internal fill", _forget_presence, 2, ("inclusion", "snoop filter")),
     ("return two credits for one snoop response", _double_credit, 1, ("credit conservation",)),

@@ -197,3 +197,72 @@ def test_shared_line_evicts_with_cleanevictnodata_in_either_variant():
     s.drain()
     assert s.dev(0).coverage[("SI_A", "GO-I")] == 1
     assert s.state(0, 0, L) == ("I", None) and s.state(1, 0, L)[0] == "S"
+
+
+def _one_way_host_directory(**cfg):
+    """A host directory of one entry (1 set x 1 way), no host traffic of its own."""
+    return Scenario(host_dir="finite", host_dir_sets=1, host_dir_ways=1, **cfg)
+
+
+def test_host_directory_eviction_racing_the_holders_dirtyevict():
+    s = _one_way_host_directory()
+    s.cpu(0, 0, "store", L, value=3)
+    s.drain()
+    assert L in s.sys.host.sf.entries
+    s.cpu(0, 0, "evict", L)                          # dev0: DirtyEvict, MI_A
+    s.cpu(1, 0, "load", L + 1)                       # dev1: RdShared of another line of the only set
+    s.deliver(1, Channel.D2H_REQ, Req.RdShared)      # no free way: the host back-invalidates L
+    assert s.sys.host.evicting == {0: L} and s.sys.host.counts["back_invalidations"] == 1
+    s.deliver(0, Channel.D2H_REQ, Req.DirtyEvict)    # waits behind the back-invalidation of its line
+    assert [t.op for t in s.sys.host.queue[L]] == [Req.DirtyEvict]
+    s.deliver(0, Channel.H2D_REQ, Snp.SnpInv)
+    assert s.dev(0).coverage[("MI_A", "SnpInv")] == 1
+    assert s.deliver(0, Channel.D2H_RSP).op is Rsp.RspIFwdM
+    s.drain()
+    assert s.dev(0).coverage[("II_A", "GO_WritePull")] == 1
+    assert s.sys.host.bogus_dropped == 1             # the snoop took the data; the write-back is stale
+    assert s.sys.host.memory(L) == 3
+    assert s.state(1, 0, L + 1) == ("S", 0)
+    assert set(s.sys.host.sf.entries) == {L + 1} and L not in s.sys.host.dir
+
+
+def test_host_directory_eviction_racing_a_read_of_the_victim_line():
+    s = _one_way_host_directory(devices=3)
+    s.cpu(0, 0, "store", L, value=5)
+    s.drain()
+    s.cpu(1, 0, "load", L + 1)
+    s.deliver(1, Channel.D2H_REQ, Req.RdShared)      # back-invalidation of L: SnpInv to dev0
+    s.cpu(2, 0, "load", L)                           # dev2 reads the victim line meanwhile
+    s.deliver(2, Channel.D2H_REQ, Req.RdShared)
+    assert [t.op for t in s.sys.host.queue[L]] == [Req.RdShared]     # waits for the back-invalidation
+    assert s.sys.host.active[L + 1].op is Req.RdShared and L + 1 not in s.sys.host.sf.entries
+    s.deliver(0, Channel.H2D_REQ, Snp.SnpInv)
+    s.flush(0)                                       # the invalidation probe reaches dev0's cache
+    s.deliver(0, Channel.D2H_RSP)
+    s.deliver(0, Channel.D2H_DATA)                   # the dirty line goes to memory; the way is free
+    assert set(s.sys.host.sf.entries) == {L + 1}
+    # dev1 took the way; dev2's read of L now needs it back: L+1 is back-invalidated in turn
+    s.drain()
+    assert s.sys.host.counts["back_invalidations"] == 2
+    assert s.state(2, 0, L) == ("S", 5)
+    assert s.state(1, 0, L + 1) == ("I", None)
+    assert s.state(0, 0, L) == ("I", None)
+    assert s.dev(1).coverage[("S", "SnpInv")] == 1
+
+
+def test_host_write_racing_a_device_read_of_the_line():
+    """The host's own write snoops every device (Config.host_snoop_scope "all"): one whose RdShared
+    was granted but whose GO has not arrived answers only after it (the snoop may not pass the GO);
+    the one without the line answers RspIHitI, the snoop-filter-miss answer."""
+    s = Scenario(host_snoop_scope="all")
+    s.cpu(0, 0, "load", L)
+    s.deliver(0, Channel.D2H_REQ, Req.RdShared)      # granted: GO-S and data on their way to dev0
+    s.sys.host.host_access("write", L, -1, 0)
+    s.sys.settle()
+    assert not s.deliverable(0, Channel.H2D_REQ, Snp.SnpInv)
+    s.deliver(1, Channel.H2D_REQ, Snp.SnpInv)
+    assert s.dev(1).coverage[("I", "SnpInv")] == 1
+    s.drain()
+    assert s.dev(0).coverage[("S", "SnpInv")] == 1
+    assert s.state(0, 0, L) == ("I", None)
+    assert s.sys.host.memory(L) == -1 and s.sys.checker.value(L) == -1

@@ -372,3 +372,14 @@ def test_the_measured_hop_is_half_the_measured_cxl_load_penalty():
         C.CxlParams(jitter_ns=-1.0)
     with pytest.raises(ValueError, match="link_gbs"):
         C.CxlParams(link_gbs=0.0)
+
+
+def test_finite_host_directory_costs_one_back_invalidation_on_a_full_set():
+    """models.report.host_directory_effect: a read miss into a full set of the finite host directory waits
+    for one back-invalidation, at least a snoop round trip more than a read with a free way."""
+    from models.report import host_directory_effect
+    hd = host_directory_effect(C.CxlParams(), "4x2")
+    assert hd["back_invalidations"] == 1
+    assert hd["read_miss_full_set_ns"] >= hd["read_miss_free_way_ns"] + hd["snoop_round_trip_ns"]
+    with pytest.raises(ValueError, match="SETSxWAYS"):
+        host_directory_effect(C.CxlParams(), "4x3")

@@ -56,3 +56,16 @@ def test_watchdog_names_every_outstanding_request():
     sysm.devices[0].now = 500
     with pytest.raises(ForwardProgressError, match=r"(?s)older than 100.*dev0 CQID 0 RdShared line 0x40"):
         sysm.watchdog()
+
+
+@pytest.mark.parametrize("seed, cfg, host", [
+    (21, dict(devices=8, caches=3), "host_dir_sets=1,host_dir_ways=1,host_traffic=0.3"),
+    (22, dict(devices=2, sf_sets=1, sf_ways=2, max_outstanding=2, credits=1), "host_snoop_scope=holders,host_traffic=0.5"),
+    (23, dict(devices=16, caches=1, sf_sets=4, sf_ways=1), "host_dir_sets=2,host_dir_ways=2,host_traffic=1"),
+])
+def test_host_directory_and_traffic_keep_the_invariants(seed, cfg, host):
+    """Tiny host directories (every read back-invalidates) and heavy host traffic, timed, checked after
+    every step: no violation, no stall, and the host really evicted and accessed."""
+    s = run(Config(**cfg).with_overrides(host), 2000, seed=seed)
+    assert s["violations"] == 0 and s["transactions"] >= 2000
+    assert s["host"]["back_invalidations"] > 100 and s["host"]["host_write"] > 0
