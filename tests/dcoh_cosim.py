@@ -70,8 +70,8 @@ KINDS = ("load", "load", "store", "store", "evict", "rdcurr", "itomwr", "wrinv",
 
 async def run_cosim(ctx, dut, seed, steps=0, *, cfg=None, trace=None, lines=6, log=None):
     """Drive ``steps`` random moves (or the moves of ``trace``: ("cpu", d, k, kind, line, value,
-    variant) / ("deliver", d, upstream, index) / ("flush", d, block)); raise CosimMismatch on the
-    first difference.  The model's device 0 coalescer groups are flushed by moves, and the RTL's
+    variant) / ("deliver", d, upstream, index) / ("flush", d, block) / ("host", kind, line, value));
+    raise CosimMismatch on the first difference.  The model's device 0 coalescer groups are flushed by moves, and the RTL's
     caches take the matching probe message only then."""
     rng = random.Random(seed)
     cfg = cfg or Config(**CONFIG)
@@ -286,6 +286,10 @@ async def run_cosim(ctx, dut, seed, steps=0, *, cfg=None, trace=None, lines=6, l
             what = await cpu(*move[1:], step)
         elif move[0] == "deliver":
             what = await deliver(move, step)
+        elif move[0] == "host":                   # the host's own access: its snoops go out as messages
+            sysm.host.host_access(*move[1:4], sysm.now)
+            sysm.settle()
+            what = f"host {move[1]} {move[2]:#x}"
         elif move[1] == 0:
             if move[2] not in dev.coal.groups:
                 continue                           # a trace's flush of a group already flushed

@@ -11,7 +11,7 @@ from models.system import System
 class Scenario:
     def __init__(self, **cfg):
         # the host's directory is exact unless a race asks for the finite one; its own accesses come
-        # only from the race (host_access)
+        # only from the race (host())
         base = dict(devices=2, caches=1, sf_sets=4, sf_ways=2, max_outstanding=4, credits=4,
                     coalesce_window=0, coalesce_block=4, host_dir="exact", host_traffic=0)
         base.update(cfg)
@@ -22,6 +22,13 @@ class Scenario:
 
     def dev(self, d):
         return self.sys.devices[d]
+
+    def host(self, kind, line, value=0):
+        """The host's own access (models/host.py ``host_access``), recorded so that the RTL replay makes it too."""
+        self.sys.host.host_access(kind, line, value, 0)
+        self.trace.append(("host", kind, line, value))
+        self.sys.settle()
+        self.sys.check_all()
 
     def cpu(self, d, k, kind, line, value=0, variant=0):
         assert self.sys.devices[d].accept(CpuOp(kind, k, line, value, variant), 0), "cache busy"

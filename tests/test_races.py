@@ -257,12 +257,11 @@ def test_host_write_racing_a_device_read_of_the_line():
     s = Scenario(host_snoop_scope="all")
     s.cpu(0, 0, "load", L)
     s.deliver(0, Channel.D2H_REQ, Req.RdShared)      # granted: GO-S and data on their way to dev0
-    s.sys.host.host_access("write", L, -1, 0)
-    s.sys.settle()
+    s.host("write", L, 7)
     assert not s.deliverable(0, Channel.H2D_REQ, Snp.SnpInv)
     s.deliver(1, Channel.H2D_REQ, Snp.SnpInv)
     assert s.dev(1).coverage[("I", "SnpInv")] == 1
     s.drain()
     assert s.dev(0).coverage[("S", "SnpInv")] == 1
     assert s.state(0, 0, L) == ("I", None)
-    assert s.sys.host.memory(L) == -1 and s.sys.checker.value(L) == -1
+    assert s.sys.host.memory(L) == 7 and s.sys.checker.value(L) == 7
