@@ -24,7 +24,7 @@ import time
 
 from . import cxl_timing as C
 from . import rdma as R
-from .system import percentile
+from .latency import percentile
 
 __all__ = ["ARTICLE", "WORKLOAD", "build", "main"]
 

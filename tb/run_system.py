@@ -8,8 +8,9 @@ simulator through ``cocotb_tools.runner`` (the cocotb Makefile flow rejects the 
 docs/toolchain.md), runs the test, and writes ``--out`` (``"engine": "rtl"``, ``"simulator"``,
 per-opcode latency percentiles and histograms in cycles, coverage, simulation speed) and a PNG of
 the latency histograms beside it.  Exit status 1 on any mismatch; the message names the seed.
-``--seeds K`` runs K seeds from ``--seed`` on one build (``make regress``), ``--jobs J`` of them at once,
-and writes one summary per seed plus a total.
+``--seeds K`` runs K seeds from ``--seed`` on one build (``make regress``) as Dask tasks (tb/regress.py):
+on a LocalCluster of ``--jobs J`` worker processes (default: one per core), or on the workers of the
+scheduler at ``--scheduler``/``DASK_SCHEDULER``; one summary per seed, the total, and a combined JUnit.
 """
 
 import argparse
@@ -166,13 +167,6 @@ def plot_latency(summary, path):
     return path
 
 
-_seed_job = None
-
-
-def _run_seed_job(seed):
-    return _seed_job(seed)
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description="cocotb system testbench: N RTL devices under the golden host")
     ap.add_argument("--sim", default=os.environ.get("SIM", "icarus"))
@@ -180,7 +174,10 @@ def main(argv=None):
     ap.add_argument("--transactions", type=int, default=20000)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--seeds", type=int, default=1, help="run this many seeds from --seed (regression)")
-    ap.add_argument("--jobs", type=int, default=1, help="with --seeds: run this many seeds at once")
+    ap.add_argument("--jobs", type=int, default=None,
+                    help="with --seeds: LocalCluster worker processes, i.e. seeds at once (default: cores)")
+    ap.add_argument("--scheduler", default=None,
+                    help="with --seeds: run on this Dask scheduler's workers (default: $DASK_SCHEDULER, else local)")
     ap.add_argument("--think", type=int, default=8, help="max idle cycles between a cache's accesses")
     ap.add_argument("--ber", type=float, default=0.0, help="bit error rate on every link wire")
     ap.add_argument("--waves", action="store_true", help="write an FST (Icarus) / VCD (Verilator) and print its path")
@@ -190,6 +187,14 @@ def main(argv=None):
     ap.add_argument("--out", default="build/sim/summary.json")
     ap.add_argument("--build-root", default="build/sim")
     args = ap.parse_args(argv)
+    if args.seeds > 1:
+        from tb.regress import SchedulerUnreachable, run_rtl
+        if args.waves:
+            print("--waves: one seed at a time; rerun a seed with its reproduce command and WAVES=1", flush=True)
+        try:
+            return run_rtl(args, build)
+        except SchedulerUnreachable as e:
+            raise SystemExit(f"error: {e}") from None
     build_root = Path(args.build_root).resolve()
     out = Path(args.out).resolve()
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -208,17 +213,7 @@ def main(argv=None):
         return s
 
     seeds = range(args.seed, args.seed + args.seeds)
-    t_run = time.perf_counter()
-    if args.jobs > 1 and args.seeds > 1:
-        # Seeds are independent simulations of one build: forked workers run them side by side.
-        import multiprocessing
-        global _seed_job
-        _seed_job = one_seed          # forked workers inherit it (a closure cannot be pickled)
-        pool = multiprocessing.get_context("fork").Pool(min(args.jobs, args.seeds))
-        results = pool.imap(_run_seed_job, seeds)
-    else:
-        pool, results = None, map(one_seed, seeds)
-    for seed, s in zip(seeds, results):
+    for seed, s in zip(seeds, map(one_seed, seeds)):
         summaries.append(s)
         if s.get("violations"):
             failures += 1
@@ -238,23 +233,9 @@ def main(argv=None):
             print(f"  coverage: {len(cov['state_event'])} (state, event) pairs, flits: "
                   + ", ".join(f"{k} {n}" for k, n in cov["flits"].items()))
             print(f"wrote {out}" + (f" and {png}" if png else ""))
-    if pool is not None:
-        pool.close()
-        pool.join()
-    elapsed = time.perf_counter() - t_run
     if args.waves:
         for f in sorted(build_dir.rglob("*.fst")) + sorted(build_dir.rglob("*.vcd")):
             print(f"waves: {f}")
-    if args.seeds > 1:
-        total = {"engine": "rtl", "simulator": args.sim, "devices": args.devices, "seeds": args.seeds,
-                 "first_seed": args.seed, "failures": failures, "transactions": total_tx,
-                 "cycles": total_cycles, "wall_s": round(total_wall, 1),
-                 "sim_cycles_per_s": round(total_cycles / total_wall) if total_wall else None,
-                 "jobs": min(args.jobs, args.seeds), "elapsed_s": round(elapsed, 1),
-                 "failed_seeds": [s["seed"] for s in summaries if s.get("violations")]}
-        out.write_text(json.dumps(total, indent=2))
-        print(f"{args.seeds} seeds: {failures} failure(s), {total_tx} transactions, {total_cycles} cycles "
-              f"in {elapsed:.0f} s ({total['jobs']} at once); wrote {out}")
     return 1 if failures else 0
 
 

@@ -52,7 +52,7 @@ import json
 import os
 import random
 import time
-from collections import deque
+from collections import Counter, deque
 
 import cocotb
 from cocotb.clock import Clock
@@ -66,7 +66,8 @@ from models.dcoh import CpuOp, cache_hit
 from models.flit import Direction, FlitError
 from models.link import encode as encode_msg
 from models.states import Perm
-from models.system import System, Workload, percentile
+from models.latency import latency_entry
+from models.system import System, Workload, state_event_coverage
 from tb.cache_bfm import CacheBFM
 from tb.system_top import MON_BITS, MON_WIDTH
 from tb.vip import ChannelCodec, FlitMonitor, StructCodec
@@ -573,11 +574,6 @@ class SystemBench:
         return self.summary()
 
     def summary(self):
-        coverage = {}
-        for dev in self.sysm.devices:
-            for (state, event), n in dev.coverage.items():
-                key = f"{getattr(state, 'name', state)} / {getattr(event, 'name', event)}"
-                coverage[key] = coverage.get(key, 0) + n
         return {
             "engine": "rtl",
             "devices": self.devices,
@@ -589,26 +585,14 @@ class SystemBench:
             "cache_hits": self.hits,
             "wall_s": round(self.wall, 3),
             "sim_cycles_per_s": round(self.now / self.wall) if self.wall else None,
-            "latency_cycles": {op: {"p50": percentile(sorted(v), 50), "p99": percentile(sorted(v), 99),
-                                    "count": len(v), "histogram": _histogram(v)}
-                               for op, v in sorted(self.latency.items())},
+            "latency_cycles": {op: latency_entry(Counter(v)) for op, v in sorted(self.latency.items())},
             "dispatch": {Dispatch(i).name: n for i, n in enumerate(self.dispatch_count) if i},
-            "coverage": {"state_event": dict(sorted(coverage.items())),
+            "coverage": {"state_event": state_event_coverage(self.sysm.devices),
                          "flits": dict(sorted(self.flit_coverage.items()))},
             "coalescing": {"invalidations_in": sum(d.coal.msgs_in for d in self.sysm.devices),
                            "messages_out": sum(d.coal.msgs_out for d in self.sysm.devices)},
             "rtl": self.params,
         }
-
-
-def _histogram(values, bins=16):
-    """Latency histogram in cycles: equal-width bins from min to max; {"edges": [...], "counts": [...]}."""
-    lo, hi = min(values), max(values)
-    width = max(1, -(-(hi - lo + 1) // bins))
-    counts = [0] * (-(-(hi - lo + 1) // width))
-    for v in values:
-        counts[(v - lo) // width] += 1
-    return {"edges": [lo + i * width for i in range(len(counts) + 1)], "counts": counts}
 
 
 def _finish(bench, summary, seed, out):
