@@ -90,9 +90,10 @@ def _scheduler_identity(address, timeout):
 
 
 @contextmanager
-def dask_client(scheduler=None, workers=None, connect_timeout=CONNECT_TIMEOUT_S, allowed_failures=None):
+def dask_client(scheduler=None, workers=None, connect_timeout=None, allowed_failures=None):
     """Yields ``(client, label)``: a Client of the scheduler at ``scheduler`` (label: its address), or of
     a LocalCluster of ``workers`` processes (default: the number of cores; label "local").
+    ``connect_timeout``: seconds for the scheduler to answer (default ``CONNECT_TIMEOUT_S``).
 
     ``allowed_failures`` (LocalCluster only; a running scheduler has its own configuration): how many
     worker deaths a task survives before it fails with KilledWorker (Dask's default: 3).  The
@@ -101,6 +102,7 @@ def dask_client(scheduler=None, workers=None, connect_timeout=CONNECT_TIMEOUT_S,
     import dask
     from distributed import Client, LocalCluster
     cluster = None
+    connect_timeout = CONNECT_TIMEOUT_S if connect_timeout is None else connect_timeout
     if scheduler:
         _scheduler_identity(scheduler, connect_timeout)
         client = Client(scheduler, timeout=connect_timeout, set_as_default=False)
@@ -224,8 +226,11 @@ def regress(client, job, seeds, progress=print, on_result=None):
     seeds = list(seeds)
     if len(set(seeds)) != len(seeds):
         raise ValueError(f"seeds must be distinct: {seeds}")
-    run_id = uuid.uuid4().hex[:8]            # keys of this run only, on a scheduler other clients share
-    futures = {client.submit(_run_seed, job, seed, key=f"seed{seed}-{run_id}", pure=False): seed
+    # Keys of this run only (a scheduler may serve other clients), all in one task group ("regress"): a
+    # group larger than twice the cluster's threads is queued on the scheduler and handed out as
+    # threads free up, so a worker that dies holds only the seeds it was running.
+    run_id = uuid.uuid4().hex[:8]
+    futures = {client.submit(_run_seed, job, seed, key=f"regress-{run_id}-{seed}", pure=False): seed
                for seed in seeds}
     finished = as_completed(futures, loop=client.loop)   # each future once: finished, erred or cancelled
     rows, failures = {}, 0
