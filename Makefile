@@ -24,6 +24,7 @@ REGRESS_SEEDS        ?= 50
 REGRESS_TRANSACTIONS ?= 20000
 REGRESS_JOBS         ?= 2
 REGRESS_SIM          ?= verilator
+REGRESS_SCHEDULER    ?= $(DASK_SCHEDULER)
 HYPOTHESIS_PROFILE ?= ci
 PYTEST_ARGS        ?=
 
@@ -55,8 +56,9 @@ help:
 	@echo '                -> build/sim/summary.json + summary.png (SIM=$(SIM)|verilator DEVICES=$(DEVICES)'
 	@echo '                TRANSACTIONS=$(TRANSACTIONS) SEED=$(SEED) WAVES=1 TESTCASE=name)'
 	@echo '  make regress  the slow tests (pytest -m slow), then the RTL system, REGRESS_SEEDS=$(REGRESS_SEEDS) x'
-	@echo '                REGRESS_TRANSACTIONS=$(REGRESS_TRANSACTIONS) on $(REGRESS_SIM), REGRESS_JOBS=$(REGRESS_JOBS) seeds at once'
-	@echo '                -> build/regress/summary.json'
+	@echo '                REGRESS_TRANSACTIONS=$(REGRESS_TRANSACTIONS) on $(REGRESS_SIM) as Dask tasks: a LocalCluster of'
+	@echo '                REGRESS_JOBS=$(REGRESS_JOBS) workers, or REGRESS_SCHEDULER=tcp://host:8786 (default: $$DASK_SCHEDULER)'
+	@echo '                -> build/regress/summary.json (+ per-seed summaries, summary_junit.xml)'
 	@echo '  make model    golden-model system simulation (MODEL_TRANSACTIONS=$(MODEL_TRANSACTIONS)) -> build/model/summary.json'
 	@echo '  make test     all tests but the slow ones (pytest -m "not slow", HYPOTHESIS_PROFILE=$(HYPOTHESIS_PROFILE); PYTEST_ARGS=...)'
 	@echo '  make explore  exhaustive exploration of tiny configurations -> build/explore/summary.json'
@@ -115,7 +117,8 @@ regress: deps
 	@mkdir -p build/regress
 	@$(WITH_VLT) && $(PY) -m pytest -q -m slow
 	@$(WITH_VLT) && $(PY) -m tb.run_system --sim $(REGRESS_SIM) --devices $(DEVICES) --seed $(SEED) \
-	  --seeds $(REGRESS_SEEDS) --jobs $(REGRESS_JOBS) --transactions $(REGRESS_TRANSACTIONS) --no-flit-monitor --out build/regress/summary.json
+	  --seeds $(REGRESS_SEEDS) --jobs $(REGRESS_JOBS) --transactions $(REGRESS_TRANSACTIONS) --no-flit-monitor \
+	  $(if $(REGRESS_SCHEDULER),--scheduler $(REGRESS_SCHEDULER)) --out build/regress/summary.json
 
 model: venv
 	@mkdir -p build/model
