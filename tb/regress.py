@@ -265,12 +265,15 @@ def regress(client, job, seeds, progress=print, on_result=None):
                     row["error"] = s.get("error") or "violations in the summary"
             except KilledWorker as e:
                 row.update(summary={"seed": seed, "violations": 1}, junit=None, worker=None, host=None, ok=False,
-                           attempts=max(attempts, rec["died"]),
+                           attempts=max(rec["died"], rec["starts"], 1),     # each start ended in a death
                            error=f"the seed's worker process died {rec['died']} time(s) while running it "
                                  f"(Dask allowed-failures reached: the simulation crashes its process): {e}")
             except FutureCancelledError as e:
                 row.update(summary={"seed": seed, "violations": 1}, junit=None, worker=None, host=None, ok=False,
                            error=f"the task was cancelled (scheduler restarted or client disconnected): {e}")
+            except Exception as e:           # the task itself failed outside the seed job (e.g. unpickling)
+                row.update(summary={"seed": seed, "violations": 1}, junit=None, worker=None, host=None, ok=False,
+                           error=f"the task failed outside the seed job: {type(e).__name__}: {e}")
             row["retried"] = row["attempts"] > 1
             fut.release()                    # its result is here now: never recompute it
             rows[seed] = row

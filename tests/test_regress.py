@@ -69,12 +69,15 @@ class HeldModelSeed(ModelSeed):
 @dataclass(frozen=True)
 class CrashingModelSeed(ModelSeed):
     """The golden-model seed, except that seed ``crash`` ends its worker process (as a simulator that
-    segfaults in-process would)."""
+    segfaults in-process would) and seed ``raises`` raises."""
     crash: int = -1
+    raises: int = -1
 
     def __call__(self, seed):
         if seed == self.crash:
             os._exit(3)
+        if seed == self.raises:
+            raise ValueError(f"broken on purpose at seed {seed}")
         return super().__call__(seed)
 
 
@@ -145,20 +148,24 @@ def test_local_cluster_regress_merges_every_seed(tmp_path):
 
 
 def test_a_seed_that_crashes_its_worker_is_that_seed_failing(tmp_path):
-    job = CrashingModelSeed(devices=2, transactions=200, crash=3)
+    job = CrashingModelSeed(devices=2, transactions=200, crash=3, raises=5)
     lines = []
     with deadline(180, "regress with a crashing seed"), \
             dask_client(workers=2, allowed_failures=1) as (client, label):
-        total = run_and_write(client, label, job, range(1, 5), tmp_path / "summary.json", progress=lines.append)
-    assert total["failed_seeds"] == [3] and total["failures"] == 1
-    (failed,) = total["failed"]
-    assert "died 2 time(s)" in failed["error"] and failed["reproduce"] == job.reproduce(3)
-    assert "--seed 3" in failed["reproduce"]
+        total = run_and_write(client, label, job, range(1, 7), tmp_path / "summary.json", progress=lines.append)
+    assert total["failed_seeds"] == [3, 5] and total["failures"] == 2
+    crashed, raised = total["failed"]
+    assert "died 2 time(s)" in crashed["error"] and crashed["reproduce"] == job.reproduce(3)
+    assert "--seed 3" in crashed["reproduce"]
+    assert "ValueError: broken on purpose at seed 5" in raised["error"] and "--seed 5" in raised["reproduce"]
     assert any("seed 3: FAIL" in line for line in lines) and any(job.reproduce(3) in line for line in lines)
-    assert [r["seed"] for r in total["per_seed"] if r["ok"]] == [1, 2, 4]
-    assert total["transactions"] == sum(_direct(2, 200, s)[0] for s in (1, 2, 4))
-    (case,) = [ts for ts in ET.parse(total["junit"]).getroot() if ts.get("name") == "seed 3"]
-    assert case.find("testcase/failure") is not None
+    by_seed = {r["seed"]: r for r in total["per_seed"]}
+    assert by_seed[3]["attempts"] == 2 and by_seed[5]["attempts"] == 1
+    assert [s for s, r in by_seed.items() if r["ok"]] == [1, 2, 4, 6]
+    assert total["transactions"] == sum(_direct(2, 200, s)[0] for s in (1, 2, 4, 6))
+    suites = {ts.get("name"): ts for ts in ET.parse(total["junit"]).getroot()}
+    assert all(suites[f"seed {s}"].find("testcase/failure") is not None for s in (3, 5))
+    assert all(suites[f"seed {s}"].find("testcase/failure") is None for s in (1, 2, 4, 6))
 
 
 # ---------------------------------------------------------------- unreachable scheduler
