@@ -345,7 +345,7 @@ def merge(rows, describe, dask_info, elapsed_s):
         "latency_cycles": {op: latency_entry(c) for op, c in sorted(by_op.items())},
         "per_seed": [{"seed": r["seed"], "ok": r["ok"], "transactions": r["summary"].get("transactions"),
                       "cycles": r["summary"].get("cycles"), "wall_s": r["summary"].get("wall_s"),
-                      "worker": r["worker"], "host": r["host"], "attempts": r["attempts"],
+                      "task_s": r.get("task_s"), "worker": r["worker"], "host": r["host"], "attempts": r["attempts"],
                       **({"error": r["error"], "reproduce": r["reproduce"]} if not r["ok"] else {})}
                      for r in rows],
     }
