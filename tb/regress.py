@@ -24,7 +24,8 @@ Faults.  A seed's own failure (a mismatch, an exception in the job) is a failed 
 worker that dies (killed, out of memory, node lost) has its seeds rescheduled by the Dask scheduler
 elsewhere; a seed's result is taken once, when its task first finishes (results are keyed by seed), and
 the scheduler's records say which seeds ran more than once (``retried_seeds``): the number of workers
-that died while running the task (``TaskState.suspicious``) and the starts in its transition story.  A
+that died while the task was assigned to them (``TaskState.suspicious``) and the starts in its
+transition story (``_task_records`` runs on the scheduler, which therefore needs this checkout too).  A
 seed whose simulation kills its worker every time ends, after Dask's
 ``distributed.scheduler.allowed-failures`` deaths, in ``KilledWorker``: a failed seed that says so.
 """
@@ -97,17 +98,24 @@ def dask_client(scheduler=None, workers=None, connect_timeout=None, allowed_fail
 
     ``allowed_failures`` (LocalCluster only; a running scheduler has its own configuration): how many
     worker deaths a task survives before it fails with KilledWorker (Dask's default: 3).  The
-    LocalCluster's scheduler hands a worker only as many tasks as it has threads (worker-saturation
-    1.0), so a worker that dies takes only the seeds it was running with it."""
+    LocalCluster's scheduler hands a worker only as many queued tasks as it has threads
+    (worker-saturation 1.0; Dask queues a task group larger than twice the threads), so a worker that
+    dies takes only the seeds it was running with it."""
     import dask
     from distributed import Client, LocalCluster
     cluster = None
     connect_timeout = CONNECT_TIMEOUT_S if connect_timeout is None else connect_timeout
     if scheduler:
         _scheduler_identity(scheduler, connect_timeout)
-        client = Client(scheduler, timeout=connect_timeout, set_as_default=False)
+        try:
+            client = Client(scheduler, timeout=connect_timeout, set_as_default=False)
+        except Exception as e:               # it answered a moment ago: gone again, or refuses clients
+            raise SchedulerUnreachable(f"Dask scheduler {scheduler}: no client connection: "
+                                       f"{type(e).__name__}: {e}") from None
         label = scheduler
     else:
+        if workers is not None and workers < 1:
+            raise ValueError(f"a LocalCluster of {workers} workers: at least 1 is needed")
         cfg = {"distributed.scheduler.worker-saturation": 1.0}
         if allowed_failures is not None:
             cfg["distributed.scheduler.allowed-failures"] = allowed_failures
@@ -416,6 +424,8 @@ def run_rtl(args, build):
     """The multi-seed path of ``python -m tb.run_system``: connect (fails fast), build once, run, merge.
     ``args``: its parsed arguments; ``build``: tb.run_system.build."""
     address = scheduler_address(args.scheduler)
+    if args.jobs is not None and args.jobs < 1:
+        raise SystemExit(f"--jobs {args.jobs}: at least 1 worker is needed")
     if address and args.jobs:
         print(f"--jobs {args.jobs} ignored: the workers of {address} run the seeds", flush=True)
     with dask_client(address, args.jobs) as (client, label):
@@ -442,8 +452,8 @@ def main(argv=None):
                                                       "else a LocalCluster)")
     ap.add_argument("--out", default="build/regress_model/summary.json")
     args = ap.parse_args(argv)
-    if args.seeds < 1 or args.transactions < 1:
-        ap.error("--seeds and --transactions must be at least 1")
+    if args.seeds < 1 or args.transactions < 1 or (args.workers is not None and args.workers < 1):
+        ap.error("--seeds, --transactions and --workers must be at least 1")
     try:
         with dask_client(scheduler_address(args.scheduler), args.workers) as (client, label):
             total = run_and_write(client, label, ModelSeed(args.devices, args.transactions),
