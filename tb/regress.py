@@ -234,12 +234,14 @@ def regress(client, job, seeds, progress=print, on_result=None):
     seeds = list(seeds)
     if len(set(seeds)) != len(seeds):
         raise ValueError(f"seeds must be distinct: {seeds}")
-    # Keys of this run only (a scheduler may serve other clients), all in one task group ("regress"): a
-    # group larger than twice the cluster's threads is queued on the scheduler and handed out as
-    # threads free up, so a worker that dies holds only the seeds it was running.
+    # Keys of this run only (a scheduler may serve other clients), all in one task group ("regress") and
+    # submitted in one call: a group larger than twice the cluster's threads is queued on the scheduler
+    # and handed out as threads free up, so a worker that dies holds only the seeds it was running.
+    # (Submitted one by one, the first seeds would go out before the group is that large.)
     run_id = uuid.uuid4().hex[:8]
-    futures = {client.submit(_run_seed, job, seed, key=f"regress-{run_id}-{seed}", pure=False): seed
-               for seed in seeds}
+    submitted = client.map(_run_seed, [job] * len(seeds), seeds, key=[f"regress-{run_id}-{s}" for s in seeds],
+                           pure=False)
+    futures = dict(zip(submitted, seeds))
     finished = as_completed(futures, loop=client.loop)   # each future once: finished, erred or cancelled
     rows, failures = {}, 0
     last_done = last_report = time.monotonic()
