@@ -180,6 +180,14 @@ def test_unreachable_scheduler_is_a_clear_error_within_seconds():
     assert address in str(e.value)
 
 
+def test_unreachable_scheduler_on_the_command_line(monkeypatch, capsys):
+    address = f"tcp://127.0.0.1:{_free_port()}"
+    monkeypatch.setattr(regress, "CONNECT_TIMEOUT_S", 2)
+    with deadline(30, "python -m tb.regress on an unreachable scheduler"):
+        assert regress.main(["--seeds", "2", "--scheduler", address]) == 2
+    assert f"error: Dask scheduler {address}" in capsys.readouterr().err
+
+
 def test_unreachable_scheduler_stops_run_system_before_the_build(monkeypatch, tmp_path):
     import tb.run_system as run_system
     address = f"tcp://127.0.0.1:{_free_port()}"
