@@ -3,10 +3,13 @@
 ``python -m tb.run_system --seeds K`` (``make regress``) runs the RTL system this way (``run_rtl``), and
 
     python -m tb.regress [--seeds 8] [--seed 1] [--transactions 2000] [--devices 4] [--workers N]
-                         [--scheduler tcp://host:8786] [--out build/regress_model/summary.json]
+                         [--scheduler tcp://host:8786] [--sweep sf_sets=16,64,256 --sweep credits=2,8]
+                         [--out build/regress_model/summary.json]
 
 runs the golden model (models/system.py) the same way: a seed job that costs seconds, not a simulator
 build, to check and measure this layer (tests/test_regress.py; docs/testbench.md "Regression on Dask").
+With ``--sweep``, every seed runs at every point of a grid of golden-model parameters, all points'
+tasks submitted together (``run_sweep_and_write``): one total per point.
 
 Where the tasks run (``dask_client``).  With ``--scheduler ADDRESS`` or ``DASK_SCHEDULER=ADDRESS`` in the
 environment: on that scheduler's workers, started by hand (``dask scheduler``, ``dask worker``) or by
@@ -49,7 +52,8 @@ from xml.etree import ElementTree as ET
 from models.latency import latency_entry, merge_counts
 
 __all__ = ["SchedulerUnreachable", "scheduler_address", "dask_client", "ModelSeed", "RtlSeed", "regress",
-           "merge", "write_junit", "run_rtl", "main"]
+           "run_tasks", "merge", "write_junit", "run_and_write", "run_sweep_and_write", "parse_sweep", "run_rtl",
+           "main"]
 
 CONNECT_TIMEOUT_S = 10      # a scheduler that does not answer its identity in this time is unreachable
 STALL_REPORT_S = 30         # with nothing finished for this long, say what is running (and if no worker is)
@@ -134,26 +138,46 @@ def dask_client(scheduler=None, workers=None, connect_timeout=None, allowed_fail
 
 # ---------------------------------------------------------------- seed jobs
 
+# Golden-model parameters a sweep may vary: those ``python -m models.system`` takes as options, so that
+# every point's seeds have a one-machine reproduce command.
+SWEEPABLE = ("caches", "sf_sets", "sf_ways", "credits", "max_outstanding")
+
+
 @dataclass(frozen=True)
 class ModelSeed:
-    """One seed of the golden-model system (models.system.run): the cheap seed job."""
+    """One seed of the golden-model system (models.system.run): the cheap seed job.  ``overrides``:
+    ((name, value), ...) of ``SWEEPABLE`` Config fields (a sweep point); checked when the job is made."""
     devices: int = 4
     transactions: int = 2000
+    overrides: tuple = ()
+
+    def __post_init__(self):
+        bad = [name for name, _ in self.overrides if name not in SWEEPABLE]
+        if bad:
+            raise ValueError(f"cannot sweep {bad}: the golden-model parameters a sweep may vary are {SWEEPABLE}")
+        self.config()                        # a ConfigError names the parameter out of range
+
+    def config(self):
+        from models.config import Config
+        return Config(devices=self.devices, **dict(self.overrides))
 
     def __call__(self, seed):
-        from models.config import Config
         from models.system import run
         try:
-            return run(Config(devices=self.devices), self.transactions, seed), None
+            return run(self.config(), self.transactions, seed), None
         except AssertionError as e:          # an invariant or the forward-progress watchdog
             return {"engine": "model", "seed": seed, "violations": 1, "error": str(e)}, None
 
+    def label(self):
+        return " ".join(f"{name}={value}" for name, value in self.overrides)
+
     def reproduce(self, seed):
-        return (f"python -m models.system --devices {self.devices} --transactions {self.transactions} "
+        options = "".join(f" --{name.replace('_', '-')} {value}" for name, value in self.overrides)
+        return (f"python -m models.system --devices {self.devices}{options} --transactions {self.transactions} "
                 f"--seed {seed}")
 
     def describe(self):
-        return {"engine": "model", "simulator": None, "devices": self.devices}
+        return {"engine": "model", "simulator": None, "devices": self.devices, "config": dict(self.overrides)}
 
 
 @dataclass(frozen=True)
@@ -183,6 +207,9 @@ class RtlSeed:
         s["simulator"] = self.sim
         results = self.build_dir / f"results_{seed}.xml"
         return s, (results.read_text() if results.exists() else None)
+
+    def label(self):
+        return ""
 
     def reproduce(self, seed):
         return f"make sim SEED={seed} SIM={self.sim} DEVICES={self.devices} TRANSACTIONS={self.transactions}"
@@ -223,25 +250,31 @@ def _task_records(keys, dask_scheduler=None):
 def regress(client, job, seeds, progress=print, on_result=None):
     """Runs ``job`` on every seed as Dask tasks of ``client``; returns the per-seed rows, in seed order.
 
-    Row: ``seed``, ``ok``, ``summary`` (the seed's own summary), ``junit``, ``worker``, ``host``,
-    ``attempts`` (1 + reruns), ``retried``, ``reproduce``, and ``error`` for a failure.  ``progress``
-    gets one line per finished seed (tasks done/total, failures so far) and a line when nothing has
-    finished for a while.  ``on_result(row, done, total)`` is called after each seed (tests use it to
-    kill a worker part-way)."""
+    Row: ``seed``, ``point`` (``job.label()``), ``ok``, ``summary`` (the seed's own summary), ``junit``,
+    ``worker``, ``host``, ``task_s``, ``attempts`` (1 + reruns), ``retried``, ``reproduce``, and
+    ``error`` for a failure.  ``progress`` gets one line per finished seed (tasks done/total, failures
+    so far) and a line when nothing has finished for a while.  ``on_result(row, done, total)`` is
+    called after each seed (tests use it to kill a worker part-way)."""
+    return run_tasks(client, [(job, seed) for seed in seeds], progress, on_result)
+
+
+def run_tasks(client, tasks, progress=print, on_result=None):
+    """``regress`` for any list of (job, seed) tasks (a sweep: several jobs); rows in the tasks' order."""
     from distributed import as_completed
     from distributed.client import FutureCancelledError
     from distributed.scheduler import KilledWorker
-    seeds = list(seeds)
-    if len(set(seeds)) != len(seeds):
-        raise ValueError(f"seeds must be distinct: {seeds}")
+    tasks = list(tasks)
+    if len(set(tasks)) != len(tasks):
+        raise ValueError(f"each (job, seed) once: {[(j.label(), s) for j, s in tasks]}")
     # Keys of this run only (a scheduler may serve other clients), all in one task group ("regress") and
     # submitted in one call: a group larger than twice the cluster's threads is queued on the scheduler
     # and handed out as threads free up, so a worker that dies holds only the seeds it was running.
     # (Submitted one by one, the first seeds would go out before the group is that large.)
     run_id = uuid.uuid4().hex[:8]
-    submitted = client.map(_run_seed, [job] * len(seeds), seeds, key=[f"regress-{run_id}-{s}" for s in seeds],
-                           pure=False)
-    futures = dict(zip(submitted, seeds))
+    submitted = client.map(_run_seed, [j for j, _ in tasks], [s for _, s in tasks],
+                           key=[f"regress-{run_id}-{i}" for i in range(len(tasks))], pure=False)
+    futures = dict(zip(submitted, range(len(tasks))))
+    seeds = list(range(len(tasks)))          # row indices; each task's seed is in its row
     finished = as_completed(futures, loop=client.loop)   # each future once: finished, erred or cancelled
     rows, failures = {}, 0
     last_done = last_report = time.monotonic()
@@ -252,20 +285,21 @@ def regress(client, job, seeds, progress=print, on_result=None):
             if now - max(last_done, last_report) >= STALL_REPORT_S:
                 last_report = now
                 workers = client.scheduler_info(n_workers=-1).get("workers", {})
-                left = sorted(set(seeds) - set(rows))
+                left = [_name(*tasks[i]) for i in sorted(set(seeds) - set(rows))]
                 progress(f"[{len(rows)}/{len(seeds)}] nothing finished for {now - last_done:.0f} s; "
                          + (f"{len(workers)} worker(s)" if workers else "NO WORKER connected: waiting for one")
-                         + f"; seeds not finished: {left[:10]}{' ...' if len(left) > 10 else ''}")
+                         + f"; not finished: {', '.join(left[:10])}{' ...' if len(left) > 10 else ''}")
             continue
         done = finished.next_batch(block=False)
         last_done = time.monotonic()
         records = client.run_on_scheduler(_task_records, [f.key for f in done])
         for fut in sorted(done, key=lambda f: futures[f]):
-            seed = futures[fut]
-            assert seed not in rows, f"seed {seed} finished twice"
+            index = futures[fut]
+            assert index not in rows, f"{_name(*tasks[index])} finished twice"
+            job, seed = tasks[index]
             rec = records.get(fut.key, {"died": 0, "starts": 1})
             attempts = max(rec["died"] + 1, rec["starts"], 1)
-            row = {"seed": seed, "reproduce": job.reproduce(seed), "attempts": attempts}
+            row = {"seed": seed, "point": job.label(), "reproduce": job.reproduce(seed), "attempts": attempts}
             try:
                 res = fut.result()
                 s = res["summary"]
@@ -286,21 +320,27 @@ def regress(client, job, seeds, progress=print, on_result=None):
                            error=f"the task failed outside the seed job: {type(e).__name__}: {e}")
             row["retried"] = row["attempts"] > 1
             fut.release()                    # its result is here now: never recompute it
-            rows[seed] = row
+            rows[index] = row
             failures += not row["ok"]
             n = len(rows)
+            name = _name(job, seed)
             if row["ok"]:
                 s = row["summary"]
-                progress(f"[{n}/{len(seeds)}] seed {seed}: ok, {s.get('transactions')} transactions, "
+                progress(f"[{n}/{len(seeds)}] {name}: ok, {s.get('transactions')} transactions, "
                          f"{s.get('cycles')} cycles, {row['task_s']} s on {row['worker']}"
                          + (f" (attempt {row['attempts']})" if row["retried"] else "")
                          + f"; failures so far: {failures}")
             else:
-                progress(f"[{n}/{len(seeds)}] seed {seed}: FAIL: {row['error']}\n  reproduce: {row['reproduce']}"
+                progress(f"[{n}/{len(seeds)}] {name}: FAIL: {row['error']}\n  reproduce: {row['reproduce']}"
                          f"\n  failures so far: {failures}")
             if on_result is not None:
                 on_result(row, n, len(seeds))
-    return [rows[s] for s in seeds]
+    return [rows[i] for i in seeds]
+
+
+def _name(job, seed):
+    """How progress lines and JUnit suites name a task: "seed 7", or "sf_sets=16 credits=2 seed 7"."""
+    return f"{job.label()} seed {seed}".strip()
 
 
 def _add_counters(into, more):
@@ -345,7 +385,7 @@ def merge(rows, describe, dask_info, elapsed_s):
         "wall_s": round(wall, 1),
         "sim_cycles_per_s": round(cycles / wall) if wall else None,
         "jobs": min(dask_info["workers"], len(rows)),
-        "elapsed_s": round(elapsed_s, 1),
+        "elapsed_s": round(elapsed_s, 1) if elapsed_s is not None else None,
         "transactions_per_s": round(tx / elapsed_s, 1) if elapsed_s else None,
         "failed_seeds": [r["seed"] for r in failed],
         "failed": [{"seed": r["seed"], "error": r["error"], "reproduce": r["reproduce"]} for r in failed],
@@ -364,7 +404,7 @@ def merge(rows, describe, dask_info, elapsed_s):
 def _seed_junit(row, classname):
     """One seed's JUnit tree: cocotb's own XML (its test suite renamed after the seed), or, for a seed
     without one (the golden model, a crashed worker), one test case made from the row."""
-    name = f"seed {row['seed']}"
+    name = f"{row.get('point', '')} seed {row['seed']}".strip()
     if row.get("junit"):
         tree = ET.ElementTree(ET.fromstring(row["junit"]))
         suites = list(tree.iter("testsuite"))
@@ -388,11 +428,11 @@ def write_junit(rows, path, classname):
     """Every seed's JUnit XML combined into ``path`` by cocotb's ``cocotb_tools.combine_results``."""
     path = Path(path)
     with tempfile.TemporaryDirectory(prefix="junit_") as tmp:
-        for r in rows:
-            _seed_junit(r, classname).write(Path(tmp) / f"results_seed{r['seed']}.xml", encoding="UTF-8")
+        for i, r in enumerate(rows):             # by row: a sweep runs each seed once per point
+            _seed_junit(r, classname).write(Path(tmp) / f"results_{i}.xml", encoding="UTF-8")
         # combine_results exits 1 when a test case failed: that is what the summary says too, not an error.
         proc = subprocess.run([sys.executable, "-m", "cocotb_tools.combine_results", tmp,
-                               "--input-filename", r"results_seed\d+\.xml", "--output-file", str(path),
+                               "--input-filename", r"results_\d+\.xml", "--output-file", str(path),
                                "--output-testsuites-name", "regress"], capture_output=True, text=True)
     if not path.exists():
         raise RuntimeError(f"cocotb_tools.combine_results wrote no {path}: {proc.stdout}{proc.stderr}")
@@ -420,6 +460,60 @@ def run_and_write(client, label, job, seeds, out, progress=print, on_result=None
              f"({total['transactions_per_s']} transactions/s; {workers} worker(s) on {label}); "
              f"retried: {total['retried_seeds'] or 'none'}; wrote {out}")
     return total
+
+
+def run_sweep_and_write(client, label, jobs, seeds, out, progress=print):
+    """A sweep: every job (one per point, e.g. ``ModelSeed`` with different ``overrides``) on every seed,
+    submitted together.  ``out`` holds ``points`` (per point, ``merge`` of its seeds, with its
+    ``config``; its ``elapsed_s`` is None, the points sharing the workers), the totals ``failures``,
+    ``failed`` (point, seed, error, reproduce) and ``retried``, ``dask``, ``elapsed_s`` and ``junit``;
+    beside it ``<stem>_p<point>_seed<N>.json`` per task.  Returns the total."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    seeds, jobs = list(seeds), list(jobs)
+    workers = len(client.scheduler_info(n_workers=-1).get("workers", {}))
+    progress(f"dask: {len(jobs)} points x {len(seeds)} seeds on {label} ({workers} worker(s))")
+    t0 = time.perf_counter()
+    rows = run_tasks(client, [(job, seed) for job in jobs for seed in seeds], progress)
+    elapsed = time.perf_counter() - t0
+    dask_info = {"scheduler": label, "workers": workers}
+    points = []
+    for p, job in enumerate(jobs):
+        point_rows = rows[p * len(seeds):(p + 1) * len(seeds)]
+        for r in point_rows:
+            out.with_name(f"{out.stem}_p{p}_seed{r['seed']}.json").write_text(json.dumps(r["summary"], indent=2))
+        points.append(merge(point_rows, job.describe(), dask_info, None))
+    failed = [{"point": r["point"], "seed": r["seed"], "error": r["error"], "reproduce": r["reproduce"]}
+              for r in rows if not r["ok"]]
+    total = {"engine": jobs[0].describe()["engine"] if jobs else None, "points": points, "seeds": seeds,
+             "failures": len(failed), "failed": failed,
+             "retried": [{"point": r["point"], "seed": r["seed"]} for r in rows if r["retried"]],
+             "dask": dask_info, "elapsed_s": round(elapsed, 1)}
+    total["junit"] = str(write_junit(rows, out.with_name(f"{out.stem}_junit.xml"), total["engine"]))
+    out.write_text(json.dumps(total, indent=2))
+    for pt in points:
+        progress(f"  {pt['config']}: {pt['transactions']} transactions, {pt['cycles']} cycles, "
+                 f"{pt['failures']} failure(s); p99 " + ", ".join(f"{op} {v['p99']}"
+                                                               for op, v in pt["latency_cycles"].items()))
+    progress(f"{len(jobs)} points x {len(seeds)} seeds: {len(failed)} failure(s) in {elapsed:.0f} s; wrote {out}")
+    return total
+
+
+def parse_sweep(specs, devices, transactions):
+    """``["sf_sets=16,64", "credits=2,8"]`` -> one ModelSeed per point of the product (2 x 2 here)."""
+    import itertools
+    axes = []
+    for spec in specs:
+        name, sep, values = spec.partition("=")
+        name = name.strip().replace("-", "_")
+        try:
+            vals = [int(v) for v in values.split(",")] if sep and values else None
+        except ValueError:
+            vals = None
+        if not vals:
+            raise ValueError(f"--sweep {spec!r}: NAME=V1,V2,... with whole numbers, NAME one of {SWEEPABLE}")
+        axes.append([(name, v) for v in vals])
+    return [ModelSeed(devices, transactions, tuple(point)) for point in itertools.product(*axes)]
 
 
 def run_rtl(args, build):
@@ -452,15 +546,26 @@ def main(argv=None):
     ap.add_argument("--workers", type=int, default=None, help="LocalCluster worker processes (default: cores)")
     ap.add_argument("--scheduler", default=None, help="Dask scheduler address (default: $DASK_SCHEDULER, "
                                                       "else a LocalCluster)")
+    ap.add_argument("--sweep", action="append", default=[], metavar="NAME=V1,V2",
+                    help=f"run every seed at each point of the product of these ({', '.join(SWEEPABLE)})")
     ap.add_argument("--out", default="build/regress_model/summary.json")
     args = ap.parse_args(argv)
     if args.seeds < 1 or args.transactions < 1 or (args.workers is not None and args.workers < 1):
         ap.error("--seeds, --transactions and --workers must be at least 1")
+    from models.config import ConfigError
+    try:
+        jobs = parse_sweep(args.sweep, args.devices, args.transactions) if args.sweep else \
+            [ModelSeed(args.devices, args.transactions)]
+    except (ValueError, ConfigError) as e:       # checked before any cluster starts
+        ap.error(str(e))
+    seeds = range(args.seed, args.seed + args.seeds)
+    progress = lambda line: print(line, flush=True)   # noqa: E731
     try:
         with dask_client(scheduler_address(args.scheduler), args.workers) as (client, label):
-            total = run_and_write(client, label, ModelSeed(args.devices, args.transactions),
-                                  range(args.seed, args.seed + args.seeds), args.out,
-                                  progress=lambda line: print(line, flush=True))
+            if args.sweep:
+                total = run_sweep_and_write(client, label, jobs, seeds, args.out, progress)
+            else:
+                total = run_and_write(client, label, jobs[0], seeds, args.out, progress)
     except SchedulerUnreachable as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

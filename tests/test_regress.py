@@ -294,3 +294,40 @@ def test_rtl_seed_job_on_a_local_cluster(tmp_path):
     cases = ET.parse(total["junit"]).getroot().findall("testsuite/testcase")
     assert {c.get("name") for c in cases} >= {"system_random"} and len(cases) >= 2
     assert [r["seed"] for r in total["per_seed"]] == [3, 4]
+
+
+# ---------------------------------------------------------------- sweeps
+
+def test_sweep_runs_every_seed_at_every_point(tmp_path):
+    from models.system import main as model_main
+    from tb.regress import parse_sweep, run_sweep_and_write
+    jobs = parse_sweep(["sf_sets=16,256", "credits=2"], devices=2, transactions=200)
+    assert [j.overrides for j in jobs] == [(("sf_sets", 16), ("credits", 2)), (("sf_sets", 256), ("credits", 2))]
+    seeds = [1, 2, 3]
+    with deadline(180, "LocalCluster sweep"), dask_client(workers=2) as (client, label):
+        total = run_sweep_and_write(client, label, jobs, seeds, tmp_path / "sweep.json", progress=lambda line: None)
+    assert total["failures"] == 0 and [p["config"] for p in total["points"]] == \
+        [{"sf_sets": 16, "credits": 2}, {"sf_sets": 256, "credits": 2}]
+    for point in total["points"]:
+        cfg = Config(devices=2, **point["config"])
+        direct = [model_run(cfg, 200, s) for s in seeds]
+        assert [(r["seed"], r["cycles"]) for r in point["per_seed"]] == [(s, d["cycles"]) for s, d in zip(seeds, direct)]
+        assert point["transactions"] == sum(d["transactions"] for d in direct)
+    # A task's reproduce command reruns that point's seed on one machine, to the same cycle.
+    row = json.loads((tmp_path / "sweep_p0_seed2.json").read_text())
+    cmd = jobs[0].reproduce(2)
+    assert model_main(cmd.split("-m models.system ")[1].split() + ["--out", str(tmp_path / "again.json")]) == 0
+    assert json.loads((tmp_path / "again.json").read_text())["cycles"] == row["cycles"]
+    suites = [ts.get("name") for ts in ET.parse(total["junit"]).getroot()]
+    assert sorted(suites) == sorted(f"{j.label()} seed {s}" for j in jobs for s in seeds)
+
+
+def test_sweep_names_a_bad_parameter():
+    from models.config import ConfigError
+    from tb.regress import parse_sweep
+    with pytest.raises(ValueError, match="watchdog"):
+        parse_sweep(["watchdog=5"], 2, 100)
+    with pytest.raises(ConfigError, match="sf_sets"):
+        parse_sweep(["sf_sets=24"], 2, 100)
+    with pytest.raises(ValueError, match="NAME=V1,V2"):
+        parse_sweep(["credits=two"], 2, 100)
