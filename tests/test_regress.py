@@ -254,7 +254,8 @@ def test_dask_workers_one_killed_mid_run(tmp_path, monkeypatch):
         for addr, keys in client.processing().items():
             if keys:
                 info = client.scheduler_info(n_workers=-1)["workers"][addr]
-                killed.update(worker=info["name"], address=addr, seeds=[int(k.rsplit("-", 1)[1]) for k in keys])
+                # keys are regress-<run>-<index of the task>, the tasks being the seeds in order
+                killed.update(worker=info["name"], address=addr, seeds=[seeds[int(k.rsplit("-", 1)[1])] for k in keys])
                 workers[info["name"]].kill()
                 return
 
