@@ -153,14 +153,14 @@ def test_a_seed_that_crashes_its_worker_is_that_seed_failing(tmp_path):
     with deadline(180, "regress with a crashing seed"), \
             dask_client(workers=2, allowed_failures=1) as (client, label):
         total = run_and_write(client, label, job, range(1, 7), tmp_path / "summary.json", progress=lines.append)
-    assert total["failed_seeds"] == [3, 5] and total["failures"] == 2
+    assert total["failed_seeds"] == [3, 5] and total["failures"] == 2, total["per_seed"]
     crashed, raised = total["failed"]
     assert "died 2 time(s)" in crashed["error"] and crashed["reproduce"] == job.reproduce(3)
     assert "--seed 3" in crashed["reproduce"]
     assert "ValueError: broken on purpose at seed 5" in raised["error"] and "--seed 5" in raised["reproduce"]
     assert any("seed 3: FAIL" in line for line in lines) and any(job.reproduce(3) in line for line in lines)
     by_seed = {r["seed"]: r for r in total["per_seed"]}
-    assert by_seed[3]["attempts"] == 2 and by_seed[5]["attempts"] == 1
+    assert by_seed[3]["attempts"] == 2 and by_seed[5]["attempts"] == 1, total["per_seed"]
     assert [s for s, r in by_seed.items() if r["ok"]] == [1, 2, 4, 6]
     assert total["transactions"] == sum(_direct(2, 200, s)[0] for s in (1, 2, 4, 6))
     suites = {ts.get("name"): ts for ts in ET.parse(total["junit"]).getroot()}
@@ -273,7 +273,7 @@ def test_dask_workers_one_killed_mid_run(tmp_path, monkeypatch):
     assert [r["seed"] for r in total["per_seed"]] == seeds and total["failures"] == 0
     assert total["transactions"] == sum(_direct(2, 200, s)[0] for s in seeds)
     # The seed that was running on the killed worker ran again on the other one, and is listed.
-    assert total["retried_seeds"] == killed["seeds"]
+    assert total["retried_seeds"] == killed["seeds"], (killed, total["per_seed"])
     (row,) = [r for r in total["per_seed"] if r["seed"] == killed["seeds"][0]]
     assert row["attempts"] == 2 and row["worker"] != killed["address"]
     assert all(r["attempts"] == 1 for r in total["per_seed"] if r["seed"] not in killed["seeds"])
