@@ -198,6 +198,7 @@ class RtlSeed:
     flit_monitor: bool = True
     testcase: str = None
     trace: str = None
+    ber: float = 0.0                         # built into the simulator already; for the reproduce command
 
     def __call__(self, seed):
         from tb.run_system import run
@@ -212,7 +213,15 @@ class RtlSeed:
         return ""
 
     def reproduce(self, seed):
-        return f"make sim SEED={seed} SIM={self.sim} DEVICES={self.devices} TRANSACTIONS={self.transactions}"
+        """The one-machine run of this seed with every setting of the regression (``make sim`` has only
+        some of them)."""
+        options = "".join([f" --think {self.think}" if self.think != 8 else "",
+                           f" --ber {self.ber:g}" if self.ber else "",
+                           " --no-flit-monitor" if not self.flit_monitor and not self.ber else "",
+                           f" --testcase {self.testcase}" if self.testcase else "",
+                           f" --trace {self.trace}" if self.trace else ""])
+        return (f"python -m tb.run_system --sim {self.sim} --devices {self.devices} --transactions "
+                f"{self.transactions} --seed {seed}{options}")
 
     def describe(self):
         return {"engine": "rtl", "simulator": self.sim, "devices": self.devices}
@@ -529,7 +538,7 @@ def run_rtl(args, build):
         runner, build_dir, params = build(args.sim, args.devices, Path(args.build_root).resolve(), args.ber)
         print(f"build: {time.perf_counter() - t0:.1f} s ({build_dir})", flush=True)
         job = RtlSeed(runner, build_dir, params, args.sim, args.devices, args.transactions, args.think,
-                      not args.no_flit_monitor and args.ber == 0, args.testcase, args.trace)
+                      not args.no_flit_monitor and args.ber == 0, args.testcase, args.trace, args.ber)
         seeds = range(args.seed, args.seed + args.seeds)
         total = run_and_write(client, label, job, seeds, Path(args.out).resolve(),
                               progress=lambda line: print(line, flush=True))

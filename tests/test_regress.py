@@ -295,6 +295,8 @@ def test_rtl_seed_job_on_a_local_cluster(tmp_path):
     cases = ET.parse(total["junit"]).getroot().findall("testsuite/testcase")
     assert {c.get("name") for c in cases} >= {"system_random"} and len(cases) >= 2
     assert [r["seed"] for r in total["per_seed"]] == [3, 4]
+    # A failure would print this: the same seed on one machine, with the run's settings.
+    assert job.reproduce(3) == "python -m tb.run_system --sim icarus --devices 2 --transactions 40 --seed 3 --think 2"
 
 
 # ---------------------------------------------------------------- sweeps
