@@ -26,6 +26,7 @@ REGRESS_SEEDS        ?= 50
 REGRESS_TRANSACTIONS ?= 20000
 REGRESS_JOBS         ?= 2
 REGRESS_SIM          ?= verilator
+REGRESS_SCHEDULER    ?= $(DASK_SCHEDULER)
 HYPOTHESIS_PROFILE ?= repro
 PYTEST_ARGS        ?=
 
@@ -59,8 +60,9 @@ help:
 	@echo '                sim, regress and model: HOST=name=value,... sets the golden host (host_dir=exact|finite,'
 	@echo '                host_dir_sets, host_dir_ways, host_traffic, host_snoop_scope=all|holders; models/config.py)'
 	@echo '  make regress  the slow tests (pytest -m slow), then the RTL system, REGRESS_SEEDS=$(REGRESS_SEEDS) x'
-	@echo '                REGRESS_TRANSACTIONS=$(REGRESS_TRANSACTIONS) on $(REGRESS_SIM), REGRESS_JOBS=$(REGRESS_JOBS) seeds at once'
-	@echo '                -> build/regress/summary.json'
+	@echo '                REGRESS_TRANSACTIONS=$(REGRESS_TRANSACTIONS) on $(REGRESS_SIM) as Dask tasks: a LocalCluster of'
+	@echo '                REGRESS_JOBS=$(REGRESS_JOBS) workers, or REGRESS_SCHEDULER=tcp://host:8786 (default: $$DASK_SCHEDULER)'
+	@echo '                -> build/regress/summary.json (+ per-seed summaries, summary_junit.xml)'
 	@echo '  make model    golden-model system simulation (MODEL_TRANSACTIONS=$(MODEL_TRANSACTIONS)) -> build/model/summary.json'
 	@echo '  make test     all tests but the slow ones (pytest -m "not slow", HYPOTHESIS_PROFILE=$(HYPOTHESIS_PROFILE); PYTEST_ARGS=...)'
 	@echo '  make explore  exhaustive exploration of tiny configurations -> build/explore/summary.json'
@@ -128,7 +130,7 @@ regress: deps
 	@$(WITH_VLT) && $(PY) -m pytest -q -m slow
 	@$(WITH_VLT) && $(PY) -m tb.run_system --sim $(REGRESS_SIM) --devices $(DEVICES) --seed $(SEED) \
 	  --seeds $(REGRESS_SEEDS) --jobs $(REGRESS_JOBS) --transactions $(REGRESS_TRANSACTIONS) --no-flit-monitor \
-	  $(if $(HOST),--host $(HOST)) --out build/regress/summary.json
+	  $(if $(HOST),--host $(HOST)) $(if $(REGRESS_SCHEDULER),--scheduler $(REGRESS_SCHEDULER)) --out build/regress/summary.json
 
 model: venv
 	@mkdir -p build/model

@@ -22,7 +22,7 @@ from . import cxl_timing as C
 from . import nvlink_polling as NV
 from . import pcie_polling as P
 from . import rdma as R
-from .system import percentile
+from .latency import percentile
 
 __all__ = ["NAMES", "LABELS", "measure", "summarize", "spread", "grad_sync_s", "regimes", "verdicts",
            "plot"]

@@ -29,7 +29,7 @@ from . import fabric_params as FP
 from . import fabrics as F
 from . import rdma as R
 from .config import Config
-from .system import percentile
+from .latency import percentile
 
 __all__ = ["ARTICLE", "WORKLOAD", "build", "main"]
 

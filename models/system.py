@@ -31,6 +31,7 @@ those compiled or vectorised, not another loop.
 """
 
 import argparse
+from collections import Counter
 import heapq
 from bisect import bisect
 from itertools import accumulate
@@ -46,12 +47,13 @@ from .config import Config, ConfigError
 from .coverage import closure, state_event_universe
 from .dcoh import Device, CpuOp
 from .host import Host
+from .latency import latency_entry
 from .link import INF, Link
 from cxl.coherence import Perm, DevState, MESI
 
 from .members import Members
 
-__all__ = ["System", "Workload", "drive", "run", "main"]
+__all__ = ["System", "Workload", "drive", "run", "state_event_coverage", "main"]
 
 # The enums' members for hot code (see models/members.py): the same objects, cheaper to look up.
 _D, _MESI, _Perm, _Ch = Members(DevState), Members(MESI), Members(Perm), Members(Channel)
@@ -456,11 +458,14 @@ class Workload:
         return CpuOp(kind, k, line, self.value, rng.randrange(2))
 
 
-def percentile(sorted_vals, p):
-    if not sorted_vals:
-        return None
-    i = min(len(sorted_vals) - 1, max(0, int(round(p / 100 * (len(sorted_vals) - 1)))))
-    return sorted_vals[i]
+def state_event_coverage(devices):
+    """How often the devices' DCOHs took each (state, event) pair: {"<state> / <event>": count}, sorted."""
+    coverage = {}
+    for dev in devices:
+        for (state, event), n in dev.coverage.items():
+            key = f"{getattr(state, 'name', state)} / {getattr(event, 'name', event)}"
+            coverage[key] = coverage.get(key, 0) + n
+    return dict(sorted(coverage.items()))
 
 
 def drive(sysm, next_op, pace, stop, on_done=None, progress=None, max_cycles=None):
@@ -587,11 +592,7 @@ def run(cfg, transactions, seed, progress=None):
     wall = time.perf_counter() - t_start
     coal_in = sum(d.coal.msgs_in for d in devs)
     coal_out = sum(d.coal.msgs_out for d in devs)
-    pairs = {}
-    for d in devs:
-        for (state, event), n in d.coverage.items():
-            key = f"{state} / {event}"
-            pairs[key] = pairs.get(key, 0) + n
+    pairs = state_event_coverage(devs)
     return {
         "engine": "model",
         "simulator": None,
@@ -603,14 +604,13 @@ def run(cfg, transactions, seed, progress=None):
         "messages": msgs,
         "wall_s": round(wall, 3),
         "model_msgs_per_s": round(msgs / wall) if wall else None,
-        "latency_cycles": {op: {"p50": percentile(sorted(v), 50), "p99": percentile(sorted(v), 99),
-                                "count": len(v)} for op, v in sorted(latency.items())},
+        "latency_cycles": {op: latency_entry(Counter(v)) for op, v in sorted(latency.items())},
         "coalescing": {"invalidations_in": coal_in, "messages_out": coal_out, "saved": coal_in - coal_out},
         "arbiter_max_passed": max(d.arb.max_passed for d in devs),
         "devload_histogram": dict(zip(("light", "optimal", "moderate", "severe"), devload_hist)),
         "counters": dict(sorted(sysm.stats.items())),
         "host": dict(sysm.host.counts),
-        "coverage": {"state_event": dict(sorted(pairs.items())),
+        "coverage": {"state_event": pairs,
                      "closure": {"state_event": closure(pairs, state_event_universe())}},
         "config": {k: (list(v) if isinstance(v, tuple) else v) for k, v in cfg.as_dict().items()},
     }

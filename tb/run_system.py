@@ -9,8 +9,9 @@ simulator through ``cocotb_tools.runner`` (the cocotb Makefile flow rejects the 
 docs/toolchain.md), runs the test, and writes ``--out`` (``"engine": "rtl"``, ``"simulator"``,
 per-opcode latency percentiles and histograms in cycles, coverage, simulation speed) and a PNG of
 the latency histograms beside it.  Exit status 1 on any mismatch; the message names the seed.
-``--seeds K`` runs K seeds from ``--seed`` on one build (``make regress``), ``--jobs J`` of them at once,
-and writes one summary per seed plus a total.
+``--seeds K`` runs K seeds from ``--seed`` on one build (``make regress``) as Dask tasks (tb/regress.py):
+on a LocalCluster of ``--jobs J`` worker processes (default: one per core), or on the workers of the
+scheduler at ``--scheduler``/``DASK_SCHEDULER``; one summary per seed, the total, and a combined JUnit.
 """
 
 import argparse
@@ -204,13 +205,6 @@ def plot_latency(summary, path):
     return path
 
 
-_seed_job = None
-
-
-def _run_seed_job(seed):
-    return _seed_job(seed)
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description="cocotb system testbench: N RTL devices under the golden host")
     ap.add_argument("--sim", default=os.environ.get("SIM", "verilator"))
@@ -218,7 +212,10 @@ def main(argv=None):
     ap.add_argument("--transactions", type=int, default=20000)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--seeds", type=int, default=1, help="run this many seeds from --seed (regression)")
-    ap.add_argument("--jobs", type=int, default=1, help="with --seeds: run this many seeds at once")
+    ap.add_argument("--jobs", type=int, default=None,
+                    help="with --seeds: LocalCluster worker processes, i.e. seeds at once (default: cores)")
+    ap.add_argument("--scheduler", default=None,
+                    help="with --seeds: run on this Dask scheduler's workers (default: $DASK_SCHEDULER, else local)")
     ap.add_argument("--think", type=int, default=8, help="max idle cycles between a cache's accesses")
     ap.add_argument("--ber", type=float, default=0.0, help="bit error rate on every link wire")
     ap.add_argument("--waves", action="store_true",
@@ -231,13 +228,19 @@ def main(argv=None):
     ap.add_argument("--out", default="build/sim/summary.json")
     ap.add_argument("--build-root", default="build/sim")
     args = ap.parse_args(argv)
-    if args.waves and args.sim == "icarus" and args.jobs > 1 and args.seeds > 1:
-        ap.error("--waves with --jobs > 1 needs --sim verilator (Icarus writes one dump file per build)")
     try:
         from models.config import Config, ConfigError
         Config().with_overrides(args.host)
     except ConfigError as e:
         ap.error(f"--host: {e}")
+    if args.seeds > 1:
+        from tb.regress import SchedulerUnreachable, run_rtl
+        if args.waves:
+            print("--waves: one seed at a time; rerun a seed with its reproduce command and WAVES=1", flush=True)
+        try:
+            return run_rtl(args, build)
+        except SchedulerUnreachable as e:
+            raise SystemExit(f"error: {e}") from None
     build_root = Path(args.build_root).resolve()
     out = Path(args.out).resolve()
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -245,61 +248,20 @@ def main(argv=None):
     runner, build_dir, params = build(args.sim, args.devices, build_root, args.ber, args.waves)
     print(f"build: {time.perf_counter() - t0:.1f} s ({build_dir})", flush=True)
     flit_monitor = not args.no_flit_monitor and args.ber == 0
-    failures, total_tx, total_cycles, total_wall, summaries = 0, 0, 0, 0.0, []
-
-    def one_seed(seed):
-        seed_out = out if args.seeds == 1 else out.with_name(f"{out.stem}_seed{seed}.json")
-        s = run(runner, build_dir, params, seed, args.transactions, seed_out, args.think, flit_monitor,
-                args.waves, args.testcase, args.trace, progress=args.jobs <= 1, host=args.host)
-        s["simulator"] = args.sim
-        seed_out.write_text(json.dumps(s, indent=2))
-        return s
-
-    seeds = range(args.seed, args.seed + args.seeds)
-    t_run = time.perf_counter()
-    if args.jobs > 1 and args.seeds > 1:
-        # Seeds are independent simulations of one build: forked workers run them side by side.
-        import multiprocessing
-        global _seed_job
-        _seed_job = one_seed          # forked workers inherit it (a closure cannot be pickled)
-        pool = multiprocessing.get_context("fork").Pool(min(args.jobs, args.seeds))
-        results = pool.imap(_run_seed_job, seeds)
+    s = run(runner, build_dir, params, args.seed, args.transactions, out, args.think, flit_monitor,
+            args.waves, args.testcase, args.trace, progress=True, host=args.host)
+    s["simulator"] = args.sim
+    out.write_text(json.dumps(s, indent=2))
+    if s.get("violations"):
+        print(f"seed {args.seed}: FAIL: {s.get('error')}\n  reproduce: make sim SEED={args.seed} SIM={args.sim} "
+              f"DEVICES={args.devices}" + (f" HOST={args.host}" if args.host else ""), flush=True)
     else:
-        pool, results = None, map(one_seed, seeds)
-    for seed, s in zip(seeds, results):
-        summaries.append(s)
-        if s.get("violations"):
-            failures += 1
-            print(f"seed {seed}: FAIL: {s.get('error')}\n  reproduce: make sim SEED={seed} SIM={args.sim} "
-                  f"DEVICES={args.devices}", flush=True)
-            continue
-        total_tx += s["transactions"]
-        total_cycles += s["cycles"]
-        total_wall += s.get("wall_s", 0)
-        if args.seeds == 1:
-            png = plot_latency(s, out.with_suffix(".png")) if s.get("latency_cycles") else None
-            print(closing_table(s))
-            print(f"wrote {out}" + (f" and {png}" if png else ""))
-        else:
-            print(f"seed {seed}: ok, {s['transactions']} transactions, {s['cycles']} cycles, "
-                  f"{s.get('sim_cycles_per_s')} cycles/s", flush=True)
-        if args.waves:
-            print(f"waves: {s.get('waves') or 'none written (see the simulator log)'}")
-    if pool is not None:
-        pool.close()
-        pool.join()
-    elapsed = time.perf_counter() - t_run
-    if args.seeds > 1:
-        total = {"engine": "rtl", "simulator": args.sim, "devices": args.devices, "seeds": args.seeds,
-                 "first_seed": args.seed, "failures": failures, "transactions": total_tx,
-                 "cycles": total_cycles, "wall_s": round(total_wall, 1),
-                 "sim_cycles_per_s": round(total_cycles / total_wall) if total_wall else None,
-                 "jobs": min(args.jobs, args.seeds), "elapsed_s": round(elapsed, 1),
-                 "failed_seeds": [s["seed"] for s in summaries if s.get("violations")]}
-        out.write_text(json.dumps(total, indent=2))
-        print(f"{args.seeds} seeds: {failures} failure(s), {total_tx} transactions, {total_cycles} cycles "
-              f"in {elapsed:.0f} s ({total['jobs']} at once); wrote {out}")
-    return 1 if failures else 0
+        png = plot_latency(s, out.with_suffix(".png")) if s.get("latency_cycles") else None
+        print(closing_table(s))
+        print(f"wrote {out}" + (f" and {png}" if png else ""))
+    if args.waves:
+        print(f"waves: {s.get('waves') or 'none written (see the simulator log)'}")
+    return 1 if s.get("violations") else 0
 
 
 if __name__ == "__main__":

@@ -57,7 +57,7 @@ import json
 import os
 import random
 import time
-from collections import deque
+from collections import Counter, deque
 
 import cocotb
 from cocotb.clock import Clock
@@ -72,7 +72,8 @@ from models.dcoh import CpuOp, cache_hit
 from cxl.flit import Direction, FlitError
 from models.link import encode as encode_msg
 from cxl.coherence import Perm
-from models.system import System, Workload, percentile
+from models.latency import latency_entry
+from models.system import System, Workload, state_event_coverage
 from tb.cache_bfm import CacheBFM
 from tb.progress import Progress
 from tb.seed import env_seed
@@ -595,11 +596,7 @@ class SystemBench:
             raise SystemMismatch(f"seed {self.seed} end: golden-model invariant: {e}") from None
 
     def summary(self):
-        coverage = {}
-        for dev in self.sysm.devices:
-            for (state, event), n in dev.coverage.items():
-                key = f"{getattr(state, 'name', state)} / {getattr(event, 'name', event)}"
-                coverage[key] = coverage.get(key, 0) + n
+        coverage = state_event_coverage(self.sysm.devices)
         return {
             "engine": "rtl",
             "devices": self.devices,
@@ -611,11 +608,9 @@ class SystemBench:
             "cache_hits": self.hits,
             "wall_s": round(self.wall, 3),
             "sim_cycles_per_s": round(self.now / self.wall) if self.wall else None,
-            "latency_cycles": {op: {"p50": percentile(sorted(v), 50), "p99": percentile(sorted(v), 99),
-                                    "count": len(v), "histogram": _histogram(v)}
-                               for op, v in sorted(self.latency.items())},
+            "latency_cycles": {op: latency_entry(Counter(v)) for op, v in sorted(self.latency.items())},
             "dispatch": {Dispatch(i).name: n for i, n in enumerate(self.dispatch_count) if i},
-            "coverage": {"state_event": dict(sorted(coverage.items())),
+            "coverage": {"state_event": coverage,
                          "flits": dict(sorted(self.flit_coverage.items())),
                          "closure": closure_report(coverage, self.flit_coverage)},
             "host": {"config": {k: v for k, v in self.cfg.as_dict().items() if k.startswith("host_")},
@@ -624,16 +619,6 @@ class SystemBench:
                            "messages_out": sum(d.coal.msgs_out for d in self.sysm.devices)},
             "rtl": self.params,
         }
-
-
-def _histogram(values, bins=16):
-    """Latency histogram in cycles: equal-width bins from min to max; {"edges": [...], "counts": [...]}."""
-    lo, hi = min(values), max(values)
-    width = max(1, -(-(hi - lo + 1) // bins))
-    counts = [0] * (-(-(hi - lo + 1) // width))
-    for v in values:
-        counts[(v - lo) // width] += 1
-    return {"edges": [lo + i * width for i in range(len(counts) + 1)], "counts": counts}
 
 
 def _finish(bench, summary, seed, out):
