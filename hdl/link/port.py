@@ -46,7 +46,8 @@ Link errors (no hang)
 ---------------------
 A peer that stays silent or breaks the protocol must end in a reported error, not a stuck link.
 ``link_error`` (sticky) goes high and ``link_error_cause`` (a :class:`LinkErrorCause` bit set) says why:
-``RETRY_LIMIT``: ``retry_limit`` RETRY.Req re-sends in one episode went unanswered; ``ACK_TIMEOUT``: a
+``RETRY_LIMIT``: ``retry_limit`` RETRY.Reqs of one episode each went unanswered for
+``retry_timeout`` cycles; ``ACK_TIMEOUT``: a
 flit that needs an ack (any retryable flit but an ack-only LLCRD) was outstanding for ``ack_timeout``
 cycles with no ack arriving; ``CREDIT_TIMEOUT``: a message waited ``credit_timeout`` cycles with no
 credit for its channel; ``ACK_OVERFLOW``: the peer acknowledged more flits than were outstanding;
