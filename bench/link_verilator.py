@@ -63,7 +63,7 @@ FAULT_KINDS = {
     "no_acks": {"withhold_acks": 1, "episodes": True},
     "no_credits": {"withhold_credits": 1, "episodes": True},
 }
-EPISODE_TARGET = 400        # messages per channel in one episode
+EPISODE_TARGET = 6000       # messages per channel in one episode (it outlasts the fault position)
 OUT_DIR = Path("build/bench/verilator")
 VLT_FLAGS = ["-O3", "--x-assign", "fast", "--x-initial", "fast", "-Wno-fatal", "-Wno-lint", "-Wno-style",
              "--assert",
@@ -486,8 +486,8 @@ def run_fault(exe, name, spec, flits, seed, offer, ready, seconds=150.0):
         out["ok"] = out["mismatches"] == 0 and out["drained"] and not out["link_down"] and out["flits"] >= want
         return out
     common = ["--target", str(EPISODE_TARGET), "--withhold-acks", str(spec.get("withhold_acks", 0)),
-              "--withhold-credits", str(spec.get("withhold_credits", 0)), "--fault-lo", "100",
-              "--fault-hi", "900", "--episode-cycles", "60000", "--after", "12000"]
+              "--withhold-credits", str(spec.get("withhold_credits", 0)), "--fault-lo", "1000",
+              "--fault-hi", "5000", "--episode-cycles", "60000", "--after", "5000"]
     probe, _ = call([*common, "--episodes", "8", "--seed", str(seed)])
     per = max(1, (probe["up_flits"] + probe["down_flits"]) // 8)
     n_ep = max(8, -(-flits // per))
