@@ -254,19 +254,20 @@ int main(int argc, char** argv) {
         Totals t;
         uint64_t cycles = 0, clean = 0, detected = 0, damaged_detected = 0, damaged_undetected = 0, hung = 0;
         uint64_t causes[32] = {0};
-        uint64_t detect_cycles = 0, faults_hit = 0;
+        uint64_t detect_cycles = 0, faults_hit = 0, downs = 0;
         for (uint64_t e = 0; e < a.episodes; e++) {
             uint64_t at = a.fault_lo + rnd() % (a.fault_hi - a.fault_lo);
             bool up = rnd() & 1;
             bool knob = a.withhold_acks || a.withhold_credits;
             setup(top, a, (!knob && up) ? (uint32_t)at : 0xFFFFFFFFu, (!knob && !up) ? (uint32_t)at : 0xFFFFFFFFu);
-            uint64_t n = 0, down_at = 0;
-            bool down = false;
+            uint64_t n = 0, down_at = 0, hit_at = 0;
+            bool down = false, was_hit = false;
             while (n < a.episode_cycles) {
                 if (knob && n == at) {
                     top->host_withhold_acks = a.withhold_acks; top->host_withhold_credits = a.withhold_credits;
                 }
                 clock(top); n++;
+                if (!was_hit && (knob ? n > at : (top->up_injected + top->down_injected) > 0)) { was_hit = true; hit_at = n; }
                 if (top->done) break;
                 if (top->link_down && !down) { down = true; down_at = n; }
                 if (down && n >= down_at + a.after) break;
@@ -277,7 +278,7 @@ int main(int argc, char** argv) {
             unsigned cause = top->dev_link_error_cause | (top->host_link_error_cause << 8);
             for (int b = 0; b < 16; b++) if (cause >> b & 1) causes[b]++;
             bool det = top->link_down || top->dev_rule_errors || top->host_rule_errors;
-            if (down) detect_cycles += down_at - (knob ? at : 0);
+            if (down) { downs++; detect_cycles += down_at - hit_at; }
             if (top->errors) { if (det) damaged_detected++; else damaged_undetected++; }
             else if (det) detected++;
             else if (top->done) clean++;
@@ -292,7 +293,8 @@ int main(int argc, char** argv) {
                (unsigned long long)damaged_undetected, (unsigned long long)hung);
         printf(", \"cause_bits\": [");
         for (int b = 0; b < 16; b++) printf("%s%llu", b ? ", " : "", (unsigned long long)causes[b]);
-        printf("], \"link_down_cycles\": %llu", (unsigned long long)detect_cycles);
+        printf("], \"link_down_cycles\": %llu, \"link_down_episodes\": %llu", (unsigned long long)detect_cycles,
+               (unsigned long long)downs);
         t.print();
         printf("}\n");
     }
@@ -490,12 +492,13 @@ def run_fault(exe, name, spec, flits, seed, offer, ready, seconds=150.0):
               "--fault-hi", "5000", "--episode-cycles", "60000", "--after", "5000"]
     probe, _ = call([*common, "--episodes", "8", "--seed", str(seed)])
     per = max(1, (probe["up_flits"] + probe["down_flits"]) // 8)
-    n_ep = max(8, -(-flits // per))
+    n_ep = max(8, -(-flits * 3 // (2 * per)))      # half as many again: episodes vary in length
     r, cmd = call([*common, "--episodes", str(n_ep), "--seed", str(seed)])
     out = {"run": "episodes", "episodes": r["episodes"], "faults_hit": r["faults_hit"], **_totals(r),
            "outcomes": {k: r[k] for k in ("clean", "detected", "damaged_detected", "damaged_undetected", "hung")},
            "link_errors": _causes(r["cause_bits"]),
-           "mean_cycles_to_link_error": r["link_down_cycles"] / max(sum(r["cause_bits"][:8]) or 1, 1),
+           "link_down_episodes": r["link_down_episodes"],
+           "mean_cycles_fault_to_link_error": round(r["link_down_cycles"] / max(r["link_down_episodes"], 1)),
            "cycles": r["cycles"], "wall_s": round(r["wall_s"], 1), "driver_args": cmd}
     out["ok"] = r["hung"] == 0 and out["flits"] >= flits
     return out

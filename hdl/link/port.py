@@ -35,7 +35,7 @@ is not counted), ``flits_sent`` (every flit handed to the wire, control and repl
 ``flits_replayed``.  Status: ``rx_waiting`` (the receiver discards and waits for a replay),
 ``rx_good`` (one-cycle pulse per good retryable flit the unpacker retired and delivered),
 ``tx_occupancy`` (retry-buffer entries in use), ``tx_credits`` (available credits per class).
-``rx_errors`` (16-bit counters, wrap, one per kind of bad input from the peer): ``crc`` and every rule
+``rx_errors`` (32-bit counters, wrap, one per kind of bad input from the peer): ``crc`` and every rule
 of :class:`hdl.link.rx.RxError` by its lower-case name (``type``, ``reserved``, ``be``, ``format``,
 ``rollover``, ``no_data``, ``padding``, ``ndr``, ``invalid``, ``opcode``, ``max``, ``sz``, ``control``),
 ``retry_ignored`` (a good RETRY.Req whose Eseq is not in the retry buffer, or a RETRY.Ack that answers
@@ -143,7 +143,7 @@ NUM_RETRY_BITS = 5          # Ref: docs/sources.md §2.5 (NUM_RETRY 5 b)
 MAX_POOL = 1023             # Ref: docs/sources.md §2.4 (10-bit credit counters)
 # Per-kind counters of bad input from the peer: the unpacker's rule codes, CRC, and two RETRY kinds.
 RX_ERROR_KINDS = tuple(e.name.lower() for e in RxError if e is not RxError.NONE) + ("retry_ignored", "retry_unused")
-RX_ERROR_BITS = 16
+RX_ERROR_BITS = 32
 
 
 class LinkErrorCause(enum.IntFlag):
