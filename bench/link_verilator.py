@@ -412,16 +412,19 @@ def raw_main(lb):
 def build(name, dut, main_cpp, out, env, jobs, reuse=False):
     """Verilog + C++ main -> binary; returns (path, convert_s, build_s, command)."""
     d = (out / name).resolve()
-    if reuse and (d / "obj" / name).exists():
-        return d / "obj" / name, None, None, "reused the existing build"
-    if d.exists():
-        shutil.rmtree(d)
-    d.mkdir(parents=True)
     t0 = time.monotonic()
     # every input registered (no input-dependent combinational logic: Verilator's ico region stays
     # empty) and Yosys proc without its opt_expr (no bit-blasted CRC masks); see RegisteredInputs above
-    (d / f"{name}.v").write_text(to_verilog(RegisteredInputs(dut), name))
+    verilog = to_verilog(RegisteredInputs(dut), name)
     t_conv = time.monotonic() - t0
+    # reuse only a build of exactly this Verilog and driver (a stale binary would lack ports or arguments)
+    if reuse and (d / "obj" / name).exists() and (d / f"{name}.v").exists() and (d / "main.cpp").exists() \
+            and (d / f"{name}.v").read_text() == verilog and (d / "main.cpp").read_text() == main_cpp:
+        return d / "obj" / name, t_conv, None, "reused the existing build (same Verilog and driver)"
+    if d.exists():
+        shutil.rmtree(d)
+    d.mkdir(parents=True)
+    (d / f"{name}.v").write_text(verilog)
     (d / "main.cpp").write_text(main_cpp)
     t0 = time.monotonic()
     cmd = ["verilator", "--cc", "--exe", "--build", *VLT_FLAGS, "-j", str(jobs), "--top-module", name,
