@@ -100,9 +100,11 @@ Simplifications versus the spec (each a decision of this model):
 * No RETRY.Frame flits before the Ack and no RETRY.Idle: the Ack itself marks where the replay starts.
   # Ref: docs/sources.md §2.5 (RETRY.Idle/Req/Ack/Frame encodings; their sequencing
   #      is not in the facts).
-* No PHY re-initialisation: NUM_PHY_REINIT is always 0 and retries go on forever, every
+* No PHY re-initialisation: NUM_PHY_REINIT is always 0; a RETRY.Req is re-sent every
   ``retry_timeout`` cycles (a fixed timeout, assumption; LL_REPLAY_TIMER/LL_REPLAY_COUNT are [S, low
-  reliability] in facts §2.5).  NUM_RETRY counts re-sends within one episode and saturates at 31.
+  reliability] in facts §2.5) until ``retry_limit`` of them went unanswered, then the port reports a
+  link error and stops (see "Link errors").  NUM_RETRY counts re-sends within one episode and
+  saturates at 31.
 * Sequence numbers wrap at ``retry_depth`` (facts §2.5 [S]: "wrapping at the retry-buffer depth");
   the 8-bit Eseq/WrPtr fields carry them zero-extended.  At most ``retry_depth - 1`` flits are
   outstanding, so a distance between two sequence numbers is never ambiguous.
