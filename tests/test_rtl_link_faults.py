@@ -276,8 +276,7 @@ def test_silent_or_withholding_peer_is_a_link_error(loop, job, side, cause):
     assert res["delivered"] < res["total"], res
 
 
-@pytest.mark.parametrize("mode", [FaultMode.DROP, FaultMode.DUP], ids=["drop", "dup"])
-@pytest.mark.parametrize("at", [30, 57])
+@pytest.mark.parametrize("mode, at", [(FaultMode.DROP, 30), (FaultMode.DUP, 57)], ids=["drop", "dup"])
 def test_dropped_or_duplicated_flit_never_hangs(loop, mode, at):
     """Invisible to CRC and implicit sequence numbers: the run must still end (done or link error)."""
     res = loop.run({"seed": 9, "n": 60, "limit": 8000, "mode": mode, "up_at": at})
