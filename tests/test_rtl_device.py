@@ -13,6 +13,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 from dcoh_cosim import CONFIG, run_cosim          # noqa: E402
 from models.config import Config                  # noqa: E402
 from tb.linked_device import LinkedDevice         # noqa: E402
+from hdl.device import Device                     # noqa: E402
+from hdl.link.port import RX_ERROR_KINDS          # noqa: E402
+from hdl.protocol import H2DReqOpcode             # noqa: E402
+from models.flit import control, encode_control, seal   # noqa: E402
 
 
 def linked(cfg, ber, seed):
@@ -37,3 +41,36 @@ def test_device_through_the_link_matches_model(ber, seed, steps):
     sim.run()
     if ber >= 1e-3:                                   # errors really happened and were retried
         assert out["injected"] > 0 and out["retries"] > 0, out
+
+
+def test_bad_host_input_counted_at_the_device_top():
+    """Flits from the host that break a rule, one kind each (an illegal snoop opcode, a reserved slot
+    format, a reserved LLCTRL), and a RETRY.Idle: counted per kind on the device top's ``rx_errors``;
+    each rule breaker is answered by the test with a RETRY.Ack, after which the device resumes (no
+    link error)."""
+    dut = Device(link=dict(retry_depth=32))
+    bad_op = next(v for v in range(8) if v not in {m.value for m in H2DReqOpcode})
+    as_int = lambda b: int.from_bytes(b, "little")                    # noqa: E731
+    flits = {"opcode": as_int(seal((1 | bad_op << 1) << 32)), "format": as_int(seal(7 << 5)),
+             "control": as_int(seal(1 | 3 << 32)), "retry_unused": as_int(seal(encode_control(control("RETRY.Idle"))))}
+    ack = as_int(seal(encode_control(control("RETRY.Ack", eseq=0))))
+    out = {}
+
+    async def bench(ctx):
+        ctx.set(dut.tx_flit.ready, 1)
+        for kind, flit in flits.items():
+            for f in [flit] + [None] * 30 + ([ack] if kind != "retry_unused" else []) + [None] * 10:
+                ctx.set(dut.rx_flit.valid, f is not None)
+                if f is not None:
+                    ctx.set(dut.rx_flit.payload, f)
+                await ctx.tick()
+        out.update({k: ctx.get(getattr(dut.rx_errors, k)) for k in RX_ERROR_KINDS},
+                   link_error=ctx.get(dut.link_error), rule=ctx.get(dut.rule_errors))
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    for k in RX_ERROR_KINDS:
+        assert out[k] == (1 if k in flits else 0), (k, out)
+    assert out["rule"] == 3 and out["link_error"] == 0, out

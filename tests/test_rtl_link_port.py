@@ -2,8 +2,9 @@
 
 Random messages go into all six channels (three each way) with random gaps, come out with random
 backpressure, and must come out identical and in per-channel order: nothing lost, duplicated or
-reordered.  The RTL's ``Assert``s are live in simulation (credits never negative or above the pool, no
-over-acknowledgement, resume only with an empty unpacker), so any violation fails the test.
+reordered.  The RTL's ``Assert``s are live in simulation (credits never negative or above the pool,
+resume only with an empty unpacker), so any violation fails the test; neither end may report a link
+error (which over-acknowledgement, a credit overflow or a timeout would raise).
 
 Errors: (b) patterns driven through the wires' ``force`` inputs by a testbench that watches the flits
 (a single corrupted flit, back-to-back errors, a corrupted replayed flit, a corrupted RETRY.Req and
@@ -136,7 +137,7 @@ class Harness(ReusedSimulator):
             cycle += 1
         res = {"cycles": cycle}
         for side in ("dev", "host"):
-            for c in ("retries", "crc_errors", "rule_errors", "flits_sent", "flits_replayed"):
+            for c in ("retries", "crc_errors", "rule_errors", "flits_sent", "flits_replayed", "link_error"):
                 res[f"{side}_{c}"] = ctx.get(getattr(dut, f"{side}_{c}"))
         for w in ("up", "down"):
             res[f"{w}_injected"] = ctx.get(getattr(dut, f"{w}_injected"))
@@ -160,6 +161,7 @@ def check_counts(res, seed):
     if errs:
         assert res["dev_retries"] + res["host_retries"] >= 1, f"seed {seed}: errors but no retry: {res}"
     assert res["dev_rule_errors"] + res["host_rule_errors"] == 0, f"seed {seed}: {res}"
+    assert res["dev_link_error"] == res["host_link_error"] == 0, f"seed {seed}: link error: {res}"
 
 
 # ---------------------------------------------------------------- (a) no errors

@@ -35,7 +35,33 @@ is not counted), ``flits_sent`` (every flit handed to the wire, control and repl
 ``flits_replayed``.  Status: ``rx_waiting`` (the receiver discards and waits for a replay),
 ``rx_good`` (one-cycle pulse per good retryable flit the unpacker retired and delivered),
 ``tx_occupancy`` (retry-buffer entries in use), ``tx_credits`` (available credits per class).
+``rx_errors`` (32-bit counters, wrap, one per kind of bad input from the peer): ``crc`` and every rule
+of :class:`hdl.link.rx.RxError` by its lower-case name (``type``, ``reserved``, ``be``, ``format``,
+``rollover``, ``no_data``, ``padding``, ``ndr``, ``invalid``, ``opcode``, ``max``, ``sz``, ``control``),
+``retry_ignored`` (a good RETRY.Req whose Eseq is not in the retry buffer, or a RETRY.Ack that answers
+no request of this end) and ``retry_unused`` (RETRY.Idle / RETRY.Frame, which this link never sends).
 ``self.debug`` (set by ``elaborate``) names internal state signals for testbenches.
+
+Link errors (no hang)
+---------------------
+A peer that stays silent or breaks the protocol must end in a reported error, not a stuck link.
+``link_error`` (sticky) goes high and ``link_error_cause`` (a :class:`LinkErrorCause` bit set) says why:
+``RETRY_LIMIT``: ``retry_limit`` RETRY.Reqs of one episode each went unanswered for
+``retry_timeout`` cycles; ``ACK_TIMEOUT``: a
+flit that needs an ack (any retryable flit but an ack-only LLCRD) was outstanding for ``ack_timeout``
+cycles with no ack arriving; ``CREDIT_TIMEOUT``: a message waited ``credit_timeout`` cycles with no
+credit for its channel; ``ACK_OVERFLOW``: the peer acknowledged more flits than were outstanding;
+``CREDIT_OVERFLOW``: it returned more credits than were in flight (both impossible from a correct peer:
+a duplicated flit on the wire, say; the excess is ignored).  From the cycle after the error the port
+**stops**: it sends nothing more, takes no new messages and drops every received flit (messages
+already in the unpacker's queues still come out), so nothing is delivered from a link whose state is
+no longer trusted.  The thresholds are assumptions (facts §2.5 names LL_REPLAY_COUNT, [S, low
+reliability], without a value); the defaults sit far above anything a working link reaches (at BER
+1e-3 a Req/Ack round trip fails with p ~ 0.65, so 64 failures in a row have p ~ 1e-12).
+
+Fault knobs for testbenches (``In(1)``, 0 in normal use): ``withhold_acks`` (this end stops handing
+acks to its packer) and ``withhold_credits`` (it stops returning credits): a misbehaving peer, as seen
+from the other end.
 
 Link Layer Retry as implemented
 -------------------------------
@@ -74,9 +100,11 @@ Simplifications versus the spec (each a decision of this model):
 * No RETRY.Frame flits before the Ack and no RETRY.Idle: the Ack itself marks where the replay starts.
   # Ref: docs/sources.md §2.5 (RETRY.Idle/Req/Ack/Frame encodings; their sequencing
   #      is not in the facts).
-* No PHY re-initialisation: NUM_PHY_REINIT is always 0 and retries go on forever, every
+* No PHY re-initialisation: NUM_PHY_REINIT is always 0; a RETRY.Req is re-sent every
   ``retry_timeout`` cycles (a fixed timeout, assumption; LL_REPLAY_TIMER/LL_REPLAY_COUNT are [S, low
-  reliability] in facts §2.5).  NUM_RETRY counts re-sends within one episode and saturates at 31.
+  reliability] in facts §2.5) until ``retry_limit`` of them went unanswered, then the port reports a
+  link error and stops (see "Link errors").  NUM_RETRY counts re-sends within one episode and
+  saturates at 31.
 * Sequence numbers wrap at ``retry_depth`` (facts §2.5 [S]: "wrapping at the retry-buffer depth");
   the 8-bit Eseq/WrPtr fields carry them zero-extended.  At most ``retry_depth - 1`` flits are
   outstanding, so a distance between two sequence numbers is never ambiguous.
@@ -94,6 +122,8 @@ Simplifications versus the spec (each a decision of this model):
 #      RETRY flits are the only non-retryable ones, implicit sequence numbers, 8-bit wrap value).
 """
 
+import enum
+
 from amaranth.hdl import Assert, Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
@@ -102,18 +132,36 @@ from amaranth.lib.wiring import In, Out
 from hdl.dcoh.qos import CreditCounter
 from hdl.link.crc import FlitCRC
 from hdl.link.ports import FLIT_BITS, PAYLOAD_BITS, channel_stream, direction_channels, flit_stream
-from hdl.link.rx import CONTROL_KIND_NAMES, CONTROL_TABLES, FlitUnpacker
+from hdl.link.rx import CONTROL_KIND_NAMES, CONTROL_TABLES, FlitUnpacker, RxError
 from hdl.link.tx import AK_FLITS, FlitPacker
 from cxl.control import CONTROL_KINDS, control, encode_control
 from cxl.credits import CREDIT_CLASSES
 from cxl.flit import MAX_PER_FLIT
 
-__all__ = ["LinkPort", "RETRY_KINDS", "default_credits"]
+__all__ = ["LinkPort", "RETRY_KINDS", "RX_ERROR_KINDS", "LinkErrorCause", "default_credits",
+           "rx_errors_signature"]
 
 RETRY_KINDS = ("RETRY.Idle", "RETRY.Req", "RETRY.Ack", "RETRY.Frame")   # facts §2.5: not retryable
 SEQ_FIELD_BITS = 8          # Ref: docs/sources.md §2.5 (Eseq / WrPtr 8 b, wrap <= 256)
 NUM_RETRY_BITS = 5          # Ref: docs/sources.md §2.5 (NUM_RETRY 5 b)
 MAX_POOL = 1023             # Ref: docs/sources.md §2.4 (10-bit credit counters)
+# Per-kind counters of bad input from the peer: the unpacker's rule codes, CRC, and two RETRY kinds.
+RX_ERROR_KINDS = tuple(e.name.lower() for e in RxError if e is not RxError.NONE) + ("retry_ignored", "retry_unused")
+RX_ERROR_BITS = 32
+
+
+class LinkErrorCause(enum.IntFlag):
+    """Why a port stopped (bits of ``link_error_cause``); see the module docstring."""
+    RETRY_LIMIT = 1
+    ACK_TIMEOUT = 2
+    CREDIT_TIMEOUT = 4
+    ACK_OVERFLOW = 8
+    CREDIT_OVERFLOW = 16
+
+
+def rx_errors_signature():
+    """The ``rx_errors`` port: one counter per kind in :data:`RX_ERROR_KINDS`."""
+    return wiring.Signature({k: Out(RX_ERROR_BITS) for k in RX_ERROR_KINDS})
 
 
 def default_credits(upstream, rx_depth):
@@ -145,10 +193,10 @@ class LinkPort(wiring.Component):
     16..256), ``credits`` ({"req", "rsp", "data"}: credit pools of the sent channels; default: what the
     peer's unpacker buffers, :func:`default_credits`), ``ack_timer`` (cycles), ``retry_timeout``
     (cycles between RETRY.Req re-sends), ``rx_depth`` (unpacker lane depth), ``tx_depth`` (packer queue
-    depth)."""
+    depth); ``retry_limit``, ``ack_timeout``, ``credit_timeout``: see "Link errors"."""
 
     def __init__(self, upstream, *, retry_depth=64, credits=None, ack_timer=16, retry_timeout=32,
-                 rx_depth=8, tx_depth=4):
+                 rx_depth=8, tx_depth=4, retry_limit=64, ack_timeout=4096, credit_timeout=8192):
         if not isinstance(upstream, bool):
             raise ValueError(f"upstream={upstream!r}: must be True (device end) or False (host end)")
         if retry_depth not in (16, 32, 64, 128, 256):
@@ -158,7 +206,9 @@ class LinkPort(wiring.Component):
             credits = default_credits(upstream, rx_depth)
         if set(credits) != set(CREDIT_CLASSES) or not all(1 <= v <= MAX_POOL for v in credits.values()):
             raise ValueError(f"credits={credits!r}: need req/rsp/data pools of 1..{MAX_POOL}")
-        for name, v in (("ack_timer", ack_timer), ("retry_timeout", retry_timeout)):
+        for name, v in (("ack_timer", ack_timer), ("retry_timeout", retry_timeout),
+                        ("retry_limit", retry_limit), ("ack_timeout", ack_timeout),
+                        ("credit_timeout", credit_timeout)):
             if not isinstance(v, int) or v < 1:
                 raise ValueError(f"{name}={v!r}: must be an integer >= 1")
         self.upstream = upstream
@@ -166,6 +216,10 @@ class LinkPort(wiring.Component):
         self.credits = dict(credits)
         self.ack_timer = ack_timer
         self.retry_timeout = retry_timeout
+        self.retry_limit, self.ack_timeout, self.credit_timeout = retry_limit, ack_timeout, credit_timeout
+        if ack_timeout <= ack_timer + retry_timeout:
+            raise ValueError(f"ack_timeout={ack_timeout}: must exceed ack_timer + retry_timeout "
+                             f"({ack_timer + retry_timeout}), or a working link would time out")
         self.rx_depth, self.tx_depth = rx_depth, tx_depth
         # Entries kept free for draining the packer (see elaborate): its queues and owed lines, in
         # flits, plus the LLCRD after them.  An assumption sized from the packer's structure.
@@ -180,6 +234,9 @@ class LinkPort(wiring.Component):
         members.update(tx_flit=Out(flit_stream()), rx_flit=In(flit_stream()))
         for name in ("retries", "crc_errors", "rule_errors", "flits_sent", "flits_replayed"):
             members[name] = Out(32)
+        members.update(rx_errors=Out(rx_errors_signature()), link_error=Out(1),
+                       link_error_cause=Out(len(LinkErrorCause)),
+                       withhold_acks=In(1), withhold_credits=In(1))
         members.update(rx_waiting=Out(1), rx_good=Out(1), tx_occupancy=Out(range(retry_depth + 1)),
                        tx_credits=Out(wiring.Signature({cls: Out(range(credits[cls] + 1))
                                                         for cls in CREDIT_CLASSES})))
@@ -221,6 +278,9 @@ class LinkPort(wiring.Component):
         req_pending = Signal()
         req_timer = Signal(range(self.retry_timeout + 1))
         num_retry = Signal(NUM_RETRY_BITS)
+        wait_timeouts = Signal(range(self.retry_limit + 1))     # unanswered RETRY.Req re-sends, this episode
+        stopped = self.link_error               # sticky: after a link error nothing goes in or out
+        cause = {c: Signal(name=f"cause_{c.name.lower()}") for c in LinkErrorCause}   # this cycle
 
         good_c, bad_c = Signal(), Signal()      # counted status of a retired flit
         # A rule error (or a CRC error, which the pre-check keeps from the unpacker) drops the one flit
@@ -236,7 +296,7 @@ class LinkPort(wiring.Component):
         is_data = Signal()                      # CRC good and not a RETRY flit: a retryable flit
         fwd_ok = Signal()
         m.d.comb += [is_data.eq(crc_ok & ~is_retry),
-                     fwd_ok.eq(~wait_eff & (skip == 0))]
+                     fwd_ok.eq(~wait_eff & (skip == 0) & ~stopped)]
         ack_match = Signal()
         m.d.comb += ack_match.eq(crc_ok & hit["RETRY.Ack"] & (ack_field == eseq))
         hold = Signal()                         # the resuming Ack waits for the unpacker to drain
@@ -244,10 +304,11 @@ class LinkPort(wiring.Component):
         m.d.comb += [
             up.flit.valid.eq(rxf.valid & is_data & fwd_ok),
             up.flit.payload.eq(rxf.payload),
-            rxf.ready.eq(Mux(is_data & fwd_ok, up.flit.ready, ~hold)),
+            rxf.ready.eq(Mux(stopped, 1, Mux(is_data & fwd_ok, up.flit.ready, ~hold))),
         ]
         take, fwd = Signal(), Signal()
-        m.d.comb += [take.eq(rxf.valid & rxf.ready), fwd.eq(take & is_data & fwd_ok)]
+        # once stopped, flits are taken and dropped: none of them counts or acts
+        m.d.comb += [take.eq(rxf.valid & rxf.ready & ~stopped), fwd.eq(take & is_data & fwd_ok)]
         crc_bad_in = Signal()
         got_req = Signal()
         got_ack = Signal()
@@ -269,6 +330,11 @@ class LinkPort(wiring.Component):
                          num_retry.eq(0 if episode_new else Mux(num_retry == 31, 31, num_retry + 1))]
 
         sent_req = Signal()
+        diff = Signal(seq_bits)
+        late_ack_ok = Signal()
+        m.d.comb += diff.eq(next_seq - ack_field[:seq_bits])
+        m.d.comb += late_ack_ok.eq((ack_field < D) & (diff <= since_resume))
+        m.d.comb += cause[LinkErrorCause.RETRY_LIMIT].eq(wait_timeouts == self.retry_limit)
         with m.If(bad_c):
             start_wait(ret_seq, False)
             m.d.sync += num_retry.eq(Mux(waiting, Mux(num_retry == 31, 31, num_retry + 1), 0))
@@ -277,20 +343,20 @@ class LinkPort(wiring.Component):
                 start_wait(next_seq, True)
             with m.Elif(got_ack):
                 # A replay we already resumed from: drop the flits we have had since its start.
-                diff = Signal(seq_bits)
-                m.d.comb += diff.eq(next_seq - ack_field[:seq_bits])
-                with m.If((ack_field < D) & (diff <= since_resume)):
+                with m.If(late_ack_ok):
                     m.d.sync += skip.eq(diff)
         with m.Else():                                      # WAIT
             with m.If(got_ack & ack_match):
-                m.d.sync += [waiting.eq(0), next_seq.eq(eseq), ret_seq.eq(eseq), skip.eq(0),
+                m.d.sync += [waiting.eq(0), next_seq.eq(eseq), ret_seq.eq(eseq), skip.eq(0), wait_timeouts.eq(0),
                              since_resume.eq(0), req_pending.eq(0), Assert(inflight == 0, "resume with flits in the unpacker")]
             with m.Elif(sent_req):
                 m.d.sync += [req_pending.eq(0), req_timer.eq(0)]
             with m.Elif(~req_pending):
                 with m.If(req_timer == self.retry_timeout - 1):
                     m.d.sync += [req_pending.eq(1), req_timer.eq(0),
-                                 num_retry.eq(Mux(num_retry == 31, 31, num_retry + 1))]
+                                 num_retry.eq(Mux(num_retry == 31, 31, num_retry + 1)),
+                                 wait_timeouts.eq(Mux(wait_timeouts == self.retry_limit, wait_timeouts,
+                                                      wait_timeouts + 1))]
                 with m.Else():
                     m.d.sync += req_timer.eq(req_timer + 1)
 
@@ -304,7 +370,7 @@ class LinkPort(wiring.Component):
         ack_t = Signal(range(self.ack_timer + 1))
         hand = Signal()
         m.d.comb += [hand.eq((ack_cnt >= AK_FLITS) | (ack_armed & (ack_t >= self.ack_timer))),
-                     pk.ack_add.eq(Mux(hand, ack_cnt, 0))]
+                     pk.ack_add.eq(Mux(hand & ~self.withhold_acks, ack_cnt, 0))]
         m.d.sync += [ack_cnt.eq(Mux(hand, 0, ack_cnt) + good_c),
                      ack_armed.eq((ack_armed & ~hand) | (good_c & ~lazy)),
                      ack_t.eq(Mux(hand | ~ack_armed, 0, Mux(ack_t == self.ack_timer, ack_t, ack_t + 1)))]
@@ -313,26 +379,40 @@ class LinkPort(wiring.Component):
         for cls, ch in zip(CREDIT_CLASSES, self.rx_chans):
             src, dst = getattr(up, cls), getattr(self, ch.name.lower())
             m.d.comb += [dst.valid.eq(src.valid), dst.payload.eq(src.payload), src.ready.eq(dst.ready),
-                         getattr(pk, f"crd_{cls}").eq(dst.valid & dst.ready)]
+                         getattr(pk, f"crd_{cls}").eq(dst.valid & dst.ready & ~self.withhold_credits)]
 
         # New messages enter the packer only while the retry buffer has more than ``reserve`` free
         # entries: the packer can then always drain its queues and owed chunks and send an LLCRD
         # with its pending acks, so two nearly full ends still acknowledge each other (no deadlock).
         intake = Signal()
         occ = Signal(range(D + 1))              # retry-buffer entries not yet acknowledged
-        m.d.comb += intake.eq(occ < D - self.reserve)
+        m.d.comb += intake.eq((occ < D - self.reserve) & ~stopped)
 
-        # TX credits: spent by messages entering the packer, returned by the peer's credit fields.
+        # TX credits: spent by messages entering the packer, returned by the peer's credit fields.  A
+        # return above what is in flight (impossible from a correct peer) is cut to it and reported.
+        starved, returned, over = [], [], []
         for cls, ch in zip(CREDIT_CLASSES, self.tx_chans):
             pool = self.credits[cls]
             cc = m.submodules[f"credits_{cls}"] = CreditCounter(pool)
             src, dst = getattr(self, ch.name.lower()), getattr(pk, cls)
             ok = (cc.available != 0) & intake
+            ret = Signal(range(pool + 65), name=f"ret_{cls}")
+            m.d.comb += ret.eq(Mux(good_c, getattr(up.credits, cls), 0))
             m.d.comb += [dst.valid.eq(src.valid & ok), dst.payload.eq(src.payload),
                          src.ready.eq(dst.ready & ok), cc.take.eq(src.valid & src.ready),
-                         cc.ret.eq(Mux(good_c, getattr(up.credits, cls), 0)),
+                         cc.ret.eq(Mux(ret > cc.in_flight, cc.in_flight, ret)),
                          getattr(self.tx_credits, cls).eq(cc.available),
                          Assert(cc.available <= pool, f"{cls} credits above the pool")]
+            starved.append(src.valid & (cc.available == 0))
+            returned.append(ret != 0)
+            over.append(ret > cc.in_flight)
+        credit_wait = Signal(range(self.credit_timeout + 1))
+        starving = Signal()
+        m.d.comb += starving.eq(Cat(*starved).any() & ~Cat(*returned).any())
+        m.d.sync += credit_wait.eq(Mux(starving, Mux(credit_wait == self.credit_timeout, credit_wait,
+                                                     credit_wait + 1), 0))
+        m.d.comb += [cause[LinkErrorCause.CREDIT_TIMEOUT].eq(credit_wait == self.credit_timeout),
+                     cause[LinkErrorCause.CREDIT_OVERFLOW].eq(Cat(*over).any())]
 
         # ============================================================ TX: retry buffer and output
         m.submodules.rbuf = mem = Memory(shape=FLIT_BITS, depth=D, init=[])
@@ -353,10 +433,10 @@ class LinkPort(wiring.Component):
         m.d.comb += replay_active.eq(replay_on & (rp != wr_seq))
         sel_ack, sel_req, sel_rep, new_ok, sel_new = Signal(), Signal(), Signal(), Signal(), Signal()
         m.d.comb += [
-            sel_ack.eq(ack_pending),
-            sel_req.eq(~ack_pending & req_pending),
-            sel_rep.eq(~ack_pending & ~req_pending & replay_active),
-            new_ok.eq(~ack_pending & ~req_pending & ~replay_active & (occ < D - 1)),
+            sel_ack.eq(ack_pending & ~stopped),
+            sel_req.eq(~ack_pending & req_pending & ~stopped),
+            sel_rep.eq(~ack_pending & ~req_pending & replay_active & ~stopped),
+            new_ok.eq(~ack_pending & ~req_pending & ~replay_active & (occ < D - 1) & ~stopped),
             sel_new.eq(new_ok & pk.flit.valid),
             pk.flit.ready.eq(load & new_ok),
             pk.pause.eq(0),
@@ -407,12 +487,39 @@ class LinkPort(wiring.Component):
             m.d.sync += [rp.eq(req_field[:seq_bits]), ack_pending.eq(1), ack_eseq.eq(req_field[:seq_bits]),
                          ack_nretry.eq(req_nretry)]
 
+        # Acks free entries oldest first; more acks than outstanding flits (impossible from a correct
+        # peer) free what there is and are reported.
+        acked = Signal(range(256))
+        m.d.comb += acked.eq(Mux(good_c & ~stopped, up.acks, 0))
         freed = Signal(range(256))
-        m.d.comb += freed.eq(Mux(good_c, up.acks, 0))
+        m.d.comb += [freed.eq(Mux(acked > occ, occ, acked)),
+                     cause[LinkErrorCause.ACK_OVERFLOW].eq(acked > occ)]
         written = Signal()
         m.d.comb += written.eq(load & sel_new)
-        m.d.sync += [occ.eq(occ + written - freed),
-                     Assert(freed <= occ, "the peer acknowledged more flits than were sent")]
+        m.d.sync += occ.eq(occ + written - freed)
+
+        # Ack timeout: the newest flit that needs an ack (not an ack-only LLCRD, which the peer
+        # acknowledges only with later traffic) is still outstanding and no ack has come for
+        # ``ack_timeout`` cycles.  ``since_needy`` = flits written since that flit, plus one.
+        llcrd_fixed, llcrd_mask, _, _ = CONTROL_TABLES["LLCRD"]
+        wp = pk.flit.payload[:PAYLOAD_BITS]
+        tx_lazy = Signal()
+        m.d.comb += tx_lazy.eq(((wp & (((1 << PAYLOAD_BITS) - 1) & ~llcrd_mask)) == llcrd_fixed)
+                               & (Cat(*(_field(wp, "LLCRD", f"{k}_crd") for k in CREDIT_CLASSES)) == 0))
+        since_needy = Signal(range(D + 1), init=D)
+        with m.If(written):
+            m.d.sync += since_needy.eq(Mux(tx_lazy, Mux(since_needy == D, D, since_needy + 1), 1))
+        ack_wait = Signal(range(self.ack_timeout + 1))
+        needy_out = Signal()
+        m.d.comb += needy_out.eq(since_needy <= occ)
+        m.d.sync += ack_wait.eq(Mux(needy_out & (freed == 0),
+                                    Mux(ack_wait == self.ack_timeout, ack_wait, ack_wait + 1), 0))
+        m.d.comb += cause[LinkErrorCause.ACK_TIMEOUT].eq(ack_wait == self.ack_timeout)
+
+        cause_now = Signal(len(LinkErrorCause))
+        m.d.comb += cause_now.eq(Cat(*(cause[c] for c in LinkErrorCause)))
+        with m.If(~stopped & (cause_now != 0)):
+            m.d.sync += [self.link_error.eq(1), self.link_error_cause.eq(cause_now)]
 
         # ============================================================ counters and status
         with m.If(self.tx_flit.valid & self.tx_flit.ready):
@@ -425,6 +532,19 @@ class LinkPort(wiring.Component):
         self.debug = {"eseq": eseq, "next_seq": next_seq, "ret_seq": ret_seq, "skip": skip,
                       "inflight": inflight, "wr_seq": wr_seq, "rp": rp, "replay_on": replay_on,
                       "ack_pending": ack_pending, "req_pending": req_pending}
-        m.d.comb += [self.tx_flit.valid.eq(out_valid), self.tx_flit.payload.eq(out_payload),
+        # bad input per kind (CRC errors never reach the unpacker: the pre-check counts them)
+        ack_used = Signal()
+        m.d.comb += ack_used.eq(Mux(waiting, ack_match, late_ack_ok))
+        bumps = {"crc": crc_bad_in,
+                 "retry_ignored": (got_req & ~in_window) | (got_ack & ~ack_used),
+                 "retry_unused": take & crc_ok & (hit["RETRY.Idle"] | hit["RETRY.Frame"])}
+        for e in RxError:
+            if e not in (RxError.NONE, RxError.CRC):
+                bumps[e.name.lower()] = bad_c & (up.error == e)
+        for k in RX_ERROR_KINDS:
+            ctr = getattr(self.rx_errors, k)
+            with m.If(bumps[k]):
+                m.d.sync += ctr.eq(ctr + 1)
+        m.d.comb += [self.tx_flit.valid.eq(out_valid & ~stopped), self.tx_flit.payload.eq(out_payload),
                      self.rx_waiting.eq(waiting), self.rx_good.eq(good_c), self.tx_occupancy.eq(occ)]
         return m

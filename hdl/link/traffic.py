@@ -23,10 +23,17 @@ Control inputs: ``up_threshold`` / ``down_threshold`` (the wires' error injector
 threshold ``round(p_flit * 2**32)``), ``offer_rate``, ``ready_rate`` (8 bits each), ``target`` (32 bits:
 messages per channel; 0 = no limit), ``stop`` (no new offers; offers already made complete).
 
+Fault inputs, passed to the loopback: ``fault_mode``, ``burst_len``, ``nbits``, ``retry_threshold``,
+``mask_escapes`` (the same on both wires; ``hdl.link.loopback.FAULT_INPUTS``), ``up_fault_at`` /
+``down_fault_at`` (one wire each), ``host_withhold_acks`` / ``host_withhold_credits`` (the host end
+misbehaves, as the device end sees it).
+
 Outputs: per channel ``<ch>_sent``, ``<ch>_received``, ``<ch>_errors`` (32 bits, ``ch`` = ``d2h_req`` ..
 ``h2d_data``); ``sent``, ``received``, ``errors`` (sums, 32 bits); ``up_flits``, ``down_flits``,
 ``up_injected``, ``down_injected``, ``dev_<c>`` / ``host_<c>`` for the loopback's counters (retries,
-crc_errors, rule_errors, flits_sent, flits_replayed); ``cycles`` (64 bits); ``idle`` (no offer pending
+crc_errors, rule_errors, flits_sent, flits_replayed); ``up_escaped`` / ``down_escaped``, ``dev_`` / ``host_`` ``link_error`` and ``link_error_cause``, the sum
+over both ends of every ``rx_errors`` counter (``rx_<kind>``, 32 bits), ``link_down`` (either end
+reported a link error); ``cycles`` (64 bits); ``idle`` (no offer pending
 and every channel's ``received == sent``) and ``done`` (``idle`` and either ``stop`` or every channel
 sent ``target``).
 
@@ -42,7 +49,8 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl.link.loopback import COUNTERS, LinkLoopback
+from hdl.link.loopback import COUNTERS, FAULT_INPUTS, LinkLoopback
+from hdl.link.port import RX_ERROR_KINDS, LinkErrorCause
 from hdl.link.ports import LINE_BITS, direction_channels
 from cxl.messages import CODECS, Channel
 
@@ -187,6 +195,17 @@ class LinkTraffic(wiring.Component):
                    "down_threshold": In(32, init=self.loop.down_inj.threshold_init),
                    "offer_rate": In(8, init=255), "ready_rate": In(8, init=255),
                    "target": In(32), "stop": In(1)}
+        for name, (shape, init) in FAULT_INPUTS.items():
+            if name == "fault_at":
+                members.update(up_fault_at=In(shape, init=init), down_fault_at=In(shape, init=init))
+            else:
+                members["fault_mode" if name == "mode" else name] = In(shape, init=init)
+        members.update(host_withhold_acks=In(1), host_withhold_credits=In(1),
+                       up_escaped=Out(32), down_escaped=Out(32), link_down=Out(1))
+        for side in ("dev", "host"):
+            members.update({f"{side}_link_error": Out(1), f"{side}_link_error_cause": Out(len(LinkErrorCause))})
+        for k in RX_ERROR_KINDS:
+            members[f"rx_{k}"] = Out(32)
         for ch in CHANNELS:
             for c in ("sent", "received", "errors"):
                 members[f"{ch.name.lower()}_{c}"] = Out(32)
@@ -277,4 +296,18 @@ class LinkTraffic(wiring.Component):
                      self.idle.eq(Cat(*all_idle).all()),
                      self.done.eq(self.idle & (self.stop | Cat(*all_reached).all()))]
         m.d.sync += self.cycles.eq(self.cycles + 1)
+        for w in ("up", "down"):
+            m.d.comb += [getattr(lb, f"{w}_fault_at").eq(getattr(self, f"{w}_fault_at")),
+                         getattr(self, f"{w}_escaped").eq(getattr(lb, f"{w}_escaped"))]
+            for name in FAULT_INPUTS:
+                if name != "fault_at":
+                    m.d.comb += getattr(lb, f"{w}_{name}").eq(getattr(self, "fault_mode" if name == "mode" else name))
+        m.d.comb += [lb.host_withhold_acks.eq(self.host_withhold_acks),
+                     lb.host_withhold_credits.eq(self.host_withhold_credits),
+                     self.link_down.eq(lb.dev_link_error | lb.host_link_error)]
+        for side in ("dev", "host"):
+            for c in ("link_error", "link_error_cause"):
+                m.d.comb += getattr(self, f"{side}_{c}").eq(getattr(lb, f"{side}_{c}"))
+        for k in RX_ERROR_KINDS:
+            m.d.comb += getattr(self, f"rx_{k}").eq(getattr(lb.dev_rx_errors, k) + getattr(lb.host_rx_errors, k))
         return m
