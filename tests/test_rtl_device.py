@@ -15,7 +15,7 @@ from models.config import Config                  # noqa: E402
 from tb.linked_device import LinkedDevice         # noqa: E402
 from hdl.device import Device                     # noqa: E402
 from hdl.link.port import RX_ERROR_KINDS          # noqa: E402
-from hdl.protocol import H2DReqOpcode             # noqa: E402
+from cxl.messages import H2DReqOpcode             # noqa: E402
 from models.flit import control, encode_control, seal   # noqa: E402
 
 

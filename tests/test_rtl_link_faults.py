@@ -24,7 +24,7 @@ from amaranth.sim import Simulator
 from hdl.link.loopback import FaultMode, LinkLoopback, WireInjector
 from hdl.link.port import RX_ERROR_KINDS, LinkErrorCause, LinkPort
 from hdl.link.ports import direction_channels
-from hdl.protocol import CODECS, H2DReqOpcode
+from cxl.messages import CODECS, H2DReqOpcode
 from models.flit import (FLIT_BYTES, Direction, FlitError, Unpacker, control, decode_control,
                          encode_control, random_msg, seal)
 from tb.reused_sim import ReusedSimulator

@@ -28,7 +28,7 @@ from hdl.link.loopback import LinkLoopback
 from hdl.link.ports import PAYLOAD_BITS, direction_channels
 from hdl.link.rx import CONTROL_TABLES
 from hdl.link.tx import AK_FLITS
-from hdl.protocol import CODECS
+from cxl.messages import CODECS
 from models.flit import decode_control, random_msg
 from tb.reused_sim import ReusedSimulator
 
