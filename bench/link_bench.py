@@ -31,7 +31,7 @@ from tb.reused_sim import ReusedSimulator
 from hdl.link.loopback import LinkLoopback, flit_error_probability
 from hdl.link.ports import direction_channels
 from cxl.messages import CODECS
-from models.flit import MIXED, WIRE_BYTES, WORKLOADS, LINE_BYTES, optimum, random_msg
+from models.flit import MIXED, WIRE_BYTES, WORKLOADS, LINE_BYTES, optimum, random_msg, stream_payload as encode
 
 D2H = direction_channels(True)
 H2D = direction_channels(False)
@@ -39,11 +39,6 @@ ROUTES = {ch: (ch.name.lower(), f"host_{ch.name.lower()}") for ch in D2H}
 ROUTES.update({ch: (f"host_{ch.name.lower()}", ch.name.lower()) for ch in H2D})
 
 
-def encode(msg):
-    value = CODECS[msg.chan].encode(msg.fields)
-    if msg.data is not None:
-        value |= int.from_bytes(msg.data, "little") << CODECS[msg.chan].width
-    return value
 
 
 class Bench(ReusedSimulator):

@@ -29,8 +29,8 @@ from hdl.link.port import LinkPort, RETRY_KINDS
 from hdl.link.ports import PAYLOAD_BITS, direction_channels
 from tb.reused_sim import ReusedSimulator
 from hdl.link.rx import CONTROL_TABLES
-from cxl.messages import CODECS
 from models.flit import FLIT_BYTES, Direction, Unpacker, control, encode_control, random_msg, seal
+from models.flit import stream_payload as encode
 
 D2H = direction_channels(True)
 H2D = direction_channels(False)
@@ -40,12 +40,6 @@ ROUTES.update({ch: (f"host_{ch.name.lower()}", ch.name.lower()) for ch in H2D})
 MASK = (1 << PAYLOAD_BITS) - 1
 
 
-def encode(msg):
-    """A FlitMsg as the channel stream payload (hdl.link.ports.DataMsg: header, then the line)."""
-    value = CODECS[msg.chan].encode(msg.fields)
-    if msg.data is not None:
-        value |= int.from_bytes(msg.data, "little") << CODECS[msg.chan].width
-    return value
 
 
 def retry_kind(flit):

@@ -28,8 +28,7 @@ from hdl.link.loopback import LinkLoopback
 from hdl.link.ports import PAYLOAD_BITS, direction_channels
 from hdl.link.rx import CONTROL_TABLES
 from hdl.link.tx import AK_FLITS
-from cxl.messages import CODECS
-from models.flit import decode_control, random_msg
+from models.flit import decode_control, random_msg, stream_payload as encode
 from tb.reused_sim import ReusedSimulator
 
 D2H = direction_channels(True)
@@ -54,11 +53,6 @@ def is_lazy(flit):
     return all(v == 0 for k, v in fields.items() if k.endswith("_crd"))
 
 
-def encode(msg):
-    value = CODECS[msg.chan].encode(msg.fields)
-    if msg.data is not None:
-        value |= int.from_bytes(msg.data, "little") << CODECS[msg.chan].width
-    return value
 
 
 class Harness(ReusedSimulator):

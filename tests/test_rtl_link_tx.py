@@ -20,9 +20,8 @@ from amaranth.back import verilog
 from hypothesis import given, strategies as st
 
 from hdl.link.tx import COUNTER_BITS, FlitPacker
-from cxl.messages import CODECS
 from models.flit import (CREDIT_CLASSES, FLIT_BYTES, Credits, Direction, Packer, Unpacker, deframe,
-                         msg_from_json, random_msg, write_vectors)
+                         msg_from_json, random_msg, stream_payload as encode, write_vectors)
 from tb.reused_sim import ReusedSimulator
 
 # Constructors that raise on bad parameters leave a half-made Elaboratable behind; that is expected.
@@ -32,13 +31,6 @@ VECTOR_MIXES = 100
 COUNTER_MAX = (1 << COUNTER_BITS) - 1
 
 
-def encode(msg):
-    """A FlitMsg as the channel stream payload: the header, then the line for a data header
-    (hdl.link.ports.DataMsg: ``hdr`` first, ``data`` above it, line byte 0 lowest)."""
-    value = CODECS[msg.chan].encode(msg.fields)
-    if msg.data is not None:
-        value |= int.from_bytes(msg.data, "little") << CODECS[msg.chan].width
-    return value
 
 
 class Harness(ReusedSimulator):

@@ -8,7 +8,7 @@ from typing import NamedTuple, Optional
 from cxl.flit import DATA_CHANNELS
 from cxl.messages import CODECS, LINE_BYTES, Channel
 
-__all__ = ["FlitMsg", "make_msg", "msg_to_json", "msg_from_json"]
+__all__ = ["FlitMsg", "make_msg", "msg_to_json", "msg_from_json", "stream_payload"]
 
 
 class FlitMsg(NamedTuple):
@@ -51,3 +51,12 @@ def msg_from_json(obj):
     fields = {k: (enums[k][v] if k in enums else v) for k, v in obj["fields"].items()}
     data = bytes.fromhex(obj["data"]) if "data" in obj else None
     return make_msg(chan, fields, data)
+
+
+def stream_payload(msg):
+    """A FlitMsg as the RTL's channel stream payload: the header, then the line for a data header
+    (hdl.link.ports.DataMsg: ``hdr`` first, ``data`` above it, line byte 0 lowest)."""
+    value = CODECS[msg.chan].encode(msg.fields)
+    if msg.data is not None:
+        value |= int.from_bytes(msg.data, "little") << CODECS[msg.chan].width
+    return value
