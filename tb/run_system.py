@@ -121,7 +121,7 @@ def run(runner, build_dir, params, seed, transactions, out, think=8, flit_monito
     ``waves``: write :func:`waves_path` (FST) and name it in the summary (``"waves"``).  ``progress``: the
     testbench shows a progress line (tb/progress.py).  ``host``: Config overrides for the golden host
     (``name=value,...``, models.config.parse_overrides)."""
-    from cocotb_tools.runner import get_results
+    from cocotb_tools.runner import Verilator, get_results
     env = {"SIM_PARAMS": str(params), "SEED": str(seed), "SIM_TRANSACTIONS": str(transactions),
            "SIM_THINK": str(think), "SIM_FLIT_MONITOR": "1" if flit_monitor else "0", "SIM_OUT": str(out),
            "SIM_TRACE": str(trace) if trace else "", "SIM_PROGRESS": "1" if progress else "0", "SIM_HOST": host,
@@ -130,7 +130,7 @@ def run(runner, build_dir, params, seed, transactions, out, think=8, flit_monito
     test_args = []
     if waves:
         fst.unlink(missing_ok=True)
-        if runner.__class__.__name__ == "PortsOnlyVerilator":
+        if isinstance(runner, Verilator):
             test_args = ["--trace-file", str(fst)]     # else the model writes dump.fst into the cwd
     out = Path(out)
     if out.exists():
