@@ -49,6 +49,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
+from models.coverage import closure_report
 from models.latency import latency_entry, merge_counts
 
 __all__ = ["SchedulerUnreachable", "scheduler_address", "dask_client", "ModelSeed", "RtlSeed", "regress",
@@ -382,9 +383,13 @@ def merge(rows, describe, dask_info, elapsed_s):
     wall = sum(r["summary"].get("wall_s") or 0 for r in ok)
     coverage, by_op = {}, {}
     for r in ok:
-        _add_counters(coverage, r["summary"].get("coverage") or {})
+        # the counters add; a closure (hit/total/holes) does not: it is worked out again from the union below
+        _add_counters(coverage, {k: v for k, v in (r["summary"].get("coverage") or {}).items() if k != "closure"})
         for op, v in (r["summary"].get("latency_cycles") or {}).items():
             merge_counts(by_op.setdefault(op, {}), v.get("by_cycles") or {})
+    if "state_event" in coverage:
+        closure = closure_report(coverage["state_event"], coverage.get("flits") or {})
+        coverage["closure"] = closure if "flits" in coverage else {"state_event": closure["state_event"]}
     failed = [r for r in rows if not r["ok"]]
     return {
         **describe,

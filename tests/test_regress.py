@@ -20,6 +20,7 @@ from xml.etree import ElementTree as ET
 
 import pytest
 
+from models.coverage import closure, state_event_universe
 from models.config import Config
 from models.latency import histogram, latency_entry, merge_counts, percentile, percentile_of_counts
 from models.system import run as model_run
@@ -135,6 +136,8 @@ def test_local_cluster_regress_merges_every_seed(tmp_path):
     for s in per_seed:
         pairs.update(s["coverage"]["state_event"])
     assert total["coverage"]["state_event"] == dict(sorted(pairs.items()))
+    # the closure is that of the union, not a sum of the seeds' closures
+    assert total["coverage"]["closure"]["state_event"] == closure(dict(pairs), state_event_universe())
     for op, entry in total["latency_cycles"].items():
         everything = sorted(int(c) for s in per_seed if op in s["latency_cycles"]
                             for c, n in s["latency_cycles"][op]["by_cycles"].items() for _ in range(n))
