@@ -38,7 +38,8 @@ from cxl.messages import CODECS, LINE_BYTES, Channel
 __all__ = [
     "RULE_REFS", "FlitError", "PROTOCOL_ID", "SLOTS", "SLOT_BYTES", "SLOT_BITS", "PAYLOAD_BYTES",
     "PAYLOAD_BITS", "CRC_BYTES", "FLIT_BYTES", "WIRE_BYTES", "HEADER_BITS", "H_SLOT_BITS", "CHUNK_BYTES",
-    "CHUNKS_PER_LINE", "S2M_NDR_WIDTH", "Direction", "DATA_CHANNELS", "MAX_PER_FLIT", "get_bits",
+    "CHUNKS_PER_LINE", "S2M_NDR_WIDTH", "Direction", "DATA_CHANNELS", "MAX_PER_FLIT", "AK_FLITS",
+    "CREDITS_DUE", "MAX_PACK_WAIT", "get_bits",
     "mask_bits", "bits_text", "HEADER_FIELDS", "encode_header", "decode_header", "DATA", "S2M_NDR",
     "SlotFormat", "SLOT_FORMATS", "slot_format",
 ]
@@ -132,6 +133,15 @@ MAX_PER_FLIT = {
     Channel.D2H_REQ: 4, Channel.D2H_RSP: 2, Channel.D2H_DATA: 4,
     Channel.H2D_REQ: 2, Channel.H2D_RSP: 4, Channel.H2D_DATA: 4,
 }
+
+# Waiting to fill a flit (the packers' ``wait`` knob: models.flit.packer, hdl/link/tx.py); a policy of
+# this model, not of the specification.  A hold ends at once when Ak is due (8 acks wait: docs/sources.md
+# §2.1) or when one credit class has CREDITS_DUE waiting.  CREDITS_DUE is an assumption: half of the
+# largest amount one flit returns (64, docs/sources.md §2.4), so a hold never keeps much more than a
+# flit's worth of credits back; smaller amounts wait at most ``wait`` decisions.
+AK_FLITS = 8
+CREDITS_DUE = 32
+MAX_PACK_WAIT = 255     # an assumption: a bound for the hold counter, far above any useful wait
 
 
 # ---------------------------------------------------------------- bit fields
