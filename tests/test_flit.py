@@ -453,11 +453,13 @@ def test_wait_holds_a_lone_message_and_lets_others_join():
     tx, rx = Packer(UP, wait=3), Unpacker(UP)
     tx.push(d2h_rsp(1))
     assert tx.next_flit() is None and tx.next_flit() is None      # held: the flit could take more
-    tx.push(d2h_rsp(2))
-    assert tx.next_flit() is None                                 # the third and last hold
-    r = rx.receive(tx.next_flit())
+    tx.push(d2h_rsp(2))                                           # 2 D2H Rsp: the per-flit maximum
+    r = rx.receive(tx.next_flit())                                # full: sent before the third hold
     assert [m.fields["uqid"] for m in r.messages] == [1, 2]
     assert tx.next_flit() is None and not tx.busy
+    tx.push(d2h_rsp(3))
+    assert [tx.next_flit() for _ in range(3)] == [None] * 3       # at most wait = 3 holds
+    assert [m.fields["uqid"] for m in rx.receive(tx.next_flit()).messages] == [3]
 
 
 def test_wait_zero_is_the_eager_policy():
@@ -476,7 +478,11 @@ def test_wait_sends_a_full_flit_at_once():
     assert tx.full() and tx.next_flit() is not None
     lone = Packer(UP, wait=5)
     lone.push(d2h_rsp(1))
-    assert not lone.full()
+    assert not lone.full() and lone.next_flit() is None       # a second response could join
+    pair = Packer(DOWN, wait=5)                               # 2 snoops: the H2D Req maximum per flit;
+    pair.push(snoop(1))                                       # other channels are idle and do not count
+    pair.push(snoop(2))
+    assert pair.full() and pair.next_flit() is not None
 
 
 def test_wait_never_holds_owed_chunks_or_due_returns():
@@ -487,7 +493,7 @@ def test_wait_never_holds_owed_chunks_or_due_returns():
     assert tx.next_flit() is not None and tx.chunks      # header + 3 chunks; one chunk owed
     tx.push(d2h_rsp(1))
     assert tx.next_flit() is not None                    # the owed chunk goes at once
-    for acks, credits, holds in ((7, (0, 0, 0), True), (8, (0, 0, 0), False),
+    for acks, credits, holds in ((15, (0, 0, 0), True), (16, (0, 0, 0), False),
                                  (0, (0, 31, 0), True), (0, (0, 0, 32), False), (0, (32, 0, 0), False)):
         tx = Packer(UP, wait=4)
         tx.push(d2h_rsp(1))

@@ -88,8 +88,8 @@ from hdl.link.ports import LINE_BITS, PAYLOAD_BITS, channel_shape, channel_strea
 from cxl.messages import CODECS
 from cxl.control import CONTROL_KINDS, control, encode_control
 from cxl.credits import CREDIT_CLASSES, CREDIT_VALUES, encode_credit
-from cxl.flit import (AK_FLITS, CREDITS_DUE, MAX_PACK_WAIT, CHUNKS_PER_LINE, DATA_CHANNELS,
-                      H_SLOT_BITS, HEADER_BITS, HEADER_FIELDS, MAX_PER_FLIT,
+from cxl.flit import (ACKS_DUE, AK_FLITS, CREDITS_DUE, DEFAULT_PACK_WAIT, MAX_PACK_WAIT, CHUNKS_PER_LINE,
+                      DATA_CHANNELS, H_SLOT_BITS, HEADER_BITS, HEADER_FIELDS, MAX_PER_FLIT,
                       S2M_NDR, SLOT_BITS, SLOT_FORMATS, SLOTS, Direction)
 
 __all__ = ["FlitPacker", "AK_FLITS", "COUNTER_BITS"]
@@ -122,7 +122,8 @@ class FlitPacker(wiring.Component):
     (decisions a partly filled protocol flit may be held for more messages to join it; 0: never).
     """
 
-    def __init__(self, upstream, *, depth=4, data_depth=4, counter_bits=COUNTER_BITS, wait=0):
+    def __init__(self, upstream, *, depth=4, data_depth=4, counter_bits=COUNTER_BITS,
+                 wait=DEFAULT_PACK_WAIT):
         if not isinstance(upstream, bool):
             raise ValueError(f"upstream={upstream!r}: must be True (D2H) or False (H2D)")
         for name, v in (("depth", depth), ("data_depth", data_depth), ("counter_bits", counter_bits)):
@@ -180,14 +181,14 @@ class FlitPacker(wiring.Component):
         return plans
 
     def _full(self, avail, prio, h_formats, g_formats, data_ch):
-        """Whether the protocol flit planned for ``avail`` (no chunks owed) is full: one more queued
-        message of no channel (below its per-flit maximum) would make it carry more messages
+        """Whether the protocol flit planned for ``avail`` (no chunks owed) is full: one more message
+        of no channel that has messages queued (below its per-flit maximum) would make it carry more
         (``models.flit.Packer.full``).  ``avail`` may exceed the queue window here: the model's queue
         would hold that message, so the plan is the one it would make."""
         def total(a):
             return sum(self._plan(a, prio, 0, h_formats, g_formats, data_ch)[1].values())
         now = total(avail)
-        return all(avail[ch] >= MAX_PER_FLIT[ch] or total({**avail, ch: avail[ch] + 1}) <= now
+        return all(avail[ch] == 0 or avail[ch] >= MAX_PER_FLIT[ch] or total({**avail, ch: avail[ch] + 1}) <= now
                    for ch in self.channels)
 
     def _check_plan(self, plan, data_ch, key):
@@ -419,7 +420,7 @@ class FlitPacker(wiring.Component):
             held_vis = Signal.like(held)
             m.d.comb += held_vis.eq(Mux(decide & d_hold, held + 1, Mux(dp, 0, held)))
             m.d.sync += held.eq(held_vis)
-            due = Cat(acks_vis >= AK_FLITS, *[crd_vis[k] >= CREDITS_DUE for k in CREDIT_CLASSES]).any()
+            due = Cat(acks_vis >= ACKS_DUE, *[crd_vis[k] >= CREDITS_DUE for k in CREDIT_CLASSES]).any()
             m.d.comb += hold.eq(busy & (owed_vis == 0) & ~full & ~due & (held_vis < self.wait))
         m.d.sync += [d_alldata.eq(is_alldata),
                      d_proto.eq(busy & ~is_alldata & ~hold),

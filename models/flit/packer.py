@@ -27,10 +27,10 @@ Packing policy (:class:`Packer`), one flit at a time:
 Waiting to fill (``wait`` = W >= 0): in rule 2 the packer may instead *hold* the protocol flit, send
 nothing and let more messages join it, for at most W decisions in a row.  It holds exactly when all of
 these are true: it has held fewer than W times since its last protocol flit; no data chunk is owed
-(chunks never wait); the flit is not *full* (one more queued message of some channel, within the
-per-flit maxima, would make it carry more messages: :meth:`Packer.full`); and no link-layer return is
-*due*: fewer than 8 acks wait (Ak would be set, ``AK_FLITS``) and every credit class has fewer than
-``cxl.flit.CREDITS_DUE`` (32) waiting.  Otherwise it sends at once.  W = 0 never holds: the policy
+(chunks never wait); the flit is not *full* (one more message of some channel that has messages
+queued, within the per-flit maxima, would make it carry more: :meth:`Packer.full`); and no link-layer
+return is *due*: fewer than ``cxl.flit.ACKS_DUE`` (16) acks and, per credit class, fewer than
+``cxl.flit.CREDITS_DUE`` (32) credits wait.  Otherwise it sends at once.  W = 0 never holds: the policy
 above exactly.
 A hold costs at most W decisions of latency for the messages in the flit.
 
@@ -51,8 +51,8 @@ from collections import deque
 
 from cxl.control import control, encode_control
 from cxl.credits import CREDIT_CLASSES, CreditProtocol, Credits, credit_step, encode_credit
-from cxl.flit import (AK_FLITS, CREDITS_DUE, MAX_PACK_WAIT, CHUNK_BYTES, CHUNKS_PER_LINE,
-                      HEADER_BITS, MAX_PER_FLIT, S2M_NDR, SLOT_BITS, SLOT_FORMATS,
+from cxl.flit import (ACKS_DUE, AK_FLITS, CREDITS_DUE, DEFAULT_PACK_WAIT, MAX_PACK_WAIT, CHUNK_BYTES,
+                      CHUNKS_PER_LINE, HEADER_BITS, MAX_PER_FLIT, S2M_NDR, SLOT_BITS, SLOT_FORMATS,
                       SLOTS, Direction, encode_header)
 from cxl.messages import CODECS, LINE_BYTES
 
@@ -68,7 +68,7 @@ class Packer:
     ``next_flit`` builds the next 66-byte flit (None when there is nothing to send).
     """
 
-    def __init__(self, direction, wait=0):
+    def __init__(self, direction, wait=DEFAULT_PACK_WAIT):
         if not isinstance(wait, int) or isinstance(wait, bool) or not 0 <= wait <= MAX_PACK_WAIT:
             raise ValueError(f"wait={wait!r}: must be an integer 0..{MAX_PACK_WAIT} (decisions a flit may be held)")
         self.direction = Direction(direction)
@@ -133,7 +133,7 @@ class Packer:
         """Whether to hold the protocol flit this decision (module docstring, "Waiting to fill")."""
         if self.held >= self.wait or self.chunks:
             return False
-        if self.acks >= AK_FLITS or any(n >= CREDITS_DUE for n in self.credits.values()):
+        if self.acks >= ACKS_DUE or any(n >= CREDITS_DUE for n in self.credits.values()):
             return False
         return not self.full()
 
@@ -151,10 +151,12 @@ class Packer:
         return taken
 
     def full(self):
-        """True when no single further message (of any channel, within the per-flit maxima) would
-        join the protocol flit the packer would send now."""
+        """True when one more message of no channel that has messages queued (and is below its
+        per-flit maximum) would join the protocol flit the packer would send now.  Idle channels do
+        not count: a channel that streams at its per-flit maximum (2 snoops a flit) must not wait for
+        traffic that is not there."""
         now = self._takes()
-        return all(len(self.queues[ch]) >= MAX_PER_FLIT[ch] or self._takes(ch) <= now
+        return all(not self.queues[ch] or len(self.queues[ch]) >= MAX_PER_FLIT[ch] or self._takes(ch) <= now
                    for ch in self.direction.channels)
 
     # -- flit builders
@@ -288,7 +290,7 @@ def _template(chan):
     return _TEMPLATES[chan]
 
 
-def pack(direction, messages, credits=Credits(), acks=0, wait=0):
+def pack(direction, messages, credits=Credits(), acks=0, wait=DEFAULT_PACK_WAIT):
     """Pack ``messages`` (FlitMsg, per-channel order = list order) plus credit returns and acks."""
     packer = Packer(direction, wait)
     for msg in messages:
