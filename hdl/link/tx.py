@@ -68,13 +68,14 @@ Structure.
   not) are formed from registers and ``decide`` (which depends on ``flit.ready``) selects last.
 
 Policy, in the golden model's words (``Packer.next_flit``): all-data flit when >= 4 chunks are owed;
-else a protocol flit when a message or chunk is queued, unless ``wait`` > 0 lets it be held (the
-model's "Waiting to fill": the plan stage computes the hold from a *full* bit of the plan table, the
-chunks owed, the due acks and credits and a counter of holds since the last protocol flit; a held
-decision offers no flit and changes nothing but that counter) (the priority channel rotates req -> rsp ->
+else a protocol flit when a message or chunk is queued (the priority channel rotates req -> rsp ->
 data after each protocol flit; credits: per class the largest of 0, 1, 2, 4, .., 64 not above what
 waits; Ak when >= 8 acks wait, taking 8); else an LLCRD (same credit rule, acks up to 255); else
-no flit.
+no flit.  With ``wait`` > 0 the protocol flit may be held instead (the model's "Waiting to fill"): the
+plan stage decides the hold from a *full* bit of the plan table (``_full``, enumerated like the plans),
+the chunks owed, the due acks and credits and a counter of holds since the last protocol flit; a held
+decision offers no flit and changes nothing but that counter.  At ``wait`` = 0 none of this logic is
+built.
 
 Preconditions: the pending counters must not overflow ``counter_bits`` (asserted in simulation).
 
