@@ -8,6 +8,11 @@ Reports, as JSON on stdout (and ``--out FILE``):
   ``models.flit.WORKLOADS`` beside the analytic optimum ``models.flit.optimum`` (payload bytes /
   68 wire bytes per flit; every flit on the wire counts, credit/ack LLCRDs included, as in
   ``models.flit.efficiency``: the streaming workloads count the data wire, the snoop storm both);
+* ``wait_sweep``: per workload and packer ``wait`` W (0 .. 16), the efficiency, its share of the optimum
+  and the message latency (mean, max, and the mean added to W = 0's) of the golden packer
+  (``models.flit.Packer(wait=W)``, bit-exact with the RTL's) in a cycle loop of both directions
+  (:func:`wait_sweep`); ``efficiency`` above is the RTL at the packer's default W
+  (``efficiency_wait``), since the link port builds its packer with the default;
 * ``recovery``: retry recovery time in cycles, from the cycle a corrupted flit crosses the wire to the
   first replayed flit the receiver accepts (``rx_good`` after the receiver left its wait state),
   for single errors injected into a data stream;
@@ -31,7 +36,10 @@ from tb.reused_sim import ReusedSimulator
 from hdl.link.loopback import LinkLoopback, flit_error_probability
 from hdl.link.ports import direction_channels
 from cxl.messages import CODECS
-from models.flit import MIXED, WIRE_BYTES, WORKLOADS, LINE_BYTES, optimum, random_msg, stream_payload as encode
+from cxl.credits import CREDIT_CLASSES
+from cxl.flit import DEFAULT_PACK_WAIT, Direction
+from models.flit import (MIXED, WIRE_BYTES, WORKLOADS, LINE_BYTES, Packer, Unpacker, optimum, random_msg,
+                         stream_payload as encode)
 
 D2H = direction_channels(True)
 H2D = direction_channels(False)
@@ -127,6 +135,57 @@ def payload_bytes(ch, n):
     return n * (CODECS[ch].width / 8 + (LINE_BYTES if ch in (D2H[2], H2D[2]) else 0))
 
 
+WAIT_SWEEP = (0, 1, 2, 3, 4, 6, 8, 12, 16)
+
+
+def wait_sweep(workload, counts, wait, rng, depth=4):
+    """One workload through two golden packers (``models.flit.Packer(wait=...)``), one per direction,
+    cycle by cycle: every source offers a message per cycle while its packer queue holds fewer than
+    ``depth`` (the link port's default packer depth), each packer decides one flit per cycle, the
+    peer's unpacker takes it in the same cycle and returns one credit per delivered message and one
+    ack per protocol or all-data flit.  No credit pools limit the sender (as in the loopback, whose
+    pools the rx queues size so that they rarely bind).  Returns the wire flits as the RTL run counts
+    them, the efficiency, and the latency from a message's push into its packer to the flit that
+    completes it at the receiver (mean and max cycles)."""
+    up, down = Direction.UPSTREAM, Direction.DOWNSTREAM
+    tx = {d: Packer(d, wait) for d in (up, down)}
+    rx = {d: Unpacker(d) for d in (up, down)}
+    peer = {up: down, down: up}
+    left = {ch: [random_msg(rng, ch) for _ in range(counts.get(ch, 0))] for ch in D2H + H2D}
+    pushed = {ch: [] for ch in left}            # push cycle of each message, in order
+    done = {ch: 0 for ch in left}
+    flits = {up: 0, down: 0}
+    latency = []
+    total = sum(map(len, left.values()))
+    cycle = 0
+    while len(latency) < total:
+        assert cycle < 50 * total + 1000, f"{workload}, wait={wait}: the model does not drain"
+        for ch, msgs in left.items():
+            d = Direction.of(ch)
+            if msgs and len(tx[d].queues[ch]) < depth:
+                tx[d].push(msgs.pop(0))
+                pushed[ch].append(cycle)
+        for d in (up, down):
+            flit = tx[d].next_flit()
+            if flit is None:
+                continue
+            flits[d] += 1
+            got = rx[d].receive(flit)
+            back = dict.fromkeys(CREDIT_CLASSES, 0)
+            for msg in got.messages:
+                latency.append(cycle - pushed[msg.chan][done[msg.chan]])
+                done[msg.chan] += 1
+                back[CREDIT_CLASSES[d.channels.index(msg.chan)]] += 1
+            tx[peer[d]].return_credits(**back)
+            if got.kind != "control":
+                tx[peer[d]].acknowledge(1)
+        cycle += 1
+    wire = {"streaming_writes": flits[up], "streaming_reads": flits[down]}.get(workload, flits[up] + flits[down])
+    payload = sum(payload_bytes(ch, k) for ch, k in counts.items())
+    return {"wire_flits": wire, "efficiency": payload / (WIRE_BYTES * wire), "cycles": cycle,
+            "mean_latency": sum(latency) / len(latency), "max_latency": max(latency)}
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m bench.link_bench", description=__doc__.split("\n")[0])
     ap.add_argument("--budget", type=float, default=300.0, help="seconds for the BER runs (default 300)")
@@ -167,6 +226,25 @@ def main(argv=None):
                   "optimum": opt["efficiency"], "optimum_flits": opt["flits"],
                   "flits_per_cycle": flits / r["cycles"], "sim_cycles_per_s": r["cycles"] / r["wall_s"]}
     out["efficiency"] = eff
+    out["efficiency_wait"] = DEFAULT_PACK_WAIT      # the link ports build their packers with the default
+
+    # -------------------------------------------------- packer wait sweep (golden model)
+    sweep = {}
+    for w, counts in runs.items():
+        opt = optimum(w, n)["efficiency"]
+        rows = {}
+        for wait in WAIT_SWEEP:
+            r = wait_sweep(w, counts, wait, random.Random(args.seed))
+            r["of_optimum"] = r["efficiency"] / opt
+            rows[str(wait)] = r
+        for r in rows.values():
+            r["added_mean_latency"] = r["mean_latency"] - rows["0"]["mean_latency"]
+        reaching = [int(k) for k, r in rows.items() if r["of_optimum"] >= 0.97]
+        sweep[w] = {"optimum": opt, "by_wait": rows, "least_wait_reaching_0.97": min(reaching, default=None)}
+    out["wait_sweep"] = {"workloads": sweep,
+                         "note": "golden model (models.flit.Packer, bit-exact with the RTL packer in lockstep) "
+                                 "in a cycle loop of both directions, see wait_sweep(); the loopback above runs "
+                                 "the RTL at the packer's default wait"}
     out["throughput"] = {"up_flits_per_cycle": eff["streaming_writes"]["flits_per_cycle"],
                          "down_flits_per_cycle": eff["streaming_reads"]["flits_per_cycle"],
                          "note": "flits on the data wire / cycles of the whole run (includes the first "

@@ -38,7 +38,8 @@ from cxl.messages import CODECS, LINE_BYTES, Channel
 __all__ = [
     "RULE_REFS", "FlitError", "PROTOCOL_ID", "SLOTS", "SLOT_BYTES", "SLOT_BITS", "PAYLOAD_BYTES",
     "PAYLOAD_BITS", "CRC_BYTES", "FLIT_BYTES", "WIRE_BYTES", "HEADER_BITS", "H_SLOT_BITS", "CHUNK_BYTES",
-    "CHUNKS_PER_LINE", "S2M_NDR_WIDTH", "Direction", "DATA_CHANNELS", "MAX_PER_FLIT", "get_bits",
+    "CHUNKS_PER_LINE", "S2M_NDR_WIDTH", "Direction", "DATA_CHANNELS", "MAX_PER_FLIT", "AK_FLITS",
+    "ACKS_DUE", "CREDITS_DUE", "MAX_PACK_WAIT", "DEFAULT_PACK_WAIT", "get_bits",
     "mask_bits", "bits_text", "HEADER_FIELDS", "encode_header", "decode_header", "DATA", "S2M_NDR",
     "SlotFormat", "SLOT_FORMATS", "slot_format",
 ]
@@ -132,6 +133,21 @@ MAX_PER_FLIT = {
     Channel.D2H_REQ: 4, Channel.D2H_RSP: 2, Channel.D2H_DATA: 4,
     Channel.H2D_REQ: 2, Channel.H2D_RSP: 4, Channel.H2D_DATA: 4,
 }
+
+# Waiting to fill a flit (the packers' ``wait`` knob: models.flit.packer, hdl/link/tx.py); a policy of
+# this model, not of the specification.  A hold ends at once when ACKS_DUE acks or CREDITS_DUE credits
+# of one class wait.  Both are assumptions.  ACKS_DUE: two Ak's worth (Ak acknowledges AK_FLITS = 8
+# flits, docs/sources.md §2.1): the held flit carries one Ak when it goes, so a hold never keeps more
+# than one further Ak back (at 8, every eighth flit of a busy link would leave half empty).  CREDITS_DUE:
+# half of the largest amount one flit returns (64, docs/sources.md §2.4).  Smaller amounts wait at most
+# ``wait`` decisions.
+AK_FLITS = 8
+ACKS_DUE = 2 * AK_FLITS
+CREDITS_DUE = 32
+MAX_PACK_WAIT = 255     # an assumption: a bound for the hold counter, far above any useful wait
+# The default wait: 0 (never hold).  bench/link_bench.py sweeps it: no wait brings the mixed workload to
+# 0.97 of its optimum (docs/link_layer.md, "Waiting to fill a flit"), so no compromise value is the default.
+DEFAULT_PACK_WAIT = 0
 
 
 # ---------------------------------------------------------------- bit fields

@@ -107,11 +107,13 @@ def test_pack_unpack_round_trip(msgs, credits, acks):
         assert got.credits == credits and got.mem_credits == Credits() and got.acks == acks
 
 
-@given(schedule=st.lists(st.tuples(st.lists(ANY_MESSAGE, max_size=6), st.integers(0, 3)), max_size=6))
-def test_round_trip_with_messages_arriving_between_flits(schedule):
+@given(schedule=st.lists(st.tuples(st.lists(ANY_MESSAGE, max_size=6), st.integers(0, 3)), max_size=6),
+       wait=st.sampled_from([0, 0, 1, 4]))
+def test_round_trip_with_messages_arriving_between_flits(schedule, wait):
     # Backpressure at the packers' input: messages arrive in batches and 0-3 flits go out each way between
-    # batches, so flits are built from partly filled queues with data chunks still owed.
-    tx = {d: Packer(d) for d in Direction}
+    # batches, so flits are built from partly filled queues with data chunks still owed (and, with
+    # ``wait``, from flits held while later batches join them).
+    tx = {d: Packer(d, wait) for d in Direction}
     rx = {d: Unpacker(d) for d in Direction}
     sent, got = [], []
     for batch, flits_between in schedule:
@@ -444,3 +446,72 @@ def test_vectors_round_trip_through_the_unpacker(tmp_path):
         assert [F.msg_to_json(m) for m in msgs] == obj["messages"]
         assert pack(direction, msgs, Credits(**obj["credits"]), obj["acks"]) == flits   # reproducible
     assert kinds == {"protocol", "all-data", "control"}
+
+
+# ---------------------------------------------------------------- waiting to fill a flit (``wait``)
+def test_wait_holds_a_lone_message_and_lets_others_join():
+    tx, rx = Packer(UP, wait=3), Unpacker(UP)
+    tx.push(d2h_rsp(1))
+    assert tx.next_flit() is None and tx.next_flit() is None      # held: the flit could take more
+    tx.push(d2h_rsp(2))                                           # 2 D2H Rsp: the per-flit maximum
+    r = rx.receive(tx.next_flit())                                # full: sent before the third hold
+    assert [m.fields["uqid"] for m in r.messages] == [1, 2]
+    assert tx.next_flit() is None and not tx.busy
+    tx.push(d2h_rsp(3))
+    assert [tx.next_flit() for _ in range(3)] == [None] * 3       # at most wait = 3 holds
+    assert [m.fields["uqid"] for m in rx.receive(tx.next_flit()).messages] == [3]
+
+
+def test_wait_zero_is_the_eager_policy():
+    msgs = [d2h_rsp(i) for i in range(3)] + [d2h_data(i) for i in range(2)]
+    assert pack(UP, msgs, Credits(5, 0, 1), 3, wait=0) == pack(UP, msgs, Credits(5, 0, 1), 3)
+    eager = Packer(UP)
+    eager.push(d2h_rsp(1))
+    assert eager.next_flit() is not None
+
+
+def test_wait_sends_a_full_flit_at_once():
+    tx = Packer(UP, wait=5)
+    for ch in UP.channels:          # every channel at its per-flit maximum: nothing more can join
+        for i in range(MAX_PER_FLIT[ch]):
+            tx.push(F.random_msg(random.Random(i), ch))
+    assert tx.full() and tx.next_flit() is not None
+    lone = Packer(UP, wait=5)
+    lone.push(d2h_rsp(1))
+    assert not lone.full() and lone.next_flit() is None       # a second response could join
+    pair = Packer(DOWN, wait=5)                               # 2 snoops: the H2D Req maximum per flit;
+    pair.push(snoop(1))                                       # other channels are idle and do not count
+    pair.push(snoop(2))
+    assert pair.full() and pair.next_flit() is not None
+
+
+def test_wait_never_holds_owed_chunks_or_due_returns():
+    tx = Packer(UP, wait=4)
+    tx.push(d2h_data(1))
+    for _ in range(4):
+        assert tx.next_flit() is None                    # a lone data header may wait for company
+    assert tx.next_flit() is not None and tx.chunks      # header + 3 chunks; one chunk owed
+    tx.push(d2h_rsp(1))
+    assert tx.next_flit() is not None                    # the owed chunk goes at once
+    for acks, credits, holds in ((15, (0, 0, 0), True), (16, (0, 0, 0), False),
+                                 (0, (0, 31, 0), True), (0, (0, 0, 32), False), (0, (32, 0, 0), False)):
+        tx = Packer(UP, wait=4)
+        tx.push(d2h_rsp(1))
+        tx.acknowledge(acks)
+        tx.return_credits(*credits)
+        assert (tx.next_flit() is None) == holds, (acks, credits)
+
+
+@given(msgs=st.lists(ANY_MESSAGE, max_size=30), wait=st.integers(1, 6))
+def test_wait_round_trip(msgs, wait):
+    for direction in Direction:
+        mine = [m for m in msgs if Direction.of(m.chan) is direction]
+        got = unpack(direction, pack(direction, mine, Credits(3, 0, 70), 9, wait=wait))
+        assert got.messages == per_channel(direction.channels, mine)
+        assert got.credits == Credits(3, 0, 70) and got.acks == 9
+
+
+@pytest.mark.parametrize("wait", [-1, 256, 2.0, True, "3"])
+def test_wait_must_be_a_small_integer(wait):
+    with pytest.raises(ValueError, match="wait"):
+        Packer(UP, wait=wait)

@@ -54,7 +54,7 @@ class Harness(ReusedSimulator):
         if sc is None:                     # the constructor runs once when the testbench is added
             return
         dut, chans = self.dut, self.direction.channels
-        ref = Packer(self.direction)
+        ref = Packer(self.direction, wait=dut.wait)
         pending = {ch: list(sc["messages"].get(ch, ())) for ch in chans}
         flits, expected, self.transfers = [], None, []
         idle = {"valid": {ch: True for ch in chans}, "ready": True, "pause": False, "crd": (0, 0, 0), "acks": 0}
@@ -222,6 +222,47 @@ def test_random_traffic_matches_model(data):
     check_stream(h.direction, flits, sc["messages"], credits, acks)
 
 
+@given(data=st.data())
+def test_random_traffic_with_wait_matches_model(data):
+    """As above with the packer allowed to hold a partly filled flit (``wait`` > 0): the RTL holds and
+    sends in exactly the decisions where the model does."""
+    upstream = data.draw(st.booleans(), label="upstream")
+    params = data.draw(st.sampled_from([{"wait": 1}, {"wait": 3}, {"wait": 8, "depth": 1, "data_depth": 2},
+                                        {"wait": 5, "depth": 6, "data_depth": 5}]), label="params")
+    h = harness(upstream, **params)
+    sc = data.draw(scenarios(h.direction), label="scenario")
+    flits, _ = h.run(sc)
+    credits = Credits(*(sum(c["crd"][i] for c in sc["cycles"]) for i in range(3)))
+    acks = sum(c["acks"] for c in sc["cycles"])
+    check_stream(h.direction, flits, sc["messages"], credits, acks)
+
+
+def _trickle(h, chan, n, gap):
+    """``n`` messages of ``chan``, one offered every ``gap`` cycles, the sink always ready."""
+    rng = random.Random(5)
+    chans = h.direction.channels
+    on = {"valid": {chan: True}, "ready": True, "pause": False, "crd": (0, 0, 0), "acks": 0}
+    off = {"valid": {}, "ready": True, "pause": False, "crd": (0, 0, 0), "acks": 0}
+    sc = {"messages": {chan: [random_msg(rng, chan) for _ in range(n)]},
+          "cycles": ([on] + [off] * (gap - 1)) * n}
+    flits, _ = h.run(sc)
+    check_stream(h.direction, flits, sc["messages"], Credits(), 0)
+    assert all(ch == chan or not sc["messages"].get(ch) for ch in chans)
+    return flits
+
+
+@pytest.mark.parametrize("upstream", [True, False])
+def test_wait_fills_flits(upstream):
+    """Requests trickling in one every other cycle: with ``wait`` = 4 the RTL packs them into fewer,
+    fuller flits than with ``wait`` = 0 (a packer that ignored ``wait`` would send one flit per
+    request; the lockstep check catches it too), and no more flits than the model's count."""
+    chan = Direction.UPSTREAM.channels[0] if upstream else Direction.DOWNSTREAM.channels[1]
+    eager = _trickle(harness(upstream), chan, 12, 2)
+    patient = _trickle(harness(upstream, wait=4), chan, 12, 2)
+    assert len(eager) == 12, f"wait=0: {len(eager)} flits for 12 messages trickling in"
+    assert len(patient) <= 12 // 2, f"wait=4: {len(patient)} flits for 12 messages, expected <= 6"
+
+
 def test_streaming_one_flit_per_cycle():
     """A stream of write-backs (the data-heaviest case) with the sink always ready: from the first
     flit on, a flit leaves in every cycle until the stream ends (and the lockstep check holds)."""
@@ -249,7 +290,8 @@ def test_converts_to_verilog():
 
 @pytest.mark.parametrize("kwargs, name", [
     ({"depth": 0}, "depth"), ({"data_depth": 0}, "data_depth"), ({"counter_bits": 0}, "counter_bits"),
-    ({"depth": 2.5}, "depth"),
+    ({"depth": 2.5}, "depth"), ({"wait": -1}, "wait"), ({"wait": 256}, "wait"), ({"wait": 1.5}, "wait"),
+    ({"wait": True}, "wait"),
 ])
 def test_bad_parameters(kwargs, name):
     with pytest.raises(ValueError, match=name):

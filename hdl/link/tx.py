@@ -71,7 +71,11 @@ Policy, in the golden model's words (``Packer.next_flit``): all-data flit when >
 else a protocol flit when a message or chunk is queued (the priority channel rotates req -> rsp ->
 data after each protocol flit; credits: per class the largest of 0, 1, 2, 4, .., 64 not above what
 waits; Ak when >= 8 acks wait, taking 8); else an LLCRD (same credit rule, acks up to 255); else
-no flit.
+no flit.  With ``wait`` > 0 the protocol flit may be held instead (the model's "Waiting to fill"): the
+plan stage decides the hold from a *full* bit of the plan table (``_full``, enumerated like the plans),
+the chunks owed, the due acks and credits and a counter of holds since the last protocol flit; a held
+decision offers no flit and changes nothing but that counter.  At ``wait`` = 0 none of this logic is
+built.
 
 Preconditions: the pending counters must not overflow ``counter_bits`` (asserted in simulation).
 
@@ -88,12 +92,12 @@ from hdl.link.ports import LINE_BITS, PAYLOAD_BITS, channel_shape, channel_strea
 from cxl.messages import CODECS
 from cxl.control import CONTROL_KINDS, control, encode_control
 from cxl.credits import CREDIT_CLASSES, CREDIT_VALUES, encode_credit
-from cxl.flit import (CHUNKS_PER_LINE, DATA_CHANNELS, H_SLOT_BITS, HEADER_BITS, HEADER_FIELDS, MAX_PER_FLIT,
+from cxl.flit import (ACKS_DUE, AK_FLITS, CREDITS_DUE, DEFAULT_PACK_WAIT, MAX_PACK_WAIT, CHUNKS_PER_LINE,
+                      DATA_CHANNELS, H_SLOT_BITS, HEADER_BITS, HEADER_FIELDS, MAX_PER_FLIT,
                       S2M_NDR, SLOT_BITS, SLOT_FORMATS, SLOTS, Direction)
 
 __all__ = ["FlitPacker", "AK_FLITS", "COUNTER_BITS"]
 
-AK_FLITS = 8          # Ref: docs/sources.md §2.1 (Ak acknowledges 8 received flits [S])
 COUNTER_BITS = 10     # Ref: docs/sources.md §2.4 (10-bit credit counters, <= 1023 per class)
 
 _PORTS = ("req", "rsp", "data")       # port names, in direction_channels order
@@ -118,15 +122,20 @@ class FlitPacker(wiring.Component):
 
     Parameters: ``upstream`` (True: D2H channels, False: H2D), ``depth`` (entries of the req and rsp
     queues), ``data_depth`` (entries of the data queue, each a header and a 64-byte line),
-    ``counter_bits`` (width of the pending credit and ack counters and of their add inputs).
+    ``counter_bits`` (width of the pending credit and ack counters and of their add inputs), ``wait``
+    (decisions a partly filled protocol flit may be held for more messages to join it; 0: never).
     """
 
-    def __init__(self, upstream, *, depth=4, data_depth=4, counter_bits=COUNTER_BITS):
+    def __init__(self, upstream, *, depth=4, data_depth=4, counter_bits=COUNTER_BITS,
+                 wait=DEFAULT_PACK_WAIT):
         if not isinstance(upstream, bool):
             raise ValueError(f"upstream={upstream!r}: must be True (D2H) or False (H2D)")
         for name, v in (("depth", depth), ("data_depth", data_depth), ("counter_bits", counter_bits)):
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise ValueError(f"{name}={v!r}: must be an integer >= 1")
+        if not isinstance(wait, int) or isinstance(wait, bool) or not 0 <= wait <= MAX_PACK_WAIT:
+            raise ValueError(f"wait={wait!r}: must be an integer 0..{MAX_PACK_WAIT} (decisions a flit may be held)")
+        self.wait = wait
         self.upstream = upstream
         self.direction = Direction.UPSTREAM if upstream else Direction.DOWNSTREAM
         self.channels = direction_channels(upstream)
@@ -174,6 +183,17 @@ class FlitPacker(wiring.Component):
                             self._check_plan(plan, data_ch, (a0, a1, a2, prio, owed))
                             plans[a0, a1, a2, prio, owed] = plan
         return plans
+
+    def _full(self, avail, prio, h_formats, g_formats, data_ch):
+        """Whether the protocol flit planned for ``avail`` (no chunks owed) is full: one more message
+        of no channel that has messages queued (below its per-flit maximum) would make it carry more
+        (``models.flit.Packer.full``).  ``avail`` may exceed the queue window here: the model's queue
+        would hold that message, so the plan is the one it would make."""
+        def total(a):
+            return sum(self._plan(a, prio, 0, h_formats, g_formats, data_ch)[1].values())
+        now = total(avail)
+        return all(avail[ch] == 0 or avail[ch] >= MAX_PER_FLIT[ch] or total({**avail, ch: avail[ch] + 1}) <= now
+                   for ch in self.channels)
 
     def _check_plan(self, plan, data_ch, key):
         """Elaboration-time check of the 68B packing rules on Data Headers (CXL 1.1 / CXL 3.x §4.2.5),
@@ -253,6 +273,7 @@ class FlitPacker(wiring.Component):
         d_crd_step = {k: Signal(range(max(CREDIT_VALUES) + 1), name=f"d_{k}_crd_step") for k in CREDIT_CLASSES}
         d_crd_code = {k: Signal(_WIDTH[f"{k}_crd"], name=f"d_{k}_crd_code") for k in CREDIT_CLASSES}
         d_llcrd_acks = Signal(range(_LLCRD_MAX_ACKS + 1))
+        d_hold = Signal()                          # the planned protocol flit is held (``wait``)
 
         out_valid = Signal()
         out_payload = Signal(PAYLOAD_BITS)
@@ -394,8 +415,20 @@ class FlitPacker(wiring.Component):
         is_alldata = Signal()
         m.d.comb += [busy.eq(Cat(*[cnt_vis[ch] != 0 for ch in chans]).any() | (owed_vis != 0)),
                      is_alldata.eq(owed_vis >= cpl)]
+        # Waiting to fill (models.flit.packer, "Waiting to fill"): hold a protocol flit that is not full
+        # while no chunk is owed, no return is due and it has been held fewer than ``wait`` times.
+        hold = Signal()
+        full = Signal()                            # from the plan table: meaningful when nothing is owed
+        if self.wait:
+            held = Signal(range(self.wait + 1))    # decisions held since the last protocol flit
+            held_vis = Signal.like(held)
+            m.d.comb += held_vis.eq(Mux(decide & d_hold, held + 1, Mux(dp, 0, held)))
+            m.d.sync += held.eq(held_vis)
+            due = Cat(acks_vis >= ACKS_DUE, *[crd_vis[k] >= CREDITS_DUE for k in CREDIT_CLASSES]).any()
+            m.d.comb += hold.eq(busy & (owed_vis == 0) & ~full & ~due & (held_vis < self.wait))
         m.d.sync += [d_alldata.eq(is_alldata),
-                     d_proto.eq(busy & ~is_alldata),
+                     d_proto.eq(busy & ~is_alldata & ~hold),
+                     d_hold.eq(hold),
                      d_llcrd.eq(~busy & Cat(acks_vis != 0, *[crd_vis[k] != 0 for k in CREDIT_CLASSES]).any())]
 
         # The plan table: every visible state -> (codes, takes, bases, G0 counts, totals), one word.
@@ -411,6 +444,8 @@ class FlitPacker(wiring.Component):
         fields.append((d_gtotal, lambda p: p[2]))
         owed_after = Signal(range(owed_max + 1))            # after the planned protocol flit
         fields.append((owed_after, lambda p: p[3]))
+        if self.wait:
+            fields.append((full, lambda p: p[4]))
         word_width = sum(len(sig) for sig, _ in fields)
         plan_word = Signal(word_width)
         owed_lo = Signal(range(cpl))
@@ -418,6 +453,9 @@ class FlitPacker(wiring.Component):
         key = Cat(avail[chans[0]], avail[chans[1]], avail[chans[2]], prio_vis, owed_lo)
         with m.Switch(key):
             for (a0, a1, a2, p, o), plan in self._plans(h_formats, g_formats).items():
+                if self.wait:
+                    avail_key = dict(zip(chans, (a0, a1, a2)))
+                    plan = (*plan, o == 0 and self._full(avail_key, p, h_formats, g_formats, data_ch))
                 value, shift = 0, 0
                 for sig, get in fields:
                     v = get(plan)
@@ -433,13 +471,13 @@ class FlitPacker(wiring.Component):
                     m.d.comb += plan_word.eq(value)
         shift = 0
         for sig, _ in fields:
-            if sig is owed_after:
+            if sig is owed_after or sig is full:
                 m.d.comb += sig.eq(plan_word[shift:shift + len(sig)])
             else:
                 m.d.sync += sig.eq(plan_word[shift:shift + len(sig)])
             shift += len(sig)
         m.d.sync += d_owed_exec.eq(Mux(is_alldata, owed_vis - SLOTS,
-                                       Mux(busy, owed_after, owed_vis)))
+                                       Mux(busy & ~hold, owed_after, owed_vis)))
 
         # -------------------------------------------------------------- build the planned flit (stage 2)
         # Message r of ``ch`` behind ``base`` already-taken ones: the queue head is the plan's view.

@@ -24,6 +24,16 @@ Packing policy (:class:`Packer`), one flit at a time:
 3. Otherwise, if credits or acks are waiting, an LLCRD control flit.
 4. Otherwise nothing (the link would send idle flits; that is outside this model).
 
+Waiting to fill (``wait`` = W >= 0): in rule 2 the packer may instead *hold* the protocol flit, send
+nothing and let more messages join it, for at most W decisions in a row.  It holds exactly when all of
+these are true: it has held fewer than W times since its last protocol flit; no data chunk is owed
+(chunks never wait); the flit is not *full* (one more message of some channel that has messages
+queued, within the per-flit maxima, would make it carry more: :meth:`Packer.full`); and no link-layer
+return is *due*: fewer than ``cxl.flit.ACKS_DUE`` (16) acks and, per credit class, fewer than
+``cxl.flit.CREDITS_DUE`` (32) credits wait.  Otherwise it sends at once.  W = 0 never holds: the policy
+above exactly.
+A hold costs at most W decisions of latency for the messages in the flit.
+
 Credits and Ak: every protocol flit returns, per class (req, rsp, data), the largest encodable amount
 (0, 1, 2, 4, ..., 64) not above what is waiting, and sets Ak when 8 or more received flits wait to be
 acknowledged (Ak acknowledges 8).  An LLCRD returns the same credit amounts and acknowledges up to 255
@@ -36,11 +46,13 @@ The RTL packer (hdl/link/tx.py) makes the same choices, bit for bit.
 #      §2.4 (credits); CXL 1.1 / CXL 3.x §4.2.5 (packing rules, docs/conformance.md).
 """
 
+import random
 from collections import deque
 
 from cxl.control import control, encode_control
 from cxl.credits import CREDIT_CLASSES, CreditProtocol, Credits, credit_step, encode_credit
-from cxl.flit import (CHUNK_BYTES, CHUNKS_PER_LINE, HEADER_BITS, MAX_PER_FLIT, S2M_NDR, SLOT_BITS, SLOT_FORMATS,
+from cxl.flit import (ACKS_DUE, AK_FLITS, CREDITS_DUE, DEFAULT_PACK_WAIT, MAX_PACK_WAIT, CHUNK_BYTES,
+                      CHUNKS_PER_LINE, HEADER_BITS, MAX_PER_FLIT, S2M_NDR, SLOT_BITS, SLOT_FORMATS,
                       SLOTS, Direction, encode_header)
 from cxl.messages import CODECS, LINE_BYTES
 
@@ -56,8 +68,12 @@ class Packer:
     ``next_flit`` builds the next 66-byte flit (None when there is nothing to send).
     """
 
-    def __init__(self, direction):
+    def __init__(self, direction, wait=DEFAULT_PACK_WAIT):
+        if not isinstance(wait, int) or isinstance(wait, bool) or not 0 <= wait <= MAX_PACK_WAIT:
+            raise ValueError(f"wait={wait!r}: must be an integer 0..{MAX_PACK_WAIT} (decisions a flit may be held)")
         self.direction = Direction(direction)
+        self.wait = wait
+        self.held = 0                  # decisions held in a row since the last protocol flit
         self.queues = {ch: deque() for ch in self.direction.channels}
         self.chunks = deque()          # 16-byte chunks owed by data headers already packed, in order
         self.credits = dict.fromkeys(CREDIT_CLASSES, 0)
@@ -95,17 +111,53 @@ class Packer:
         if len(self.chunks) >= CHUNKS_PER_LINE:
             return seal(self._all_data())
         if self.busy:
+            if self._hold():
+                self.held += 1
+                return None
+            self.held = 0
             return seal(self._protocol_flit())
         if self.acks or any(self.credits.values()):
             return seal(encode_control(self._llcrd()))
         return None
 
     def drain(self):
-        """Every flit needed to send all that is queued."""
+        """Every flit needed to send all that is queued (holds, if ``wait`` > 0, end by themselves)."""
         flits = []
-        while (flit := self.next_flit()) is not None:
-            flits.append(flit)
+        while (flit := self.next_flit()) is not None or self.busy:
+            if flit is not None:
+                flits.append(flit)
         return flits
+
+    # -- waiting to fill a flit
+    def _hold(self):
+        """Whether to hold the protocol flit this decision (module docstring, "Waiting to fill")."""
+        if self.held >= self.wait or self.chunks:
+            return False
+        if self.acks >= ACKS_DUE or any(n >= CREDITS_DUE for n in self.credits.values()):
+            return False
+        return not self.full()
+
+    def _takes(self, extra=None):
+        """How many messages the protocol flit would carry now, with one more message of channel
+        ``extra`` queued if given; the packer's state is left as it was (a dry run)."""
+        saved = ({ch: q.copy() for ch, q in self.queues.items()}, self.chunks.copy(), self.priority,
+                 self.hdr_slot, self.acks, dict(self.credits))
+        if extra is not None:
+            self.queues[extra].append(_template(extra))
+        before = sum(map(len, self.queues.values()))
+        self._protocol_flit()
+        taken = before - sum(map(len, self.queues.values()))
+        self.queues, self.chunks, self.priority, self.hdr_slot, self.acks, self.credits = saved
+        return taken
+
+    def full(self):
+        """True when one more message of no channel that has messages queued (and is below its
+        per-flit maximum) would join the protocol flit the packer would send now.  Idle channels do
+        not count: a channel that streams at its per-flit maximum (2 snoops a flit) must not wait for
+        traffic that is not there."""
+        now = self._takes()
+        return all(not self.queues[ch] or len(self.queues[ch]) >= MAX_PER_FLIT[ch] or self._takes(ch) <= now
+                   for ch in self.direction.channels)
 
     # -- flit builders
     def _all_data(self):
@@ -218,18 +270,29 @@ class Packer:
                 assert fmt in self.legal([fmt], counts), f"policy chose {fmt.name} for too few Data Headers"
                 payload |= self._commit(fmt, *self._fill(fmt, counts), counts, s) << (SLOT_BITS * s)
         header["sz"] = int(counts[self.direction.data_channel] > 0)   # data headers are 64 B lines
-        if self.acks >= 8:                                          # Ak acknowledges 8 flits
+        if self.acks >= AK_FLITS:                                   # Ak acknowledges 8 flits
             header["ak"] = 1
-            self.acks -= 8
+            self.acks -= AK_FLITS
         codes = self._take_credits()
         header.update(req_crd=codes["req"], rsp_crd=codes["rsp"], data_crd=codes["data"])
         return payload | encode_header(header)
 
 
 
-def pack(direction, messages, credits=Credits(), acks=0):
+_TEMPLATES = {}
+
+
+def _template(chan):
+    """A message of ``chan`` for dry runs: the packing choice depends on queue lengths, not contents."""
+    if chan not in _TEMPLATES:
+        from .vectors import random_msg          # here: models.flit.vectors imports this module
+        _TEMPLATES[chan] = random_msg(random.Random(0), chan)
+    return _TEMPLATES[chan]
+
+
+def pack(direction, messages, credits=Credits(), acks=0, wait=DEFAULT_PACK_WAIT):
     """Pack ``messages`` (FlitMsg, per-channel order = list order) plus credit returns and acks."""
-    packer = Packer(direction)
+    packer = Packer(direction, wait)
     for msg in messages:
         packer.push(msg)
     packer.return_credits(*credits)
