@@ -64,6 +64,11 @@ class Config:
     # line: the snoop-filter-miss answer RspIHitI, legal for every snoop, docs/sources.md §1.5).
     host_traffic: float = 0.05
     host_snoop_scope: str = "all"   # one of HOST_SNOOP_SCOPES
+    # The fraction of reads whose H2D Data the host sends before the GO (H2D Rsp and H2D Data are separate
+    # channels with no ordering between them, docs/sources.md §1.1).  Assumption: 1 in 8, chosen every
+    # 8th read (no randomness: the same run for the same seed), so that a default run takes the
+    # data-before-GO transitions (IS_AD / Data, IS_A / GO-S, ...) that a host sending the GO first never does.
+    host_data_first: float = 0.125
 
     def __post_init__(self):
         def bad(name, why):
@@ -106,6 +111,8 @@ class Config:
             bad("host_traffic", "must be a fraction in [0, 1] (host accesses per device access)")
         if self.host_snoop_scope not in HOST_SNOOP_SCOPES:
             bad("host_snoop_scope", f"must be one of {', '.join(HOST_SNOOP_SCOPES)}")
+        if not isinstance(self.host_data_first, (int, float)) or not 0 <= self.host_data_first <= 1:
+            bad("host_data_first", "must be a fraction in [0, 1] (reads whose data goes before the GO)")
 
     def with_(self, **changes):
         return replace(self, **changes)

@@ -116,6 +116,7 @@ class _SnoopWait:
 class Host:
     def __init__(self, cfg, links, checker):
         self.cfg, self.links, self.checker = cfg, links, checker
+        self._data_first_credit = 0.0       # accumulates cfg.host_data_first per read; >= 1: data goes first
         self.mem = {}
         self.dir = {}             # line -> {dev: 'S' | 'E'}
         self.active = {}          # line -> HostTxn
@@ -374,9 +375,16 @@ class Host:
                 if others:
                     raise AssertionError(f"host: granting E on line {line:#x} to dev{dev} while {others} hold it")
                 holders[dev], state = "E", _GO.Exclusive
-            self._rsp(txn, _HRsp.GO, state._value_, now)
+            data_first = False
             if op is not _Req.RdOwnNoData:
                 self.checker.read(line, value, f"host: data for {op.name} from dev{dev}")
+                self._data_first_credit += self.cfg.host_data_first
+                data_first = self._data_first_credit >= 1
+                if data_first:
+                    self._data_first_credit -= 1
+                    self._send(dev, Msg(_Ch.H2D_DATA, None, txn.cqid, line, data=value), now)
+            self._rsp(txn, _HRsp.GO, state._value_, now)
+            if op is not _Req.RdOwnNoData and not data_first:
                 self._send(dev, Msg(_Ch.H2D_DATA, None, txn.cqid, line, data=value), now)
             self._finish(txn, now)
         elif op is _Req.RdCurr:
