@@ -7,6 +7,7 @@ Every default either has a source or is labelled an assumption.  A bad value rai
 from dataclasses import dataclass, fields, replace
 
 from cxl.messages import MAX_IDS
+from .params import ParamSet
 
 __all__ = ["ConfigError", "Config", "MAX_DEVICES", "HOST_DIR_POLICIES", "HOST_SNOOP_SCOPES", "parse_overrides"]
 
@@ -30,7 +31,7 @@ def _pow2(n):
 
 
 @dataclass(frozen=True)
-class Config:
+class Config(ParamSet):
     devices: int = 4
     caches: int = 2                 # internal caches behind each DCOH (assumption: 2, e.g. two SM-local caches)
     sf_sets: int = 64               # snoop-filter sets (assumption; no published CXL device SF size, facts §3.3)
@@ -114,9 +115,6 @@ class Config:
         if not isinstance(self.host_data_first, (int, float)) or not 0 <= self.host_data_first <= 1:
             bad("host_data_first", "must be a fraction in [0, 1] (reads whose data goes before the GO)")
 
-    def with_(self, **changes):
-        return replace(self, **changes)
-
     @property
     def host_dir_shape(self):
         """(sets, ways) of the finite host directory: host_dir_sets/ways, 0 meaning sf_sets/sf_ways."""
@@ -125,9 +123,6 @@ class Config:
     def with_overrides(self, text):
         """This configuration with the ``name=value,...`` overrides of :func:`parse_overrides` applied."""
         return replace(self, **parse_overrides(text))
-
-    def as_dict(self):
-        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 def parse_overrides(text):

@@ -34,7 +34,7 @@ import heapq
 import json
 import math
 import random
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
@@ -45,6 +45,7 @@ from .dcoh import CpuOp
 from .flit import efficiency as flit_efficiency, optimum as flit_optimum
 from cxl.coherence import DevState
 from .system import System
+from .params import ParamSet
 
 __all__ = ["DCOH_CYCLES", "DCOH_CYCLES_SOURCE", "FLIT_NS", "LINK_GBS", "CxlParams", "SOURCES", "PRESETS",
            "MEASURED_HOP_NS", "TimedLink", "GoldenSim", "hop_ns", "golden_config", "sync_latencies",
@@ -98,7 +99,7 @@ MEASURED_PORT_NS = round(MEASURED_HOP_NS - _PIPE_NS, 3)
 
 
 @dataclass(frozen=True)
-class CxlParams:
+class CxlParams(ParamSet):
     clock_mhz: float = 1000.0
     flit_ns: float = FLIT_NS
     flits_per_msg: int = 2
@@ -128,12 +129,6 @@ class CxlParams:
             raise ValueError("dcoh_cycles must be >= 0")
         if not 1 <= self.outstanding <= MAX_IDS:
             raise ValueError(f"outstanding must be 1..{MAX_IDS} (12-bit CQID, facts §1.6)")
-
-    def with_(self, **changes):
-        return replace(self, **changes)
-
-    def as_dict(self):
-        return {f.name: getattr(self, f.name) for f in fields(self)}
 
     @property
     def cycle_ns(self):

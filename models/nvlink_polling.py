@@ -20,14 +20,16 @@ stores the flag into each reader's memory), :func:`atomic_throughput`, :func:`bu
 """
 
 import random
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass
+
+from .params import ParamSet
 
 __all__ = ["NvlinkParams", "SOURCES", "flag_round_trips", "sync_latencies", "atomic_bounds",
            "atomic_throughput", "bulk_bandwidth", "bulk_bandwidth_gbs"]
 
 
 @dataclass(frozen=True)
-class NvlinkParams:
+class NvlinkParams(ParamSet):
     step_ns: float = 600.0
     poll_ns: float = 200.0
     links: int = 18
@@ -53,12 +55,6 @@ class NvlinkParams:
             bad("threads", "must be >= 1")
         if self.atomic_wire_bytes < 1:
             bad("atomic_wire_bytes", "must be >= 1")
-
-    def with_(self, **changes):
-        return replace(self, **changes)
-
-    def as_dict(self):
-        return {f.name: getattr(self, f.name) for f in fields(self)}
 
     @property
     def store_one_way_ns(self):

@@ -24,9 +24,10 @@ throughout, so a seed gives the same numbers on any machine.
 
 import heapq
 import random
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass
 
 from . import rdma as R
+from .params import ParamSet
 
 __all__ = ["PcieParams", "SOURCES", "flag_round_trip_parts", "flag_round_trips", "sync_latencies",
            "atomic_throughput", "atomic_bounds", "bulk_bandwidth", "bulk_bandwidth_gbs"]
@@ -36,7 +37,7 @@ FLAG_BYTES = 8
 
 
 @dataclass(frozen=True)
-class PcieParams:
+class PcieParams(ParamSet):
     rtt_min_ns: float = 300.0
     rtt_max_ns: float = 400.0
     posted_fraction: float = 0.5
@@ -72,12 +73,6 @@ class PcieParams:
             bad("mrrs", "must be a power of two in 128..4096 (facts §4.4)")
         if self.lanes not in (1, 2, 4, 8, 16):
             bad("lanes", "must be 1, 2, 4, 8 or 16")
-
-    def with_(self, **changes):
-        return replace(self, **changes)
-
-    def as_dict(self):
-        return {f.name: getattr(self, f.name) for f in fields(self)}
 
     @property
     def raw_gbs(self):

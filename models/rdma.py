@@ -37,7 +37,9 @@ same numbers on any machine.
 import heapq
 import math
 import random
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
+
+from .params import ParamSet
 
 __all__ = ["RdmaParams", "SOURCES", "ib_mtu", "frame_bytes", "frame_payloads", "message_wire_bytes",
            "wire_efficiency", "tlp_count", "tlp_bytes", "pcie_efficiency", "pcie_rate_gbs",
@@ -65,7 +67,7 @@ WQE_BYTES = 64                                         # one send WQE (assumptio
 
 
 @dataclass(frozen=True)
-class RdmaParams:
+class RdmaParams(ParamSet):
     # host side, PCIe
     pcie_rtt_min_ns: float = 300.0
     pcie_rtt_max_ns: float = 400.0
@@ -120,9 +122,6 @@ class RdmaParams:
             changes.setdefault("nic_tx_ns", None)   # recalibrate unless the caller fixed them
             changes.setdefault("nic_rx_ns", None)
         return replace(self, **changes)
-
-    def as_dict(self):
-        return {f.name: getattr(self, f.name) for f in fields(self)}
 
     @property
     def pcie_rtt_mid_ns(self):

@@ -207,6 +207,16 @@ def scenarios(draw, direction):
     return {"messages": messages, "cycles": cycles}
 
 
+def _lockstep(data, upstream, params):
+    """One drawn scenario through the RTL packer with ``params``, checked flit by flit against the model."""
+    h = harness(upstream, **params)
+    sc = data.draw(scenarios(h.direction), label="scenario")
+    flits, _ = h.run(sc)
+    credits = Credits(*(sum(c["crd"][i] for c in sc["cycles"]) for i in range(3)))
+    acks = sum(c["acks"] for c in sc["cycles"])
+    check_stream(h.direction, flits, sc["messages"], credits, acks)
+
+
 @given(data=st.data())
 def test_random_traffic_matches_model(data):
     upstream = data.draw(st.booleans(), label="upstream")
@@ -214,12 +224,7 @@ def test_random_traffic_matches_model(data):
     # and deeper ones.
     params = data.draw(st.sampled_from([{}, {"depth": 1, "data_depth": 2}, {"depth": 6, "data_depth": 5}]),
                        label="params")
-    h = harness(upstream, **params)
-    sc = data.draw(scenarios(h.direction), label="scenario")
-    flits, _ = h.run(sc)
-    credits = Credits(*(sum(c["crd"][i] for c in sc["cycles"]) for i in range(3)))
-    acks = sum(c["acks"] for c in sc["cycles"])
-    check_stream(h.direction, flits, sc["messages"], credits, acks)
+    _lockstep(data, upstream, params)
 
 
 @given(data=st.data())
@@ -229,12 +234,7 @@ def test_random_traffic_with_wait_matches_model(data):
     upstream = data.draw(st.booleans(), label="upstream")
     params = data.draw(st.sampled_from([{"wait": 1}, {"wait": 3}, {"wait": 8, "depth": 1, "data_depth": 2},
                                         {"wait": 5, "depth": 6, "data_depth": 5}]), label="params")
-    h = harness(upstream, **params)
-    sc = data.draw(scenarios(h.direction), label="scenario")
-    flits, _ = h.run(sc)
-    credits = Credits(*(sum(c["crd"][i] for c in sc["cycles"]) for i in range(3)))
-    acks = sum(c["acks"] for c in sc["cycles"])
-    check_stream(h.direction, flits, sc["messages"], credits, acks)
+    _lockstep(data, upstream, params)
 
 
 def _trickle(h, chan, n, gap):
