@@ -49,7 +49,11 @@ class Config(ParamSet):
     devload_thresholds: tuple = (0.25, 0.5, 0.75)  # tracker occupancy fractions for DevLoad 01/10/11
                                     # (assumption; encodings from facts §3.2)
     watchdog: int = 20000           # cycles a request may stay outstanding before forward progress fails
-    clean_evict_data: bool = False  # host answers CleanEvict with GO_WritePull (True) or GO_WritePull_Drop
+    # The fraction of CleanEvicts the host answers with GO_WritePull (the device sends its clean copy) rather
+    # than GO_WritePull_Drop (the host has the clean data in memory already): the host's choice per request
+    # (docs/sources.md §1.2).  Assumption: 1 in 8, every 8th (no randomness), so that a default run takes both
+    # answers; 0 always drops, 1 always pulls.
+    clean_evict_pull: float = 0.125
     # The host's directory (docs/sources.md §3.3: a host's snoop filter is finite, and bounds what the
     # devices may cache).  Assumption: by default (0) the geometry of one device's own filter, sf_sets x
     # sf_ways (64 x 4 here, 16 x 2 in the RTL system of make sim), so the host tracks 1/N of what N devices
@@ -70,6 +74,14 @@ class Config(ParamSet):
     # 8th read (no randomness: the same run for the same seed), so that a default run takes the
     # data-before-GO transitions (IS_AD / Data, IS_A / GO-S, ...) that a host sending the GO first never does.
     host_data_first: float = 0.125
+    # The fraction of the other reads (those whose GO goes first) whose H2D Data the host sends
+    # ``host_data_lag`` cycles after the GO: a home agent may send the GO once its directory has ordered
+    # the request and the data when memory returns it (no ordering between the two channels, docs/sources.md
+    # §1.1).  Assumptions: 1 in 8 (every 8th, no randomness) and 100 cycles, the order of a DRAM access at
+    # the model's 1 GHz; they open the window in which a snoop reaches a device that has its GO and waits
+    # for the data (IS_D, IM_D, SM_D), which a host sending both at once leaves a few cycles wide.
+    host_data_late: float = 0.125
+    host_data_lag: int = 100
 
     def __post_init__(self):
         def bad(name, why):
@@ -114,6 +126,12 @@ class Config(ParamSet):
             bad("host_snoop_scope", f"must be one of {', '.join(HOST_SNOOP_SCOPES)}")
         if not isinstance(self.host_data_first, (int, float)) or not 0 <= self.host_data_first <= 1:
             bad("host_data_first", "must be a fraction in [0, 1] (reads whose data goes before the GO)")
+        if not isinstance(self.clean_evict_pull, (int, float)) or not 0 <= self.clean_evict_pull <= 1:
+            bad("clean_evict_pull", "must be a fraction in [0, 1] (CleanEvicts whose clean data the host pulls)")
+        if not isinstance(self.host_data_late, (int, float)) or not 0 <= self.host_data_late <= 1:
+            bad("host_data_late", "must be a fraction in [0, 1] (reads whose data lags the GO)")
+        if not isinstance(self.host_data_lag, int) or self.host_data_lag < 0:
+            bad("host_data_lag", "must be a whole number of cycles >= 0")
 
     @property
     def host_dir_shape(self):

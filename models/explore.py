@@ -189,7 +189,7 @@ def tiny(caches, sf_ways, credits=1, host_dir="exact", host_dir_ways=1):
     ways.  (Host traffic comes from the explorer's own moves, so Config.host_traffic stays 0.)"""
     return Config(devices=2, caches=caches, sf_sets=1, sf_ways=sf_ways, max_outstanding=2, credits=credits,
                   coalesce_block=2, coalesce_window=0, host_dir=host_dir, host_dir_sets=1,
-                  host_dir_ways=host_dir_ways, host_traffic=0)
+                  host_dir_ways=host_dir_ways, host_traffic=0, clean_evict_pull=0)
 
 
 # name, config, lines, CPU kinds, opcode variants, access budget (None: unbounded), host accesses.

@@ -117,6 +117,8 @@ class Host:
     def __init__(self, cfg, links, checker):
         self.cfg, self.links, self.checker = cfg, links, checker
         self._data_first_credit = 0.0       # accumulates cfg.host_data_first per read; >= 1: data goes first
+        self._data_late_credit = 0.0        # cfg.host_data_late per GO-first read; >= 1: data lags the GO
+        self._pull_credit = 0.0             # cfg.clean_evict_pull per CleanEvict; >= 1: the host pulls the data
         self.mem = {}
         self.dir = {}             # line -> {dev: 'S' | 'E'}
         self.active = {}          # line -> HostTxn
@@ -132,11 +134,12 @@ class Host:
         self.evicting = {}        # set -> the line whose entry is being back-invalidated
         self.set_wait = {}        # set -> deque of HostTxn waiting for that set (each holds its line)
         self._retrying = set()    # sets whose waiters are being restarted (see _retry_set)
-        self.counts = {"back_invalidations": 0, "host_read": 0, "host_read_current": 0, "host_write": 0}
+        self.counts = {"back_invalidations": 0, "host_read": 0, "host_read_current": 0, "host_write": 0,
+                       "data_first": 0, "data_late": 0}
 
     # ---------------------------------------------------------------- helpers
-    def _send(self, dev, msg, now):
-        self.links[dev].send(msg, now, self.cfg.host_latency)
+    def _send(self, dev, msg, now, lag=0):
+        self.links[dev].send(msg, now, self.cfg.host_latency + lag)
 
     def _uqid(self):
         u = 0
@@ -153,6 +156,15 @@ class Host:
 
     def _rsp(self, txn, op, rsp_data, now):
         self._send(txn.dev, Msg(_Ch.H2D_RSP, op, txn.cqid, txn.line, rsp_data=rsp_data), now)
+
+    def _pull_clean(self):
+        """Whether this CleanEvict's clean data is pulled (GO_WritePull) or dropped: every
+        1/cfg.clean_evict_pull-th one is pulled."""
+        self._pull_credit += self.cfg.clean_evict_pull
+        if self._pull_credit >= 1:
+            self._pull_credit -= 1
+            return True
+        return False
 
     def memory(self, line):
         return self.mem.get(line, self.checker.initial)
@@ -382,10 +394,17 @@ class Host:
                 data_first = self._data_first_credit >= 1
                 if data_first:
                     self._data_first_credit -= 1
+                    self.counts["data_first"] += 1
                     self._send(dev, Msg(_Ch.H2D_DATA, None, txn.cqid, line, data=value), now)
             self._rsp(txn, _HRsp.GO, state._value_, now)
             if op is not _Req.RdOwnNoData and not data_first:
-                self._send(dev, Msg(_Ch.H2D_DATA, None, txn.cqid, line, data=value), now)
+                self._data_late_credit += self.cfg.host_data_late
+                lag = 0
+                if self._data_late_credit >= 1:
+                    self._data_late_credit -= 1
+                    lag = self.cfg.host_data_lag
+                    self.counts["data_late"] += 1
+                self._send(dev, Msg(_Ch.H2D_DATA, None, txn.cqid, line, data=value), now, lag)
             self._finish(txn, now)
         elif op is _Req.RdCurr:
             if txn.snap is not None:   # serialized when the owner answered SnpCur
@@ -396,7 +415,7 @@ class Host:
                 self.checker.read(line, value, f"host: data for RdCurr from dev{dev}")
             self._send(dev, Msg(_Ch.H2D_DATA, None, txn.cqid, line, data=value), now)
             self._finish(txn, now)
-        elif op is _Req.ItoMWr or op is _Req.DirtyEvict or (op is _Req.CleanEvict and self.cfg.clean_evict_data):
+        elif op is _Req.ItoMWr or op is _Req.DirtyEvict or (op is _Req.CleanEvict and self._pull_clean()):
             if op is _Req.ItoMWr:
                 self.checker.write(line, txn.value, f"ItoMWr from dev{dev} (GO)")
             else:

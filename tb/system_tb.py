@@ -124,7 +124,7 @@ class DeviceSide:
         self.bfm = CacheBFM(bench.cfg.caches)
         self.codec = {c: ChannelCodec(c, len(h(f"{c.name.lower()}__payload")), f"d{d}_{c.name.lower()}")
                       for c in _H2D + _D2H}
-        self.h2d_queue = {c: deque() for c in _H2D}    # model flight entries not yet driven into the RTL
+        self.h2d_queue = {c: deque() for c in _H2D}    # (model flight entry, release cycle) not yet driven
         self.h2d_cur = dict.fromkeys(_H2D)              # entry being offered
         self.in_rtl = {c: deque() for c in _H2D}       # entries taken by the RTL link, not yet by the DCOH
         self.held = None                                # the snoop the RTL holds for replay
@@ -239,21 +239,35 @@ class DeviceSide:
         self.fail(f"the RTL sent {chan.name} {what}, which its shadow did not send; the shadow has "
                   f"{[e[1] for e in self.link.flight[True]]} in flight")
 
-    def h2d_sent(self, entry):
-        self.h2d_queue[entry[1].chan].append(entry)
+    def h2d_sent(self, entry, release):
+        self.h2d_queue[entry[1].chan].append((entry, release))
 
-    def _next_h2d(self, chan):
+    def _next_h2d(self, chan, now):
+        """The next host message to drive into the RTL link on ``chan``, or None while it must wait:
+        each channel is driven in the order the host sent it, and the head waits
+          * for its release cycle (the lag the host gave it on purpose, Config.host_data_lag);
+          * (a snoop) while an earlier H2D Rsp to its line has not reached the DCOH (the ordering rule of
+            models/link.py, docs/sources.md §1.1);
+          * (a GO) while the data the host sent before it for the same CQID (Config.host_data_first) has not
+            reached the DCOH: the RTL link gives the two channels no order, and its packer puts a GO
+            ahead of data offered in the same cycle, so without this rule the DCOH would never take a
+            read's data before its GO."""
         q = self.h2d_queue[chan]
         if not q:
             return None
-        entry = q[0]
-        if chan is Channel.H2D_REQ:
+        entry, release = q[0]
+        if release > now:
+            return None
+        if chan is not Channel.H2D_DATA:
             flight = self.link.flight[False]
+            msg = entry[1]
             for i, e in enumerate(flight):
                 if e is entry:
-                    if self.link.blocked(flight, i):
+                    if chan is Channel.H2D_REQ and self.link.blocked(flight, i):
                         return None      # a GO to its line has not reached the DCOH yet
                     break
+                if chan is Channel.H2D_RSP and e[1].chan is Channel.H2D_DATA and e[1].uid == msg.uid:
+                    return None          # its data went first and has not reached the DCOH yet
         q.popleft()
         return entry
 
@@ -279,7 +293,7 @@ class DeviceSide:
                 self.in_rtl[chan].append(cur)
                 self.h2d_cur[chan] = cur = None
             if cur is None:
-                nxt = self._next_h2d(chan)
+                nxt = self._next_h2d(chan, now)
                 name = chan.name.lower()
                 if nxt is not None:
                     self.h2d_cur[chan] = nxt
@@ -449,10 +463,14 @@ class SystemBench:
     def _spy(link, side):
         send = link.send
 
+        host_latency = side.bench.cfg.host_latency
+
         def spy(msg, now, extra=0):
             send(msg, now, extra)
             if not msg.chan.upstream:
-                side.h2d_sent(link.flight[False][-1])
+                # the RTL's host answers at once (the RTL link's latency stands in for the model's), but
+                # keeps any lag beyond its lookup that the host gives a message on purpose
+                side.h2d_sent(link.flight[False][-1], now + max(0, extra - host_latency))
         link.send = spy
 
     def next_op(self, d, k):

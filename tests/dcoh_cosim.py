@@ -30,7 +30,7 @@ from models.system import System
 __all__ = ["CONFIG", "run_cosim", "CosimMismatch"]
 
 CONFIG = dict(devices=2, caches=2, sf_sets=2, sf_ways=2, max_outstanding=4, credits=64,
-              coalesce_window=2, coalesce_block=2, clean_evict_data=False)
+              coalesce_window=2, coalesce_block=2, clean_evict_pull=0)
 IDLE_LIMIT = 3000          # cycles the RTL may take to go idle after one event
 
 

@@ -13,7 +13,8 @@ class Scenario:
         # the host's directory is exact unless a race asks for the finite one; its own accesses come
         # only from the race (host())
         base = dict(devices=2, caches=1, sf_sets=4, sf_ways=2, max_outstanding=4, credits=4,
-                    coalesce_window=0, coalesce_block=4, host_dir="exact", host_traffic=0, host_data_first=0)
+                    coalesce_window=0, coalesce_block=4, host_dir="exact", host_traffic=0, host_data_first=0,
+                    host_data_late=0, clean_evict_pull=0)
         base.update(cfg)
         self.cfg = Config(**base)
         self.sys = System(self.cfg, timed=False)

@@ -26,8 +26,8 @@ def test_cli_rejects_bad_configuration(capsys, tmp_path):
 
 
 def test_overrides_are_typed_and_bad_ones_named():
-    c = Config().with_overrides("host_dir=exact, host_traffic=0.25,host_dir_ways=2,clean_evict_data=true")
-    assert (c.host_dir, c.host_traffic, c.host_dir_ways, c.clean_evict_data) == ("exact", 0.25, 2, True)
+    c = Config().with_overrides("host_dir=exact, host_traffic=0.25,host_dir_ways=2,clean_evict_pull=1")
+    assert (c.host_dir, c.host_traffic, c.host_dir_ways, c.clean_evict_pull) == ("exact", 0.25, 2, 1.0)
     with pytest.raises(ConfigError, match=r"'host_dirs=exact'.*name one of the Config fields"):
         Config().with_overrides("host_dirs=exact")
     with pytest.raises(ConfigError, match=r"^host_dir_sets='x': not a int"):

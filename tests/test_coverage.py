@@ -52,7 +52,7 @@ def test_host_behaviour_reaches_the_snoop_filter_miss_path_of_every_snoop_class(
 
 
 def test_union_of_model_runs_covers_each_run():
-    cfgs = [(Config(devices=2), ""), (Config(devices=2, clean_evict_data=True), "clean_evict_data=true")]
+    cfgs = [(Config(devices=2), ""), (Config(devices=2, clean_evict_pull=1), "clean_evict_pull=1")]
     r = cov.model_union(cfgs, [1, 2], 400)
     assert len(r["runs"]) == 4 and r["hit"] >= max(x["hit"] for x in r["runs"])
     assert r["hit"] + len(r["holes"]) == r["total"] and r["outside"] == []

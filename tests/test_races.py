@@ -158,7 +158,7 @@ def _exclusive_then_evict(s, variant=0):
 def test_cleanevict_pending_answers_snpdata_with_rspihiti():
     """CXL 1.1 Table 19 / CXL 3.x Table 3-26 allow no RspIHitSE to SnpData; the evicting device no
     longer has the line (CXL 1.1 §3.2.4.1.14), so it answers RspIHitI and marks its write-back Bogus."""
-    s = Scenario(clean_evict_data=True)
+    s = Scenario(clean_evict_pull=1)
     _exclusive_then_evict(s)
     s.cpu(1, 0, "load", L)                           # RdShared -> SnpData to the owner, dev0
     s.deliver(1, Channel.D2H_REQ, Req.RdShared)

@@ -41,6 +41,26 @@ def test_system_short_profile(icarus_system, tmp_path):
     assert len(cov["state_event"]) >= 5 and any(k.startswith("upstream H") for k in cov["flits"])
 
 
+# The data-before-GO transitions and the snoops held while a GO'd read waits for its data: the RTL link
+# gives the H2D Rsp and Data channels no order, so these are reached only because the testbench lets a GO
+# wait for the data the host sent first, and keeps the lag the host gives late data (tb/system_tb.py
+# DeviceSide._next_h2d).  Fractions raised from the defaults so that a short run takes them.
+_REORDER_HOST = "host_data_first=0.5,host_data_late=0.5,host_data_lag=200,host_traffic=0.3"
+_DATA_FIRST = {"IS_AD / Data", "IM_AD / Data"}
+_HELD_FOR_DATA = {f"{s} / {e}" for s in ("IS_D", "IM_D", "SM_D") for e in ("SnpData", "SnpInv", "SnpCur")}
+
+
+def test_system_rtl_takes_data_before_go_and_holds_snoops_for_late_data(icarus_system, tmp_path):
+    runner, build_dir, params = icarus_system
+    s = run(runner, build_dir, params, SEED, 100, tmp_path / "summary.json", think=2, host=_REORDER_HOST)
+    assert not s.get("violations"), f"seed {SEED}: {s.get('error')} (reproduce: make sim SEED={SEED} DEVICES=2 " \
+                                    f"HOST={_REORDER_HOST})"
+    assert s["host"]["data_first"] > 0 and s["host"]["data_late"] > 0, s["host"]
+    hit = set(s["coverage"]["state_event"])
+    assert _DATA_FIRST & hit, f"seed {SEED}: no read took its data before its GO: {sorted(hit)}"
+    assert _HELD_FOR_DATA & hit, f"seed {SEED}: no snoop reached a read waiting for late data: {sorted(hit)}"
+
+
 def test_system_scoreboard_catches_a_corrupted_line(icarus_system, tmp_path, monkeypatch):
     runner, build_dir, params = icarus_system
     monkeypatch.setenv("SIM_BREAK", "cmd_data")
