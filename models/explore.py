@@ -184,12 +184,14 @@ def explore(cfg, lines=(0,), values=(0, 1), cpu_kinds=("load", "store", "evict")
     }
 
 
-def tiny(caches, sf_ways, credits=1, host_dir="exact", host_dir_ways=1):
+def tiny(caches, sf_ways, credits=1, host_dir="exact", host_dir_ways=1, clean_evict_pull=0):
     """A tiny configuration; ``host_dir="finite"`` gives the host a 1-set directory of ``host_dir_ways``
-    ways.  (Host traffic comes from the explorer's own moves, so Config.host_traffic stays 0.)"""
+    ways.  (Host traffic comes from the explorer's own moves, so Config.host_traffic stays 0.)  The
+    host's CleanEvict answer is one of its two (``clean_evict_pull`` 0: always drop, 1: always pull), not
+    the timed runs' every-8th count, which the explored state does not include."""
     return Config(devices=2, caches=caches, sf_sets=1, sf_ways=sf_ways, max_outstanding=2, credits=credits,
                   coalesce_block=2, coalesce_window=0, host_dir=host_dir, host_dir_sets=1,
-                  host_dir_ways=host_dir_ways, host_traffic=0, clean_evict_pull=0)
+                  host_dir_ways=host_dir_ways, host_traffic=0, clean_evict_pull=clean_evict_pull)
 
 
 # name, config, lines, CPU kinds, opcode variants, access budget (None: unbounded), host accesses.
@@ -208,6 +210,8 @@ CONFIGS = [
     # A 1-set 1-way host directory over two lines (the devices' filters hold both): every read of the
     # other line back-invalidates.
     ("2dev-1cache-2line-hostdir1x1", lambda: tiny(1, 2, host_dir="finite"), (0, 1), LSE, (0,), 3, ()),
+    # The host pulls every CleanEvict's clean data (GO_WritePull) instead of dropping it.
+    ("2dev-1cache-1line-cleanpull", lambda: tiny(1, 1, clean_evict_pull=1), (0,), LSE, (0, 1), None, ()),
 ]
 # For `make test`: the core load/store/evict protocol on the smallest shape, every interleaving.
 QUICK = ("2dev-1cache-1line-lse", lambda: tiny(1, 1), (0,), LSE, (0,), None, ())

@@ -34,3 +34,11 @@ def test_one_way_host_directory_back_invalidates_at_tiny_size():
     r = _explore("2dev-1cache-2line-hostdir1x1", budget=2)
     assert r["max_back_invalidations"] >= 1
     assert {"M / SnpInv", "S / SnpInv"} <= set(r["state_event"])
+
+
+def test_host_pulling_clean_evictions_at_tiny_size():
+    """A host that pulls every CleanEvict's clean data (GO_WritePull instead of GO_WritePull_Drop), every
+    interleaving of three accesses on one line: the evicting device sends its clean copy, and the racing
+    snoop cases (the line already gone: Bogus data) hold every invariant."""
+    r = _explore("2dev-1cache-1line-cleanpull", budget=3)
+    assert {"EI_A / GO_WritePull", "II_A / GO_WritePull"} <= set(r["state_event"]), r["state_event"]
