@@ -138,6 +138,14 @@ class DeviceSide:
         self.was_idle = False
         self.monitors = (FlitMonitor(Direction.UPSTREAM, bench.flit_coverage),
                          FlitMonitor(Direction.DOWNSTREAM, bench.flit_coverage)) if bench.flit_monitor else None
+        # what cycle() touches every cycle, looked up once: (channel, ready bit, payload, valid) per H2D
+        # channel, (monitor, flit-valid bit, word, name) per wire, (channel, valid bit) per D2H channel
+        self.h2d_ports = tuple((c, _READY[c], h(f"{c.name.lower()}__payload"), h(f"{c.name.lower()}__valid"))
+                               for c in _H2D)
+        self.d2h_ports = tuple((c, _VALID[c]) for c in _D2H)
+        self.wires = tuple((mon, _BIT[f"{name}_flit"], h(f"{name}_word"), name)
+                           for mon, name in zip(self.monitors, ("up", "down"))) if self.monitors else ()
+        self.h2d_idle = True                            # nothing offered, queued or in the RTL link's hands
         for c in _D2H:
             bench.write(h(f"{c.name.lower()}__ready"), 1)
         for name in ("cpu_rsp__ready", "cmd__ready"):
@@ -241,6 +249,7 @@ class DeviceSide:
 
     def h2d_sent(self, entry, release):
         self.h2d_queue[entry[1].chan].append((entry, release))
+        self.h2d_idle = False
 
     def _next_h2d(self, chan, now):
         """The next host message to drive into the RTL link on ``chan``, or None while it must wait:
@@ -286,23 +295,31 @@ class DeviceSide:
         if code:
             bench.dispatch_count[code] += 1
             self.dispatch(_DISPATCH[code], now)
-        # H2D sources: a transfer happened at the edge ending this cycle if valid & ready now
-        for chan in _H2D:
-            cur = self.h2d_cur[chan]
-            if cur is not None and bits & _READY[chan]:
-                self.in_rtl[chan].append(cur)
-                self.h2d_cur[chan] = cur = None
-            if cur is None:
+        # H2D sources: a transfer happened at the edge ending this cycle if valid & ready now.  With
+        # nothing offered or queued (h2d_idle) every valid is already 0 and there is nothing to do.
+        if not self.h2d_idle:
+            h2d_cur, h2d_queue = self.h2d_cur, self.h2d_queue
+            for chan, ready, payload, valid in self.h2d_ports:
+                cur = h2d_cur[chan]
+                if cur is not None:
+                    if not bits & ready:
+                        continue
+                    self.in_rtl[chan].append(cur)
+                    h2d_cur[chan] = None
+                if not h2d_queue[chan]:
+                    write(valid, 0)
+                    continue
                 nxt = self._next_h2d(chan, now)
-                name = chan.name.lower()
                 if nxt is not None:
-                    self.h2d_cur[chan] = nxt
-                    write(h(f"{name}__payload"), self._payload(nxt))
-                    write(h(f"{name}__valid"), 1)
+                    h2d_cur[chan] = nxt
+                    write(payload, self._payload(nxt))
+                    write(valid, 1)
                 else:
-                    write(h(f"{name}__valid"), 0)
-        for chan in _D2H:
-            if bits & _VALID[chan]:
+                    write(valid, 0)
+            if not any(h2d_queue.values()) and not any(h2d_cur.values()):
+                self.h2d_idle = True        # the valids written above (0) are driven from the next edge
+        for chan, valid in self.d2h_ports:
+            if bits & valid:
                 self.d2h(chan, now)
         changed = False
         # cache side
@@ -386,13 +403,12 @@ class DeviceSide:
             write(h("cpu_req__valid"), 1)
         elif self.cpu_cur is None:
             write(h("cpu_req__valid"), 0)
-        if self.monitors is not None:
-            for mon, name in zip(self.monitors, ("up", "down")):
-                if bits & _BIT[f"{name}_flit"]:
-                    try:
-                        mon.flit(int(h(f"{name}_word").value))
-                    except FlitError as e:
-                        self.fail(f"{name}stream flit breaks a link rule: {e}")
+        for mon, flit_bit, word, name in self.wires:
+            if bits & flit_bit:
+                try:
+                    mon.flit(int(word.value))
+                except FlitError as e:
+                    self.fail(f"{name}stream flit breaks a link rule: {e}")
         # the RTL's caches against the shadow's whenever the DCOH has settled
         settled = idle and self.cpu_cur is None and not self.held
         if settled and (changed or not self.was_idle):
