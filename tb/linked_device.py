@@ -5,7 +5,10 @@
 ``LinkPort``.  Its ports are the DCOH's, seen from the host: ``h2d_req/rsp/data`` in and
 ``d2h_req/rsp/data`` out (the host end's channel streams), the internal-cache ports, and ``idle``
 (the DCOH is idle and for ``QUIET`` cycles no flit was offered on either wire and no message on the
-host end: nothing is in flight), the DCOH's own ``idle`` (``dcoh_idle``), ``dispatch``, ``devload`` and ``protocol_errors``, and flit
+host end: nothing is in flight), the DCOH's own ``idle`` (``dcoh_idle``), ``dispatch``, ``devload`` and ``protocol_errors``,
+``error`` (either end's link has stopped with a link error, or the DCOH has counted a protocol error, or
+either end's receiver has rejected a CRC-good flit; the why in ``link_error_cause`` / ``host_link_error_cause``
+(hdl/link/port.py LinkErrorCause), ``protocol_errors`` and ``rule_errors``, the two ends' sum), and flit
 taps (``up_flit``/``down_flit``: a flit crossed that wire this cycle; ``up_word``/``down_word``: the
 flit, payload and CRC) for a flit monitor.  ``dcoh`` is
 the DCOH instance (tests read its snoop filter and tracker), so tests/dcoh_cosim.py co-simulates
@@ -18,7 +21,7 @@ from amaranth.lib.wiring import In, Out
 
 from hdl.device import Device
 from hdl.link.loopback import WireInjector
-from hdl.link.port import LinkPort
+from hdl.link.port import LinkErrorCause, LinkPort
 from hdl.link.ports import FLIT_BITS, channel_stream
 from cxl.messages import Channel
 
@@ -45,7 +48,9 @@ class LinkedDevice(wiring.Component):
         # flit monitor taps: a flit crossed the wire (handshake) and the flit (payload and CRC)
         members.update(up_flit=Out(1), up_word=Out(FLIT_BITS), down_flit=Out(1), down_word=Out(FLIT_BITS))
         members.update(idle=Out(1), dcoh_idle=Out(1), dispatch=self.device.signature.members["dispatch"], devload=Out(2),
-                       protocol_errors=Out(16), retries=Out(32), injected=Out(32), crc_errors=Out(32))
+                       protocol_errors=Out(16), retries=Out(32), injected=Out(32), crc_errors=Out(32),
+                       rule_errors=Out(32), error=Out(1), link_error_cause=Out(len(LinkErrorCause)),
+                       host_link_error_cause=Out(len(LinkErrorCause)))
         super().__init__(members)
 
     def elaborate(self, platform):
@@ -84,5 +89,11 @@ class LinkedDevice(wiring.Component):
                      self.protocol_errors.eq(dev.protocol_errors),
                      self.retries.eq(dev.retries + host.retries),
                      self.injected.eq(up.injected + down.injected),
-                     self.crc_errors.eq(dev.crc_errors + host.crc_errors)]
+                     self.crc_errors.eq(dev.crc_errors + host.crc_errors),
+                     self.rule_errors.eq(dev.rule_errors + host.rule_errors),
+                     self.link_error_cause.eq(dev.link_error_cause),
+                     self.host_link_error_cause.eq(host.link_error_cause)]
+        # CRC errors are not errors here: link-layer retry repairs them (a BER run has many)
+        m.d.comb += self.error.eq(dev.link_error | host.link_error | (dev.protocol_errors != 0) |
+                                  (dev.rule_errors != 0) | (host.rule_errors != 0))
         return m

@@ -64,6 +64,7 @@ from cocotb.clock import Clock
 from cocotb.triggers import ReadOnly, RisingEdge
 
 from hdl.dcoh.dcoh import DCOH, CacheState, CmdOp, CpuKind, Dispatch
+from hdl.link.port import LinkErrorCause
 from cxl.messages import Channel
 from models.checker import InvariantViolation
 from models.config import Config
@@ -95,6 +96,7 @@ for _name in MON_BITS:
 _MASK = (1 << MON_WIDTH) - 1
 _BIT = {n: 1 << p for n, p in _MON.items() if n != "dispatch"}
 _DISPATCH_SHIFT = _MON["dispatch"]
+_ERROR = _BIT["error"]
 _H2D = (Channel.H2D_REQ, Channel.H2D_RSP, Channel.H2D_DATA)
 _D2H = (Channel.D2H_REQ, Channel.D2H_RSP, Channel.D2H_DATA)
 _READY = {Channel.H2D_REQ: _BIT["h2d_req__ready"], Channel.H2D_RSP: _BIT["h2d_rsp__ready"],
@@ -291,6 +293,8 @@ class DeviceSide:
         bench = self.bench
         write = bench.write
         h = self.h
+        if bits & _ERROR:
+            self.fail(self.rtl_errors())
         code = (bits >> _DISPATCH_SHIFT) & 7
         if code:
             bench.dispatch_count[code] += 1
@@ -415,6 +419,21 @@ class DeviceSide:
             self.compare_caches()
         self.was_idle = settled
         return changed
+
+    def rtl_errors(self):
+        """What the RTL's ``error`` status bit stands for, read from its counters and causes."""
+        h = self.h
+        why = []
+        for end, port in (("device", "link_error_cause"), ("host", "host_link_error_cause")):
+            cause = int(h(port).value)
+            if cause:
+                names = "+".join(c.name for c in LinkErrorCause if cause & c)
+                why.append(f"the {end} end's link stopped: {names}")
+        for name, what in (("protocol_errors", "DCOH protocol errors"), ("rule_errors", "CRC-good flits rejected")):
+            n = int(h(name).value)
+            if n:
+                why.append(f"{n} {what}")
+        return "RTL error: " + ("; ".join(why) or "the error bit is set, but no counter or cause says why")
 
     def compare_caches(self):
         for k in range(self.bench.cfg.caches):

@@ -74,3 +74,35 @@ def test_bad_host_input_counted_at_the_device_top():
     for k in RX_ERROR_KINDS:
         assert out[k] == (1 if k in flits else 0), (k, out)
     assert out["rule"] == 3 and out["link_error"] == 0, out
+
+
+def test_linked_device_error_bit_reports_a_dead_link():
+    """With every flit corrupted (BER 0.02: a 528-bit flit survives with probability ~2e-5) one snoop's
+    flit is retried until the device end gives up: the linked device's ``error`` bit rises with
+    RETRY_LIMIT as the cause, which the system testbench turns into a failure naming it (tb/system_tb.py
+    ``rtl_errors``), instead of a watchdog timeout thousands of cycles later."""
+    from hdl.link.port import LinkErrorCause
+    from models.link import Msg, encode
+    from cxl.messages import Channel
+    dut = LinkedDevice(ber=0.02, seed=3)
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    seen = {}
+
+    async def bench(ctx):
+        ctx.set(dut.h2d_req.payload.as_value(), encode(Msg(Channel.H2D_REQ, H2DReqOpcode.SnpInv, 1, 0x40)))
+        ctx.set(dut.h2d_req.valid, 1)
+        ctx.set(dut.d2h_rsp.ready, 1)
+        for cycle in range(6000):
+            await ctx.tick()
+            if ctx.get(dut.h2d_req.ready):
+                ctx.set(dut.h2d_req.valid, 0)
+            causes = ctx.get(dut.link_error_cause), ctx.get(dut.host_link_error_cause)
+            if any(causes) or ctx.get(dut.error):
+                seen.update(cycle=cycle, causes=causes, error=ctx.get(dut.error), crc=ctx.get(dut.crc_errors))
+                return
+    sim.add_testbench(bench)
+    sim.run()
+    assert seen, "6000 cycles of corrupted flits and no link error"
+    assert seen["error"], f"a link stopped (device, host causes {seen['causes']}) but error stayed low"
+    assert any(c & LinkErrorCause.RETRY_LIMIT for c in seen["causes"]) and seen["crc"] > 0, seen

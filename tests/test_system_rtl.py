@@ -184,3 +184,14 @@ def test_system_replays_hypothesis_traces(icarus_system, tmp_path):
 @pytest.mark.slow
 def test_system_replays_the_other_hypothesis_traces(icarus_system, tmp_path):
     _replay(icarus_system, tmp_path, _hypothesis_traces()[QUICK_HYPOTHESIS:])
+
+
+@pytest.mark.slow
+def test_system_fails_at_once_on_a_dead_link(tmp_path):
+    """Every flit corrupted (BER 0.02): a link end gives up after its retry limit, and the testbench stops
+    in that cycle naming the end and the cause (the RTL's ``error`` status bit), not on the watchdog
+    (20 000 cycles without a finished transaction)."""
+    runner, build_dir, params = build("icarus", 1, ROOT / "build" / "sim_ber", ber=0.02)
+    s = run(runner, build_dir, params, 1, 50, tmp_path / "summary.json", flit_monitor=False)
+    assert s.get("violations") == 1, "a dead link went unnoticed"
+    assert "RTL error" in s["error"] and "RETRY_LIMIT" in s["error"] and s["cycles"] < 10000, s["error"]
