@@ -113,12 +113,28 @@ class _SnoopWait:
         return (self.txn.line, self.dev, self.snoop, self.rsp, self.data, self.has_data, self.snap)
 
 
+class EveryNth:
+    """A host policy applied to a fraction of the cases: called once per case, True for every
+    1/fraction-th (a count, not a random draw, so a run is the same for the same seed; 0: never, 1: always)."""
+    __slots__ = ("fraction", "credit")
+
+    def __init__(self, fraction):
+        self.fraction, self.credit = fraction, 0.0
+
+    def __call__(self):
+        self.credit += self.fraction
+        if self.credit >= 1:
+            self.credit -= 1
+            return True
+        return False
+
+
 class Host:
     def __init__(self, cfg, links, checker):
         self.cfg, self.links, self.checker = cfg, links, checker
-        self._data_first_credit = 0.0       # accumulates cfg.host_data_first per read; >= 1: data goes first
-        self._data_late_credit = 0.0        # cfg.host_data_late per GO-first read; >= 1: data lags the GO
-        self._pull_credit = 0.0             # cfg.clean_evict_pull per CleanEvict; >= 1: the host pulls the data
+        self._data_first = EveryNth(cfg.host_data_first)     # per read: its data goes before the GO
+        self._data_late = EveryNth(cfg.host_data_late)       # per GO-first read: its data lags the GO
+        self._pull_clean = EveryNth(cfg.clean_evict_pull)    # per CleanEvict: the host pulls the clean data
         self.mem = {}
         self.dir = {}             # line -> {dev: 'S' | 'E'}
         self.active = {}          # line -> HostTxn
@@ -156,15 +172,6 @@ class Host:
 
     def _rsp(self, txn, op, rsp_data, now):
         self._send(txn.dev, Msg(_Ch.H2D_RSP, op, txn.cqid, txn.line, rsp_data=rsp_data), now)
-
-    def _pull_clean(self):
-        """Whether this CleanEvict's clean data is pulled (GO_WritePull) or dropped: every
-        1/cfg.clean_evict_pull-th one is pulled."""
-        self._pull_credit += self.cfg.clean_evict_pull
-        if self._pull_credit >= 1:
-            self._pull_credit -= 1
-            return True
-        return False
 
     def memory(self, line):
         return self.mem.get(line, self.checker.initial)
@@ -390,18 +397,14 @@ class Host:
             data_first = False
             if op is not _Req.RdOwnNoData:
                 self.checker.read(line, value, f"host: data for {op.name} from dev{dev}")
-                self._data_first_credit += self.cfg.host_data_first
-                data_first = self._data_first_credit >= 1
+                data_first = self._data_first()
                 if data_first:
-                    self._data_first_credit -= 1
                     self.counts["data_first"] += 1
                     self._send(dev, Msg(_Ch.H2D_DATA, None, txn.cqid, line, data=value), now)
             self._rsp(txn, _HRsp.GO, state._value_, now)
             if op is not _Req.RdOwnNoData and not data_first:
-                self._data_late_credit += self.cfg.host_data_late
                 lag = 0
-                if self._data_late_credit >= 1:
-                    self._data_late_credit -= 1
+                if self._data_late():
                     lag = self.cfg.host_data_lag
                     self.counts["data_late"] += 1
                 self._send(dev, Msg(_Ch.H2D_DATA, None, txn.cqid, line, data=value), now, lag)
