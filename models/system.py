@@ -76,6 +76,11 @@ class System:
         self.stats = {}
         self.devices = [Device(d, cfg, self.links[d], self.checker, self.stats) for d in range(cfg.devices)]
         self.now = 0
+        # What check_step and step_timed read per device, gathered once (the dicts are never replaced):
+        # (index, ((1 << k, cache k), ...), snoop-filter entries), and the coalescers' open groups.
+        self._check_units = [(dev.index, tuple((1 << k, c) for k, c in enumerate(dev.caches)), dev.sf.entries)
+                             for dev in self.devices]
+        self._coal_units = [(dev, dev.coal.groups) for dev in self.devices]
 
     # ---------------------------------------------------------------- steps
     def deliverable(self, d, upstream, now=None):
@@ -186,8 +191,7 @@ class System:
                 link.next_due = INF if t is None else t
             elif nxt < link.next_due:
                 link.next_due = nxt
-        for dev in self.devices:
-            groups = dev.coal.groups
+        for dev, groups in self._coal_units:
             if groups:
                 for g in groups.values():
                     if g[0] <= now:          # some window closed: flush dev.coal.due(now), in order
@@ -326,6 +330,7 @@ class System:
         host = self.host
         active, mem = host.active, host.mem
         host_dir, host_sf = host.dir, host.sf
+        units = self._check_units
         inclusion_ok = True
         for line in lines:
             value = ghost.get(line, initial)
@@ -333,13 +338,12 @@ class System:
             holders = host_dir.get(line)
             if holders and host_sf is not None and line not in host_sf.entries:
                 self.check_lines((line,))                 # raises: host directory without its entry
-            for dev in devices:
+            for index, caches, entries in units:
                 held = 0
-                k = 0
                 wrote = False
-                for cache in dev.caches:
+                for bit, cache in caches:
                     if line in cache:
-                        held |= 1 << k
+                        held |= bit
                         c = cache[line]
                         st = c[0]
                         if st is _M or st is _E:
@@ -349,11 +353,9 @@ class System:
                             readers += 1
                         if c[1] != value:
                             self.check_lines((line,))     # raises: data value, naming the copy
-                    k += 1
-                if held and (holders is None or dev.index not in holders
-                             or (wrote and holders[dev.index] != "E")):
+                if held and (holders is None or index not in holders
+                             or (wrote and holders[index] != "E")):
                     self.check_lines((line,))             # raises: host directory inclusion
-                entries = dev.sf.entries
                 if line in entries:
                     if entries[line].presence != held:
                         inclusion_ok = False
@@ -361,7 +363,8 @@ class System:
                     inclusion_ok = False
             if writers > 1 or (writers and readers):
                 self.check_lines((line,))                 # raises: SWMR
-            if not writers and self._line_quiet(line) and mem.get(line, initial) != value:
+            # memory first: _line_quiet is a pure query, and memory rarely differs from the ghost
+            if not writers and mem.get(line, initial) != value and self._line_quiet(line):
                 self.check_lines((line,))                 # raises: data value (memory)
         if not inclusion_ok:
             for dev in devices:
@@ -431,6 +434,8 @@ class Workload:
         self.weights = [4, 3, 2, 1]
         self.kinds = [k for k, _ in self.MIX]
         self.kind_w = [w for _, w in self.MIX]
+        self._layout_cum = list(accumulate(self.weights))     # what choices() sums, summed once
+        self._kind_cum = list(accumulate(self.kind_w))
         self.value = 0
         self.host_value = 1 << 32       # host writes store 2^32 + 1, ...: not a device's value (and a
                                         # line's data is unsigned: the RTL carries it as 512 bits)
@@ -448,14 +453,14 @@ class Workload:
         ``rng.randrange(2)``: the same draws from the generator, with the cumulative weights summed
         here the way ``choices`` sums them (so the same floats, the same picks)."""
         rng = self.rng
-        random = rng.random
-        cum = list(accumulate(self.weights))
+        random, below = rng.random, rng._randbelow    # choice(s) is s[_randbelow(len(s))], randrange(n)
+        cum = self._layout_cum                        # is _randbelow(n): the same draws, fewer calls
         layout = self.layouts[bisect(cum, random() * (cum[-1] + 0.0), 0, len(cum) - 1)]
-        line = rng.choice(layout)
-        cum = list(accumulate(self.kind_w))
+        line = layout[below(len(layout))]
+        cum = self._kind_cum
         kind = self.kinds[bisect(cum, random() * (cum[-1] + 0.0), 0, len(cum) - 1)]
         self.value += 1
-        return CpuOp(kind, k, line, self.value, rng.randrange(2))
+        return CpuOp(kind, k, line, self.value, below(2))
 
 
 def state_event_coverage(devices):
@@ -571,7 +576,7 @@ def run(cfg, transactions, seed, progress=None):
     devs = sysm.devices
     latency = {}
     devload_hist = [0, 0, 0, 0]
-    randrange, think1 = rng.randrange, wl.think + 1
+    below, think1 = rng._randbelow, wl.think + 1       # rng.randrange(think1), the same draw
 
     def on_done(dev, dev_done):
         devload_hist[dev.devload()] += 1
@@ -586,7 +591,7 @@ def run(cfg, transactions, seed, progress=None):
         return wl.next_op(k)
 
     t_start = time.perf_counter()
-    now, msgs, done = drive(sysm, next_op, lambda: randrange(think1),
+    now, msgs, done = drive(sysm, next_op, lambda: below(think1),
                             lambda done: done >= transactions, on_done, progress)
     sysm.check_all()
     wall = time.perf_counter() - t_start
