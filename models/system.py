@@ -76,11 +76,15 @@ class System:
         self.stats = {}
         self.devices = [Device(d, cfg, self.links[d], self.checker, self.stats) for d in range(cfg.devices)]
         self.now = 0
-        # What check_step and step_timed read per device, gathered once (the dicts are never replaced):
+        # What check_step and step_timed read per device, gathered once (these dicts, lists and deques are
+        # never replaced, only changed):
         # (index, ((1 << k, cache k), ...), snoop-filter entries), and the coalescers' open groups.
         self._check_units = [(dev.index, tuple((1 << k, c) for k, c in enumerate(dev.caches)), dev.sf.entries)
                              for dev in self.devices]
         self._coal_units = [(dev, dev.coal.groups) for dev in self.devices]
+        # and per link, for step_timed: (device, link, its credit returns, upstream and downstream flight)
+        self._step_units = [(d, link, link.returns, link.flight[True], link.flight[False], self.devices[d])
+                            for d, link in enumerate(self.links)]
 
     # ---------------------------------------------------------------- steps
     def deliverable(self, d, upstream, now=None):
@@ -129,21 +133,16 @@ class System:
         self.now = now
         n = 0
         touched = self.checker.touched
-        d = -1
-        for link in self.links:
-            d += 1
+        for d, link, returns, up, down, dev in self._step_units:
             if link.next_due > now:
                 continue
             # next_due: sends and credit returns queued while this link is served lower it themselves
             # (Link._launch, Link.consumed); what was already queued is folded in below
             link.next_due = INF
-            returns = link.returns
             if returns and returns[0][0] <= now:
                 credit_back = link._credit_back       # link.tick_credits(now), inline
                 while returns and returns[0][0] <= now:
                     credit_back(returns.popleft()[1], now)
-            flight = link.flight
-            up = flight[True]
             nxt = returns[0][0] if returns else INF       # link.next_time(), computed on the way
             if up:
                 host = self.host
@@ -162,9 +161,7 @@ class System:
                      else host.on_d2h_data)(d, msg, now)
                     touched.add(msg.line)
                     n += 1
-            down = flight[False]
             if down:
-                dev = self.devices[d]
                 while True:
                     i = self._first_down(dev, down, now)
                     if i is None:
