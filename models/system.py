@@ -17,17 +17,21 @@ later, drains a link's upstream messages in one pass (a delivery never adds to t
 drained) and rescans downstream only after a delivery (it may unblock a snoop).  ``check_step`` checks
 SWMR, data value, memory and inclusion of every touched line in one pass over the caches, and runs
 the slower routines (``check_lines``, ``Device.check_line``) only to name a failure, so it raises the
-same error at the same cycle; credit conservation is checked on every link whose counters moved since
-the last check (``Link.check_changed``; an unchanged link holds totals that already passed).  Hot
-code reads enum members through ``models.members.Members`` (a plain attribute, not the enum metaclass).
-Same seed, same messages: the delivery order, the random draws and the summary are unchanged (checked
-against the previous loop on a message-by-message trace, and the timed mutation runs fail with the
-same error at the same cycle).  Measured 2026-11-30 on this 2-core machine shared with other jobs:
-2.1x fewer instructions than the previous loop (callgrind, 2k transactions, 1.92e9 -> 0.90e9 beyond
-imports), and 7.2k -> 14.7k messages/s wall clock with both run under the same load (median of 3;
-13.3k before on a quieter machine).  What remains is spread over the protocol handlers themselves
-(host, DCOH, link: about half) and the per-line checks (about a fifth); 200k messages/s would need
-those compiled or vectorised, not another loop.
+same error at the same cycle; credit conservation is checked on the channels whose counters moved since
+the last check (``Link.check_changed``; an unchanged channel holds totals that already passed).  Hot
+code reads enum members through ``models.members.Members`` (a plain attribute, not the enum metaclass),
+the opcode enums hash by identity (cxl/messages.py), and the per-device and per-link containers the
+loop reads are gathered once (``_check_units``, ``_step_units``).
+Same seed, same messages: every change for speed keeps the message trace, the summary and the errors
+of runs broken on purpose, cycle for cycle (tests/test_model_equivalence.py against digests recorded
+before the change).  ``make fast-model`` compiles the hot modules with Cython (models/compiled.py).
+Instructions beyond imports (cachegrind, 2k transactions, seed 1): 1.15e9 before the last round,
+1.03e9 pure Python, 0.92e9 compiled (~100k instructions per message); BENCHMARKS.md has the wall-clock
+figures.  What remains is spread over the handlers and the loop (no function holds much more than a
+tenth of the time, py-spy); the per-line checks are about 11 % of the instructions and the credit
+checks 3 %.  Cython without
+static types only removes the interpreter's dispatch; 200k messages/s would need the model's state in
+typed C structures, which the tests that patch a handler method on purpose cannot patch.
 """
 
 import argparse
