@@ -50,7 +50,7 @@ define need
 	else echo '$(3)' >&2; exit 1; fi
 endef
 
-.PHONY: help venv iverilog cxx warmup deps sim regress model test explore table vectors report clean which-verilator formal verilog bench
+.PHONY: fast-model help venv iverilog cxx warmup deps sim regress model test explore table vectors report clean which-verilator formal verilog bench
 
 help:
 	@echo 'cxl-dcoh targets:'
@@ -64,6 +64,8 @@ help:
 	@echo '                REGRESS_JOBS=$(REGRESS_JOBS) workers, or REGRESS_SCHEDULER=tcp://host:8786 (default: $$DASK_SCHEDULER)'
 	@echo '                -> build/regress/summary.json (+ per-seed summaries, summary_junit.xml)'
 	@echo '  make model    golden-model system simulation (MODEL_TRANSACTIONS=$(MODEL_TRANSACTIONS)) -> build/model/summary.json'
+	@echo '  make fast-model  compile the golden model'"'"'s hot modules with Cython (optional; models/compiled.py) ->'
+	@echo '                build/fast-model, used by `import models` while it matches the sources (CXL_MODEL_BUILD=python: not)'
 	@echo '  make test     all tests but the slow ones (pytest -m "not slow", HYPOTHESIS_PROFILE=$(HYPOTHESIS_PROFILE); PYTEST_ARGS=...)'
 	@echo '  make explore  exhaustive exploration of tiny configurations -> build/explore/summary.json'
 	@echo '  make table    protocol tables -> build/tables/*.csv and build/tables/protocol.md'
@@ -136,6 +138,10 @@ model: venv
 	@mkdir -p build/model
 	$(PY) -m models.system --devices $(DEVICES) --transactions $(MODEL_TRANSACTIONS) --seed $(SEED) \
 	  $(if $(HOST),--config $(HOST)) --out build/model/summary.json
+
+fast-model: venv
+	@$(BIN)/pip install -q --disable-pip-version-check -e '.[dev,fast]'
+	$(PY) -c 'import sys, models.compiled as c; sys.exit(c.main())'
 
 # The wall time of the test run goes to build/bench/make_test_s.txt (make bench reports it).
 test: deps

@@ -46,6 +46,8 @@ class D2HReqOpcode(enum.Enum, shape=5):
     WrInv = 0b01110
     CacheFlushed = 0b10000
 
+    __hash__ = object.__hash__      # identity, as cxl.coherence.MESI: the golden model hashes these often
+
 
 class D2HRspOpcode(enum.Enum, shape=5):
     """D2H (snoop) response opcodes. Ref: docs/sources.md §1.5 [C2]."""
@@ -57,12 +59,16 @@ class D2HRspOpcode(enum.Enum, shape=5):
     RspIFwdM = 0b01111
     RspVFwdV = 0b10110
 
+    __hash__ = object.__hash__      # identity, as cxl.coherence.MESI: the golden model hashes these often
+
 
 class H2DReqOpcode(enum.Enum, shape=3):
     """H2D request (snoop) opcodes. Ref: docs/sources.md §1.4 [C2]."""
     SnpData = 0b001
     SnpInv = 0b010
     SnpCur = 0b011
+
+    __hash__ = object.__hash__      # identity, as cxl.coherence.MESI: the golden model hashes these often
 
 
 class H2DRspOpcode(enum.Enum, shape=4):
@@ -76,6 +82,8 @@ class H2DRspOpcode(enum.Enum, shape=4):
     Fast_GO_WritePull = 0b1101
     GO_ERR_WritePull = 0b1111
 
+    __hash__ = object.__hash__      # identity, as cxl.coherence.MESI: the golden model hashes these often
+
 
 class GOState(enum.Enum, shape=4):
     """Cache state granted by a GO, carried in RspData[3:0]. Ref: docs/sources.md §1.3 [C2]."""
@@ -84,6 +92,8 @@ class GOState(enum.Enum, shape=4):
     Invalid = 0b0011
     Error = 0b0100
     Modified = 0b0110
+
+    __hash__ = object.__hash__      # identity, as cxl.coherence.MESI: the golden model hashes these often
 
 
 class RspPre(enum.Enum, shape=2):

@@ -43,6 +43,7 @@ __all__ = ["SnoopFilter", "Coalescer", "TxArbiter", "CpuOp", "Device", "Protocol
 _D2H_REQ = _Ch.D2H_REQ
 _GO_STATES = {g._value_: g for g in GOState}
 _STABLE = frozenset((_D.I, _D.S, _D.E, _D.M))       # DevState.stable, without the property call
+_HOLDERS = {}                                       # presence vector -> the caches it names (Device._holders)
 
 
 class ProtocolError(RuntimeError):
@@ -337,13 +338,15 @@ class Device:
             return _D.E
         return _D.S
 
-    def _holders(self, e):
-        p, k = e.presence, 0
-        while p:
-            if p & 1:
-                yield k
-            p >>= 1
-            k += 1
+    @staticmethod
+    def _holders(e):
+        """The internal caches whose bit is set in ``e.presence``, lowest first (a tuple, one per presence
+        vector, made once: cheaper than walking the bits on every call)."""
+        p = e.presence
+        h = _HOLDERS.get(p)
+        if h is None:
+            h = _HOLDERS[p] = tuple(k for k in range(p.bit_length()) if (p >> k) & 1)
+        return h
 
     def busy(self, line):
         return line in self.by_line or line in self.work
@@ -436,7 +439,7 @@ class Device:
                 self.checker.read(line, c[1], f"{self.name()} cache {k} {kind} hit")
             self._finish_op(op)
             return True
-        if self.busy(line):
+        if line in self.by_line or line in self.work:       # self.busy(line)
             return False
         e = self.sf.entries.get(line)
         if kind == "load":
@@ -574,7 +577,7 @@ class Device:
         rsp, nxt, data = snoop_transition(state, msg.op)
         e = self.sf.entries.get(line)
         if e is not None and e.presence:
-            copies = max(self.caches[k][line][0].perm for k in self._holders(e))
+            copies = max(self.caches[k][line][0]._value_[1] for k in self._holders(e))   # MESI.perm
             fetch = data and state is not _D.MI_A
             if fetch or INTERNAL_PERMISSION.get(nxt, _Perm.NONE) < copies:
                 self.work.setdefault(line, LineWork()).snoop = msg

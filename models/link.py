@@ -23,6 +23,9 @@ _Ch = Members(Channel)           # Channel's members, cheaper to look up in hot 
 CHANNELS = tuple(Channel)
 INF = float("inf")      # iterating the enum class itself is slow in the hot loop
 _D2H_DATA = _Ch.D2H_DATA
+_ALL_CHANNELS = (1 << len(CHANNELS)) - 1
+# a mask of channel bits -> the channel numbers it holds, lowest first (Link.check_changed)
+_CHANNELS_IN = [tuple(c for c in range(len(CHANNELS)) if (m >> c) & 1) for m in range(_ALL_CHANNELS + 1)]
 
 
 class Msg(NamedTuple):
@@ -95,7 +98,8 @@ class Link:
         self.waiting = [deque() for _ in CHANNELS]  # entries of ``flight`` still waiting for a credit
         self.wake = None                            # timed mode: a heap the simulator wakes up from
         self.next_due = INF                         # timed mode: nothing to do here before this cycle
-        self.changed = True                         # a credit counter moved since the last check_changed()
+        self.changed = _ALL_CHANNELS                # bit c: a counter of channel c moved since the last
+                                                    # check_changed() (all of them: nothing checked yet)
 
     # -- sending ----------------------------------------------------------------------------------
     def send(self, msg, now, extra=0):
@@ -106,7 +110,7 @@ class Link:
         if credits[c] > 0 and not self.waiting[c]:     # self._launch(entry, now), inline
             credits[c] -= 1
             self.in_flight[c] += 1
-            self.changed = True
+            self.changed |= 1 << c
             t = now + self.latency + extra
             self.flight[c <= _D2H_DATA].append([t, msg, extra])
             if self.wake is not None:
@@ -122,7 +126,7 @@ class Link:
         c = entry[1].chan
         self.credits[c] -= 1
         self.in_flight[c] += 1
-        self.changed = True
+        self.changed |= 1 << c
         entry[0] = t = now + self.latency + entry[2]
         if self.wake is not None:
             heapq.heappush(self.wake, t)
@@ -131,7 +135,7 @@ class Link:
 
     def _credit_back(self, chan, now):
         self.credits[chan] += 1
-        self.changed = True
+        self.changed |= 1 << chan
         if self.timed:
             self.returning[chan] -= 1
         q = self.waiting[chan]
@@ -141,7 +145,7 @@ class Link:
     def consumed(self, chan, now):
         """The receiver took a message off ``chan``: its credit goes back to the sender."""
         self.in_flight[chan] -= 1
-        self.changed = True
+        self.changed |= 1 << chan
         if self.timed:
             t = now + self.latency
             self.returns.append((t, chan))     # the latency is fixed, so this stays sorted by time
@@ -191,15 +195,18 @@ class Link:
 
     # -- invariants and state ---------------------------------------------------------------------
     def check_changed(self):
-        """:meth:`check_credits` if a counter moved since the last call (counters move only in
-        ``send``, ``_launch``, ``_credit_back`` and ``consumed``, which set ``changed``; a link whose
-        counters did not move still holds the totals that passed last time)."""
-        if self.changed:
-            self.changed = False
-            initial = self.initial
-            for a, b, c in zip(self.credits, self.in_flight, self.returning):
-                if a + b + c != initial or a < 0:
-                    self.check_credits()     # raises, naming the channel
+        """:meth:`check_credits` if a counter of some channel moved since the last call, looking only at
+        those channels (counters move only in ``send``, ``_launch``, ``_credit_back`` and ``consumed``,
+        which set the channel's bit in ``changed``; a channel whose counters did not move still holds
+        the totals that passed last time).  A failure raises what ``check_credits`` raises."""
+        moved = self.changed
+        if moved:
+            self.changed = 0
+            initial, credits, in_flight, returning = self.initial, self.credits, self.in_flight, self.returning
+            for c in _CHANNELS_IN[moved]:
+                a = credits[c]
+                if a + in_flight[c] + returning[c] != initial or a < 0:
+                    self.check_credits()     # raises, naming the (lowest) channel that is off
 
     def check_credits(self, full=False):
         """available + in flight + returning == initial, per channel.  ``full`` also recounts the

@@ -17,17 +17,21 @@ later, drains a link's upstream messages in one pass (a delivery never adds to t
 drained) and rescans downstream only after a delivery (it may unblock a snoop).  ``check_step`` checks
 SWMR, data value, memory and inclusion of every touched line in one pass over the caches, and runs
 the slower routines (``check_lines``, ``Device.check_line``) only to name a failure, so it raises the
-same error at the same cycle; credit conservation is checked on every link whose counters moved since
-the last check (``Link.check_changed``; an unchanged link holds totals that already passed).  Hot
-code reads enum members through ``models.members.Members`` (a plain attribute, not the enum metaclass).
-Same seed, same messages: the delivery order, the random draws and the summary are unchanged (checked
-against the previous loop on a message-by-message trace, and the timed mutation runs fail with the
-same error at the same cycle).  Measured 2026-11-30 on this 2-core machine shared with other jobs:
-2.1x fewer instructions than the previous loop (callgrind, 2k transactions, 1.92e9 -> 0.90e9 beyond
-imports), and 7.2k -> 14.7k messages/s wall clock with both run under the same load (median of 3;
-13.3k before on a quieter machine).  What remains is spread over the protocol handlers themselves
-(host, DCOH, link: about half) and the per-line checks (about a fifth); 200k messages/s would need
-those compiled or vectorised, not another loop.
+same error at the same cycle; credit conservation is checked on the channels whose counters moved since
+the last check (``Link.check_changed``; an unchanged channel holds totals that already passed).  Hot
+code reads enum members through ``models.members.Members`` (a plain attribute, not the enum metaclass),
+the opcode enums hash by identity (cxl/messages.py), and the per-device and per-link containers the
+loop reads are gathered once (``_check_units``, ``_step_units``).
+Same seed, same messages: every change for speed keeps the message trace, the summary and the errors
+of runs broken on purpose, cycle for cycle (tests/test_model_equivalence.py against digests recorded
+before the change).  ``make fast-model`` compiles the hot modules with Cython (models/compiled.py).
+Instructions beyond imports (cachegrind, 2k transactions, seed 1): 1.15e9 before the last round,
+1.03e9 pure Python, 0.92e9 compiled (~100k instructions per message); BENCHMARKS.md has the wall-clock
+figures.  What remains is spread over the handlers and the loop (no function holds much more than a
+tenth of the time, py-spy); the per-line checks are about 11 % of the instructions and the credit
+checks 3 %.  Cython without
+static types only removes the interpreter's dispatch; 200k messages/s would need the model's state in
+typed C structures, which the tests that patch a handler method on purpose cannot patch.
 """
 
 import argparse
@@ -76,6 +80,15 @@ class System:
         self.stats = {}
         self.devices = [Device(d, cfg, self.links[d], self.checker, self.stats) for d in range(cfg.devices)]
         self.now = 0
+        # What check_step and step_timed read per device, gathered once (these dicts, lists and deques are
+        # never replaced, only changed):
+        # (index, ((1 << k, cache k), ...), snoop-filter entries), and the coalescers' open groups.
+        self._check_units = [(dev.index, tuple((1 << k, c) for k, c in enumerate(dev.caches)), dev.sf.entries)
+                             for dev in self.devices]
+        self._coal_units = [(dev, dev.coal.groups) for dev in self.devices]
+        # and per link, for step_timed: (device, link, its credit returns, upstream and downstream flight)
+        self._step_units = [(d, link, link.returns, link.flight[True], link.flight[False], self.devices[d])
+                            for d, link in enumerate(self.links)]
 
     # ---------------------------------------------------------------- steps
     def deliverable(self, d, upstream, now=None):
@@ -124,21 +137,16 @@ class System:
         self.now = now
         n = 0
         touched = self.checker.touched
-        d = -1
-        for link in self.links:
-            d += 1
+        for d, link, returns, up, down, dev in self._step_units:
             if link.next_due > now:
                 continue
             # next_due: sends and credit returns queued while this link is served lower it themselves
             # (Link._launch, Link.consumed); what was already queued is folded in below
             link.next_due = INF
-            returns = link.returns
             if returns and returns[0][0] <= now:
                 credit_back = link._credit_back       # link.tick_credits(now), inline
                 while returns and returns[0][0] <= now:
                     credit_back(returns.popleft()[1], now)
-            flight = link.flight
-            up = flight[True]
             nxt = returns[0][0] if returns else INF       # link.next_time(), computed on the way
             if up:
                 host = self.host
@@ -157,9 +165,7 @@ class System:
                      else host.on_d2h_data)(d, msg, now)
                     touched.add(msg.line)
                     n += 1
-            down = flight[False]
             if down:
-                dev = self.devices[d]
                 while True:
                     i = self._first_down(dev, down, now)
                     if i is None:
@@ -186,8 +192,7 @@ class System:
                 link.next_due = INF if t is None else t
             elif nxt < link.next_due:
                 link.next_due = nxt
-        for dev in self.devices:
-            groups = dev.coal.groups
+        for dev, groups in self._coal_units:
             if groups:
                 for g in groups.values():
                     if g[0] <= now:          # some window closed: flush dev.coal.due(now), in order
@@ -326,6 +331,7 @@ class System:
         host = self.host
         active, mem = host.active, host.mem
         host_dir, host_sf = host.dir, host.sf
+        units = self._check_units
         inclusion_ok = True
         for line in lines:
             value = ghost.get(line, initial)
@@ -333,13 +339,12 @@ class System:
             holders = host_dir.get(line)
             if holders and host_sf is not None and line not in host_sf.entries:
                 self.check_lines((line,))                 # raises: host directory without its entry
-            for dev in devices:
+            for index, caches, entries in units:
                 held = 0
-                k = 0
                 wrote = False
-                for cache in dev.caches:
+                for bit, cache in caches:
                     if line in cache:
-                        held |= 1 << k
+                        held |= bit
                         c = cache[line]
                         st = c[0]
                         if st is _M or st is _E:
@@ -349,11 +354,9 @@ class System:
                             readers += 1
                         if c[1] != value:
                             self.check_lines((line,))     # raises: data value, naming the copy
-                    k += 1
-                if held and (holders is None or dev.index not in holders
-                             or (wrote and holders[dev.index] != "E")):
+                if held and (holders is None or index not in holders
+                             or (wrote and holders[index] != "E")):
                     self.check_lines((line,))             # raises: host directory inclusion
-                entries = dev.sf.entries
                 if line in entries:
                     if entries[line].presence != held:
                         inclusion_ok = False
@@ -361,7 +364,8 @@ class System:
                     inclusion_ok = False
             if writers > 1 or (writers and readers):
                 self.check_lines((line,))                 # raises: SWMR
-            if not writers and self._line_quiet(line) and mem.get(line, initial) != value:
+            # memory first: _line_quiet is a pure query, and memory rarely differs from the ghost
+            if not writers and mem.get(line, initial) != value and self._line_quiet(line):
                 self.check_lines((line,))                 # raises: data value (memory)
         if not inclusion_ok:
             for dev in devices:
@@ -431,6 +435,8 @@ class Workload:
         self.weights = [4, 3, 2, 1]
         self.kinds = [k for k, _ in self.MIX]
         self.kind_w = [w for _, w in self.MIX]
+        self._layout_cum = list(accumulate(self.weights))     # what choices() sums, summed once
+        self._kind_cum = list(accumulate(self.kind_w))
         self.value = 0
         self.host_value = 1 << 32       # host writes store 2^32 + 1, ...: not a device's value (and a
                                         # line's data is unsigned: the RTL carries it as 512 bits)
@@ -448,14 +454,14 @@ class Workload:
         ``rng.randrange(2)``: the same draws from the generator, with the cumulative weights summed
         here the way ``choices`` sums them (so the same floats, the same picks)."""
         rng = self.rng
-        random = rng.random
-        cum = list(accumulate(self.weights))
+        random, below = rng.random, rng._randbelow    # choice(s) is s[_randbelow(len(s))], randrange(n)
+        cum = self._layout_cum                        # is _randbelow(n): the same draws, fewer calls
         layout = self.layouts[bisect(cum, random() * (cum[-1] + 0.0), 0, len(cum) - 1)]
-        line = rng.choice(layout)
-        cum = list(accumulate(self.kind_w))
+        line = layout[below(len(layout))]
+        cum = self._kind_cum
         kind = self.kinds[bisect(cum, random() * (cum[-1] + 0.0), 0, len(cum) - 1)]
         self.value += 1
-        return CpuOp(kind, k, line, self.value, rng.randrange(2))
+        return CpuOp(kind, k, line, self.value, below(2))
 
 
 def state_event_coverage(devices):
@@ -571,7 +577,7 @@ def run(cfg, transactions, seed, progress=None):
     devs = sysm.devices
     latency = {}
     devload_hist = [0, 0, 0, 0]
-    randrange, think1 = rng.randrange, wl.think + 1
+    below, think1 = rng._randbelow, wl.think + 1       # rng.randrange(think1), the same draw
 
     def on_done(dev, dev_done):
         devload_hist[dev.devload()] += 1
@@ -586,7 +592,7 @@ def run(cfg, transactions, seed, progress=None):
         return wl.next_op(k)
 
     t_start = time.perf_counter()
-    now, msgs, done = drive(sysm, next_op, lambda: randrange(think1),
+    now, msgs, done = drive(sysm, next_op, lambda: below(think1),
                             lambda done: done >= transactions, on_done, progress)
     sysm.check_all()
     wall = time.perf_counter() - t_start

@@ -1,0 +1,69 @@
+"""The optional compiled golden model (models/compiled.py): ``import models`` takes the compiled modules
+only while they were built from the sources on disk, and never when asked for the pure-Python ones."""
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from models import compiled
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _fake_build(tmp_path):
+    """A copy of the hot modules' sources and a build folder whose manifest matches them."""
+    pkg = tmp_path / "src"
+    pkg.mkdir()
+    for m in compiled.HOT_MODULES:
+        shutil.copy(compiled.PACKAGE / f"{m}.py", pkg / f"{m}.py")
+    root = tmp_path / "build"
+    d = compiled.build_dir(root)
+    d.mkdir(parents=True)
+    (d / compiled.MANIFEST).write_text(compiled.sources_digest(pkg) + "\n")
+    return pkg, root, d
+
+
+def test_a_build_of_the_current_sources_is_used(tmp_path):
+    pkg, root, d = _fake_build(tmp_path)
+    assert compiled.compiled_dir(pkg, root, environ={}) == d
+
+
+def test_a_stale_or_missing_build_falls_back_to_python(tmp_path, capsys):
+    pkg, root, d = _fake_build(tmp_path)
+    with open(pkg / "host.py", "a") as f:
+        f.write("\n# edited after the build\n")
+    assert compiled.compiled_dir(pkg, root, environ={}) is None
+    assert "other sources" in capsys.readouterr().err
+    assert compiled.compiled_dir(pkg, tmp_path / "nothing-built", environ={}) is None
+
+
+def test_the_environment_forces_python(tmp_path):
+    pkg, root, _ = _fake_build(tmp_path)
+    assert compiled.compiled_dir(pkg, root, environ={compiled.ENV: "python"}) is None
+
+
+def test_forced_python_imports_the_sources():
+    r = subprocess.run([sys.executable, "-c", "import models.compiled as c, models.system as s; "
+                        "print(c.active(), s.__file__)"], cwd=ROOT, capture_output=True, text=True,
+                       env={**__import__("os").environ, compiled.ENV: "python"}, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split()[0] == "python" and r.stdout.split()[1].endswith("system.py")
+
+
+@pytest.mark.slow
+def test_the_compiled_build_runs_the_same_model(tmp_path):
+    """Build with Cython into a scratch folder and run the equivalence digests on it (about 3 minutes)."""
+    pytest.importorskip("Cython")
+    out = compiled.build(tmp_path / "fast")
+    code = ("import sys, json; sys.path.insert(0, 'tests'); import models; "
+            f"models.__path__.insert(0, {str(out)!r}); import models.compiled as c; "
+            "from model_trace import all_digests; print(json.dumps([c.active(), all_digests()]))")
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    import json
+    build, digests = json.loads(r.stdout.splitlines()[-1])
+    assert build == "cython"
+    assert digests == json.loads((ROOT / "tests" / "model_digests.json").read_text())
