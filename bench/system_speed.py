@@ -9,7 +9,8 @@ with the snoop-filter size.
 Each run is a real scoreboarded run (every message and cache checked) of ``--transactions``
 transactions, seed 1; the figure is simulated cycles over the wall time of the cocotb run loop
 (building is not counted and reported apart).  The default runs also time the same build with no
-testbench work (tb/clock_only.py: clock, ReadOnly, one read per cycle), the ceiling of the figure.
+testbench work (tb/clock_only.py: clock, ReadOnly, one read per cycle), the ceiling of the figure, and on
+Verilator the Verilated system alone in a C++ loop (bench/system_ceiling.py), the ceiling of any testbench.
 
 * Device scaling: the same per device count on ``--scaling-sim`` (``--transactions`` x N / 4, at least
   50, so each device sees about the same load), with cycles/s x devices (device-cycles per second) and
@@ -46,7 +47,9 @@ SUMMARIES = ROOT / "build" / "bench"   # each run's testbench summary: system_<s
 def one(sim, devices, transactions, seed=1, dcoh=None, build_root=BUILD, tag="", summaries=SUMMARIES,
         limit=False):
     """One scoreboarded run.  ``limit``: also time the same build with no testbench work for as many
-    cycles (tb/clock_only.py): ``clock_only_cycles_per_s``, the ceiling of this figure."""
+    cycles (tb/clock_only.py): ``clock_only_cycles_per_s``, the ceiling of this figure with cocotb; and on
+    Verilator the Verilated system alone, clocked from C++ with idle inputs (bench/system_ceiling.py):
+    ``cxx_ceiling_cycles_per_s``, the ceiling of any testbench."""
     t0 = time.perf_counter()
     runner, build_dir, params = build(sim, devices, build_root, dcoh=dcoh)
     built = time.perf_counter() - t0
@@ -61,6 +64,9 @@ def one(sim, devices, transactions, seed=1, dcoh=None, build_root=BUILD, tag="",
     if limit:
         c = clock_only(runner, build_dir, params, s["cycles"], Path(summaries) / f"clock_only_{sim}_{devices}{tag}.json")
         r["clock_only_cycles_per_s"] = c["cycles_per_s"]
+        if sim == "verilator":
+            from bench.system_ceiling import measure
+            r["cxx_ceiling_cycles_per_s"] = measure(devices, max(s["cycles"], 100000))["cycles_per_s"]
     return r
 
 
