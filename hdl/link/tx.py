@@ -117,6 +117,11 @@ def _mux_table(m, name, index, table, shape):
     return out
 
 
+def _wrap(m, name, value, n, limit=None):
+    """A Signal equal to ``value mod n`` for ``value`` < ``limit`` (default 2 n): a ring pointer's step."""
+    return _mux_table(m, name, value, {v: v % n for v in range(limit or 2 * n)}, range(n))
+
+
 class FlitPacker(wiring.Component):
     """TX flit packer of one direction (see the module docstring for ports, timing and policy).
 
@@ -266,6 +271,10 @@ class FlitPacker(wiring.Component):
                   for s in range(SLOTS)]
         d_base = [{ch: Signal(range(MAX_PER_FLIT[ch] + 1), name=f"d_s{s}_{ch.name.lower()}_base") for ch in chans}
                   for s in range(SLOTS)]
+        # The queue entry of slot s's first message of ch, (head + base) mod depth, for slots 1..3 (slot 0
+        # starts at the head); ``d_base`` is the table's value, used while planning only.
+        d_abs = [{ch: Signal(range(self.depths[ch]), name=f"d_s{s}_{ch.name.lower()}_abs") for ch in chans}
+                 for s in range(SLOTS)]
         d_gb = [Signal(range(SLOTS), name=f"d_s{s}_gb") for s in range(SLOTS)]     # G0 slots before s
         d_total = {ch: Signal(range(MAX_PER_FLIT[ch] + 1), name=f"d_{ch.name.lower()}_total") for ch in chans}
         d_gtotal = Signal(range(SLOTS))            # G0 slots of the planned protocol flit
@@ -283,36 +292,35 @@ class FlitPacker(wiring.Component):
         m.d.comb += [dp.eq(decide & d_proto), da.eq(decide & d_alldata), dl.eq(decide & d_llcrd)]
 
         # -------------------------------------------------------------- input window queues
-        q, count, cnt_vis = {}, {}, {}
+        # A ring of ``depth`` entries per channel.  A message is written once, at ``tail``, and never moves;
+        # a sent flit only moves ``head`` on by the plan's total.  So no wide entry depends on the send
+        # decision: an entry's write enable is ``valid`` & the registered ``ready`` & ``tail == i``.
+        # Message m of the queue (m = 0: the oldest) is entry (head + m) mod depth; the build reads it
+        # through a mux indexed by a register (``head``, or the plan's absolute index per slot).
+        q, heads, head_vis, cnt_vis = {}, {}, {}, {}
         for ch, pname in zip(chans, _PORTS):
             depth, port = self.depths[ch], ports[ch]
             entries = [Signal(channel_shape(ch), name=f"{pname}_q{i}") for i in range(depth)]
             cnt = Signal(range(depth + 1), name=f"{pname}_count")
+            head = Signal(range(depth), name=f"{pname}_head")
+            tail = Signal(range(depth), name=f"{pname}_tail")
+            ready = Signal(init=1, name=f"{pname}_ready")      # = (count != depth), as a register
             pop = Signal(range(self._window(ch) + 1), name=f"{pname}_pop")
-            q[ch], count[ch] = entries, cnt
-            m.d.comb += pop.eq(Mux(dp, d_total[ch], 0))
-            m.d.comb += port.ready.eq(cnt != depth)
+            q[ch], heads[ch] = entries, head
+            m.d.comb += [pop.eq(Mux(dp, d_total[ch], 0)), port.ready.eq(ready)]
             push = Signal(name=f"{pname}_push")
-            m.d.comb += push.eq(port.valid & port.ready)
-            # Both outcomes are formed from registers (the plan's total, the count) and ``dp``, which
-            # depends on ``flit.ready``, selects at the end: survivors shift to the front by the plan's
-            # total if the planned protocol flit is sent, and the new message goes behind them.
+            m.d.comb += push.eq(port.valid & ready)
             for i in range(depth):
-                shifted = Signal.like(entries[i], name=f"{pname}_q{i}_shifted")
-                m.d.comb += shifted.eq(entries[i])
-                with m.Switch(d_total[ch]):
-                    for k in range(1, self._window(ch) + 1):
-                        if i + k < depth:
-                            with m.Case(k):
-                                m.d.comb += shifted.eq(entries[i + k])
-                w_sent = Signal(name=f"{pname}_q{i}_w_sent")
-                w_kept = Signal(name=f"{pname}_q{i}_w_kept")
-                m.d.comb += [w_sent.eq(push & (cnt == i + d_total[ch])), w_kept.eq(push & (cnt == i))]
-                m.d.sync += entries[i].eq(Mux(dp, Mux(w_sent, port.payload, shifted),
-                                              Mux(w_kept, port.payload, entries[i])))
+                with m.If(push & (tail == i)):
+                    m.d.sync += entries[i].eq(port.payload)
+            m.d.sync += tail.eq(_wrap(m, f"{pname}_tail_next", tail + push, depth))
+            head_vis[ch] = _wrap(m, f"{pname}_head_vis", head + pop, depth)
+            m.d.sync += head.eq(head_vis[ch])
             cnt_vis[ch] = Signal(range(depth + 1), name=f"{pname}_count_vis")
             m.d.comb += cnt_vis[ch].eq(cnt - pop)
-            m.d.sync += cnt.eq(cnt_vis[ch] + push)
+            cnt_next = cnt_vis[ch] + push
+            m.d.sync += [cnt.eq(cnt_next), ready.eq(cnt_next != depth),
+                         Assert(cnt_next <= depth, f"{pname} queue overflow")]
 
         # -------------------------------------------------------------- line buffer (chunks owed)
         lq_depth = MAX_PER_FLIT[data_ch]
@@ -320,16 +328,18 @@ class FlitPacker(wiring.Component):
         nlines = Signal(range(lq_depth + 1))
         cidx = Signal(range(cpl))                  # chunks of line0 already sent
         # The "virtual" line sequence: owed lines, then the lines of the queued data headers in queue
-        # order (a data header taken in this flit appends its line behind the owed ones).
-        data_entries = q[data_ch][:self._window(data_ch)]
+        # order (a data header taken in this flit appends its line behind the owed ones).  Line v >=
+        # nlines is the data queue's message v - nlines, i.e. entry (vbase + v) mod depth with the
+        # register vbase = (head - nlines) mod depth, so the mux is indexed by one register.
+        data_q, dd = q[data_ch], self.depths[data_ch]
+        vbase = Signal(range(dd))
         max_done = (cpl - 1 + SLOTS) // cpl        # whole lines one flit can finish
         vlines = []
         for v in range(lq_depth + max_done):
             vl = Signal(LINE_BITS, name=f"vline{v}")
-            m.d.comb += vl.eq(lq[v] if v < lq_depth else 0)
-            for nl in range(min(v, lq_depth) + 1):
-                with m.If(nlines == nl):
-                    m.d.comb += vl.eq(data_entries[v - nl].data if v - nl < len(data_entries) else 0)
+            queued = _mux_table(m, f"vline{v}_queued", vbase, {a: data_q[(a + v) % dd].data for a in range(dd)},
+                                LINE_BITS)
+            m.d.comb += vl.eq(Mux(nlines > v, lq[v], queued) if v < lq_depth else queued)
             vlines.append(vl)
 
         # Chunk x of the virtual sequence: chunk x % cpl of line x // cpl.
@@ -358,6 +368,10 @@ class FlitPacker(wiring.Component):
         m.d.comb += owed_vis.eq(Mux(decide, d_owed_exec, owed))
         m.d.sync += [owed.eq(owed_vis),
                      Assert(owed == nlines * cpl - cidx, "owed register out of step with the line buffer")]
+        lift = (lq_depth // dd + 1) * dd            # a multiple of dd above nlines: no negative step
+        vbase_next = Signal(range(dd + lift))
+        m.d.comb += vbase_next.eq(head_vis[data_ch] + lift - nlines_vis)
+        m.d.sync += vbase.eq(_wrap(m, "vbase_next_mod", vbase_next, dd, dd + lift))
         m.d.sync += [cidx.eq(cidx_vis), nlines.eq(nlines_vis),
                      Assert(nlines + new_lines - done <= lq_depth, "line buffer overflow")]
         # Whole lines leave the front: both outcomes from registers, the sent flit's kind selects last.
@@ -470,20 +484,31 @@ class FlitPacker(wiring.Component):
                 with m.Case(keyval):
                     m.d.comb += plan_word.eq(value)
         shift = 0
+        plan_only = [owed_after, full] + [d_base[s][ch] for s in range(SLOTS) for ch in chans]
         for sig, _ in fields:
-            if sig is owed_after or sig is full:
+            if any(sig is x for x in plan_only):
                 m.d.comb += sig.eq(plan_word[shift:shift + len(sig)])
             else:
                 m.d.sync += sig.eq(plan_word[shift:shift + len(sig)])
             shift += len(sig)
         m.d.sync += d_owed_exec.eq(Mux(is_alldata, owed_vis - SLOTS,
                                        Mux(busy & ~hold, owed_after, owed_vis)))
+        for s in range(1, SLOTS):
+            for ch in chans:
+                n = self.depths[ch]
+                m.d.sync += d_abs[s][ch].eq(_wrap(m, f"d_s{s}_{ch.name.lower()}_abs_next",
+                                                  head_vis[ch] + d_base[s][ch], n, n + MAX_PER_FLIT[ch] + 1))
 
         # -------------------------------------------------------------- build the planned flit (stage 2)
-        # Message r of ``ch`` behind ``base`` already-taken ones: the queue head is the plan's view.
+        # Message r of ``ch`` behind ``base`` already-taken ones: entry (head + base + r) mod depth, read
+        # through a mux indexed by the register ``head`` (slot 0, base 0) or ``d_abs`` (the rest).
         def msg_bits(ch, i):
             e = q[ch][i]
             return e.hdr.as_value() if ch in DATA_CHANNELS else e.as_value()
+
+        def queued_msg(name, ch, index, r):
+            n = self.depths[ch]
+            return _mux_table(m, name, index, {a: msg_bits(ch, (a + r) % n) for a in range(n)}, CODECS[ch].width)
 
         def slot_bits(s, formats, capacity):
             msgs = {}
@@ -491,12 +516,11 @@ class FlitPacker(wiring.Component):
                 limit = self._window(ch)
                 most = max([self._positions(f, ch) for f in formats] + [0])
                 for r in range(most):
-                    if s == 0:
-                        msgs[ch, r] = msg_bits(ch, r) if r < limit else Const(0, CODECS[ch].width)
+                    name = f"s{s}_{ch.name.lower()}_at{r}"
+                    if r >= limit:                  # beyond the window: never taken
+                        msgs[ch, r] = Const(0, CODECS[ch].width)
                     else:
-                        msgs[ch, r] = _mux_table(m, f"s{s}_{ch.name.lower()}_at{r}", d_base[s][ch],
-                                                 {b: msg_bits(ch, b + r) for b in range(limit - r)},
-                                                 CODECS[ch].width)
+                        msgs[ch, r] = queued_msg(name, ch, heads[ch] if s == 0 else d_abs[s][ch], r)
             table = {}
             for f in formats:
                 fb = Signal(capacity, name=f"s{s}_{f.name}_bits")
