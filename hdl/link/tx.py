@@ -324,9 +324,13 @@ class FlitPacker(wiring.Component):
 
         # -------------------------------------------------------------- line buffer (chunks owed)
         lq_depth = MAX_PER_FLIT[data_ch]
+        # A ring of ``lq_depth`` lines: a line is written once (at ``ltail`` when its data header is sent,
+        # copied from its data-queue entry) and leaves by moving ``lhead`` when its last chunk is sent.
         lq = [Signal(LINE_BITS, name=f"line{i}") for i in range(lq_depth)]
+        lhead = Signal(range(lq_depth))            # the oldest owed line
+        ltail = Signal(range(lq_depth))            # = (lhead + nlines) mod lq_depth
         nlines = Signal(range(lq_depth + 1))
-        cidx = Signal(range(cpl))                  # chunks of line0 already sent
+        cidx = Signal(range(cpl))                  # chunks of the oldest owed line already sent
         # The "virtual" line sequence: owed lines, then the lines of the queued data headers in queue
         # order (a data header taken in this flit appends its line behind the owed ones).  Line v >=
         # nlines is the data queue's message v - nlines, i.e. entry (vbase + v) mod depth with the
@@ -339,7 +343,12 @@ class FlitPacker(wiring.Component):
             vl = Signal(LINE_BITS, name=f"vline{v}")
             queued = _mux_table(m, f"vline{v}_queued", vbase, {a: data_q[(a + v) % dd].data for a in range(dd)},
                                 LINE_BITS)
-            m.d.comb += vl.eq(Mux(nlines > v, lq[v], queued) if v < lq_depth else queued)
+            if v < lq_depth:
+                owed_line = _mux_table(m, f"vline{v}_owed", lhead,
+                                       {a: lq[(a + v) % lq_depth] for a in range(lq_depth)}, LINE_BITS)
+                m.d.comb += vl.eq(Mux(nlines > v, owed_line, queued))
+            else:
+                m.d.comb += vl.eq(queued)
             vlines.append(vl)
 
         # Chunk x of the virtual sequence: chunk x % cpl of line x // cpl.
@@ -374,17 +383,23 @@ class FlitPacker(wiring.Component):
         m.d.sync += vbase.eq(_wrap(m, "vbase_next_mod", vbase_next, dd, dd + lift))
         m.d.sync += [cidx.eq(cidx_vis), nlines.eq(nlines_vis),
                      Assert(nlines + new_lines - done <= lq_depth, "line buffer overflow")]
-        # Whole lines leave the front: both outcomes from registers, the sent flit's kind selects last.
-        done_a = _mux_table(m, "lines_done_alldata", cidx, {c: (c + SLOTS) // cpl for c in range(cpl)},
-                            range(max_done + 1))
-        done_p = _mux_table(m, "lines_done_proto", cidx + d_gtotal,
-                            {x: x // cpl for x in range(cpl + SLOTS - 1)}, range(max_done + 1))
-        for i in range(lq_depth):
-            after_a = _mux_table(m, f"line{i}_next_alldata", done_a,
-                                 {d: vlines[i + d] for d in range(max_done + 1)}, LINE_BITS)
-            after_p = _mux_table(m, f"line{i}_next_proto", done_p,
-                                 {d: vlines[i + d] for d in range(max_done + 1)}, LINE_BITS)
-            m.d.sync += lq[i].eq(Mux(da, after_a, Mux(dp, after_p, vlines[i])))
+        # Whole lines leave the front (``lhead`` moves on by the lines done); the data headers of a sent
+        # protocol flit append their lines at ``ltail`` (their chunks come in later slots or flits: a
+        # line never completes in its header's flit, it has more chunks than the G-slots after slot 0).
+        # Ring slot j takes message (j - ltail) mod lq_depth of the data queue when that is below the
+        # plan's total: the enable is ``dp`` and a few register bits, the data a mux indexed by registers.
+        m.d.sync += [lhead.eq(_wrap(m, "lhead_next", lhead + done, lq_depth, lq_depth + max_done + 1)),
+                     ltail.eq(_wrap(m, "ltail_next", ltail + new_lines, lq_depth, lq_depth + MAX_PER_FLIT[data_ch] + 1)),
+                     Assert(ltail == _wrap(m, "ltail_check", lhead + nlines, lq_depth, 2 * lq_depth + 1),
+                            "ltail out of step with lhead + nlines")]
+        for j in range(lq_depth):
+            rank = _mux_table(m, f"line{j}_rank", ltail, {t: (j - t) % lq_depth for t in range(lq_depth)},
+                              range(lq_depth))
+            src = _mux_table(m, f"line{j}_src", Cat(heads[data_ch], ltail),
+                             {h | (t << len(heads[data_ch])): data_q[(h + (j - t) % lq_depth) % dd].data
+                              for h in range(dd) for t in range(lq_depth)}, LINE_BITS)
+            with m.If(dp & (rank < d_total[data_ch])):
+                m.d.sync += lq[j].eq(src)
 
         # -------------------------------------------------------------- pending credits and acks
         crd = {k: Signal(self.counter_bits, name=f"pending_{k}_crd") for k in CREDIT_CLASSES}
