@@ -24,8 +24,9 @@ Ports (``FlitPacker(upstream)``; the channels are ``hdl.link.ports.direction_cha
 * ``flit``: ``Out(flit_stream())``, 528 bits: payload 511:0 and CRC 527:512 (the integer of the 66
   little-endian bytes of ``models.flit.seal``).
 
-Timing.  A flit is *decided* (sent to the output register) in a cycle where ``~flit.valid | flit.ready``
-and ``~pause``.  Since the pipelining for Fmax (docs/link_layer.md, "Packer pipeline") it is *planned*
+Timing.  A flit is *decided* (written to the decided-flit register) in a cycle where that register is
+free (empty, or its flit moves on to the CRC stage in this cycle: the CRC stage is empty or
+``flit.ready``) and ``~pause``.  Since the pipelining for Fmax (docs/link_layer.md, "Packer pipeline") it is *planned*
 one cycle earlier: in every cycle the packer plans the next flit from its queue counts, owed chunks,
 credit/ack counters and priority as they are at the start of the cycle, minus what the flit decided in
 that same cycle (if any) takes; the plan is registered at the clock edge and is the flit decided in the
@@ -33,22 +34,30 @@ next cycle (if that cycle decides).  So a decision in cycle t sees what was hand
 (inputs of cycle t-1 are not yet visible, nor are those of cycle t), and nothing else: the flit contents
 and order for a given arrival are exactly what ``models.flit.Packer`` decides when fed with that
 one-cycle delay.  The decided flit is built from the registered plan and the queue heads and
-registered at the edge, so it is offered from the next cycle (``flit.valid`` is a register; the CRC is
-computed from the registered payload, combinationally, by ``hdl.link.crc.FlitCRC``).  ``flit.valid``
-never waits for ``flit.ready``.  Latency: a message handed in (handshake) in cycle t is queued from
-cycle t+1, planned in cycle t+1, can be in the flit decided in cycle t+2, and is offered from cycle t+3
-(one cycle more than before the pipelining).  Throughput: one flit per cycle while ``flit.ready``
-stays high; each input takes one message per cycle.  Lockstep with the golden model
+registered at the edge.  The *CRC stage* then takes it with its CRC, computed by
+``hdl.link.crc.FlitCRC`` from the registered payload and registered, and offers it (``flit.valid``
+and ``flit.payload`` are registers): latency 1 cycle, and the stage takes a flit whenever it is empty
+or its own flit is transferred, so it holds one flit under back-pressure and the decided-flit register
+holds the next one.  ``flit.valid`` never waits for ``flit.ready``.  Latency: a message handed in
+(handshake) in cycle t is queued from cycle t+1, planned in cycle t+1, can be in the flit decided in
+cycle t+2, is in the decided-flit register in cycle t+3 and offered from cycle t+4 (two cycles more
+than before the pipelining: the plan stage and the CRC stage).  Throughput: one flit per cycle while
+``flit.ready`` stays high; each input takes one message per cycle.  Lockstep with the golden model
 (tests/test_rtl_link_tx.py): at each decision call ``next_flit()``, then push what was accepted and add
-what was returned in the *previous* cycle.
+what was returned in the *previous* cycle; the model's flit comes out of the CRC stage one stage
+later.
 
 Structure.
-* One *window queue* per channel (``depth`` entries, a shift register): the packer must see the first
-  up-to-``MAX_PER_FLIT`` queued messages of each channel at once, and take several in one cycle, which
-  a FIFO with a single read port cannot do.  Only ``min(depth, MAX_PER_FLIT)`` entries are looked at.
+* One *window queue* per channel (``depth`` entries, a ring in flops with ``head``/``tail`` pointers
+  and a registered ``ready``): the packer must see the first up-to-``MAX_PER_FLIT`` queued messages of
+  each channel at once, and take several in one cycle, which a FIFO (or a ``lib.memory`` with one or two
+  read ports) cannot do.  A message is written once, at ``tail``; a sent flit only moves ``head``, so
+  no wide entry depends on the send decision.  Only ``min(depth, MAX_PER_FLIT)`` entries are looked at.
 * A *line buffer* of the lines whose data headers were sent and whose chunks are still owed, with the
-  index of the next chunk of the first line.  After any flit at most ``MAX_PER_FLIT[DataHdr]`` lines
-  are owed (the rollover rule finishes an older line within the flit), so that is its depth.
+  index of the next chunk of the first line, also a ring (``lhead``/``ltail``): a line is copied once
+  from its data-queue entry when its header is sent and leaves by moving ``lhead``.  After any flit at
+  most ``MAX_PER_FLIT[DataHdr]`` lines are owed (the rollover rule finishes an older line within the
+  flit), so that is its depth.
 * Stage 1, the *plan* (registered every cycle): which flit kind (all-data if >= 4 chunks owed, else
   protocol if anything is queued, else LLCRD if credits or acks wait, else nothing); for a protocol
   flit the format code of every slot, the messages each slot takes per channel and how many were taken
@@ -62,10 +71,12 @@ Structure.
   LUT levels instead of the former 13-level combinational slot chain.  The chunks-owed count is a
   register of its own, and the plan carries its value after the planned flit.
 * Stage 2, the *build* (in the deciding cycle): the registered plan selects the queue entries per slot
-  position (``base + r``), the chunks (``cidx`` + G0 slots before), header fields and LLCRD fields;
-  the output register takes the flit, and the queues, line buffer, counters and priority are updated
-  from the registered plan.  For the queues and the line buffer both outcomes (planned flit sent or
-  not) are formed from registers and ``decide`` (which depends on ``flit.ready``) selects last.
+  position (the plan carries each slot's absolute queue index, (head + base) mod depth, as a register),
+  the chunks (``cidx`` + G0 slots before), header fields and LLCRD fields; the decided-flit register
+  takes the flit, and the pointers, counters and priority are updated from the registered plan.
+  ``decide`` (which depends on ``flit.ready``) only enables pointer and counter updates, a line's
+  copy into the line ring and the decided-flit register.
+* Stage 3, the *CRC stage* (see "Timing").
 
 Policy, in the golden model's words (``Packer.next_flit``): all-data flit when >= 4 chunks are owed;
 else a protocol flit when a message or chunk is queued (the priority channel rotates req -> rsp ->
@@ -88,7 +99,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from hdl.link.crc import FlitCRC
-from hdl.link.ports import LINE_BITS, PAYLOAD_BITS, channel_shape, channel_stream, direction_channels, flit_stream
+from hdl.link.ports import FLIT_BITS, LINE_BITS, PAYLOAD_BITS, channel_shape, channel_stream, direction_channels, flit_stream
 from cxl.messages import CODECS
 from cxl.control import CONTROL_KINDS, control, encode_control
 from cxl.credits import CREDIT_CLASSES, CREDIT_VALUES, encode_credit
@@ -284,10 +295,18 @@ class FlitPacker(wiring.Component):
         d_llcrd_acks = Signal(range(_LLCRD_MAX_ACKS + 1))
         d_hold = Signal()                          # the planned protocol flit is held (``wait``)
 
+        # Two output stages: the decided flit's register (``out_*``), then the CRC stage (``crc_*``) that
+        # offers it with its CRC computed from the registered payload (see "Timing").  A stage takes
+        # a flit when it is empty or hands its own on in the same cycle.
         out_valid = Signal()
         out_payload = Signal(PAYLOAD_BITS)
+        crc_valid = Signal()
+        crc_payload = Signal(PAYLOAD_BITS)
+        crc_bits = Signal(FLIT_BITS - PAYLOAD_BITS)
+        crc_load = Signal()                        # the CRC stage takes the decided flit's register
+        m.d.comb += crc_load.eq(~crc_valid | self.flit.ready)
         decide = Signal()
-        m.d.comb += decide.eq((~out_valid | self.flit.ready) & ~self.pause)
+        m.d.comb += decide.eq((~out_valid | crc_load) & ~self.pause)
         dp, da, dl = Signal(), Signal(), Signal()  # the planned flit is sent now: protocol / all-data / LLCRD
         m.d.comb += [dp.eq(decide & d_proto), da.eq(decide & d_alldata), dl.eq(decide & d_llcrd)]
 
@@ -586,11 +605,14 @@ class FlitPacker(wiring.Component):
         with m.If(decide):
             m.d.sync += [out_valid.eq(d_alldata | d_proto | d_llcrd),
                          out_payload.eq(Mux(d_alldata, alldata, Mux(d_proto, proto, llcrd)))]
-        with m.Elif(self.flit.ready):
-            m.d.sync += out_valid.eq(0)                      # transferred while paused
+        with m.Elif(crc_load):
+            m.d.sync += out_valid.eq(0)                      # moved on while paused
 
+        # -------------------------------------------------------------- CRC stage (registered CRC)
         m.submodules.crc = crc = FlitCRC()
-        m.d.comb += [crc.payload.eq(out_payload),
-                     self.flit.valid.eq(out_valid),
-                     self.flit.payload.eq(Cat(out_payload, crc.crc))]
+        m.d.comb += crc.payload.eq(out_payload)
+        with m.If(crc_load):
+            m.d.sync += [crc_valid.eq(out_valid), crc_payload.eq(out_payload), crc_bits.eq(crc.crc)]
+        m.d.comb += [self.flit.valid.eq(crc_valid),
+                     self.flit.payload.eq(Cat(crc_payload, crc_bits))]
         return m
