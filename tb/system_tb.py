@@ -147,7 +147,7 @@ class DeviceSide:
         self.d2h_ports = tuple((c, _VALID[c]) for c in _D2H)
         self.wires = tuple((mon, _BIT[f"{name}_flit"], h(f"{name}_word"), name)
                            for mon, name in zip(self.monitors, ("up", "down"))) if self.monitors else ()
-        self.h2d_idle = True                            # nothing offered, queued or in the RTL link's hands
+        self.h2d_idle = True                            # no H2D message offered or queued
         for c in _D2H:
             bench.write(h(f"{c.name.lower()}__ready"), 1)
         for name in ("cpu_rsp__ready", "cmd__ready"):
@@ -260,9 +260,9 @@ class DeviceSide:
           * (a snoop) while an earlier H2D Rsp to its line has not reached the DCOH (the ordering rule of
             models/link.py, docs/sources.md §1.1);
           * (a GO) while the data the host sent before it for the same CQID (Config.host_data_first) has not
-            reached the DCOH: the RTL link gives the two channels no order, and its packer puts a GO
-            ahead of data offered in the same cycle, so without this rule the DCOH would never take a
-            read's data before its GO."""
+            reached the DCOH: the RTL link gives the two channels no order, and a GO and its data
+            offered in the same cycle reach the DCOH GO first, so without this rule the DCOH never takes
+            a read's data before its GO (tests/test_system_rtl.py shows it)."""
         q = self.h2d_queue[chan]
         if not q:
             return None
