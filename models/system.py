@@ -86,9 +86,19 @@ class System:
         self._check_units = [(dev.index, tuple((1 << k, c) for k, c in enumerate(dev.caches)), dev.sf.entries)
                              for dev in self.devices]
         self._coal_units = [(dev, dev.coal.groups) for dev in self.devices]
-        # and per link, for step_timed: (device, link, its credit returns, upstream and downstream flight)
+        self._gather_links()
+
+    def _gather_links(self):
+        # per link, for step_timed: (device, link, its credit returns, upstream and downstream flight)
         self._step_units = [(d, link, link.returns, link.flight[True], link.flight[False], self.devices[d])
                             for d, link in enumerate(self.links)]
+
+    def replace_link(self, d, link):
+        """Put ``link`` (e.g. a subclass with costs of its own, models/cxl_timing.py) in place of device
+        ``d``'s link, for the host, the device and the timed loop alike."""
+        self.links[d] = link          # the host holds this list
+        self.devices[d].link = link
+        self._gather_links()
 
     # ---------------------------------------------------------------- steps
     def deliverable(self, d, upstream, now=None):
