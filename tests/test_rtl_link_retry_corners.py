@@ -38,10 +38,9 @@ ROUTES.update({ch: (f"host_{ch.name.lower()}", ch.name.lower()) for ch in H2D})
 MASK = (1 << PAYLOAD_BITS) - 1
 DEPTH = 32
 # Cycles from a flit offered on the wire to its ack freeing the sender's entry, beyond the ack timer:
-# receiver input stage (1), input register and retire (3), ack hand-over to the packer (1), packer plan
-# and decide (3), decided-flit register (1), CRC stage (1), sender input stage (1), input register and
-# retire (3), slack for a flit already being decided (5).
-ACK_PIPELINE = 19
+# receiver input register and retire (3), ack hand-over to the packer (1), packer plan and decide (3),
+# output register (1), sender input register and retire (3), slack for a flit already being decided (5).
+ACK_PIPELINE = 16
 
 
 def is_lazy(flit):

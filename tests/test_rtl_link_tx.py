@@ -1,13 +1,10 @@
 """RTL TX flit packer (hdl/link/tx.py) against the golden model ``models.flit.Packer``.
 
 Every test drives the RTL and a reference ``Packer`` in lockstep: in each cycle where the RTL decides a
-flit (its decided-flit register is free: empty, or moving on to the CRC stage because that is empty or
-``flit.ready``; not paused) the reference's ``next_flit()`` is called first, then the messages the RTL
-accepted in the *previous* cycle are pushed and the credits/acks handed in then are added.  The packer
-plans each flit one cycle ahead (hdl/link/tx.py, "Timing"), so a decision sees the inputs of two or
-more cycles before it.  The harness tracks the decided-flit register itself (what the model decided
-into it); whenever it moves on to the CRC stage the RTL must offer exactly that flit (or none) after
-the clock edge.
+flit (``~flit.valid | flit.ready``, not paused) the reference's ``next_flit()`` is called first, then
+the messages the RTL accepted in the *previous* cycle are pushed and the credits/acks handed in then are
+added.  The packer plans each flit one cycle ahead (hdl/link/tx.py, "Timing"), so a decision sees the
+inputs of two or more cycles before it.  After the clock edge the RTL must offer exactly that flit (or none).
 Every transferred flit is also decoded by ``models.flit.Unpacker``, which must never raise, and at the
 end every message, credit and ack must have come out, in per-channel order.
 
@@ -63,13 +60,12 @@ class Harness(ReusedSimulator):
         idle = {"valid": {ch: True for ch in chans}, "ready": True, "pause": False, "crd": (0, 0, 0), "acks": 0}
         cycle, drain_limit = 0, len(sc["cycles"]) + 20 * (sum(map(len, pending.values())) + 8)
         late = ([], (0, 0, 0), 0)          # what was handed in during the previous cycle (see below)
-        decided = None                     # the model's flit in the RTL's decided-flit register, if any
         while True:
             step = sc["cycles"][cycle] if cycle < len(sc["cycles"]) else idle
             draining = cycle >= len(sc["cycles"])
             if draining and not ref.busy and not ref.acks and not any(ref.credits.values()) \
                     and not any(pending.values()) and not late[0] and not any(late[1]) and not late[2] \
-                    and not ctx.get(dut.flit.valid) and decided is None:
+                    and not ctx.get(dut.flit.valid):
                 break
             assert cycle < drain_limit, "the packer does not drain"
             for ch in chans:
@@ -87,14 +83,10 @@ class Harness(ReusedSimulator):
             if valid and ready:
                 flits.append(ctx.get(dut.flit.payload).to_bytes(FLIT_BYTES, "little"))
                 self.transfers.append(cycle)
-            moves = not valid or ready         # the CRC stage takes the decided flit's register
-            decide = (decided is None or moves) and not step["pause"]
-            expected = decided
+            decide = (not valid or ready) and not step["pause"]
             if decide:
                 # Planned in the previous cycle: it sees what was handed in up to two cycles ago.
-                decided = ref.next_flit()
-            elif moves:
-                decided = None
+                expected = ref.next_flit()
             for msg in late[0]:                      # handed in last cycle: seen from the next decision
                 ref.push(msg)
             ref.return_credits(*late[1])
@@ -106,7 +98,7 @@ class Harness(ReusedSimulator):
             late = (accepted, tuple(step["crd"]), step["acks"])
             await ctx.tick()
             cycle += 1
-            if moves:
+            if decide:
                 got_valid = ctx.get(dut.flit.valid)
                 assert got_valid == (expected is not None), f"cycle {cycle}: valid {got_valid}, model {expected}"
                 if expected is not None:
@@ -283,8 +275,8 @@ def test_streaming_one_flit_per_cycle():
                       "crd": (0, 0, 0), "acks": 0}] * 40}
     flits, _ = h.run(sc)
     assert h.transfers == list(range(h.transfers[0], h.transfers[0] + len(flits))), "an idle cycle"
-    # accepted at edge 1, planned in cycle 1, decided in cycle 2, CRC stage in 3, offered in 4
-    assert h.transfers[0] <= 5
+    # accepted at edge 1, planned in cycle 1, decided in cycle 2, offered in 3
+    assert h.transfers[0] <= 4
     check_stream(h.direction, flits, sc["messages"], Credits(), 0)
 
 

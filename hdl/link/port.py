@@ -69,9 +69,9 @@ Sequence numbers are implicit: both ends count retryable flits from 0 at reset, 
 ``retry_depth`` (a power of two <= 256); they are only carried in RETRY flits.  RETRY.* flits are
 built here, never written to the retry buffer and never counted; every other flit is retryable.
 
-Receiver (``rx_flit`` side).  Each incoming flit's CRC is checked here first (a ``FlitCRC``, registered
-with the flit in an input stage: one cycle of latency), and RETRY flits are recognised by their exact
-bit pattern, so neither ever reaches the unpacker (a RETRY flit may arrive while data chunks are owed, which the unpacker would reject).
+Receiver (``rx_flit`` side).  Each incoming flit's CRC is checked here first (a ``FlitCRC``, in the
+same cycle), and RETRY flits are recognised by their exact bit pattern, so neither ever reaches the
+unpacker (a RETRY flit may arrive while data chunks are owed, which the unpacker would reject).
 * NORMAL: a CRC-good non-RETRY flit goes to the unpacker and gets the next expected sequence number.
   A CRC error -> WAIT with ``eseq`` = that flit's sequence number.  A rule error (a CRC-good flit
   that breaks a format rule) is reported by the unpacker two cycles after it took the flit, when it may
@@ -123,7 +123,6 @@ Simplifications versus the spec (each a decision of this model):
 """
 
 import enum
-from types import SimpleNamespace
 
 from amaranth.hdl import Assert, Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
@@ -137,7 +136,7 @@ from hdl.link.rx import CONTROL_KIND_NAMES, CONTROL_TABLES, FlitUnpacker, RxErro
 from hdl.link.tx import AK_FLITS, FlitPacker
 from cxl.control import CONTROL_KINDS, control, encode_control
 from cxl.credits import CREDIT_CLASSES
-from cxl.flit import DEFAULT_PACK_WAIT, MAX_PACK_WAIT, MAX_PER_FLIT
+from cxl.flit import MAX_PER_FLIT
 
 __all__ = ["LinkPort", "RETRY_KINDS", "RX_ERROR_KINDS", "LinkErrorCause", "default_credits",
            "rx_errors_signature"]
@@ -194,12 +193,10 @@ class LinkPort(wiring.Component):
     16..256), ``credits`` ({"req", "rsp", "data"}: credit pools of the sent channels; default: what the
     peer's unpacker buffers, :func:`default_credits`), ``ack_timer`` (cycles), ``retry_timeout``
     (cycles between RETRY.Req re-sends), ``rx_depth`` (unpacker lane depth), ``tx_depth`` (packer queue
-    depth); ``retry_limit``, ``ack_timeout``, ``credit_timeout``: see "Link errors"; ``pack_wait``: the
-    packer's ``wait`` (hdl/link/tx.py: decisions a partly filled protocol flit may be held)."""
+    depth); ``retry_limit``, ``ack_timeout``, ``credit_timeout``: see "Link errors"."""
 
     def __init__(self, upstream, *, retry_depth=64, credits=None, ack_timer=16, retry_timeout=32,
-                 rx_depth=8, tx_depth=4, retry_limit=64, ack_timeout=4096, credit_timeout=8192,
-                 pack_wait=DEFAULT_PACK_WAIT):
+                 rx_depth=8, tx_depth=4, retry_limit=64, ack_timeout=4096, credit_timeout=8192):
         if not isinstance(upstream, bool):
             raise ValueError(f"upstream={upstream!r}: must be True (device end) or False (host end)")
         if retry_depth not in (16, 32, 64, 128, 256):
@@ -224,10 +221,6 @@ class LinkPort(wiring.Component):
             raise ValueError(f"ack_timeout={ack_timeout}: must exceed ack_timer + retry_timeout "
                              f"({ack_timer + retry_timeout}), or a working link would time out")
         self.rx_depth, self.tx_depth = rx_depth, tx_depth
-        if not isinstance(pack_wait, int) or isinstance(pack_wait, bool) or not 0 <= pack_wait <= MAX_PACK_WAIT:
-            raise ValueError(f"pack_wait={pack_wait!r}: must be an integer 0..{MAX_PACK_WAIT} (the packer's "
-                             "wait: decisions a partly filled flit may be held)")
-        self.pack_wait = pack_wait
         # Entries kept free for draining the packer (see elaborate): its queues and owed lines, in
         # flits, plus the LLCRD after them.  An assumption sized from the packer's structure.
         self.reserve = 3 * tx_depth + 4
@@ -253,33 +246,21 @@ class LinkPort(wiring.Component):
         m = Module()
         D = self.retry_depth
         seq_bits = (D - 1).bit_length()
-        m.submodules.packer = pk = FlitPacker(self.upstream, depth=self.tx_depth, data_depth=self.tx_depth,
-                                              wait=self.pack_wait)
+        m.submodules.packer = pk = FlitPacker(self.upstream, depth=self.tx_depth, data_depth=self.tx_depth)
         m.submodules.unpacker = up = FlitUnpacker(not self.upstream, depth=self.rx_depth)
 
-        # ============================================================ RX: input stage and pre-check
-        # The wire's flit is registered together with its pre-check (CRC good, which RETRY pattern it
-        # is), so neither the CRC tree nor the pattern compare is in a path with what the flit does.
-        # Latency: a flit taken from ``rx_flit`` at edge n is in the stage from n and acted on (handed to
-        # the unpacker, or a RETRY flit taken) from edge n+1 on.  Back-pressure: ``rx_flit.ready`` = the
-        # stage is empty or its flit is taken in this cycle (one flit per cycle while taken).
-        wire = self.rx_flit
-        rxf = SimpleNamespace(valid=Signal(name="rx_stage_valid"), payload=Signal(FLIT_BITS, name="rx_stage_flit"),
-                              ready=Signal(name="rx_stage_ready"))      # the stage, as a stream
-        m.d.comb += wire.ready.eq(~rxf.valid | rxf.ready)
-        wp_in = wire.payload[:PAYLOAD_BITS]
-        m.submodules.rx_crc = rcrc = FlitCRC()
-        m.d.comb += rcrc.payload.eq(wp_in)
-        crc_ok = Signal()
-        hit = {kind: Signal(name=f"rx_is_{kind.replace('.', '_').lower()}") for kind in RETRY_KINDS}
-        with m.If(wire.ready):
-            m.d.sync += [rxf.valid.eq(wire.valid), rxf.payload.eq(wire.payload),
-                         crc_ok.eq(rcrc.crc == wire.payload[PAYLOAD_BITS:])]
-            for kind in RETRY_KINDS:
-                fixed, fmask, _, _ = CONTROL_TABLES[kind]
-                keep = ((1 << PAYLOAD_BITS) - 1) & ~fmask
-                m.d.sync += hit[kind].eq((wp_in & keep) == fixed)
+        # ============================================================ RX: pre-check of every flit
+        rxf = self.rx_flit
         p = rxf.payload[:PAYLOAD_BITS]
+        m.submodules.rx_crc = rcrc = FlitCRC()
+        crc_ok = Signal()
+        m.d.comb += [rcrc.payload.eq(p), crc_ok.eq(rcrc.crc == rxf.payload[PAYLOAD_BITS:])]
+        hit = {}
+        for kind in RETRY_KINDS:
+            fixed, fmask, _, _ = CONTROL_TABLES[kind]
+            keep = ((1 << PAYLOAD_BITS) - 1) & ~fmask
+            hit[kind] = Signal(name=f"rx_is_{kind.replace('.', '_').lower()}")
+            m.d.comb += hit[kind].eq((p & keep) == fixed)
         is_retry = Signal()
         m.d.comb += is_retry.eq(Cat(*hit.values()).any())
         req_field = _field(p, "RETRY.Req", "eseq")

@@ -24,9 +24,8 @@ Ports (``FlitPacker(upstream)``; the channels are ``hdl.link.ports.direction_cha
 * ``flit``: ``Out(flit_stream())``, 528 bits: payload 511:0 and CRC 527:512 (the integer of the 66
   little-endian bytes of ``models.flit.seal``).
 
-Timing.  A flit is *decided* (written to the decided-flit register) in a cycle where that register is
-free (empty, or its flit moves on to the CRC stage in this cycle: the CRC stage is empty or
-``flit.ready``) and ``~pause``.  Since the pipelining for Fmax (docs/link_layer.md, "Packer pipeline") it is *planned*
+Timing.  A flit is *decided* (sent to the output register) in a cycle where ``~flit.valid | flit.ready``
+and ``~pause``.  Since the pipelining for Fmax (docs/link_layer.md, "Packer pipeline") it is *planned*
 one cycle earlier: in every cycle the packer plans the next flit from its queue counts, owed chunks,
 credit/ack counters and priority as they are at the start of the cycle, minus what the flit decided in
 that same cycle (if any) takes; the plan is registered at the clock edge and is the flit decided in the
@@ -34,30 +33,22 @@ next cycle (if that cycle decides).  So a decision in cycle t sees what was hand
 (inputs of cycle t-1 are not yet visible, nor are those of cycle t), and nothing else: the flit contents
 and order for a given arrival are exactly what ``models.flit.Packer`` decides when fed with that
 one-cycle delay.  The decided flit is built from the registered plan and the queue heads and
-registered at the edge.  The *CRC stage* then takes it with its CRC, computed by
-``hdl.link.crc.FlitCRC`` from the registered payload and registered, and offers it (``flit.valid``
-and ``flit.payload`` are registers): latency 1 cycle, and the stage takes a flit whenever it is empty
-or its own flit is transferred, so it holds one flit under back-pressure and the decided-flit register
-holds the next one.  ``flit.valid`` never waits for ``flit.ready``.  Latency: a message handed in
-(handshake) in cycle t is queued from cycle t+1, planned in cycle t+1, can be in the flit decided in
-cycle t+2, is in the decided-flit register in cycle t+3 and offered from cycle t+4 (two cycles more
-than before the pipelining: the plan stage and the CRC stage).  Throughput: one flit per cycle while
-``flit.ready`` stays high; each input takes one message per cycle.  Lockstep with the golden model
+registered at the edge, so it is offered from the next cycle (``flit.valid`` is a register; the CRC is
+computed from the registered payload, combinationally, by ``hdl.link.crc.FlitCRC``).  ``flit.valid``
+never waits for ``flit.ready``.  Latency: a message handed in (handshake) in cycle t is queued from
+cycle t+1, planned in cycle t+1, can be in the flit decided in cycle t+2, and is offered from cycle t+3
+(one cycle more than before the pipelining).  Throughput: one flit per cycle while ``flit.ready``
+stays high; each input takes one message per cycle.  Lockstep with the golden model
 (tests/test_rtl_link_tx.py): at each decision call ``next_flit()``, then push what was accepted and add
-what was returned in the *previous* cycle; the model's flit comes out of the CRC stage one stage
-later.
+what was returned in the *previous* cycle.
 
 Structure.
-* One *window queue* per channel (``depth`` entries, a ring in flops with ``head``/``tail`` pointers
-  and a registered ``ready``): the packer must see the first up-to-``MAX_PER_FLIT`` queued messages of
-  each channel at once, and take several in one cycle, which a FIFO (or a ``lib.memory`` with one or two
-  read ports) cannot do.  A message is written once, at ``tail``; a sent flit only moves ``head``, so
-  no wide entry depends on the send decision.  Only ``min(depth, MAX_PER_FLIT)`` entries are looked at.
+* One *window queue* per channel (``depth`` entries, a shift register): the packer must see the first
+  up-to-``MAX_PER_FLIT`` queued messages of each channel at once, and take several in one cycle, which
+  a FIFO with a single read port cannot do.  Only ``min(depth, MAX_PER_FLIT)`` entries are looked at.
 * A *line buffer* of the lines whose data headers were sent and whose chunks are still owed, with the
-  index of the next chunk of the first line, also a ring (``lhead``/``ltail``): a line is copied once
-  from its data-queue entry when its header is sent and leaves by moving ``lhead``.  After any flit at
-  most ``MAX_PER_FLIT[DataHdr]`` lines are owed (the rollover rule finishes an older line within the
-  flit), so that is its depth.
+  index of the next chunk of the first line.  After any flit at most ``MAX_PER_FLIT[DataHdr]`` lines
+  are owed (the rollover rule finishes an older line within the flit), so that is its depth.
 * Stage 1, the *plan* (registered every cycle): which flit kind (all-data if >= 4 chunks owed, else
   protocol if anything is queued, else LLCRD if credits or acks wait, else nothing); for a protocol
   flit the format code of every slot, the messages each slot takes per channel and how many were taken
@@ -71,12 +62,10 @@ Structure.
   LUT levels instead of the former 13-level combinational slot chain.  The chunks-owed count is a
   register of its own, and the plan carries its value after the planned flit.
 * Stage 2, the *build* (in the deciding cycle): the registered plan selects the queue entries per slot
-  position (the plan carries each slot's absolute queue index, (head + base) mod depth, as a register),
-  the chunks (``cidx`` + G0 slots before), header fields and LLCRD fields; the decided-flit register
-  takes the flit, and the pointers, counters and priority are updated from the registered plan.
-  ``decide`` (which depends on ``flit.ready``) only enables pointer and counter updates, a line's
-  copy into the line ring and the decided-flit register.
-* Stage 3, the *CRC stage* (see "Timing").
+  position (``base + r``), the chunks (``cidx`` + G0 slots before), header fields and LLCRD fields;
+  the output register takes the flit, and the queues, line buffer, counters and priority are updated
+  from the registered plan.  For the queues and the line buffer both outcomes (planned flit sent or
+  not) are formed from registers and ``decide`` (which depends on ``flit.ready``) selects last.
 
 Policy, in the golden model's words (``Packer.next_flit``): all-data flit when >= 4 chunks are owed;
 else a protocol flit when a message or chunk is queued (the priority channel rotates req -> rsp ->
@@ -99,7 +88,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from hdl.link.crc import FlitCRC
-from hdl.link.ports import FLIT_BITS, LINE_BITS, PAYLOAD_BITS, channel_shape, channel_stream, direction_channels, flit_stream
+from hdl.link.ports import LINE_BITS, PAYLOAD_BITS, channel_shape, channel_stream, direction_channels, flit_stream
 from cxl.messages import CODECS
 from cxl.control import CONTROL_KINDS, control, encode_control
 from cxl.credits import CREDIT_CLASSES, CREDIT_VALUES, encode_credit
@@ -126,11 +115,6 @@ def _mux_table(m, name, index, table, shape):
             with m.Case(i):
                 m.d.comb += out.eq(v)
     return out
-
-
-def _wrap(m, name, value, n, limit=None):
-    """A Signal equal to ``value mod n`` for ``value`` < ``limit`` (default 2 n): a ring pointer's step."""
-    return _mux_table(m, name, value, {v: v % n for v in range(limit or 2 * n)}, range(n))
 
 
 class FlitPacker(wiring.Component):
@@ -282,10 +266,6 @@ class FlitPacker(wiring.Component):
                   for s in range(SLOTS)]
         d_base = [{ch: Signal(range(MAX_PER_FLIT[ch] + 1), name=f"d_s{s}_{ch.name.lower()}_base") for ch in chans}
                   for s in range(SLOTS)]
-        # The queue entry of slot s's first message of ch, (head + base) mod depth, for slots 1..3 (slot 0
-        # starts at the head); ``d_base`` is the table's value, used while planning only.
-        d_abs = [{ch: Signal(range(self.depths[ch]), name=f"d_s{s}_{ch.name.lower()}_abs") for ch in chans}
-                 for s in range(SLOTS)]
         d_gb = [Signal(range(SLOTS), name=f"d_s{s}_gb") for s in range(SLOTS)]     # G0 slots before s
         d_total = {ch: Signal(range(MAX_PER_FLIT[ch] + 1), name=f"d_{ch.name.lower()}_total") for ch in chans}
         d_gtotal = Signal(range(SLOTS))            # G0 slots of the planned protocol flit
@@ -295,79 +275,61 @@ class FlitPacker(wiring.Component):
         d_llcrd_acks = Signal(range(_LLCRD_MAX_ACKS + 1))
         d_hold = Signal()                          # the planned protocol flit is held (``wait``)
 
-        # Two output stages: the decided flit's register (``out_*``), then the CRC stage (``crc_*``) that
-        # offers it with its CRC computed from the registered payload (see "Timing").  A stage takes
-        # a flit when it is empty or hands its own on in the same cycle.
         out_valid = Signal()
         out_payload = Signal(PAYLOAD_BITS)
-        crc_valid = Signal()
-        crc_payload = Signal(PAYLOAD_BITS)
-        crc_bits = Signal(FLIT_BITS - PAYLOAD_BITS)
-        crc_load = Signal()                        # the CRC stage takes the decided flit's register
-        m.d.comb += crc_load.eq(~crc_valid | self.flit.ready)
         decide = Signal()
-        m.d.comb += decide.eq((~out_valid | crc_load) & ~self.pause)
+        m.d.comb += decide.eq((~out_valid | self.flit.ready) & ~self.pause)
         dp, da, dl = Signal(), Signal(), Signal()  # the planned flit is sent now: protocol / all-data / LLCRD
         m.d.comb += [dp.eq(decide & d_proto), da.eq(decide & d_alldata), dl.eq(decide & d_llcrd)]
 
         # -------------------------------------------------------------- input window queues
-        # A ring of ``depth`` entries per channel.  A message is written once, at ``tail``, and never moves;
-        # a sent flit only moves ``head`` on by the plan's total.  So no wide entry depends on the send
-        # decision: an entry's write enable is ``valid`` & the registered ``ready`` & ``tail == i``.
-        # Message m of the queue (m = 0: the oldest) is entry (head + m) mod depth; the build reads it
-        # through a mux indexed by a register (``head``, or the plan's absolute index per slot).
-        q, heads, head_vis, cnt_vis = {}, {}, {}, {}
+        q, count, cnt_vis = {}, {}, {}
         for ch, pname in zip(chans, _PORTS):
             depth, port = self.depths[ch], ports[ch]
             entries = [Signal(channel_shape(ch), name=f"{pname}_q{i}") for i in range(depth)]
             cnt = Signal(range(depth + 1), name=f"{pname}_count")
-            head = Signal(range(depth), name=f"{pname}_head")
-            tail = Signal(range(depth), name=f"{pname}_tail")
-            ready = Signal(init=1, name=f"{pname}_ready")      # = (count != depth), as a register
             pop = Signal(range(self._window(ch) + 1), name=f"{pname}_pop")
-            q[ch], heads[ch] = entries, head
-            m.d.comb += [pop.eq(Mux(dp, d_total[ch], 0)), port.ready.eq(ready)]
+            q[ch], count[ch] = entries, cnt
+            m.d.comb += pop.eq(Mux(dp, d_total[ch], 0))
+            m.d.comb += port.ready.eq(cnt != depth)
             push = Signal(name=f"{pname}_push")
-            m.d.comb += push.eq(port.valid & ready)
+            m.d.comb += push.eq(port.valid & port.ready)
+            # Both outcomes are formed from registers (the plan's total, the count) and ``dp``, which
+            # depends on ``flit.ready``, selects at the end: survivors shift to the front by the plan's
+            # total if the planned protocol flit is sent, and the new message goes behind them.
             for i in range(depth):
-                with m.If(push & (tail == i)):
-                    m.d.sync += entries[i].eq(port.payload)
-            m.d.sync += tail.eq(_wrap(m, f"{pname}_tail_next", tail + push, depth))
-            head_vis[ch] = _wrap(m, f"{pname}_head_vis", head + pop, depth)
-            m.d.sync += head.eq(head_vis[ch])
+                shifted = Signal.like(entries[i], name=f"{pname}_q{i}_shifted")
+                m.d.comb += shifted.eq(entries[i])
+                with m.Switch(d_total[ch]):
+                    for k in range(1, self._window(ch) + 1):
+                        if i + k < depth:
+                            with m.Case(k):
+                                m.d.comb += shifted.eq(entries[i + k])
+                w_sent = Signal(name=f"{pname}_q{i}_w_sent")
+                w_kept = Signal(name=f"{pname}_q{i}_w_kept")
+                m.d.comb += [w_sent.eq(push & (cnt == i + d_total[ch])), w_kept.eq(push & (cnt == i))]
+                m.d.sync += entries[i].eq(Mux(dp, Mux(w_sent, port.payload, shifted),
+                                              Mux(w_kept, port.payload, entries[i])))
             cnt_vis[ch] = Signal(range(depth + 1), name=f"{pname}_count_vis")
             m.d.comb += cnt_vis[ch].eq(cnt - pop)
-            cnt_next = cnt_vis[ch] + push
-            m.d.sync += [cnt.eq(cnt_next), ready.eq(cnt_next != depth),
-                         Assert(cnt_next <= depth, f"{pname} queue overflow")]
+            m.d.sync += cnt.eq(cnt_vis[ch] + push)
 
         # -------------------------------------------------------------- line buffer (chunks owed)
         lq_depth = MAX_PER_FLIT[data_ch]
-        # A ring of ``lq_depth`` lines: a line is written once (at ``ltail`` when its data header is sent,
-        # copied from its data-queue entry) and leaves by moving ``lhead`` when its last chunk is sent.
         lq = [Signal(LINE_BITS, name=f"line{i}") for i in range(lq_depth)]
-        lhead = Signal(range(lq_depth))            # the oldest owed line
-        ltail = Signal(range(lq_depth))            # = (lhead + nlines) mod lq_depth
         nlines = Signal(range(lq_depth + 1))
-        cidx = Signal(range(cpl))                  # chunks of the oldest owed line already sent
+        cidx = Signal(range(cpl))                  # chunks of line0 already sent
         # The "virtual" line sequence: owed lines, then the lines of the queued data headers in queue
-        # order (a data header taken in this flit appends its line behind the owed ones).  Line v >=
-        # nlines is the data queue's message v - nlines, i.e. entry (vbase + v) mod depth with the
-        # register vbase = (head - nlines) mod depth, so the mux is indexed by one register.
-        data_q, dd = q[data_ch], self.depths[data_ch]
-        vbase = Signal(range(dd))
+        # order (a data header taken in this flit appends its line behind the owed ones).
+        data_entries = q[data_ch][:self._window(data_ch)]
         max_done = (cpl - 1 + SLOTS) // cpl        # whole lines one flit can finish
         vlines = []
         for v in range(lq_depth + max_done):
             vl = Signal(LINE_BITS, name=f"vline{v}")
-            queued = _mux_table(m, f"vline{v}_queued", vbase, {a: data_q[(a + v) % dd].data for a in range(dd)},
-                                LINE_BITS)
-            if v < lq_depth:
-                owed_line = _mux_table(m, f"vline{v}_owed", lhead,
-                                       {a: lq[(a + v) % lq_depth] for a in range(lq_depth)}, LINE_BITS)
-                m.d.comb += vl.eq(Mux(nlines > v, owed_line, queued))
-            else:
-                m.d.comb += vl.eq(queued)
+            m.d.comb += vl.eq(lq[v] if v < lq_depth else 0)
+            for nl in range(min(v, lq_depth) + 1):
+                with m.If(nlines == nl):
+                    m.d.comb += vl.eq(data_entries[v - nl].data if v - nl < len(data_entries) else 0)
             vlines.append(vl)
 
         # Chunk x of the virtual sequence: chunk x % cpl of line x // cpl.
@@ -396,29 +358,19 @@ class FlitPacker(wiring.Component):
         m.d.comb += owed_vis.eq(Mux(decide, d_owed_exec, owed))
         m.d.sync += [owed.eq(owed_vis),
                      Assert(owed == nlines * cpl - cidx, "owed register out of step with the line buffer")]
-        lift = (lq_depth // dd + 1) * dd            # a multiple of dd above nlines: no negative step
-        vbase_next = Signal(range(dd + lift))
-        m.d.comb += vbase_next.eq(head_vis[data_ch] + lift - nlines_vis)
-        m.d.sync += vbase.eq(_wrap(m, "vbase_next_mod", vbase_next, dd, dd + lift))
         m.d.sync += [cidx.eq(cidx_vis), nlines.eq(nlines_vis),
                      Assert(nlines + new_lines - done <= lq_depth, "line buffer overflow")]
-        # Whole lines leave the front (``lhead`` moves on by the lines done); the data headers of a sent
-        # protocol flit append their lines at ``ltail`` (their chunks come in later slots or flits: a
-        # line never completes in its header's flit, it has more chunks than the G-slots after slot 0).
-        # Ring slot j takes message (j - ltail) mod lq_depth of the data queue when that is below the
-        # plan's total: the enable is ``dp`` and a few register bits, the data a mux indexed by registers.
-        m.d.sync += [lhead.eq(_wrap(m, "lhead_next", lhead + done, lq_depth, lq_depth + max_done + 1)),
-                     ltail.eq(_wrap(m, "ltail_next", ltail + new_lines, lq_depth, lq_depth + MAX_PER_FLIT[data_ch] + 1)),
-                     Assert(ltail == _wrap(m, "ltail_check", lhead + nlines, lq_depth, 2 * lq_depth + 1),
-                            "ltail out of step with lhead + nlines")]
-        for j in range(lq_depth):
-            rank = _mux_table(m, f"line{j}_rank", ltail, {t: (j - t) % lq_depth for t in range(lq_depth)},
-                              range(lq_depth))
-            src = _mux_table(m, f"line{j}_src", Cat(heads[data_ch], ltail),
-                             {h | (t << len(heads[data_ch])): data_q[(h + (j - t) % lq_depth) % dd].data
-                              for h in range(dd) for t in range(lq_depth)}, LINE_BITS)
-            with m.If(dp & (rank < d_total[data_ch])):
-                m.d.sync += lq[j].eq(src)
+        # Whole lines leave the front: both outcomes from registers, the sent flit's kind selects last.
+        done_a = _mux_table(m, "lines_done_alldata", cidx, {c: (c + SLOTS) // cpl for c in range(cpl)},
+                            range(max_done + 1))
+        done_p = _mux_table(m, "lines_done_proto", cidx + d_gtotal,
+                            {x: x // cpl for x in range(cpl + SLOTS - 1)}, range(max_done + 1))
+        for i in range(lq_depth):
+            after_a = _mux_table(m, f"line{i}_next_alldata", done_a,
+                                 {d: vlines[i + d] for d in range(max_done + 1)}, LINE_BITS)
+            after_p = _mux_table(m, f"line{i}_next_proto", done_p,
+                                 {d: vlines[i + d] for d in range(max_done + 1)}, LINE_BITS)
+            m.d.sync += lq[i].eq(Mux(da, after_a, Mux(dp, after_p, vlines[i])))
 
         # -------------------------------------------------------------- pending credits and acks
         crd = {k: Signal(self.counter_bits, name=f"pending_{k}_crd") for k in CREDIT_CLASSES}
@@ -518,31 +470,20 @@ class FlitPacker(wiring.Component):
                 with m.Case(keyval):
                     m.d.comb += plan_word.eq(value)
         shift = 0
-        plan_only = [owed_after, full] + [d_base[s][ch] for s in range(SLOTS) for ch in chans]
         for sig, _ in fields:
-            if any(sig is x for x in plan_only):
+            if sig is owed_after or sig is full:
                 m.d.comb += sig.eq(plan_word[shift:shift + len(sig)])
             else:
                 m.d.sync += sig.eq(plan_word[shift:shift + len(sig)])
             shift += len(sig)
         m.d.sync += d_owed_exec.eq(Mux(is_alldata, owed_vis - SLOTS,
                                        Mux(busy & ~hold, owed_after, owed_vis)))
-        for s in range(1, SLOTS):
-            for ch in chans:
-                n = self.depths[ch]
-                m.d.sync += d_abs[s][ch].eq(_wrap(m, f"d_s{s}_{ch.name.lower()}_abs_next",
-                                                  head_vis[ch] + d_base[s][ch], n, n + MAX_PER_FLIT[ch] + 1))
 
         # -------------------------------------------------------------- build the planned flit (stage 2)
-        # Message r of ``ch`` behind ``base`` already-taken ones: entry (head + base + r) mod depth, read
-        # through a mux indexed by the register ``head`` (slot 0, base 0) or ``d_abs`` (the rest).
+        # Message r of ``ch`` behind ``base`` already-taken ones: the queue head is the plan's view.
         def msg_bits(ch, i):
             e = q[ch][i]
             return e.hdr.as_value() if ch in DATA_CHANNELS else e.as_value()
-
-        def queued_msg(name, ch, index, r):
-            n = self.depths[ch]
-            return _mux_table(m, name, index, {a: msg_bits(ch, (a + r) % n) for a in range(n)}, CODECS[ch].width)
 
         def slot_bits(s, formats, capacity):
             msgs = {}
@@ -550,11 +491,12 @@ class FlitPacker(wiring.Component):
                 limit = self._window(ch)
                 most = max([self._positions(f, ch) for f in formats] + [0])
                 for r in range(most):
-                    name = f"s{s}_{ch.name.lower()}_at{r}"
-                    if r >= limit:                  # beyond the window: never taken
-                        msgs[ch, r] = Const(0, CODECS[ch].width)
+                    if s == 0:
+                        msgs[ch, r] = msg_bits(ch, r) if r < limit else Const(0, CODECS[ch].width)
                     else:
-                        msgs[ch, r] = queued_msg(name, ch, heads[ch] if s == 0 else d_abs[s][ch], r)
+                        msgs[ch, r] = _mux_table(m, f"s{s}_{ch.name.lower()}_at{r}", d_base[s][ch],
+                                                 {b: msg_bits(ch, b + r) for b in range(limit - r)},
+                                                 CODECS[ch].width)
             table = {}
             for f in formats:
                 fb = Signal(capacity, name=f"s{s}_{f.name}_bits")
@@ -605,14 +547,11 @@ class FlitPacker(wiring.Component):
         with m.If(decide):
             m.d.sync += [out_valid.eq(d_alldata | d_proto | d_llcrd),
                          out_payload.eq(Mux(d_alldata, alldata, Mux(d_proto, proto, llcrd)))]
-        with m.Elif(crc_load):
-            m.d.sync += out_valid.eq(0)                      # moved on while paused
+        with m.Elif(self.flit.ready):
+            m.d.sync += out_valid.eq(0)                      # transferred while paused
 
-        # -------------------------------------------------------------- CRC stage (registered CRC)
         m.submodules.crc = crc = FlitCRC()
-        m.d.comb += crc.payload.eq(out_payload)
-        with m.If(crc_load):
-            m.d.sync += [crc_valid.eq(out_valid), crc_payload.eq(out_payload), crc_bits.eq(crc.crc)]
-        m.d.comb += [self.flit.valid.eq(crc_valid),
-                     self.flit.payload.eq(Cat(crc_payload, crc_bits))]
+        m.d.comb += [crc.payload.eq(out_payload),
+                     self.flit.valid.eq(out_valid),
+                     self.flit.payload.eq(Cat(out_payload, crc.crc))]
         return m
