@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 from bench.link_verilator import verilator_env
+from tb.run_system import HIER_BLOCK, VERILATOR_ARGS, VERILATOR_MAKEFLAGS
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -48,9 +49,8 @@ int main(int argc, char** argv) {
 }
 """
 
-# the flags of tb/run_system.py's Verilator build (hierarchical device, -O3, model C++ at -O2)
-FLAGS = ["-Wno-fatal", "-Wno-lint", "-Wno-style", "-O3", "--x-assign", "fast", "--x-initial", "fast",
-         "--no-timing", "--hierarchical", "-MAKEFLAGS", "CFG_CXXFLAGS_PCH_I=-include OPT_FAST=-O2"]
+# the flags of make sim's Verilator build (tb/run_system.py: hierarchical device, -O3, model C++ at -O2)
+FLAGS = [*VERILATOR_ARGS, "-MAKEFLAGS", VERILATOR_MAKEFLAGS]
 
 
 def build(devices, out=None, jobs=2):
@@ -58,7 +58,7 @@ def build(devices, out=None, jobs=2):
     from tb.system_top import build_system
     sources = build_system(devices, ROOT / "build" / "sim" / "rtl")
     d = Path(out or ROOT / "build" / "bench" / "system_ceiling" / f"{devices}dev").resolve()
-    vlt = "`verilator_config\nhier_block -module \"linked_device\"\n"
+    vlt = "`verilator_config\n" + HIER_BLOCK
     stamp = "\n".join([MAIN_CPP, vlt, *FLAGS, *(Path(s).read_text() for s in sources)])
     exe = d / "obj" / "system_ceiling"
     if exe.exists() and (d / "stamp").exists() and (d / "stamp").read_text() == stamp:

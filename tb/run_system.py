@@ -66,6 +66,15 @@ def _verilator_runner():
     return PortsOnlyVerilator()
 
 
+# The Verilator build of the system (also bench/system_ceiling.py's, which must measure the same model):
+# the device a hierarchical block, and make variables for the wheel's verilated.mk (see build()).
+# --no-timing: the "#0" of the Icarus time-0 trigger (tb/system_top.py) means nothing to Verilator.
+VERILATOR_ARGS = ["-Wno-fatal", "-Wno-lint", "-Wno-style", "-O3", "--x-assign", "fast", "--x-initial", "fast",
+                  "--no-timing", "--hierarchical"]
+VERILATOR_MAKEFLAGS = "CFG_CXXFLAGS_PCH_I=-include OPT_FAST=-O2"
+HIER_BLOCK = 'hier_block -module "linked_device"\n'
+
+
 def build(sim, devices, build_root, ber=0.0, waves=False, dcoh=None):
     """Verilog + simulator build; returns (runner, build_dir, params_path).  ``dcoh``: DCOH parameter overrides
     of ``tb.system_top.DEFAULT_DCOH`` (give each set of overrides its own ``build_root``)."""
@@ -88,17 +97,14 @@ def build(sim, devices, build_root, ber=0.0, waves=False, dcoh=None):
         # build no longer grows with N (inlined, each instance was compiled again: 218 s at 2 devices,
         # 538 s at 4; hierarchical: 173 s and 227 s on the same loaded machine, docs/testbench.md).
         vlt = rtl_dir / "public_ports.vlt"
-        write_if_changed(vlt, '`verilator_config\npublic_flat_rw -module "system_top" -var "*"\n'
-                         'hier_block -module "linked_device"\n')
+        write_if_changed(vlt, '`verilator_config\npublic_flat_rw -module "system_top" -var "*"\n' + HIER_BLOCK)
         sources = [VerilatorControlFile(vlt), *sources]     # the runner takes the last source as the top
-        # --no-timing: the "#0" of the Icarus time-0 trigger (tb/system_top.py) means nothing to Verilator
-        args = ["-Wno-fatal", "-Wno-lint", "-Wno-style", "-O3", "--x-assign", "fast", "--x-initial", "fast",
-                "--no-timing", "--hierarchical"]
+        args = list(VERILATOR_ARGS)
         # The runner runs make itself, so make variables go through the environment (MAKEFLAGS
         # assignments act as command-line ones): the wheel's verilated.mk has an empty
         # CFG_CXXFLAGS_PCH_I, which breaks the precompiled-header build of large models
         # ("Vtop__pch.h.fast: linker input file not found"); and the model's C++ defaults to -Os.
-        os.environ["MAKEFLAGS"] = "CFG_CXXFLAGS_PCH_I=-include OPT_FAST=-O2"
+        os.environ["MAKEFLAGS"] = VERILATOR_MAKEFLAGS
     t0 = time.perf_counter()
     print(f"[build] {sim} model of the system -> {build_dir}"
           + (" (a fresh Verilator build of 4 devices takes several minutes)" if sim == "verilator" else ""),
