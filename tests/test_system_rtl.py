@@ -69,6 +69,17 @@ def test_system_scoreboard_catches_a_corrupted_line(icarus_system, tmp_path, mon
     assert f"seed {BREAK_SEED}" in s["error"] and ("data" in s["error"] or "cache" in s["error"]), s["error"]
 
 
+def test_system_flit_checker_catches_a_bad_flit(icarus_system, tmp_path, monkeypatch):
+    """The flit monitor runs in its own process (tb/flit_checker.py): a flit it sees with a wrong CRC must
+    still fail the run, naming the flit's cycle, device and wire."""
+    runner, build_dir, params = icarus_system
+    monkeypatch.setenv("SIM_BREAK", "flit")
+    s = run(runner, build_dir, params, BREAK_SEED, 30, tmp_path / "summary.json", think=2)
+    assert s.get("violations") == 1, "a flit with a bad CRC went unnoticed"
+    assert f"seed {BREAK_SEED} cycle " in s["error"] and "dev0: downstream flit breaks a link rule" in s["error"] \
+        and "CRC" in s["error"], s["error"]
+
+
 def _race_traces(devices=2, caches=2):
     """The CPU accesses of every race in tests/test_races.py (recorded by tests/scenario.py), as
     system_tb traces.  The races were built on the model with their own timing; on the RTL system the
