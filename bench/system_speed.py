@@ -22,10 +22,15 @@ Verilator the Verilated system alone in a C++ loop (bench/system_ceiling.py), th
   (``dispatch``: what each DCOH engine started; ``coalescing``: internal-cache invalidations -- SF
   back-invalidations and snoop probes -- and the probe messages they were merged into).
   Icarus by default: each SF size is a new build, and a 2-device Verilator build takes ~3.5 min.
+* Build time (``--build-times 1,4,8``, Verilator): a fresh Verilator build of N devices, from an empty
+  build folder but the cached Verilog of one device (converted once whatever N: its time is reported
+  apart, ``convert_s``).  The device is a hierarchical block (tb/run_system.py), so the build should not
+  grow with N; target: at most 120 s at N = 4.
 """
 
 import argparse
 import json
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -125,6 +130,28 @@ def measure(transactions=400, scaling=(1, 2, 4, 8, 16), scaling_sim="icarus", de
     return res
 
 
+def build_times(counts=(1, 4, 8), sim="verilator", root=BUILD / "build_time"):
+    """Seconds for a fresh ``sim`` build of each device count in ``counts`` (rows), from an empty folder
+    but the converted Verilog, which is made (and timed) once first."""
+    from tb.system_top import build_system
+    root = Path(root)
+    if root.exists():
+        shutil.rmtree(root)
+    t0 = time.perf_counter()
+    build_system(1, root / "rtl")                 # converts linked_device.v once, or finds it cached
+    convert = time.perf_counter() - t0
+    rows = []
+    for n in counts:
+        for old in root.glob(f"{sim}_*"):
+            shutil.rmtree(old)
+        print(f"[system_speed] fresh {sim} build of {n} devices", flush=True)
+        t0 = time.perf_counter()
+        build(sim, n, root)
+        rows.append({"sim": sim, "devices": n, "build_s": round(time.perf_counter() - t0, 1)})
+    shutil.rmtree(root)
+    return {"convert_s": round(convert, 1), "rows": rows}
+
+
 def parse_ints(s):
     return tuple(int(x) for x in s.split(",") if x)
 
@@ -144,14 +171,18 @@ def main(argv=None):
     ap.add_argument("--build-root", default=None,
                     help="the device-count builds go here (default build/sim, shared with make sim), "
                          "each SF size under <root>/sf<sets>x<ways>")
+    ap.add_argument("--build-times", default="", help="device counts of fresh Verilator builds to time (e.g. 1,4,8)")
     ap.add_argument("--out", default="build/bench/system_speed.json")
     args = ap.parse_args(argv)
-    res = measure(args.transactions, parse_ints(args.scaling), args.scaling_sim, sf_sizes=parse_ints(args.sf_sizes),
+    times = build_times(parse_ints(args.build_times)) if args.build_times else None
+    res = {} if args.transactions == 0 else measure(args.transactions, parse_ints(args.scaling), args.scaling_sim, sf_sizes=parse_ints(args.sf_sizes),
                   sf_ways=args.sf_ways, sf_devices=args.sf_devices, sf_sim=args.sf_sim,
                   sf_transactions=args.sf_transactions,
                   default_sims=tuple(x for x in args.default_sims.split(",") if x),
                   build_root=Path(args.build_root).resolve() if args.build_root else BUILD,
                   summaries=Path(args.out).resolve().parent)
+    if times:
+        res["build_times"] = times
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(res, indent=1) + "\n")
     print(json.dumps(res, indent=1))
