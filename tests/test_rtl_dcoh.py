@@ -235,3 +235,66 @@ def test_bad_parameters_are_named(kwargs, name):
 def test_converts_to_verilog():
     text = verilog.convert(DCOH(caches=2, sf_sets=8, sf_ways=2, tracker=4), name="dcoh")
     assert "module dcoh" in text
+
+
+# ------------------------------------------------------------------------------------------------
+async def _fill_line(ctx, dut, line, cache=0):
+    """A load miss of ``cache`` to ``line`` served by the host (GO-S, then the data): the line is S."""
+    ctx.set(dut.cpu_req.valid, 1)
+    ctx.set(dut.cpu_req.p.kind, 0)
+    ctx.set(dut.cpu_req.p.cache, cache)
+    ctx.set(dut.cpu_req.p.line, line)
+    await ctx.tick().until(dut.d2h_req.valid)
+    cqid = ctx.get(dut.d2h_req.p.cqid)
+    ctx.set(dut.cpu_req.valid, 0)
+    await ctx.tick()
+    ctx.set(dut.h2d_rsp.valid, 1)
+    ctx.set(dut.h2d_rsp.p.opcode, H2DRspOpcode.GO)
+    ctx.set(dut.h2d_rsp.p.rsp_data, 1)                          # GO-S
+    ctx.set(dut.h2d_rsp.p.cqid, cqid)
+    await ctx.tick().until(dut.h2d_rsp.ready)
+    ctx.set(dut.h2d_rsp.valid, 0)
+    ctx.set(dut.h2d_data.valid, 1)
+    ctx.set(dut.h2d_data.p.hdr.valid, 1)
+    ctx.set(dut.h2d_data.p.hdr.cqid, cqid)
+    await ctx.tick().until(dut.h2d_data.ready)
+    ctx.set(dut.h2d_data.valid, 0)
+    await ctx.tick().until(dut.cpu_rsp.valid)
+    await ctx.tick().until(dut.idle)
+
+
+def test_second_snoop_to_a_line_is_counted_and_still_answered():
+    """A host that breaks the one-snoop-per-line rule (CXL 3.0 §3.2.5.5, docs/sources.md §1.1): a second
+    snoop to a line whose first snoop waits for its probe.  The DCOH names the error (SECOND_SNOOP) and
+    answers both snoops, each exactly once, the first first; nothing hangs."""
+    dut = DCOH(caches=1, sf_sets=4, sf_ways=2, tracker=4, work=2, coalesce_window=0, credits=64)
+    got = {"rsp": []}
+
+    async def body(ctx):
+        for s in (dut.d2h_req, dut.d2h_rsp, dut.d2h_data, dut.cpu_rsp, dut.cmd):
+            ctx.set(s.ready, 1)
+        ctx.set(dut.cmd_rsp.valid, 1)                            # the cache answers every command at once
+        await _fill_line(ctx, dut, 0x40)
+        for uqid, op in ((1, H2DReqOpcode.SnpInv), (2, H2DReqOpcode.SnpData)):
+            ctx.set(dut.h2d_req.valid, 1)                        # the S copy must be probed: work waits
+            ctx.set(dut.h2d_req.p.opcode, op)                    # for the caches to take the probe
+            ctx.set(dut.h2d_req.p.addr, 0x40)
+            ctx.set(dut.h2d_req.p.uqid, uqid)
+            await ctx.tick().until(dut.h2d_req.ready)
+            ctx.set(dut.h2d_req.valid, 0)
+            for _ in range(8):
+                await ctx.tick()
+        got["error"] = (ctx.get(dut.protocol_errors), ctx.get(dut.last_error))
+        ctx.set(dut.probe.ready, 1)
+        for _ in range(200):
+            if ctx.get(dut.d2h_rsp.valid):
+                got["rsp"].append(int(ctx.get(dut.d2h_rsp.p.uqid)))
+            await ctx.tick()
+        got["idle"] = ctx.get(dut.idle)
+        got["errors"] = ctx.get(dut.protocol_errors)
+
+    _bench(dut, body)
+    assert got["error"] == (1, ErrorKind.SECOND_SNOOP)
+    assert got["rsp"] == [1, 2], f"snoop responses by UQID: {got['rsp']}"
+    assert got["idle"] == 1 and got["errors"] == 1
+

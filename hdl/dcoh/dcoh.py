@@ -31,8 +31,9 @@ Status: ``dispatch`` (the event the engine starts this cycle, see below),
   ``idle`` (the engine has nothing it can do: no event in progress, no rescan or replay due, no
   D2H request queued; work waiting for the caches to take its probe does not count),
   ``devload`` (2-bit level from tracker occupancy), ``protocol_errors`` (messages from the host that
-  name a CQID not in use or make an undeclared transition: counted and dropped; ``last_error`` names
-  the kind), ``msgs_in``/``msgs_out`` (the coalescer's counters).
+  name a CQID not in use or make an undeclared transition: counted and dropped; a second snoop to a
+  line whose first snoop is unanswered, which CXL forbids: counted and held until the first is
+  answered, then answered; ``last_error`` names the kind), ``msgs_in``/``msgs_out`` (the coalescer's counters).
 
 Micro-architecture
 ------------------
@@ -138,7 +139,7 @@ class ErrorKind(enum.Enum, shape=2):
     NONE = 0
     UNKNOWN_CQID = 1      #: H2D Rsp/Data for a CQID not in use
     UNDECLARED = 2        #: a response the line's state does not declare (or a bad GO state)
-    SECOND_SNOOP = 3      #: a snoop to a line whose earlier snoop is still being answered
+    SECOND_SNOOP = 3      #: a snoop to a line whose earlier snoop is still being answered (held, answered after it)
 
 
 class CpuReq(data.StructLayout):
@@ -401,6 +402,7 @@ class DCOH(wiring.Component):
         snp = Signal(channel_shape(Channel.H2D_REQ))       # the snoop being looked up / handled
         replay = Signal()                                   # snp is held (stalled) and must be re-run
         replay_go = Signal()                                # something changed since: re-run it
+        second_held = Signal()                              # snp is held as a second snoop to its line
         r = Signal.like(res)                                # latched lookup result
         r_t = Signal(range(max(T, 2)))                      # tracker hit index
         r_tstate = Signal(_STATE_BITS)                      # ... and that entry's state when r was latched
@@ -652,7 +654,7 @@ class DCOH(wiring.Component):
                     m.d.comb += [look_valid.eq(1),
                                  self.h2d_req.ready.eq(sf.lookup.ready),
                                  self.dispatch.eq(Mux(sf.lookup.ready, Dispatch.SNOOP, Dispatch.NONE))]
-                    m.d.sync += snp.eq(self.h2d_req.p)
+                    m.d.sync += [snp.eq(self.h2d_req.p), second_held.eq(0)]
                     m.next = "SNP_RES"
                 with m.Elif(self.cpu_req.valid & ~ops[self.cpu_req.p.cache].valid):
                     m.d.comb += [self.cpu_req.ready.eq(1), self.dispatch.eq(Dispatch.CPU)]
@@ -675,7 +677,7 @@ class DCOH(wiring.Component):
                                   self.h2d_req.valid):
                             m.d.comb += [look_valid.eq(1), self.h2d_req.ready.eq(sf.lookup.ready),
                                          self.dispatch.eq(Mux(sf.lookup.ready, Dispatch.SNOOP, Dispatch.NONE))]
-                            m.d.sync += snp.eq(self.h2d_req.p)
+                            m.d.sync += [snp.eq(self.h2d_req.p), second_held.eq(0)]
                         with m.Else():
                             m.d.sync += rescan.eq(1)
                             m.next = "IDLE"
@@ -695,7 +697,12 @@ class DCOH(wiring.Component):
                     m.next = "SNP_QUERY"               # E or M? and E or S copies? ask the caches
                 with m.Elif(r_wh):
                     with m.If(wk[r_w].snoop):
-                        count_error(ErrorKind.SECOND_SNOOP)     # the model raises ProtocolError
+                        # a host that breaks the one-snoop-per-line rule (the model raises ProtocolError):
+                        # named once, and the snoop is held, not dropped, so that it is still answered
+                        # once the first one is (the host would otherwise wait for its response forever)
+                        with m.If(~second_held):
+                            count_error(ErrorKind.SECOND_SNOOP)
+                        m.d.sync += [replay.eq(1), replay_go.eq(0), second_held.eq(1)]
                     with m.Else():
                         m.d.sync += [wk[r_w].snoop.eq(1), wk[r_w].snp_op.eq(snp.opcode),
                                      wk[r_w].snp_uqid.eq(snp.uqid)]
