@@ -71,9 +71,15 @@ def make_dut(*, caches=2, sf_sets=2, sf_ways=2, tracker=4, work=8, window=4, blo
 
 
 async def run_liveness(ctx, dut, seed, *, cycles=3000, lines=6, host_delay=12, probe_delay=3, cmd_delay=0,
-                       snoop_rate=0.08, cpu_rate=0.2, probe_rule="free", drain=20000, stats=None):
+                       snoop_rate=0.08, cpu_rate=0.2, probe_rule="free", drain=20000, stats=None, script=None,
+                       rdany_grant=None):
     """Drive ``cycles`` cycles of random traffic, then drain; raise :class:`LivenessFailure` naming the seed
-    and the cycle on the first violation.  ``stats`` (a dict) gets the snoop count and latencies."""
+    and the cycle on the first violation.  ``stats`` (a dict) gets the snoop count and latencies.
+
+    ``script`` (directed runs, usually with both rates 0): {cycle: [action, ...]}, an action being
+    ("cpu", cache, kind, line, variant), ("snoop", opcode, line) or ("hold_probes", cycles: the caches take
+    no probe message for that long, which they may always do).  ``rdany_grant`` ("S" or "E") fixes the
+    host's grant for RdAny (else random)."""
     rng = random.Random(seed)
     bound = snoop_bound(dut, host_delay, probe_delay, cmd_delay)
     K = dut.caches
@@ -115,7 +121,7 @@ async def run_liveness(ctx, dut, seed, *, cycles=3000, lines=6, host_delay=12, p
         assert opcode in HOST_TABLE, opcode
         if opcode in (Req.RdShared, Req.RdAny, Req.RdOwn):
             grant = GOState.Shared if opcode is Req.RdShared else GOState.Exclusive
-            if opcode is Req.RdAny and rng.random() < 0.5:
+            if opcode is Req.RdAny and (rdany_grant == "S" or rdany_grant is None and rng.random() < 0.5):
                 grant = GOState.Shared
             order = [("rsp", go(grant)), ("data", data)]
             rng.shuffle(order)
@@ -166,15 +172,31 @@ async def run_liveness(ctx, dut, seed, *, cycles=3000, lines=6, host_delay=12, p
                 keep.append(item)
         sched[:] = keep
         # ---- the host's own snoops
+        def snoop(opcode, line):
+            if line in snoop_line or rsp_pending_for(line):
+                return False
+            uqid = next_uqid[0]
+            next_uqid[0] = (uqid + 1) % _SNOOP_UQIDS
+            if uqid in snoops:
+                return False
+            snoops[uqid] = (line, None)
+            snoop_line[line] = uqid
+            h2d["req"].append((now, {"opcode": opcode, "addr": line, "uqid": uqid}, line))
+            return True
         if traffic and rng.random() < snoop_rate and len(snoops) < _SNOOP_UQIDS // 2:
-            line = rng.randrange(lines)
-            if line not in snoop_line and not rsp_pending_for(line):
-                uqid = next_uqid[0]
-                next_uqid[0] = (uqid + 1) % _SNOOP_UQIDS
-                if uqid not in snoops:
-                    snoops[uqid] = (line, None)
-                    snoop_line[line] = uqid
-                    h2d["req"].append((now, {"opcode": rng.choice(list(Snp)), "addr": line, "uqid": uqid}, line))
+            snoop(rng.choice(list(Snp)), rng.randrange(lines))
+        for action in (script or {}).get(now, ()):
+            if action[0] == "snoop":
+                if not snoop(*action[1:]):
+                    fail(f"scripted {action}: the host rules do not allow it now")
+            elif action[0] == "cpu":
+                _, k, kind, line, variant = action
+                value[0] += 1
+                op = CpuOp(kind, k, line, value[0], variant)
+                if not bfm.access(op):
+                    cpu_offer.append(op)
+            else:
+                probe["wait"] = action[1]
         for chan, s in ports:
             offer(chan, s)
         # ---- internal caches: new accesses (a hit only while the DCOH is idle)

@@ -298,3 +298,27 @@ def test_second_snoop_to_a_line_is_counted_and_still_answered():
     assert got["rsp"] == [1, 2], f"snoop responses by UQID: {got['rsp']}"
     assert got["idle"] == 1 and got["errors"] == 1
 
+
+def test_rescan_back_invalidations_with_no_free_coalescer_group_finish():
+    """A rescan that must back-invalidate three victims (in three blocks) while the coalescer has one group,
+    and the caches take one probe message at a time, the next only once the engine has dispatched the work
+    and the rescan after it (tb/system_tb.py's rule).  Three snoops to three E lines of one block leave
+    their work in the whole work table (3 entries); three loads, each needing a victim of the full 8-way
+    set, wait for a work entry; when the caches take the snoops' message the work frees all three entries
+    and the rescan after it back-invalidates three victims.  All must finish (tests/dcoh_liveness.py's
+    oracle: accesses done, snoops answered once, everything drained)."""
+    import dcoh_liveness as live
+    dut = live.make_dut(caches=4, sf_sets=2, sf_ways=4, tracker=8, work=3, window=32, block=8, groups=1)
+    fills = [1, 3, 5, 8, 16, 24, 32]      # set 1: block 0 (three lines); set 0 (full): blocks 1, 2, 3, 4
+    script = {60 * i: [("cpu", 0, "load", line, 1)] for i, line in enumerate(fills)}   # RdAny, granted E
+    script[500] = [("hold_probes", 200)] + [("snoop", H2DReqOpcode.SnpData, line) for line in (1, 3, 5)]
+    script[560] = [("cpu", k, "load", line, 0) for k, line in ((1, 40), (2, 48), (3, 56))]
+    stats = {}
+
+    async def body(ctx):
+        await live.run_liveness(ctx, dut, 0, cycles=800, snoop_rate=0, cpu_rate=0, host_delay=2,
+                                probe_delay=0, probe_rule="one_at_a_time", drain=3000, script=script,
+                                rdany_grant="E", stats=stats)
+    _bench(dut, body)
+    assert stats["snoops"] == 3
+

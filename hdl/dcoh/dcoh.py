@@ -65,7 +65,7 @@ Where the RTL differs from the model (documented, not a behaviour difference at 
 import functools
 import operator
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.hdl import Assert, Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, enum, fifo, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -392,11 +392,27 @@ class DCOH(wiring.Component):
                 if bb else (line == coal.messages.p.block) & coal.messages.p.lines[0]
             with m.If(probe_taken & wk[i].valid & covered):
                 m.d.sync += wk[i].ready.eq(1)
+        # The engine hands a probe on and goes on: it never waits for the coalescer.  A probe the coalescer
+        # cannot take at once (no free group) waits in a queue in front of it, in order; the coalescer's
+        # groups free only when the caches take a message, and caches may take the next message only once
+        # the engine has done the work of the last one (tb/system_tb.py does), so an engine waiting here
+        # could wait forever.  The queue cannot overflow: every probe comes with a work entry of its own
+        # that stays valid until a message naming its line is taken, so at most ``work`` probes wait.
+        # When the queue is empty and the coalescer ready, the probe goes straight through (no cycle added).
         coal_push = Signal()
         coal_line = Signal(AW)
         coal_caches = Signal(K)
-        m.d.comb += [coal.probes.valid.eq(coal_push), coal.probes.p.line.eq(coal_line),
-                     coal.probes.p.caches.eq(coal_caches)]
+        m.submodules.probe_q = probe_q = fifo.SyncFIFO(width=AW + K, depth=W)
+        queued_probe = data.View(data.StructLayout({"line": AW, "caches": K}), probe_q.r_data)
+        m.d.comb += [
+            coal.probes.valid.eq(probe_q.r_rdy | coal_push),
+            coal.probes.p.line.eq(Mux(probe_q.r_rdy, queued_probe.line, coal_line)),
+            coal.probes.p.caches.eq(Mux(probe_q.r_rdy, queued_probe.caches, coal_caches)),
+            probe_q.r_en.eq(coal.probes.ready),
+            probe_q.w_data.eq(Cat(coal_line, coal_caches)),
+            probe_q.w_en.eq(coal_push & (probe_q.r_rdy | ~coal.probes.ready)),
+        ]
+        m.d.sync += Assert(~probe_q.w_en | probe_q.w_rdy, "probe queue overflow: a probe without a work entry")
 
         # ---- engine registers ---------------------------------------------------------------------
         snp = Signal(channel_shape(Channel.H2D_REQ))       # the snoop being looked up / handled
@@ -734,11 +750,10 @@ class DCOH(wiring.Component):
             await_cmd_rsp("SNP_QUERY_RSP", "SNP_SLOW",
                           [q_done.eq(1), q_dirty.eq(self.cmd_rsp.p.dirty), q_excl.eq(self.cmd_rsp.p.excl)])
 
-            with m.State("PROBE"):                      # hand one probe to the coalescer
+            with m.State("PROBE"):                      # hand one probe to the coalescer (or its queue)
                 m.d.comb += coal_push.eq(1)
-                with m.If(coal.probes.ready):
-                    m.next = "IDLE"
-                    m.d.sync += rescan.eq(1)
+                m.next = "IDLE"
+                m.d.sync += rescan.eq(1)
 
             # ---------------------------------------------------------------- answer a snoop
             with m.State("ANSWER"):
@@ -1103,10 +1118,9 @@ class DCOH(wiring.Component):
                     dequeue()
                     m.next = "SCAN"
             with m.State("S_PROBE"):                    # back-invalidation: one probe to the coalescer
-                m.d.comb += coal_push.eq(1)
-                with m.If(coal.probes.ready):
-                    m.d.sync += scan_i.eq(scan_i + 1)
-                    m.next = "SCAN"
+                m.d.comb += coal_push.eq(1)             # (or its queue)
+                m.d.sync += scan_i.eq(scan_i + 1)
+                m.next = "SCAN"
             with m.State("S_LFILL"):                    # internal fill for a load: peers E/M -> S
                 m.d.comb += [self.cmd.valid.eq(1), self.cmd.p.line.eq(r.line),
                              self.cmd.p.caches.eq(r.entry.presence & ~(Const(1, K) << cur_k)),
