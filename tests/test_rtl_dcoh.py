@@ -322,3 +322,69 @@ def test_rescan_back_invalidations_with_no_free_coalescer_group_finish():
     _bench(dut, body)
     assert stats["snoops"] == 3
 
+
+def _snoop_miss_answered_while(hold_back, cycles=40):
+    """Line 0x40 is E in cache 0; then ``hold_back(ctx)`` makes the caches hold something back, and a snoop to
+    line 0x80, which no cache, request or work holds (a snoop-filter miss), must be answered within
+    ``cycles`` cycles.  Returns the cycles it took (None: not answered)."""
+    dut = DCOH(caches=2, sf_sets=4, sf_ways=2, tracker=4, work=2, coalesce_window=0, coalesce_groups=1,
+               credits=64)
+    got = {}
+
+    async def body(ctx):
+        for s in (dut.d2h_req, dut.d2h_rsp, dut.d2h_data, dut.cpu_rsp, dut.cmd):
+            ctx.set(s.ready, 1)
+        ctx.set(dut.cmd_rsp.valid, 1)
+        await _fill_line(ctx, dut, 0x40)
+        await hold_back(ctx, dut)
+        ctx.set(dut.h2d_req.valid, 1)
+        ctx.set(dut.h2d_req.p.opcode, H2DReqOpcode.SnpInv)
+        ctx.set(dut.h2d_req.p.addr, 0x80)
+        ctx.set(dut.h2d_req.p.uqid, 7)
+        for t in range(cycles):
+            taken = ctx.get(dut.h2d_req.valid) and ctx.get(dut.h2d_req.ready)
+            if ctx.get(dut.d2h_rsp.valid) and ctx.get(dut.d2h_rsp.p.uqid) == 7:
+                got["t"] = t
+                return
+            await ctx.tick()
+            if taken:
+                ctx.set(dut.h2d_req.valid, 0)
+
+    _bench(dut, body)
+    return got.get("t")
+
+
+def test_snoop_miss_answered_while_the_caches_hold_back_probes():
+    """The caches do not take probe messages: two snoops to the S line 0x40's block need probes, the second
+    finds the coalescer's one group full.  The engine does not wait for the coalescer (its probes queue in
+    front of it), so a later snoop-filter miss is still answered."""
+    async def hold(ctx, dut):
+        ctx.set(dut.probe.ready, 0)
+        for uqid, line in ((1, 0x40), (2, 0x42)):
+            if line == 0x42:
+                await _fill_line(ctx, dut, 0x42)
+            ctx.set(dut.h2d_req.valid, 1)
+            ctx.set(dut.h2d_req.p.opcode, H2DReqOpcode.SnpInv)
+            ctx.set(dut.h2d_req.p.addr, line)
+            ctx.set(dut.h2d_req.p.uqid, uqid)
+            await ctx.tick().until(dut.h2d_req.ready)
+            ctx.set(dut.h2d_req.valid, 0)
+            await ctx.tick().repeat(10)
+        assert ctx.get(dut.probe.valid) and not ctx.get(dut.coal.probes.ready), "the coalescer is not full"
+    assert _snoop_miss_answered_while(hold) is not None
+
+
+@pytest.mark.xfail(strict=True, reason="one engine FSM serializes every event: waiting for cmd.ready in an "
+                                       "internal fill it takes no snoop (needs the pipelined DCOH)")
+def test_snoop_miss_answered_while_one_cache_holds_back_a_command():
+    """Cache 1 loads line 0x40, which cache 0 holds: the internal fill commands cache 0 (TO_S), and the
+    caches hold ``cmd`` back.  A snoop-filter miss needs no cache, so it should still be answered."""
+    async def hold(ctx, dut):
+        ctx.set(dut.cmd.ready, 0)
+        ctx.set(dut.cpu_req.valid, 1)
+        ctx.set(dut.cpu_req.p.kind, 0)
+        ctx.set(dut.cpu_req.p.cache, 1)
+        ctx.set(dut.cpu_req.p.line, 0x40)
+        await ctx.tick().until(dut.cmd.valid)
+        ctx.set(dut.cpu_req.valid, 0)
+    assert _snoop_miss_answered_while(hold) is not None
