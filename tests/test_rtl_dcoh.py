@@ -6,7 +6,10 @@
   the racy (state, event) pair each race asserts must be taken in the replay too.
 * The snoop-filter-miss fast path: one snoop per cycle, response in the cycle after the snoop.
 * A snoop the model stalls (GO seen, data not) is held, and later snoops wait behind it.
-* Malformed host messages are counted, dropped, and nothing hangs; bad parameters are named.
+* Malformed host messages are counted, dropped, and nothing hangs; a second snoop to a line is counted and
+  still answered once; bad parameters are named.
+* A rescan that back-invalidates three victims with one coalescer group finishes; a snoop-filter miss is
+  answered while the caches hold back probes (not yet while they hold back a command: expected failure).
 """
 
 import inspect

@@ -56,7 +56,8 @@ Where the RTL differs from the model (documented, not a behaviour difference at 
     caches directly.
   * The tracker, work table and coalescer are finite (parameters); the model's are not.  A snoop that
     needs a work entry when none is free is held (back-pressure on ``h2d_req``), as is a snoop that the
-    model stalls (a line whose GO came before its data).
+    model stalls (a line whose GO came before its data).  A probe the coalescer cannot take (no free
+    group) waits in a queue of ``work`` entries in front of it; the engine does not wait for it.
 
 # Ref: docs/sources.md §1.2-1.6 (opcodes, snoop-response table, field widths),
 #      §2.4 (credits), §3.2 (DevLoad); states and transitions: cxl/coherence.py.
