@@ -53,15 +53,16 @@ def snoop_bound(dut, host_delay, probe_delay, cmd_delay):
     A snoop waits only for work the DCOH already has: the held snoop ahead of it, the accesses and
     requests in the tracker (at most ``tracker``), the lines in the work table (at most ``work``), each
     internal cache's one access (``caches``), and its own probe.  Each of these is one engine event or a
-    short run of them, and each waits at most for a host answer (``host_delay`` cycles: the host sends
-    its GO and data within that), a coalescer window plus the caches' delay in taking the message
+    short run of them, and each waits at most for a host answer (``2 * host_delay`` cycles: the host
+    sends its first message within ``host_delay`` of the request and its second within ``host_delay``
+    after that), a coalescer window plus the caches' delay in taking the message
     (``coalesce_window + probe_delay + 2``), and a few commands to the caches (each answered within
     ``cmd_delay``).  The engine's longest event is about 20 FSM cycles plus those waits, and a rescan
     walks at most ``caches`` accesses (twice when it made progress).  So, with a factor of 2 for the
     rescans between events, the bound is
-    ``2 * (tracker + work + caches + 2) * (host_delay + coalesce_window + probe_delay + 4 * cmd_delay + 40)``.
+    ``2 * (tracker + work + caches + 2) * (2 * host_delay + coalesce_window + probe_delay + 4 * cmd_delay + 40)``.
     It is a bound for a working engine, loose by design: a lost or starved snoop exceeds any bound."""
-    per_event = host_delay + dut.coalesce_window + probe_delay + 4 * cmd_delay + 40
+    per_event = 2 * host_delay + dut.coalesce_window + probe_delay + 4 * cmd_delay + 40
     return 2 * (dut.tracker + dut.work + dut.caches + 2) * per_event
 
 
