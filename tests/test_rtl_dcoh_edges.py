@@ -79,3 +79,16 @@ def test_every_snoop_answered_once_at_edge_sizes(name, seed):
     _run(dut, bench)
     # the run reached what the edge is about: snoops, probes and their work, and held snoops
     assert stats["snoops"] > 50 and stats["dispatch"].get("WORK", 0) > 0, stats
+
+
+@pytest.mark.slow        # ~4.5 min: more seeds and longer runs of the same edges (make regress)
+@pytest.mark.parametrize("name", list(LIVENESS_EDGES))
+def test_every_snoop_answered_once_at_edge_sizes_more_seeds(name):
+    edge = LIVENESS_EDGES[name]
+    for seed in range(2, 8):
+        dut = live.make_dut(**edge["dut"])
+
+        async def bench(ctx):
+            await live.run_liveness(ctx, dut, seed, cycles=4000, lines=edge["lines"],
+                                    probe_rule=edge.get("probe_rule", "free"))
+        _run(dut, bench)
