@@ -16,7 +16,8 @@ answer a command in one cycle); each D2H credit is returned one cycle after its 
 Assumes (the host's snoop rules, facts §1.1 / the model's ProtocolError):
   * a snoop's opcode is SnpData, SnpInv or SnpCur;
   * the host sends no snoop to a line while an earlier snoop to that line is unanswered (the DCOH
-    counts that as SECOND_SNOOP and drops it, as the model raises), and a snoop's UQID differs from
+    counts that as SECOND_SNOOP and holds it until the first is answered; the model raises;
+    tests/test_rtl_dcoh.py checks that path), and a snoop's UQID differs from
     the UQID of every unanswered snoop (UQIDs are unique in flight);
   * reset stays low.
 

@@ -31,8 +31,9 @@ Status: ``dispatch`` (the event the engine starts this cycle, see below),
   ``idle`` (the engine has nothing it can do: no event in progress, no rescan or replay due, no
   D2H request queued; work waiting for the caches to take its probe does not count),
   ``devload`` (2-bit level from tracker occupancy), ``protocol_errors`` (messages from the host that
-  name a CQID not in use or make an undeclared transition: counted and dropped; ``last_error`` names
-  the kind), ``msgs_in``/``msgs_out`` (the coalescer's counters).
+  name a CQID not in use or make an undeclared transition: counted and dropped; a second snoop to a
+  line whose first snoop is unanswered, which CXL forbids: counted and held until the first is
+  answered, then answered; ``last_error`` names the kind), ``msgs_in``/``msgs_out`` (the coalescer's counters).
 
 Micro-architecture
 ------------------
@@ -55,7 +56,8 @@ Where the RTL differs from the model (documented, not a behaviour difference at 
     caches directly.
   * The tracker, work table and coalescer are finite (parameters); the model's are not.  A snoop that
     needs a work entry when none is free is held (back-pressure on ``h2d_req``), as is a snoop that the
-    model stalls (a line whose GO came before its data).
+    model stalls (a line whose GO came before its data).  A probe the coalescer cannot take (no free
+    group) waits in a queue of ``work`` entries in front of it; the engine does not wait for it.
 
 # Ref: docs/sources.md §1.2-1.6 (opcodes, snoop-response table, field widths),
 #      §2.4 (credits), §3.2 (DevLoad); states and transitions: cxl/coherence.py.
@@ -64,7 +66,7 @@ Where the RTL differs from the model (documented, not a behaviour difference at 
 import functools
 import operator
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.hdl import Assert, Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, enum, fifo, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -138,7 +140,7 @@ class ErrorKind(enum.Enum, shape=2):
     NONE = 0
     UNKNOWN_CQID = 1      #: H2D Rsp/Data for a CQID not in use
     UNDECLARED = 2        #: a response the line's state does not declare (or a bad GO state)
-    SECOND_SNOOP = 3      #: a snoop to a line whose earlier snoop is still being answered
+    SECOND_SNOOP = 3      #: a snoop to a line whose earlier snoop is still being answered (held, answered after it)
 
 
 class CpuReq(data.StructLayout):
@@ -391,16 +393,33 @@ class DCOH(wiring.Component):
                 if bb else (line == coal.messages.p.block) & coal.messages.p.lines[0]
             with m.If(probe_taken & wk[i].valid & covered):
                 m.d.sync += wk[i].ready.eq(1)
+        # The engine hands a probe on and goes on: it never waits for the coalescer.  A probe the coalescer
+        # cannot take at once (no free group) waits in a queue in front of it, in order; the coalescer's
+        # groups free only when the caches take a message, and caches may take the next message only once
+        # the engine has done the work of the last one (tb/system_tb.py does), so an engine waiting here
+        # could wait forever.  The queue cannot overflow: every probe comes with a work entry of its own
+        # that stays valid until a message naming its line is taken, so at most ``work`` probes wait.
+        # When the queue is empty and the coalescer ready, the probe goes straight through (no cycle added).
         coal_push = Signal()
         coal_line = Signal(AW)
         coal_caches = Signal(K)
-        m.d.comb += [coal.probes.valid.eq(coal_push), coal.probes.p.line.eq(coal_line),
-                     coal.probes.p.caches.eq(coal_caches)]
+        m.submodules.probe_q = probe_q = fifo.SyncFIFO(width=AW + K, depth=W)
+        queued_probe = data.View(data.StructLayout({"line": AW, "caches": K}), probe_q.r_data)
+        m.d.comb += [
+            coal.probes.valid.eq(probe_q.r_rdy | coal_push),
+            coal.probes.p.line.eq(Mux(probe_q.r_rdy, queued_probe.line, coal_line)),
+            coal.probes.p.caches.eq(Mux(probe_q.r_rdy, queued_probe.caches, coal_caches)),
+            probe_q.r_en.eq(coal.probes.ready),
+            probe_q.w_data.eq(Cat(coal_line, coal_caches)),
+            probe_q.w_en.eq(coal_push & (probe_q.r_rdy | ~coal.probes.ready)),
+        ]
+        m.d.sync += Assert(~probe_q.w_en | probe_q.w_rdy, "probe queue overflow: a probe without a work entry")
 
         # ---- engine registers ---------------------------------------------------------------------
         snp = Signal(channel_shape(Channel.H2D_REQ))       # the snoop being looked up / handled
         replay = Signal()                                   # snp is held (stalled) and must be re-run
         replay_go = Signal()                                # something changed since: re-run it
+        second_held = Signal()                              # snp is held as a second snoop to its line
         r = Signal.like(res)                                # latched lookup result
         r_t = Signal(range(max(T, 2)))                      # tracker hit index
         r_tstate = Signal(_STATE_BITS)                      # ... and that entry's state when r was latched
@@ -652,7 +671,7 @@ class DCOH(wiring.Component):
                     m.d.comb += [look_valid.eq(1),
                                  self.h2d_req.ready.eq(sf.lookup.ready),
                                  self.dispatch.eq(Mux(sf.lookup.ready, Dispatch.SNOOP, Dispatch.NONE))]
-                    m.d.sync += snp.eq(self.h2d_req.p)
+                    m.d.sync += [snp.eq(self.h2d_req.p), second_held.eq(0)]
                     m.next = "SNP_RES"
                 with m.Elif(self.cpu_req.valid & ~ops[self.cpu_req.p.cache].valid):
                     m.d.comb += [self.cpu_req.ready.eq(1), self.dispatch.eq(Dispatch.CPU)]
@@ -675,7 +694,7 @@ class DCOH(wiring.Component):
                                   self.h2d_req.valid):
                             m.d.comb += [look_valid.eq(1), self.h2d_req.ready.eq(sf.lookup.ready),
                                          self.dispatch.eq(Mux(sf.lookup.ready, Dispatch.SNOOP, Dispatch.NONE))]
-                            m.d.sync += snp.eq(self.h2d_req.p)
+                            m.d.sync += [snp.eq(self.h2d_req.p), second_held.eq(0)]
                         with m.Else():
                             m.d.sync += rescan.eq(1)
                             m.next = "IDLE"
@@ -695,7 +714,12 @@ class DCOH(wiring.Component):
                     m.next = "SNP_QUERY"               # E or M? and E or S copies? ask the caches
                 with m.Elif(r_wh):
                     with m.If(wk[r_w].snoop):
-                        count_error(ErrorKind.SECOND_SNOOP)     # the model raises ProtocolError
+                        # a host that breaks the one-snoop-per-line rule (the model raises ProtocolError):
+                        # named once, and the snoop is held, not dropped, so that it is still answered
+                        # once the first one is (the host would otherwise wait for its response forever)
+                        with m.If(~second_held):
+                            count_error(ErrorKind.SECOND_SNOOP)
+                        m.d.sync += [replay.eq(1), replay_go.eq(0), second_held.eq(1)]
                     with m.Else():
                         m.d.sync += [wk[r_w].snoop.eq(1), wk[r_w].snp_op.eq(snp.opcode),
                                      wk[r_w].snp_uqid.eq(snp.uqid)]
@@ -727,11 +751,10 @@ class DCOH(wiring.Component):
             await_cmd_rsp("SNP_QUERY_RSP", "SNP_SLOW",
                           [q_done.eq(1), q_dirty.eq(self.cmd_rsp.p.dirty), q_excl.eq(self.cmd_rsp.p.excl)])
 
-            with m.State("PROBE"):                      # hand one probe to the coalescer
+            with m.State("PROBE"):                      # hand one probe to the coalescer (or its queue)
                 m.d.comb += coal_push.eq(1)
-                with m.If(coal.probes.ready):
-                    m.next = "IDLE"
-                    m.d.sync += rescan.eq(1)
+                m.next = "IDLE"
+                m.d.sync += rescan.eq(1)
 
             # ---------------------------------------------------------------- answer a snoop
             with m.State("ANSWER"):
@@ -1096,10 +1119,9 @@ class DCOH(wiring.Component):
                     dequeue()
                     m.next = "SCAN"
             with m.State("S_PROBE"):                    # back-invalidation: one probe to the coalescer
-                m.d.comb += coal_push.eq(1)
-                with m.If(coal.probes.ready):
-                    m.d.sync += scan_i.eq(scan_i + 1)
-                    m.next = "SCAN"
+                m.d.comb += coal_push.eq(1)             # (or its queue)
+                m.d.sync += scan_i.eq(scan_i + 1)
+                m.next = "SCAN"
             with m.State("S_LFILL"):                    # internal fill for a load: peers E/M -> S
                 m.d.comb += [self.cmd.valid.eq(1), self.cmd.p.line.eq(r.line),
                              self.cmd.p.caches.eq(r.entry.presence & ~(Const(1, K) << cur_k)),

@@ -1,0 +1,94 @@
+"""The RTL DCOH at the edges of its sizes (tests/test_rtl_dcoh.py uses generous ones: a work table of 8,
+a 2-way snoop filter, 6 lines).
+
+* **Exact co-simulation where the model is as finite as the RTL** (tests/dcoh_cosim.py): a tracker of 2
+  CQIDs with 8 lines in play (the model's ``max_outstanding`` is the same limit), and 4-way and 8-way
+  snoop filters of one set with 8 and 12 lines, so that every set overflows and the pseudo-LRU nodes
+  above the bottom level of the tree choose victims (a 2-way filter has only the one node).  Message for
+  message, with the snoop filter's pseudo-LRU bits compared after every step.
+* **Liveness where it is not** (tests/dcoh_liveness.py): a work table of 1 or 2 entries and a single
+  coalescer group, smaller than the lines in play, where the RTL holds snoops that the unbounded model
+  takes at once.  Every snoop must be answered exactly once within ``dcoh_liveness.snoop_bound`` cycles,
+  every access and request must finish, and the run must drain.
+"""
+
+import sys
+from pathlib import Path
+
+import pytest
+from amaranth.sim import Simulator
+
+sys.path.insert(0, str(Path(__file__).parent))
+from dcoh_cosim import CONFIG, make_dut as make_cosim_dut, run_cosim  # noqa: E402
+import dcoh_liveness as live                                         # noqa: E402
+from models.config import Config                                     # noqa: E402
+
+
+def _run(dut, body):
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(body)
+    sim.run()
+
+
+COSIM_EDGES = {
+    "tracker2-8lines": (dict(max_outstanding=2), 8),
+    "sf1x4-8lines": (dict(sf_sets=1, sf_ways=4, caches=3), 8),
+    "sf1x8-12lines": (dict(sf_sets=1, sf_ways=8, caches=3), 12),
+}
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("name", list(COSIM_EDGES))
+def test_cosim_at_edge_sizes(name, seed):
+    over, lines = COSIM_EDGES[name]
+    cfg = Config(**{**CONFIG, **over})
+    dut = make_cosim_dut(cfg)
+    out = {}
+
+    async def bench(ctx):
+        out["sys"] = await run_cosim(ctx, dut, seed, 400, cfg=cfg, lines=lines)
+    _run(dut, bench)
+    dev = out["sys"].devices[0]
+    # the edge was reached: the snoop filter overflowed (back-invalidations) at least once
+    assert dev.stats.get("sf_evictions", 0) > 0, f"seed {seed}: no snoop-filter eviction in {name}"
+
+
+LIVENESS_EDGES = {
+    # work table and tracker smaller than the lines in play
+    "work1-tracker2-8lines": dict(dut=dict(work=1, tracker=2), lines=8),
+    "work1-groups1-8lines": dict(dut=dict(work=1, groups=1), lines=8),
+    # the caches take one probe at a time (tb/system_tb.py's rule) and the coalescer has one group
+    "work2-groups1-probe-one-at-a-time": dict(dut=dict(work=2, groups=1), lines=8, probe_rule="one_at_a_time"),
+    # 4- and 8-way snoop filters of one set with a work table of 1 and 2
+    "sf1x4-work1-tracker3": dict(dut=dict(sf_sets=1, sf_ways=4, work=1, tracker=3, caches=3), lines=8),
+    "sf1x8-work2-tracker3": dict(dut=dict(sf_sets=1, sf_ways=8, work=2, tracker=3, caches=3), lines=12),
+}
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("name", list(LIVENESS_EDGES))
+def test_every_snoop_answered_once_at_edge_sizes(name, seed):
+    edge = LIVENESS_EDGES[name]
+    dut = live.make_dut(**edge["dut"])
+    stats = {}
+
+    async def bench(ctx):
+        await live.run_liveness(ctx, dut, seed, cycles=2000, lines=edge["lines"],
+                                probe_rule=edge.get("probe_rule", "free"), stats=stats)
+    _run(dut, bench)
+    # the run reached what the edge is about: snoops, probes and their work, and held snoops
+    assert stats["snoops"] > 50 and stats["dispatch"].get("WORK", 0) > 0, stats
+
+
+@pytest.mark.slow        # ~4.5 min: more seeds and longer runs of the same edges (make regress)
+@pytest.mark.parametrize("name", list(LIVENESS_EDGES))
+def test_every_snoop_answered_once_at_edge_sizes_more_seeds(name):
+    edge = LIVENESS_EDGES[name]
+    for seed in range(2, 8):
+        dut = live.make_dut(**edge["dut"])
+
+        async def bench(ctx):
+            await live.run_liveness(ctx, dut, seed, cycles=4000, lines=edge["lines"],
+                                    probe_rule=edge.get("probe_rule", "free"))
+        _run(dut, bench)
