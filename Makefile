@@ -18,6 +18,8 @@ TRANSACTIONS       ?= 20000
 MODEL_TRANSACTIONS ?= 100000
 SEED               ?= 1
 SIM                ?= verilator
+# BATCH=K: the batched testbench (tb/system_batch.py, Verilator): Python looks every K cycles (0: every cycle)
+BATCH              ?= 0
 WAVES              ?=
 TESTCASE           ?=
 # The golden host's Config fields (models/config.py), e.g. HOST=host_dir=exact,host_traffic=0
@@ -56,7 +58,7 @@ help:
 	@echo 'cxl-dcoh targets:'
 	@echo '  make sim      RTL system (cocotb: N DCOH+link devices under the golden host, scoreboarded)'
 	@echo '                -> build/sim/summary.json + summary.png (SIM=$(SIM)|icarus DEVICES=$(DEVICES)'
-	@echo '                TRANSACTIONS=$(TRANSACTIONS) SEED=$(SEED) WAVES=1 TESTCASE=name)'
+	@echo '                TRANSACTIONS=$(TRANSACTIONS) SEED=$(SEED) WAVES=1 TESTCASE=name BATCH=K: Python every K cycles)'
 	@echo '                sim, regress and model: HOST=name=value,... sets the golden host (host_dir=exact|finite,'
 	@echo '                host_dir_sets, host_dir_ways, host_traffic, host_snoop_scope=all|holders; models/config.py)'
 	@echo '  make regress  the slow tests (pytest -m slow), then the RTL system, REGRESS_SEEDS=$(REGRESS_SEEDS) x'
@@ -125,7 +127,7 @@ sim: deps
 	@mkdir -p build/sim
 	@$(WITH_VLT) && $(PY) -m tb.run_system --sim $(SIM) --devices $(DEVICES) --transactions $(TRANSACTIONS) \
 	  --seed $(SEED) $(if $(WAVES),--waves) $(if $(TESTCASE),--testcase $(TESTCASE)) $(if $(HOST),--host $(HOST)) \
-	  --out build/sim/summary.json
+	  $(if $(filter-out 0,$(BATCH)),--batch $(BATCH)) --out build/sim/summary.json
 
 regress: deps
 	@mkdir -p build/regress

@@ -58,7 +58,7 @@ def build(devices, out=None, jobs=2):
     from tb.system_top import build_system
     sources = build_system(devices, ROOT / "build" / "sim" / "rtl")
     d = Path(out or ROOT / "build" / "bench" / "system_ceiling" / f"{devices}dev").resolve()
-    vlt = "`verilator_config\n" + HIER_BLOCK
+    vlt = "`verilator_config\n" + HIER_BLOCK.format(module="linked_device")
     stamp = "\n".join([MAIN_CPP, vlt, *FLAGS, *(Path(s).read_text() for s in sources)])
     exe = d / "obj" / "system_ceiling"
     if exe.exists() and (d / "stamp").exists() and (d / "stamp").read_text() == stamp:

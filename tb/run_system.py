@@ -72,12 +72,13 @@ def _verilator_runner():
 VERILATOR_ARGS = ["-Wno-fatal", "-Wno-lint", "-Wno-style", "-O3", "--x-assign", "fast", "--x-initial", "fast",
                   "--no-timing", "--hierarchical"]
 VERILATOR_MAKEFLAGS = "CFG_CXXFLAGS_PCH_I=-include OPT_FAST=-O2"
-HIER_BLOCK = 'hier_block -module "linked_device"\n'
+HIER_BLOCK = 'hier_block -module "{module}"\n'
 
 
-def build(sim, devices, build_root, ber=0.0, waves=False, dcoh=None):
+def build(sim, devices, build_root, ber=0.0, waves=False, dcoh=None, batched=False):
     """Verilog + simulator build; returns (runner, build_dir, params_path).  ``dcoh``: DCOH parameter overrides
-    of ``tb.system_top.DEFAULT_DCOH`` (give each set of overrides its own ``build_root``)."""
+    of ``tb.system_top.DEFAULT_DCOH`` (give each set of overrides its own ``build_root``).  ``batched``: the
+    batched testbench's devices (tb/batched_device.py) instead of the per-cycle testbench's."""
     from tb.system_top import write_if_changed, build_system, params_path
     _check_simulator(sim)
     ber_tag = f"_ber{ber:g}" if ber else ""       # a BER changes linked_device.v: its own folders
@@ -85,10 +86,11 @@ def build(sim, devices, build_root, ber=0.0, waves=False, dcoh=None):
     t0 = time.perf_counter()
     print(f"[build] Verilog of one device and the {devices}-device top -> {rtl_dir} "
           "(converted again only when the RTL changed; about a minute then)", flush=True)
-    sources = build_system(devices, rtl_dir, dcoh=dcoh, ber=ber)
+    module = "batched_device" if batched else "linked_device"
+    sources = build_system(devices, rtl_dir, dcoh=dcoh, ber=ber, module=module)
     print(f"[build] Verilog ready in {time.perf_counter() - t0:.1f} s", flush=True)
     from cocotb_tools.runner import VerilatorControlFile, get_runner
-    build_dir = build_root / f"{sim}_{devices}dev{ber_tag}" / ("waves" if waves else "nowaves")
+    build_dir = build_root / f"{sim}_{devices}dev{ber_tag}{'_batched' if batched else ''}" / ("waves" if waves else "nowaves")
     runner = get_runner(sim)
     args = []
     if sim == "verilator":
@@ -96,8 +98,9 @@ def build(sim, devices, build_root, ber=0.0, waves=False, dcoh=None):
         # The device is a hierarchical block: Verilated once, on its own, and instantiated N times, so the
         # build no longer grows with N (inlined, each instance was compiled again: 218 s at 2 devices,
         # 538 s at 4; hierarchical: 173 s and 227 s on the same loaded machine, docs/testbench.md).
-        vlt = rtl_dir / "public_ports.vlt"
-        write_if_changed(vlt, '`verilator_config\npublic_flat_rw -module "system_top" -var "*"\n' + HIER_BLOCK)
+        vlt = rtl_dir / ("public_ports_batched.vlt" if batched else "public_ports.vlt")
+        write_if_changed(vlt, '`verilator_config\npublic_flat_rw -module "system_top" -var "*"\n' +
+                         HIER_BLOCK.format(module=module))
         sources = [VerilatorControlFile(vlt), *sources]     # the runner takes the last source as the top
         args = list(VERILATOR_ARGS)
         # The runner runs make itself, so make variables go through the environment (MAKEFLAGS
@@ -121,16 +124,18 @@ def waves_path(build_dir, seed):
 
 
 def run(runner, build_dir, params, seed, transactions, out, think=8, flit_monitor=True, waves=False,
-        testcase=None, trace=None, progress=False, host=""):
+        testcase=None, trace=None, progress=False, host="", batch=0):
     """One cocotb run; returns the summary dict (``violations`` 1 and ``error`` on a mismatch).
     ``trace``: a JSON file of access traces to replay (``system_trace``) instead of random traffic.
     ``waves``: write :func:`waves_path` (FST) and name it in the summary (``"waves"``).  ``progress``: the
     testbench shows a progress line (tb/progress.py).  ``host``: Config overrides for the golden host
-    (``name=value,...``, models.config.parse_overrides)."""
+    (``name=value,...``, models.config.parse_overrides).  ``batch``: K > 0 runs the batched testbench
+    (tb/system_batch.py, Python woken every K cycles) on a ``build(..., batched=True)``; 0 the per-cycle one."""
     from cocotb_tools.runner import Verilator, get_results
     env = {"SIM_PARAMS": str(params), "SEED": str(seed), "SIM_TRANSACTIONS": str(transactions),
            "SIM_THINK": str(think), "SIM_FLIT_MONITOR": "1" if flit_monitor else "0", "SIM_OUT": str(out),
            "SIM_TRACE": str(trace) if trace else "", "SIM_PROGRESS": "1" if progress else "0", "SIM_HOST": host,
+           "SIM_BATCH": str(batch),
            "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     fst = waves_path(build_dir, seed)
     test_args = []
@@ -143,7 +148,10 @@ def run(runner, build_dir, params, seed, transactions, out, think=8, flit_monito
         out.unlink()
     results = build_dir / f"results_{seed}.xml"
     try:
-        runner.test(hdl_toplevel="system_top", test_module="tb.system_tb", test_dir=ROOT, build_dir=build_dir,
+        if batch and trace:
+            raise ValueError("a trace replays on the per-cycle testbench only (batch=0)")
+        runner.test(hdl_toplevel="system_top", test_module="tb.system_batch" if batch else "tb.system_tb",
+                    test_dir=ROOT, build_dir=build_dir,
                     results_xml=str(results), extra_env=env, waves=waves, testcase=testcase, seed=seed,
                     test_args=test_args)
     except SystemExit:
@@ -229,6 +237,8 @@ def main(argv=None):
     ap.add_argument("--testcase", default=None)
     ap.add_argument("--trace", default=None, help="replay the access trace of this JSON file (docs/testbench.md)")
     ap.add_argument("--no-flit-monitor", action="store_true")
+    ap.add_argument("--batch", type=int, default=0, metavar="K",
+                    help="the batched testbench (tb/system_batch.py): Python looks every K cycles (0: every cycle)")
     ap.add_argument("--host", default="", metavar="NAME=VALUE,...",
                     help="the golden host's Config fields, e.g. host_dir=exact,host_traffic=0 (models/config.py)")
     ap.add_argument("--out", default="build/sim/summary.json")
@@ -251,11 +261,13 @@ def main(argv=None):
     out = Path(args.out).resolve()
     out.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    runner, build_dir, params = build(args.sim, args.devices, build_root, args.ber, args.waves)
+    if args.batch and (args.ber or args.trace):
+        ap.error("--batch: no BER and no trace (the per-cycle testbench runs those)")
+    runner, build_dir, params = build(args.sim, args.devices, build_root, args.ber, args.waves, batched=args.batch > 0)
     print(f"build: {time.perf_counter() - t0:.1f} s ({build_dir})", flush=True)
     flit_monitor = not args.no_flit_monitor and args.ber == 0
     s = run(runner, build_dir, params, args.seed, args.transactions, out, args.think, flit_monitor,
-            args.waves, args.testcase, args.trace, progress=True, host=args.host)
+            args.waves, args.testcase, args.trace, progress=True, host=args.host, batch=args.batch)
     s["simulator"] = args.sim
     out.write_text(json.dumps(s, indent=2))
     if s.get("violations"):

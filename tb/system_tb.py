@@ -224,8 +224,11 @@ class DeviceSide:
         dev.transmit(now)
 
     # ------------------------------------------------------------------ host side
-    def d2h(self, chan, now):
-        f = self.codec[chan].decode(self.h(f"{chan.name.lower()}__payload").value)
+    def d2h(self, chan, now, payload=None):
+        """The host end delivered a D2H message on ``chan`` (its payload: read from the port, or given)."""
+        if payload is None:
+            payload = self.h(f"{chan.name.lower()}__payload").value
+        f = self.codec[chan].decode(payload)
         if chan is Channel.D2H_REQ:
             key = lambda m: m.op is f["opcode"] and m.uid == f["cqid"] and m.line == f["addr"]
             what = f"{f['opcode'].name} CQID {f['cqid']} line {f['addr']:#x}"
@@ -450,6 +453,8 @@ class DeviceSide:
 
 
 class SystemBench:
+    side_class = DeviceSide          # one per RTL device (tb/system_batch.py has its own)
+
     def __init__(self, dut, params, seed, transactions, think=8, flit_monitor=True, trace=None, host=""):
         self.dut, self.params, self.seed, self.transactions = dut, params, seed, transactions
         p = params["dcoh"]
@@ -494,7 +499,7 @@ class SystemBench:
         self.latency = {}
         self.dispatch_count = [0] * 8
         self.touched = set()
-        self.devs = [DeviceSide(self, d) for d in range(self.devices)]
+        self.devs = [self.side_class(self, d) for d in range(self.devices)]
         for d, link in enumerate(self.sysm.links):
             self._spy(link, self.devs[d])
 
