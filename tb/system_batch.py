@@ -55,7 +55,7 @@ from tb.batched_device import D2H_CHANNELS, H2D_CHANNELS, DEPTH, LANES, OP_DEPTH
 from tb.cache_bfm import CacheBFM
 from tb.rtl_caches import CacheErrors, TrafficOp
 from tb.stamped import STAMP_BITS, ReleaseQueue
-from tb.system_tb import DeviceSide, SystemBench, SystemMismatch, _CACHE_STATE, _DISPATCH, _failed, _finish, _settings
+from tb.system_tb import DeviceSide, SystemBench, SystemMismatch, _CACHE_STATE, _DISPATCH, _settings, run_bench
 from tb.vip import ChannelCodec, StructCodec
 
 __all__ = ["BatchBench"]
@@ -484,20 +484,6 @@ async def system_batched(dut):
     params, seed, transactions, think, flit_monitor, out, host = _settings()
     batch = int(os.environ.get("SIM_BATCH", "8"))
     bench = BatchBench(dut, params, seed, transactions, think, flit_monitor, host=host, batch=batch)
-    profile = os.environ.get("SIM_PROFILE")
-    if profile:
-        import cProfile
-        prof = cProfile.Profile()
-        prof.enable()
-    try:
-        summary = await bench.run()
-    except SystemMismatch as e:
-        _failed(bench, e, seed, out)
-        raise
-    finally:
-        if profile:
-            prof.disable()
-            prof.dump_stats(profile)
-    _finish(bench, summary, seed, out)
+    summary = await run_bench(bench, seed, out)
     cocotb.log.info(f"seed {seed}: {summary['transactions']} transactions, {summary['cycles']} cycles, "
                     f"{summary['sim_cycles_per_s']} cycles/s (batched, K={batch})")

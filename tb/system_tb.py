@@ -716,13 +716,10 @@ def _settings():
             os.environ.get("SIM_OUT"), os.environ.get("SIM_HOST", ""))
 
 
-@cocotb.skipif(bool(os.environ.get("SIM_TRACE")), reason="a trace run: system_trace does the work")
-@cocotb.test()
-async def system_random(dut):
-    """Seeded random traffic from every internal cache until SIM_TRANSACTIONS requests completed."""
-    params, seed, transactions, think, flit_monitor, out, host = _settings()
-    bench = SystemBench(dut, params, seed, transactions, think, flit_monitor, host=host)
-    profile = os.environ.get("SIM_PROFILE")          # a cProfile of the testbench's Python, to this file
+async def run_bench(bench, seed, out):
+    """``bench.run()``, the summary written to ``out`` (or the failure, naming the seed); ``SIM_PROFILE=<file>``
+    writes a cProfile of the testbench's Python there.  Returns the summary."""
+    profile = os.environ.get("SIM_PROFILE")
     if profile:
         import cProfile
         prof = cProfile.Profile()
@@ -737,6 +734,16 @@ async def system_random(dut):
             prof.disable()
             prof.dump_stats(profile)
     _finish(bench, summary, seed, out)
+    return summary
+
+
+@cocotb.skipif(bool(os.environ.get("SIM_TRACE")), reason="a trace run: system_trace does the work")
+@cocotb.test()
+async def system_random(dut):
+    """Seeded random traffic from every internal cache until SIM_TRANSACTIONS requests completed."""
+    params, seed, transactions, think, flit_monitor, out, host = _settings()
+    bench = SystemBench(dut, params, seed, transactions, think, flit_monitor, host=host)
+    summary = await run_bench(bench, seed, out)
     cov = summary["coverage"]
     cocotb.log.info(f"seed {seed}: {summary['transactions']} transactions, {summary['cycles']} cycles, "
                     f"{summary['sim_cycles_per_s']} cycles/s; {len(cov['state_event'])} (state, event) pairs, "
