@@ -17,7 +17,10 @@ two looks:
   change of the caches' ``quiet``, a flit on either wire, the error bit.  :class:`Recorder` (a
   :class:`tb.stamped.EventRecorder` with one port per window record) stamps and keeps them; the system
   top puts it beside the device, not inside: the device is a hierarchical block in Verilator, whose
-  ports are copied at every evaluation, and the window is 16 records of ~2.9 kbit;
+  ports are copied at every evaluation, and the window is 16 records of ~1.6 kbit.  A line in a record
+  (D2H data, a cmd's answer, a cpu_rsp) is its low ``VALUE_BITS`` and a ``wide`` bit (a bit above them is
+  set): the model's line values are below 2^64, so nothing a check compares is lost, and a record is about
+  half as wide;
 * ``now`` counts cycles from reset; ``status`` packs what a testbench polls once per look (free entries
   per queue, error, drained, the DCOH's idle).
 
@@ -31,7 +34,7 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from cxl.messages import Channel
-from hdl.dcoh.dcoh import CacheCmd, CacheCmdRsp, CpuRsp, Dispatch
+from hdl.dcoh.dcoh import CacheCmd, CacheState, Dispatch
 from hdl.dcoh.coalescer import Message
 from hdl.link.port import LinkErrorCause
 from hdl.link.ports import FLIT_BITS, channel_shape
@@ -40,7 +43,7 @@ from tb.rtl_caches import CacheErrors, InternalCaches, TrafficOp
 from tb.stamped import STAMP_BITS, EventRecorder, ReleaseQueue
 
 __all__ = ["BatchedDevice", "Recorder", "H2D_CHANNELS", "D2H_CHANNELS", "QUEUE_DEPTH", "LANES", "OP_LANES", "OP_DEPTH",
-           "WINDOW", "DEPTH"]
+           "WINDOW", "DEPTH", "VALUE_BITS"]
 
 H2D_CHANNELS = (Channel.H2D_REQ, Channel.H2D_RSP, Channel.H2D_DATA)
 D2H_CHANNELS = (Channel.D2H_REQ, Channel.D2H_RSP, Channel.D2H_DATA)
@@ -51,6 +54,7 @@ OP_DEPTH = 16            # accesses each internal cache keeps queued: a look eve
                          # while K + OP_LANES / caches is below this (an access takes at least a cycle)
 WINDOW = 16              # records a testbench reads per look and device
 DEPTH = 256              # records kept
+VALUE_BITS = 64          # a line in a record: its low bits (and whether any bit above is set)
 
 
 def _name(chan):
@@ -86,15 +90,19 @@ class BatchedDevice(wiring.Component):
     def record_layout(caches, addr_width, coalesce_block):
         block_bits = coalesce_block.bit_length() - 1
         fields = {"dispatch": Dispatch, "h2d_taken": 3}
+        line = {"data": VALUE_BITS, "wide": 1}
         for c in D2H_CHANNELS:
             fields[f"{_name(c)}_valid"] = 1
             fields[_name(c)] = channel_shape(c)
+        fields["d2h_data"] = data.StructLayout({"hdr": data.Layout.cast(channel_shape(Channel.D2H_DATA))["hdr"].shape,
+                                                **line})
         fields.update({
             "hit": caches, "miss": caches,
             "cmd_valid": 1, "cmd": CacheCmd(caches, addr_width),
-            "cmd_rsp_valid": 1, "cmd_rsp": CacheCmdRsp(),
+            "cmd_rsp_valid": 1, "cmd_rsp": data.StructLayout({"dirty": 1, "excl": 1, **line}),
             "cpu_req_valid": 1, "cpu_req_cache": range(max(caches, 2)),
-            "cpu_rsp_valid": 1, "cpu_rsp": CpuRsp(caches, addr_width),
+            "cpu_rsp_valid": 1, "cpu_rsp": data.StructLayout({"cache": range(max(caches, 2)), "line": addr_width,
+                                                                "state": CacheState, **line}),
             "probe_valid": 1, "probe": Message(addr_width - block_bits, coalesce_block, caches),
             "quiet": 1, "up_valid": 1, "up": FLIT_BITS, "down_valid": 1, "down": FLIT_BITS, "error": 1})
         return data.StructLayout(fields)
@@ -145,14 +153,25 @@ class BatchedDevice(wiring.Component):
         m.d.comb += [r.dispatch.eq(lk.dispatch), r.h2d_taken.eq(Cat(taken)), r.hit.eq(ca.hit), r.miss.eq(ca.miss),
                      r.quiet.eq(ca.quiet), r.up_valid.eq(lk.up_flit), r.up.eq(lk.up_word),
                      r.down_valid.eq(lk.down_flit), r.down.eq(lk.down_word), r.error.eq(lk.error)]
+        def line_of(field, value):           # a line as recorded: low bits, and whether any above is set
+            return [field.data.eq(value[:VALUE_BITS]), field.wide.eq(value[VALUE_BITS:] != 0)]
+
         for c in D2H_CHANNELS:
             port = getattr(lk, _name(c))
-            m.d.comb += [port.ready.eq(1), getattr(r, f"{_name(c)}_valid").eq(port.valid),
-                         getattr(r, _name(c)).eq(port.payload)]
+            m.d.comb += [port.ready.eq(1), getattr(r, f"{_name(c)}_valid").eq(port.valid)]
+            if c is Channel.D2H_DATA:
+                m.d.comb += [r.d2h_data.hdr.eq(port.p.hdr), *line_of(r.d2h_data, port.p.data)]
+            else:
+                m.d.comb += getattr(r, _name(c)).eq(port.payload)
             moved.append(port.valid)
+        m.d.comb += [r.cmd_rsp.dirty.eq(lk.cmd_rsp.p.dirty), r.cmd_rsp.excl.eq(lk.cmd_rsp.p.excl),
+                     *line_of(r.cmd_rsp, lk.cmd_rsp.p.data),
+                     r.cpu_rsp.cache.eq(lk.cpu_rsp.p.cache), r.cpu_rsp.line.eq(lk.cpu_rsp.p.line),
+                     r.cpu_rsp.state.eq(lk.cpu_rsp.p.state), *line_of(r.cpu_rsp, lk.cpu_rsp.p.data),
+                     r.cmd.eq(lk.cmd.payload), r.probe.eq(lk.probe.payload)]
         for name, stream_ in (("cmd", lk.cmd), ("cmd_rsp", lk.cmd_rsp), ("cpu_rsp", lk.cpu_rsp), ("probe", lk.probe)):
             fire = stream_.valid & stream_.ready
-            m.d.comb += [getattr(r, f"{name}_valid").eq(fire), getattr(r, name).eq(stream_.payload)]
+            m.d.comb += getattr(r, f"{name}_valid").eq(fire)
             moved.append(fire)
         fire = lk.cpu_req.valid & lk.cpu_req.ready
         m.d.comb += [r.cpu_req_valid.eq(fire), r.cpu_req_cache.eq(lk.cpu_req.p.cache)]

@@ -43,6 +43,7 @@ from collections import deque
 
 import cocotb
 from amaranth.hdl import Shape
+from amaranth.lib import data
 from cocotb.clock import Clock
 from cocotb.triggers import RisingEdge, Timer
 
@@ -51,7 +52,8 @@ from hdl.dcoh.dcoh import CmdOp, CpuKind
 from hdl.link.ports import channel_shape
 from models.checker import InvariantViolation
 from models.dcoh import cache_hit
-from tb.batched_device import D2H_CHANNELS, H2D_CHANNELS, DEPTH, LANES, OP_DEPTH, OP_LANES, WINDOW, BatchedDevice
+from tb.batched_device import (D2H_CHANNELS, H2D_CHANNELS, DEPTH, LANES, OP_DEPTH, OP_LANES, VALUE_BITS, WINDOW,
+                               BatchedDevice)
 from tb.cache_bfm import CacheBFM
 from tb.rtl_caches import CacheErrors, TrafficOp
 from tb.stamped import STAMP_BITS, ReleaseQueue
@@ -106,10 +108,10 @@ class BatchedSide(DeviceSide):
         self.to_send = 0                                   # misses not yet taken by the DCOH
         self.owed = deque()                                # the answers the RTL's caches owe (mirror's)
         self.was_idle = False
-        self.status_h = self.h("status")
+        self.poll_h = self.h("poll")
         self.now_h = self.h("now")
         self.rec_h = [self.h(f"rec{i}") for i in range(bench.window)]
-        self.count_h, self.overflow_h = self.h("rec_count"), self.h("rec_overflow")
+        self.overflow_h = self.h("rec_overflow")
         self.push_h = {c: self.h(f"{c.name.lower()}_push") for c in H2D_CHANNELS}
         self.seq_h = {c: self.h(f"{c.name.lower()}_seq") for c in H2D_CHANNELS}
         self.ops_h, self.ops_seq_h = self.h("ops_push"), self.h("ops_seq")
@@ -183,6 +185,10 @@ class BatchedSide(DeviceSide):
         """Everything device ``d`` did in cycle ``t`` (the record ``v``), in tb/system_tb.py cycle()'s order."""
         bench = self.bench
         f = bench.field
+        if not v & bench.event_mask:          # flits and quiet only: most records
+            self._flits(t, v)
+            self._settle(bool(f(v, "quiet")), False)
+            return
         if f(v, "error"):
             self.fail(self.rtl_errors())
         code = f(v, "dispatch")
@@ -204,10 +210,16 @@ class BatchedSide(DeviceSide):
         for c in D2H_CHANNELS:
             name = c.name.lower()
             if f(v, f"{name}_valid"):
-                self.d2h(c, t, f(v, name))
+                payload = f(v, name)
+                if c is Channel.D2H_DATA:           # the header and the line's low bits (tb/batched_device.py)
+                    p = bench.line_codec["d2h_data"].decode(payload)
+                    self._narrow(p, "D2H data")
+                    payload = p["hdr"] | p["data"] << bench.d2h_hdr_bits
+                self.d2h(c, t, payload)
         changed = False
         if f(v, "cmd_rsp_valid"):
-            got = bench.cmd_rsp_codec.decode(f(v, "cmd_rsp"))
+            got = bench.line_codec["cmd_rsp"].decode(f(v, "cmd_rsp"))
+            self._narrow(got, "a cmd's answer")
             want = self.owed.popleft() if self.owed else None
             if want is None or (got["dirty"], got["excl"], got["data"]) != want:
                 self.fail(f"the RTL's caches answered a cmd with dirty={got['dirty']} excl={got['excl']} "
@@ -218,7 +230,8 @@ class BatchedSide(DeviceSide):
             bench.touch(c["line"])
             changed = True
         if f(v, "cpu_rsp_valid"):
-            c = bench.cpu_rsp_codec.decode(f(v, "cpu_rsp"))
+            c = bench.line_codec["cpu_rsp"].decode(f(v, "cpu_rsp"))
+            self._narrow(c, "cpu_rsp")
             try:
                 self.bfm.install(c["cache"], c["line"], _CACHE_STATE[c["state"]], c["data"])
             except RuntimeError as e:
@@ -261,16 +274,31 @@ class BatchedSide(DeviceSide):
                     changed = True
                 else:
                     self.to_send += 1
+        self._flits(t, v)
+        bench.last_event = t                 # a message, a dispatch or a cache event: not only flits
+        self._settle(bool(f(v, "quiet")), changed)
+
+    def _narrow(self, fields, what):
+        if fields["wide"]:
+            self.fail(f"{what} carries a line with bits above the low {VALUE_BITS} set; every line the model "
+                      f"writes is below 2^{VALUE_BITS}")
+
+    def _flits(self, t, v):
+        bench = self.bench
+        if bench.flit_checker is None:
+            return
+        f = bench.field
         for name in ("up", "down"):
-            if bench.flit_checker is not None and f(v, f"{name}_valid"):
+            if f(v, f"{name}_valid"):
                 w = f(v, name)
                 if bench.broken == "flit" and w & 1 == 0 and self.d == 0 and name == "down":
                     bench.broken = None      # SIM_BREAK=flit: as in tb/system_tb.py
                     w ^= 1 << 512
                 bench.flit_checker.take(t, self.d, name, w)
-        if code or taken or changed or miss or f(v, "cmd_rsp_valid") or any(f(v, f"{c.name.lower()}_valid") for c in D2H_CHANNELS):
-            bench.last_event = t
-        settled = bool(f(v, "quiet")) and not self.to_send and not self.held
+
+    def _settle(self, quiet, changed):
+        """The caches against the shadow's whenever the device has settled (tb/system_tb.py cycle())."""
+        settled = quiet and not self.to_send and not self.held
         if settled and (changed or not self.was_idle):
             self.compare_caches()
         self.was_idle = settled
@@ -316,11 +344,21 @@ class BatchBench(SystemBench):
         self.last_event = 0
         # a record's fields, by shifts from the stamped word (the cycle is its low STAMP_BITS)
         self._fields = {name: (STAMP_BITS + f.offset, (1 << f.width) - 1) for name, f in dev.layout}
+        # the fields that make a record more than flits and quiet
+        self.event_mask = 0
+        for name, (off, mask) in self._fields.items():
+            if name not in ("up", "up_valid", "down", "down_valid", "quiet"):
+                self.event_mask |= mask << off
         self.lanes = {c: _Lanes(channel_shape(c)) for c in H2D_CHANNELS}
         ops = TrafficOp(p["caches"], dev.linked.dcoh.addr_width)
         self.op_codec = StructCodec(ops)
         self.op_lanes = _Lanes(ops, OP_LANES)
         self.status_codec = StructCodec(dev.status_layout)
+        # the records' lines: low VALUE_BITS and a "wide" bit (tb/batched_device.py)
+        self.line_codec = {n: StructCodec(dev.layout[n].shape) for n in ("d2h_data", "cmd_rsp", "cpu_rsp")}
+        self.d2h_hdr_bits = data.Layout.cast(dev.layout["d2h_data"].shape)["hdr"].width
+        self.status_bits = dev.status_layout.size
+        self.status_mask = (1 << self.status_bits) - 1
         self.cache_err_fields = [(n, (f.offset, 1)) for n, f in CacheErrors()]
 
     def next_access(self, d, k):
@@ -368,7 +406,7 @@ class BatchBench(SystemBench):
         for _ in range(3):
             await RisingEdge(dut.clk)
         for side in self.devs:               # the first accesses, taken in the first cycle after reset,
-            side.status = int(side.status_h.value)      # whatever K (a cache's first think time counts from reset)
+            side.status = int(side.poll_h.value) & self.status_mask  # whatever K (think times count from reset)
             side.push(0)
         dut.rst.value = 0
         await RisingEdge(dut.clk)
@@ -390,8 +428,9 @@ class BatchBench(SystemBench):
             batches = []
             again = False
             for side in devs:
-                side.status = int(side.status_h.value)
-                count = int(side.count_h.value)
+                poll = int(side.poll_h.value)
+                side.status = poll & self.status_mask
+                count = poll >> self.status_bits
                 if count >= DEPTH and int(side.overflow_h.value):     # only a full recorder can lose one
                     raise SystemMismatch(f"seed {self.seed} cycle {now} dev{side.d}: the recorder overflowed")
                 n = min(count, self.window)
