@@ -150,7 +150,7 @@ test: deps
 	@start=$$(date +%s); \
 	  $(WITH_VLT) && export HYPOTHESIS_PROFILE=$(HYPOTHESIS_PROFILE) && \
 	  echo "==> verilator: $$(command -v verilator)" && \
-	  $(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS); rc=$$?; \
+	  $(PY) -m pytest -q -m "not slow" --durations=15 $(PYTEST_ARGS); rc=$$?; \
 	  mkdir -p build/bench && echo $$(( $$(date +%s) - start )) > build/bench/make_test_s.txt; exit $$rc
 
 explore: venv
