@@ -242,15 +242,7 @@ class BatchedSide(DeviceSide):
             bench.touch(c["line"])
             changed = True
         if f(v, "probe_valid"):
-            p = bench.probe_codec.decode(f(v, "probe"))
-            block = p["block"]
-            blk = bench.cfg.coalesce_block
-            lines = {block * blk + i for i in range(blk) if (p["lines"] >> i) & 1}
-            if block not in self.shadow.coal.groups or not lines & set(self.shadow.coal.groups[block][1]):
-                self.fail(f"the RTL probes block {block:#x} lines {sorted(lines)}, but the shadow has no "
-                          f"such probe open (its groups: {self.shadow.coal.groups})")
-            self.shadow.flush(block, t, lines)
-            self.probe_phase = "acked"
+            self.probe_acked(f(v, "probe"), t)
         hit, miss = f(v, "hit"), f(v, "miss")
         for k in range(bench.cfg.caches):
             if (hit >> k) & 1 or (miss >> k) & 1:
@@ -264,13 +256,7 @@ class BatchedSide(DeviceSide):
                               f"{self.bfm.caches[k].get(op.line)}")
                 self.bfm.access(op)
                 if is_hit:
-                    busy = self.shadow.ops[k]
-                    if busy is not None or not self.shadow.accept(op, t) or self.shadow.ops[k] is not None:
-                        self.fail(f"{op!r} hits in the RTL's cache {k} ({self.bfm.caches[k].get(op.line)}) but "
-                                  f"not in its shadow's ({self.shadow.caches[k].get(op.line)}; its access "
-                                  f"outstanding: {busy!r})")
-                    bench.hits += 1
-                    bench.touch(op.line)
+                    self.hit_taken(op, t)
                     changed = True
                 else:
                     self.to_send += 1
@@ -290,11 +276,7 @@ class BatchedSide(DeviceSide):
         f = bench.field
         for name in ("up", "down"):
             if f(v, f"{name}_valid"):
-                w = f(v, name)
-                if bench.broken == "flit" and w & 1 == 0 and self.d == 0 and name == "down":
-                    bench.broken = None      # SIM_BREAK=flit: as in tb/system_tb.py
-                    w ^= 1 << 512
-                bench.flit_checker.take(t, self.d, name, w)
+                self.flit_seen(name, f(v, name), t)
 
     def _settle(self, quiet, changed):
         """The caches against the shadow's whenever the device has settled (tb/system_tb.py cycle())."""

@@ -354,15 +354,7 @@ class DeviceSide:
             bench.touch(c["line"])
             changed = True
         if bits & _BIT["probe__valid"] and self.probe_ready:
-            p = bench.probe_codec.decode(int(h("probe__payload").value))
-            block = p["block"]
-            blk = bench.cfg.coalesce_block
-            lines = {block * blk + i for i in range(blk) if (p["lines"] >> i) & 1}
-            if block not in self.shadow.coal.groups or not lines & set(self.shadow.coal.groups[block][1]):
-                self.fail(f"the RTL probes block {block:#x} lines {sorted(lines)}, but the shadow has no "
-                          f"such probe open (its groups: {self.shadow.coal.groups})")
-            self.shadow.flush(block, now, lines)
-            self.probe_phase = "acked"
+            self.probe_acked(int(h("probe__payload").value), now)
         ready = int(self.probe_phase is None)
         if ready != self.probe_ready:
             self.probe_ready = ready
@@ -391,14 +383,8 @@ class DeviceSide:
                     continue
                 self.pending_op[k] = None
                 self.bfm.access(op)
-                busy = self.shadow.ops[k]
-                if busy is not None or not self.shadow.accept(op, now) or self.shadow.ops[k] is not None:
-                    self.fail(f"{op!r} hits in the RTL's cache {k} ({self.bfm.caches[k].get(op.line)}) but not "
-                              f"in its shadow's ({self.shadow.caches[k].get(op.line)}; its access outstanding: "
-                              f"{busy!r})")
+                self.hit_taken(op, now)
                 self.next_issue[k] = now + 1 + bench.rng.randrange(bench.think + 1)
-                bench.hits += 1
-                bench.touch(op.line)
                 changed = True
             else:
                 self.pending_op[k] = None
@@ -413,17 +399,45 @@ class DeviceSide:
             write(h("cpu_req__valid"), 0)
         for flit_bit, word, name in self.wires:
             if bits & flit_bit:
-                w = int(word.value)
-                if bench.broken == "flit" and w & 1 == 0 and self.d == 0 and name == "down":
-                    bench.broken = None        # SIM_BREAK=flit: one protocol flit's CRC seen wrong, once
-                    w ^= 1 << 512
-                bench.flit_checker.take(now, self.d, name, w)
+                self.flit_seen(name, int(word.value), now)
         # the RTL's caches against the shadow's whenever the DCOH has settled
         settled = idle and self.cpu_cur is None and not self.held
         if settled and (changed or not self.was_idle):
             self.compare_caches()
         self.was_idle = settled
         return changed
+
+    def probe_acked(self, payload, now):
+        """The caches took the DCOH's probe message ``payload``: the shadow flushes exactly those lines."""
+        bench = self.bench
+        p = bench.probe_codec.decode(payload)
+        block = p["block"]
+        blk = bench.cfg.coalesce_block
+        lines = {block * blk + i for i in range(blk) if (p["lines"] >> i) & 1}
+        if block not in self.shadow.coal.groups or not lines & set(self.shadow.coal.groups[block][1]):
+            self.fail(f"the RTL probes block {block:#x} lines {sorted(lines)}, but the shadow has no "
+                      f"such probe open (its groups: {self.shadow.coal.groups})")
+        self.shadow.flush(block, now, lines)
+        self.probe_phase = "acked"
+
+    def hit_taken(self, op, now):
+        """Access ``op`` hit in the RTL's cache (``self.bfm`` has applied it): it must hit in the shadow too."""
+        k = op.k
+        busy = self.shadow.ops[k]
+        if busy is not None or not self.shadow.accept(op, now) or self.shadow.ops[k] is not None:
+            self.fail(f"{op!r} hits in the RTL's cache {k} ({self.bfm.caches[k].get(op.line)}) but not "
+                      f"in its shadow's ({self.shadow.caches[k].get(op.line)}; its access outstanding: "
+                      f"{busy!r})")
+        self.bench.hits += 1
+        self.bench.touch(op.line)
+
+    def flit_seen(self, wire, word, now):
+        """A flit crossed ``wire`` ("up"/"down") in cycle ``now``: to the flit checker (tb/flit_checker.py)."""
+        bench = self.bench
+        if bench.broken == "flit" and word & 1 == 0 and self.d == 0 and wire == "down":
+            bench.broken = None        # SIM_BREAK=flit: one protocol flit's CRC seen wrong, once
+            word ^= 1 << 512
+        bench.flit_checker.take(now, self.d, wire, word)
 
     def rtl_errors(self):
         """What the RTL's ``error`` status bit stands for, read from its counters and causes."""
