@@ -15,6 +15,10 @@
 
 The host side of each device (``d<i>_h2d_*`` in, ``d<i>_d2h_*`` out) is the host end of its link: the
 host BFM drives and takes CXL.cache messages there, and they cross the 68B-flit link both ways.
+
+``build_system(..., module="batched_device")`` writes the batched testbench's top instead
+(tb/system_batch.py): ``batched_device.v`` and ``batched_recorder.v`` (tb/batched_device.py, cached the
+same way) and ``batched_top_<N>dev.v``, each device with its recorder beside it (:func:`_build_batched`).
 """
 
 import hashlib
