@@ -50,7 +50,6 @@ from cocotb.triggers import RisingEdge, Timer
 from cxl.messages import Channel
 from hdl.dcoh.dcoh import CmdOp, CpuKind
 from hdl.link.ports import channel_shape
-from models.checker import InvariantViolation
 from models.dcoh import cache_hit
 from tb.batched_device import (D2H_CHANNELS, H2D_CHANNELS, DEPTH, LANES, OP_DEPTH, OP_LANES, VALUE_BITS, WINDOW,
                                BatchedDevice)
@@ -438,12 +437,12 @@ class BatchBench(SystemBench):
             last = None
             for t, d, v in merged:
                 if t != last and last is not None:
-                    self._after_cycle(last)
+                    self.after_cycle(last)
                 self.now = sysm.now = t
                 devs[d].record(t, v)
                 last = t
             if last is not None:
-                self._after_cycle(last)
+                self.after_cycle(last)
             self.now = sysm.now = now
             for side in devs:
                 again |= side.push(now)
@@ -466,32 +465,7 @@ class BatchBench(SystemBench):
                 else:
                     drained_since = None
         self.wall = time.perf_counter() - t0
-        for dev in devs:
-            dev.compare_caches()
-            if any(dev.link.flight.values()):
-                raise SystemMismatch(f"seed {self.seed}: dev{dev.d}: model messages never sent or "
-                                     f"taken by the RTL: {dev.link.flight}")
-        try:
-            sysm.check_all()
-        except (InvariantViolation, AssertionError) as e:
-            raise SystemMismatch(f"seed {self.seed} end: golden-model invariant: {e}") from None
-
-    def _after_cycle(self, t):
-        """What tb/system_tb.py checks after every cycle, after the cycle ``t`` of the records."""
-        sysm = self.sysm
-        try:
-            if sysm.checker.touched:
-                sysm.check_step()
-        except (InvariantViolation, AssertionError) as e:
-            raise SystemMismatch(f"seed {self.seed} cycle {t}: golden-model invariant: {e}") from None
-        if self.touched:
-            self.check_rtl_lines()
-        for dev in sysm.devices:
-            if dev.done:
-                for op, lat in dev.done:
-                    self.latency.setdefault(op.name, []).append(lat)
-                self.done += len(dev.done)
-                dev.done.clear()
+        self.final_checks()
 
     def summary(self):
         s = super().summary()

@@ -637,19 +637,7 @@ class SystemBench:
                                      f"{names}") from None
             for dev in devs:
                 dev.cycle((mon >> (dev.d * MON_WIDTH)) & _MASK, now, issuing)
-            try:
-                if sysm.checker.touched:
-                    sysm.check_step()
-            except (InvariantViolation, AssertionError) as e:
-                raise SystemMismatch(f"seed {self.seed} cycle {now}: golden-model invariant: {e}") from None
-            if self.touched:
-                self.check_rtl_lines()
-            for dev in sysm.devices:
-                if dev.done:
-                    for op, lat in dev.done:
-                        self.latency.setdefault(op.name, []).append(lat)
-                    self.done += len(dev.done)
-                    dev.done.clear()
+            self.after_cycle(now)
             if self.done != last_done:
                 last_done, last_done_at = self.done, now
                 progress.update(self.done, now)
@@ -667,13 +655,35 @@ class SystemBench:
                 else:
                     drained_for = 0
         self.wall = time.perf_counter() - t0
-        for dev in devs:
+        self.final_checks()
+
+    def after_cycle(self, now):
+        """After every cycle in which something happened: the golden model's invariants on what the cycle
+        touched, SWMR and data value over the RTL's caches, the finished accesses' latencies."""
+        sysm = self.sysm
+        try:
+            if sysm.checker.touched:
+                sysm.check_step()
+        except (InvariantViolation, AssertionError) as e:
+            raise SystemMismatch(f"seed {self.seed} cycle {now}: golden-model invariant: {e}") from None
+        if self.touched:
+            self.check_rtl_lines()
+        for dev in sysm.devices:
+            if dev.done:
+                for op, lat in dev.done:
+                    self.latency.setdefault(op.name, []).append(lat)
+                self.done += len(dev.done)
+                dev.done.clear()
+
+    def final_checks(self):
+        """At the end: every cache equals its shadow's, nothing is left in flight, ``System.check_all``."""
+        for dev in self.devs:
             dev.compare_caches()
             if any(dev.link.flight.values()):
                 raise SystemMismatch(f"seed {self.seed}: dev{dev.d}: model messages never sent or "
                                      f"taken by the RTL: {dev.link.flight}")
         try:
-            sysm.check_all()
+            self.sysm.check_all()
         except (InvariantViolation, AssertionError) as e:
             raise SystemMismatch(f"seed {self.seed} end: golden-model invariant: {e}") from None
 
