@@ -396,7 +396,6 @@ class BatchBench(SystemBench):
     async def _run(self, max_cycles, progress):
         sysm = self.sysm
         devs = self.devs
-        last_done, last_done_at = 0, 0
         drained_since = None
         t0 = time.perf_counter()
         cycle_mask = (1 << STAMP_BITS) - 1
@@ -446,12 +445,7 @@ class BatchBench(SystemBench):
             self.now = sysm.now = now
             for side in devs:
                 again |= side.push(now)
-            if self.done != last_done:
-                last_done, last_done_at = self.done, now
-                progress.update(self.done, now)
-            elif now - last_done_at > self.cfg.watchdog:
-                raise SystemMismatch(f"seed {self.seed} cycle {now}: no transaction finished for "
-                                     f"{self.cfg.watchdog} cycles; outstanding: {sysm.outstanding()[:8]}")
+            self.watch(now, progress)
             if max_cycles is not None and now >= max_cycles:
                 break
             if not self.issuing():

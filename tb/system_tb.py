@@ -512,6 +512,7 @@ class SystemBench:
         self.done = 0
         self.latency = {}
         self.dispatch_count = [0] * 8
+        self._last_done, self._last_done_at = 0, 0      # for watch()
         self.touched = set()
         self.devs = [self.side_class(self, d) for d in range(self.devices)]
         for d, link in enumerate(self.sysm.links):
@@ -616,7 +617,6 @@ class SystemBench:
         sysm = self.sysm
         devs = self.devs
         issuing = self.issuing
-        last_done, last_done_at = 0, 0
         drained_for = 0
         t0 = time.perf_counter()
         mon_h = dut.mon
@@ -638,12 +638,7 @@ class SystemBench:
             for dev in devs:
                 dev.cycle((mon >> (dev.d * MON_WIDTH)) & _MASK, now, issuing)
             self.after_cycle(now)
-            if self.done != last_done:
-                last_done, last_done_at = self.done, now
-                progress.update(self.done, now)
-            elif now - last_done_at > self.cfg.watchdog:
-                raise SystemMismatch(f"seed {self.seed} cycle {now}: no transaction finished for "
-                                     f"{self.cfg.watchdog} cycles; outstanding: {sysm.outstanding()[:8]}")
+            self.watch(now, progress)
             if max_cycles is not None and now >= max_cycles:
                 break
             if not issuing():
@@ -656,6 +651,15 @@ class SystemBench:
                     drained_for = 0
         self.wall = time.perf_counter() - t0
         self.final_checks()
+
+    def watch(self, now, progress):
+        """Progress shown when a transaction finished; forward progress: none for Config.watchdog cycles fails."""
+        if self.done != self._last_done:
+            self._last_done, self._last_done_at = self.done, now
+            progress.update(self.done, now)
+        elif now - self._last_done_at > self.cfg.watchdog:
+            raise SystemMismatch(f"seed {self.seed} cycle {now}: no transaction finished for "
+                                 f"{self.cfg.watchdog} cycles; outstanding: {self.sysm.outstanding()[:8]}")
 
     def after_cycle(self, now):
         """After every cycle in which something happened: the golden model's invariants on what the cycle
