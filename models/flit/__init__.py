@@ -29,7 +29,7 @@ from cxl.messages import CODECS, LINE_BYTES, Channel   # noqa: F401
 
 from .cli import main
 from .crc import crc16, crc16_serial, deframe, frame, seal
-from .efficiency import MIXED, WORKLOADS, efficiency, optimum
+from .efficiency import MIXED, WORKLOADS, efficiency, fewest_flits, optimum, workload_streams
 from .messages import FlitMsg, make_msg, msg_from_json, msg_to_json, stream_payload
 from .packer import Packer, pack
 from .unpacker import RxFlit, Unpacked, Unpacker, unpack
@@ -37,4 +37,4 @@ from .vectors import random_mix, random_msg, write_vectors
 
 __all__ = ["crc16", "crc16_serial", "seal", "frame", "deframe", "FlitMsg", "make_msg", "stream_payload", "msg_to_json",
            "msg_from_json", "Packer", "pack", "RxFlit", "Unpacked", "Unpacker", "unpack", "random_msg",
-           "random_mix", "write_vectors", "WORKLOADS", "MIXED", "efficiency", "optimum", "main"]
+           "random_mix", "write_vectors", "WORKLOADS", "MIXED", "workload_streams", "efficiency", "fewest_flits", "optimum", "main"]
