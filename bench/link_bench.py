@@ -12,7 +12,8 @@ Reports, as JSON on stdout (and ``--out FILE``):
   and the message latency (mean, max, and the mean added to W = 0's) of the golden packer
   (``models.flit.Packer(wait=W)``, bit-exact with the RTL's) in a cycle loop of both directions
   (:func:`wait_sweep`); ``efficiency`` above is the RTL at the packer's default W
-  (``efficiency_wait``), since the link port builds its packer with the default;
+  (``efficiency_wait``), and ``efficiency_by_wait`` the same RTL runs with ``LinkPort(pack_wait=W)``
+  for the waits of ``--rtl-waits`` (default 3);
 * ``recovery``: retry recovery time in cycles, from the cycle a corrupted flit crosses the wire to the
   first replayed flit the receiver accepts (``rx_good`` after the receiver left its wait state),
   for single errors injected into a data stream;
@@ -53,7 +54,9 @@ class Bench(ReusedSimulator):
     """One loopback simulator, reset between runs."""
 
     def __init__(self, **params):
+        t0 = time.time()
         super().__init__(LinkLoopback(**{"rx_depth": 16, **params}))
+        self.elaboration_s = round(time.time() - t0, 1)
 
     def run(self, job):
         t0 = time.time()
@@ -186,32 +189,14 @@ def wait_sweep(workload, counts, wait, rng, depth=4):
             "mean_latency": sum(latency) / len(latency), "max_latency": max(latency)}
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python -m bench.link_bench", description=__doc__.split("\n")[0])
-    ap.add_argument("--budget", type=float, default=300.0, help="seconds for the BER runs (default 300)")
-    ap.add_argument("--lines", type=int, default=512, help="lines / snoops per efficiency workload")
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--out", help="also write the JSON here")
-    args = ap.parse_args(argv)
-    rng = random.Random(args.seed)
-    t_build = time.time()
-    b = Bench()
-    out = {"params": {"rx_depth": 16, **{k: getattr(b.dut.dev_port, k) for k in
-                                         ("retry_depth", "ack_timer", "retry_timeout", "credits")}},
-           "elaboration_s": None}
-    n = args.lines
-
-    # -------------------------------------------------- throughput and efficiency, error-free
+def rtl_efficiency(bench, runs, n, rng):
+    """Payload efficiency of each workload of ``runs`` ({workload: {channel: count}}, ``n`` lines,
+    snoops or transactions) on the RTL loopback ``bench``, beside its optimum (the module docstring's
+    ``efficiency``)."""
     eff = {}
-    runs = {"streaming_writes": {D2H[2]: n}, "streaming_reads": {H2D[2]: n},
-            "snoop_storm": {H2D[0]: n, D2H[1]: n},
-            "mixed": {ch: k * n // 4 for ch, k in MIXED.items()}}
-    assert set(runs) == set(WORKLOADS)
     for w, counts in runs.items():
         send = {ch: messages(ch, counts.get(ch, 0), rng) for ch in D2H + H2D}
-        r = b.run({"send": send, "limit": 20 * n + 1000})
-        if out["elaboration_s"] is None:
-            out["elaboration_s"] = round(time.time() - t_build - r["wall_s"], 1)
+        r = bench.run({"send": send, "limit": 20 * n + 1000})
         assert r["complete"], (w, r)
         payload = sum(payload_bytes(ch, k) for ch, k in counts.items())
         if w == "streaming_writes":
@@ -225,8 +210,36 @@ def main(argv=None):
                   "down_flits": r["down_flits"], "efficiency": payload / (WIRE_BYTES * flits),
                   "optimum": opt["efficiency"], "optimum_flits": opt["flits"],
                   "flits_per_cycle": flits / r["cycles"], "sim_cycles_per_s": r["cycles"] / r["wall_s"]}
+    return eff
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m bench.link_bench", description=__doc__.split("\n")[0])
+    ap.add_argument("--budget", type=float, default=300.0, help="seconds for the BER runs (default 300)")
+    ap.add_argument("--lines", type=int, default=512, help="lines / snoops per efficiency workload")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--rtl-waits", type=lambda t: [int(x) for x in t.split(",") if x], default=[3],
+                    help="packer waits (LinkPort pack_wait) to measure the RTL's efficiency at besides the "
+                         "default (comma list, default 3; empty for none)")
+    ap.add_argument("--out", help="also write the JSON here")
+    args = ap.parse_args(argv)
+    rng = random.Random(args.seed)
+    b = Bench()
+    out = {"params": {"rx_depth": 16, **{k: getattr(b.dut.dev_port, k) for k in
+                                         ("retry_depth", "ack_timer", "retry_timeout", "credits")}},
+           "elaboration_s": b.elaboration_s}
+    n = args.lines
+
+    # -------------------------------------------------- throughput and efficiency, error-free
+    runs = {"streaming_writes": {D2H[2]: n}, "streaming_reads": {H2D[2]: n},
+            "snoop_storm": {H2D[0]: n, D2H[1]: n},
+            "mixed": {ch: k * n // 4 for ch, k in MIXED.items()}}
+    assert set(runs) == set(WORKLOADS)
+    eff = rtl_efficiency(b, runs, n, rng)
     out["efficiency"] = eff
     out["efficiency_wait"] = DEFAULT_PACK_WAIT      # the link ports build their packers with the default
+    # The same RTL runs with the packers holding flits (LinkPort pack_wait), one loopback per wait.
+    out["efficiency_by_wait"] = {str(w): rtl_efficiency(Bench(pack_wait=w), runs, n, rng) for w in args.rtl_waits}
 
     # -------------------------------------------------- packer wait sweep (golden model)
     sweep = {}
@@ -243,8 +256,8 @@ def main(argv=None):
         sweep[w] = {"optimum": opt, "by_wait": rows, "least_wait_reaching_0.97": min(reaching, default=None)}
     out["wait_sweep"] = {"workloads": sweep,
                          "note": "golden model (models.flit.Packer, bit-exact with the RTL packer in lockstep) "
-                                 "in a cycle loop of both directions, see wait_sweep(); the loopback above runs "
-                                 "the RTL at the packer's default wait"}
+                                 "in a cycle loop of both directions, see wait_sweep(); efficiency and "
+                                 "efficiency_by_wait are the RTL loopback at the default and at pack_wait=W"}
     out["throughput"] = {"up_flits_per_cycle": eff["streaming_writes"]["flits_per_cycle"],
                          "down_flits_per_cycle": eff["streaming_reads"]["flits_per_cycle"],
                          "note": "flits on the data wire / cycles of the whole run (includes the first "

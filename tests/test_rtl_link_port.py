@@ -176,6 +176,26 @@ def test_full_rate_no_backpressure(harness):
     assert res["cycles"] <= 170 * 1.25 + 30, res
 
 
+def test_pack_wait_fills_flits(harness):
+    """Requests trickling into the device end (one every few cycles, one way): with the packers' wait
+    (``pack_wait`` = 4, through the loopback's port parameters) every request still comes out once and
+    in order, in fewer flits on the up wire than with wait 0 (a port that dropped ``pack_wait`` would
+    send about one flit per request)."""
+    job = {"seed": 21, "n": {D2H[0]: 60}, "p_valid": 0.4, "p_ready": 1.0}
+    eager = harness.run(job)
+    patient = Harness(pack_wait=4).run(job)
+    for res in (eager, patient):
+        check_counts(res, job["seed"])
+    assert eager["up_flits"] >= 50, eager
+    assert patient["up_flits"] <= eager["up_flits"] * 2 // 3, (patient, eager)
+
+
+@pytest.mark.parametrize("value", [-1, 256, 1.5, True])
+def test_bad_pack_wait(value):
+    with pytest.raises(ValueError, match="pack_wait"):
+        LinkPort(True, pack_wait=value)
+
+
 # ---------------------------------------------------------------- (b) error patterns
 def nth(numbers):
     numbers = set(numbers)

@@ -2,7 +2,8 @@
 
 ``LinkLoopback(ber_up=..., ber_down=..., seed=..., pattern_up=(), pattern_down=(), **port_params)``:
 
-* ``dev`` = ``LinkPort(upstream=True)`` (sends D2H), ``host`` = ``LinkPort(upstream=False)`` (sends H2D);
+* ``dev`` = ``LinkPort(upstream=True)`` (sends D2H), ``host`` = ``LinkPort(upstream=False)`` (sends H2D),
+  both built with ``port_params`` (e.g. ``pack_wait``, the packers' wait);
 * wire ``up``: ``dev.tx_flit`` -> ``WireInjector`` -> ``host.rx_flit``; wire ``down`` the other way;
 * top-level streams: ``d2h_req/rsp/data`` In (into the device end), ``h2d_req/rsp/data`` Out (out of the
   device end); ``host_h2d_req/rsp/data`` In (into the host end), ``host_d2h_req/rsp/data`` Out;

@@ -136,7 +136,7 @@ from hdl.link.rx import CONTROL_KIND_NAMES, CONTROL_TABLES, FlitUnpacker, RxErro
 from hdl.link.tx import AK_FLITS, FlitPacker
 from cxl.control import CONTROL_KINDS, control, encode_control
 from cxl.credits import CREDIT_CLASSES
-from cxl.flit import MAX_PER_FLIT
+from cxl.flit import DEFAULT_PACK_WAIT, MAX_PACK_WAIT, MAX_PER_FLIT
 
 __all__ = ["LinkPort", "RETRY_KINDS", "RX_ERROR_KINDS", "LinkErrorCause", "default_credits",
            "rx_errors_signature"]
@@ -193,10 +193,12 @@ class LinkPort(wiring.Component):
     16..256), ``credits`` ({"req", "rsp", "data"}: credit pools of the sent channels; default: what the
     peer's unpacker buffers, :func:`default_credits`), ``ack_timer`` (cycles), ``retry_timeout``
     (cycles between RETRY.Req re-sends), ``rx_depth`` (unpacker lane depth), ``tx_depth`` (packer queue
-    depth); ``retry_limit``, ``ack_timeout``, ``credit_timeout``: see "Link errors"."""
+    depth); ``retry_limit``, ``ack_timeout``, ``credit_timeout``: see "Link errors"; ``pack_wait``: the
+    packer's ``wait`` (hdl/link/tx.py: decisions a partly filled protocol flit may be held)."""
 
     def __init__(self, upstream, *, retry_depth=64, credits=None, ack_timer=16, retry_timeout=32,
-                 rx_depth=8, tx_depth=4, retry_limit=64, ack_timeout=4096, credit_timeout=8192):
+                 rx_depth=8, tx_depth=4, retry_limit=64, ack_timeout=4096, credit_timeout=8192,
+                 pack_wait=DEFAULT_PACK_WAIT):
         if not isinstance(upstream, bool):
             raise ValueError(f"upstream={upstream!r}: must be True (device end) or False (host end)")
         if retry_depth not in (16, 32, 64, 128, 256):
@@ -221,6 +223,10 @@ class LinkPort(wiring.Component):
             raise ValueError(f"ack_timeout={ack_timeout}: must exceed ack_timer + retry_timeout "
                              f"({ack_timer + retry_timeout}), or a working link would time out")
         self.rx_depth, self.tx_depth = rx_depth, tx_depth
+        if not isinstance(pack_wait, int) or isinstance(pack_wait, bool) or not 0 <= pack_wait <= MAX_PACK_WAIT:
+            raise ValueError(f"pack_wait={pack_wait!r}: must be an integer 0..{MAX_PACK_WAIT} (the packer's "
+                             "wait: decisions a partly filled flit may be held)")
+        self.pack_wait = pack_wait
         # Entries kept free for draining the packer (see elaborate): its queues and owed lines, in
         # flits, plus the LLCRD after them.  An assumption sized from the packer's structure.
         self.reserve = 3 * tx_depth + 4
@@ -246,7 +252,8 @@ class LinkPort(wiring.Component):
         m = Module()
         D = self.retry_depth
         seq_bits = (D - 1).bit_length()
-        m.submodules.packer = pk = FlitPacker(self.upstream, depth=self.tx_depth, data_depth=self.tx_depth)
+        m.submodules.packer = pk = FlitPacker(self.upstream, depth=self.tx_depth, data_depth=self.tx_depth,
+                                              wait=self.pack_wait)
         m.submodules.unpacker = up = FlitUnpacker(not self.upstream, depth=self.rx_depth)
 
         # ============================================================ RX: pre-check of every flit
