@@ -13,7 +13,10 @@ Figures and where they come from:
   sources; ``model_compiled_msgs_per_s`` the same on the ``make fast-model`` build (models/compiled.py),
   null when it is not built for the current sources;
 * ``snoop_per_cycle``, ``snoop_miss_latency_cycles`` and the DCOH's other cycle counts:
-  ``bench.dcoh_bench`` on the RTL (also rewrites bench/dcoh_cycles.json, which the CXL timing model reads);
+  ``bench.dcoh_bench`` on the RTL (also rewrites bench/dcoh_cycles.json, which the CXL timing model reads),
+  among them the streams of non-conflicting lines (``snoop_hit_per_cycle``, ``snoop_hit_probe_per_cycle``,
+  ``request_events_per_cycle``, each in a row beside its target, ``DCOH_STREAMS``, and their latencies);
+  ``--update-dcoh`` measures only these (~2 min) into the last full run's results;
 * ``link_efficiency``: ``bench.link_bench`` on the RTL loopback, measured beside the analytic optimum,
   plus flits per cycle, retry recovery and the BER runs (bounded by ``--link-budget``);
 * ``sim_cycles_per_s.amaranth``: amaranth.sim speed of the device top behind a whole link

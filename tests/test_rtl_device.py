@@ -141,8 +141,8 @@ def _ordering_rig():
 
 async def _go_then_snoop(ctx, dut, order, snoop_op):
     """Cache 0 stores to LINE (a miss: RdOwn); the host answers with GO-E and the data and snoops the line,
-    in ``order``, each message offered to the host end in the cycle after the one before was taken.
-    Returns what the host end received, what the caches were told, and the DCOH's state afterwards."""
+    in ``order`` (groups of GO_THEN_SNOOP).  Returns what the host end received, the caches, the DCOH's
+    snoop filter, busy tracker entries and protocol-error count afterwards, and when things happened."""
     from tb.cache_bfm import CacheBFM
     from models.dcoh import CpuOp
     from hdl.dcoh.dcoh import CacheState, CmdOp, CpuKind, Dispatch
