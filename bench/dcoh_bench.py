@@ -4,6 +4,19 @@
   snoops to lines the device does not hold (target 1);
 * ``snoop_miss_latency``: cycles from a snoop's handshake on ``h2d_req`` to its RspIHitI being valid on
   ``d2h_rsp`` (target <= 2);
+* ``snoop_hit_per_cycle``: snoops answered per cycle when they hit the snoop filter and need no probe
+  of the internal caches (SnpData to lines held in S: RspSHitSE; target >= 0.99), and
+  ``snoop_hit_latency``, the largest snoop handshake -> response valid in the window;
+* ``snoop_hit_probe_per_cycle`` / ``snoop_hit_probe_latency``: the same for snoops that probe the
+  internal caches (SnpInv to lines held in S: probe, invalidate, RspIHitSE), the caches taking each
+  probe and command at once and answering a command in the next cycle (target >= 0.99);
+* ``request_events_per_cycle``: CPU accesses, H2D Rsps (GO) and H2D Data taken per cycle, each of 8
+  caches loading (RdShared, GO-S + Data) and evicting (CleanEvictNoData, GO-I) lines of its own, the
+  host answering in the next cycle (target >= 0.5); ``request_cpu_to_d2h_req_latency`` (CPU access
+  taken -> its D2H Req) and ``request_host_to_cpu_rsp_latency`` (the host's last message of a
+  transaction taken -> ``cpu_rsp``), the largest in the window.  These four streams run on lines no
+  other access or snoop touches, after a warm-up, and count events over the middle half of the run
+  (``_StreamHarness``);
 * ``snoop_hit_inv_latency``: the same for a SnpInv to a line held in S by an internal cache, with the
   coalescing window set to 0, *excluding* the internal cache's time (cycles from ``cmd`` valid to
   ``cmd_rsp`` valid, which the cache decides);
@@ -26,8 +39,8 @@ from pathlib import Path
 
 from amaranth.sim import Simulator
 
-from hdl.dcoh.dcoh import DCOH, CpuKind
-from cxl.messages import D2HRspOpcode, H2DReqOpcode, H2DRspOpcode, GOState
+from hdl.dcoh.dcoh import DCOH, CacheState, CmdOp, CpuKind
+from cxl.messages import D2HReqOpcode, D2HRspOpcode, H2DReqOpcode, H2DRspOpcode, GOState
 
 RESULTS = Path(__file__).with_name("dcoh_cycles.json")
 
@@ -172,14 +185,249 @@ def link_one_way():
     return _run(dut, body)
 
 
+# ---------------------------------------------------------------------------------------------------
+# Streams of non-conflicting lines: an ideal host and ideal internal caches around the bare DCOH, so
+# that the figure is the DCOH's own rate.  The host answers each D2H request in the next cycle (GO and
+# Data of a read offered together, GO first), keeps CXL's rule of one snoop per line at a time
+# (docs/sources.md §1.1) and returns every D2H credit in the cycle after its message; the caches take
+# every probe and command at once and answer a command in the next cycle (tb/cache_bfm.py keeps their
+# MESI state, so the answers are the real ones).  Every response and completion is checked against
+# what the state asks for: a wrong one stops the bench.
+
+STREAM_CACHES = 8         # one access outstanding per internal cache: 8 keep the engine busy
+HOST_DELAY = 1            # cycles from a D2H request's handshake to the host's answer being offered
+
+
+class _StreamHarness:
+    """Drives the DCOH's host and cache sides one cycle at a time and records every handshake.
+
+    ``accesses``: per cache, a list of ("load" | "evict", line) done in order, each after the last
+    finished.  ``snoops``: (opcode, line, expected D2H Rsp opcode), offered in order once every access
+    has finished and the engine is idle.  Records: ``events`` (cycle, kind) of every CPU access, H2D Rsp
+    and H2D Data taken; ``snoop_taken`` / ``snoop_answered`` (cycle of each snoop's handshake and of
+    its response); ``cpu_latency`` (CPU access taken -> its D2H Req) and ``done_latency`` (the host's
+    last message of a transaction taken -> ``cpu_rsp``), each as (cycle of the start, cycles)."""
+
+    def __init__(self, dut, accesses, snoops=()):
+        from tb.cache_bfm import CacheBFM
+        self.dut = dut
+        self.bfm = CacheBFM(dut.caches)
+        self.accesses = [list(a) for a in accesses] + [[] for _ in range(dut.caches - len(accesses))]
+        self.snoops = list(snoops)
+        self.events, self.snoop_taken, self.snoop_answered = [], [], []
+        self.cpu_latency, self.done_latency = [], []
+        self.snoop_probes = self.snoop_cmds = 0     # probes and commands while snoops were under way
+        self.cycle = 0
+
+    async def run(self, ctx, limit=200_000):
+        from models.dcoh import CpuOp
+        dut, bfm = self.dut, self.bfm
+        for s in (dut.d2h_req, dut.d2h_rsp, dut.d2h_data, dut.cpu_rsp, dut.probe, dut.cmd):
+            ctx.set(s.ready, 1)
+        rsp_q, data_q = [], []                 # (due cycle, fields) the host will offer, in order
+        cqid_line = {}                         # outstanding D2H request: CQID -> line
+        cpu_cur = None                         # the CPU access offered on cpu_req: (cache, op)
+        cpu_at, last_host = {}, {}             # line -> cycle its access / its last host message was taken
+        cmd_answer = None                      # (dirty, excl, data) offered on cmd_rsp
+        credits = [0, 0, 0]                    # D2H credits to return this cycle (req, rsp, data)
+        snoop_line, snoop_i = {}, 0            # uqid -> line of the snoops not yet answered
+        pending = sum(len(a) for a in self.accesses)
+        snooping = False
+        while pending or snoop_i < len(self.snoops) or snoop_line:
+            now = self.cycle
+            if now > limit:
+                raise RuntimeError(f"stream stalled: {pending} accesses, {len(self.snoops) - snoop_i} snoops "
+                                   f"and {len(snoop_line)} responses outstanding after {limit} cycles")
+            # ---- drive
+            for port, n in zip((dut.crd_req, dut.crd_rsp, dut.crd_data), credits):
+                ctx.set(port, n)
+            if cpu_cur is None:
+                for k, todo in enumerate(self.accesses):
+                    if todo and bfm.busy[k] is None:
+                        kind, line = todo.pop(0)
+                        op = CpuOp(kind, k, line)
+                        if bfm.access(op):
+                            raise RuntimeError(f"{op!r} hit in its cache: the stream needs DCOH work")
+                        cpu_cur = (k, op)
+                        break
+            ctx.set(dut.cpu_req.valid, cpu_cur is not None)
+            if cpu_cur is not None:
+                k, op = cpu_cur
+                ctx.set(dut.cpu_req.p.kind, CpuKind[op.kind.upper()])
+                ctx.set(dut.cpu_req.p.cache, k)
+                ctx.set(dut.cpu_req.p.line, op.line)
+            for port, q, fields in ((dut.h2d_rsp, rsp_q, ("opcode", "rsp_data", "cqid")),
+                                    (dut.h2d_data, data_q, ("cqid", "data"))):
+                due = bool(q) and q[0][0] <= now
+                ctx.set(port.valid, due)
+                if due:
+                    for name, v in q[0][1].items():
+                        ctx.set(port.p.hdr.cqid if name == "cqid" and port is dut.h2d_data else getattr(port.p, name), v)
+            snp = None
+            snooping = snooping or (not pending and ctx.get(dut.idle))     # the fill is over
+            if snooping and snoop_i < len(self.snoops):
+                snp = self.snoops[snoop_i]
+                if snp[1] in snoop_line.values():
+                    snp = None                 # the host's rule: one snoop per line at a time
+            ctx.set(dut.h2d_req.valid, snp is not None)
+            if snp is not None:
+                ctx.set(dut.h2d_req.p.opcode, snp[0])
+                ctx.set(dut.h2d_req.p.addr, snp[1])
+                ctx.set(dut.h2d_req.p.uqid, snoop_i % 4096)
+            ctx.set(dut.cmd_rsp.valid, cmd_answer is not None)
+            if cmd_answer is not None:
+                ctx.set(dut.cmd_rsp.p.dirty, cmd_answer[0])
+                ctx.set(dut.cmd_rsp.p.excl, cmd_answer[1])
+                ctx.set(dut.cmd_rsp.p.data, cmd_answer[2])
+            # ---- observe this cycle's handshakes
+            taken = lambda s: ctx.get(s.valid) and ctx.get(s.ready)        # noqa: E731
+            credits = [int(taken(s)) for s in (dut.d2h_req, dut.d2h_rsp, dut.d2h_data)]
+            if cpu_cur is not None and taken(dut.cpu_req):
+                self.events.append((now, "cpu"))
+                cpu_at[cpu_cur[1].line] = now
+                cpu_cur = None
+            if taken(dut.h2d_rsp):
+                self.events.append((now, "rsp"))
+                last_host[cqid_line[rsp_q.pop(0)[1]["cqid"]]] = now
+            if taken(dut.h2d_data):
+                self.events.append((now, "data"))
+                last_host[cqid_line[data_q.pop(0)[1]["cqid"]]] = now
+            if taken(dut.d2h_req):
+                op, cqid, line = (D2HReqOpcode(ctx.get(dut.d2h_req.p.opcode)), ctx.get(dut.d2h_req.p.cqid),
+                                  ctx.get(dut.d2h_req.p.addr))
+                self.cpu_latency.append((cpu_at[line], now - cpu_at[line]))
+                cqid_line[cqid] = line
+                due = now + HOST_DELAY
+                if op in (D2HReqOpcode.RdShared, D2HReqOpcode.RdOwn):
+                    go = GOState.Shared if op is D2HReqOpcode.RdShared else GOState.Exclusive
+                    rsp_q.append((due, {"opcode": H2DRspOpcode.GO, "rsp_data": go.value, "cqid": cqid}))
+                    data_q.append((due, {"cqid": cqid, "data": line}))
+                elif op is D2HReqOpcode.CleanEvictNoData:
+                    rsp_q.append((due, {"opcode": H2DRspOpcode.GO, "rsp_data": GOState.Invalid.value, "cqid": cqid}))
+                else:
+                    raise RuntimeError(f"the stream's host does not answer {op.name}")
+            if taken(dut.cpu_rsp):
+                k, line = ctx.get(dut.cpu_rsp.p.cache), ctx.get(dut.cpu_rsp.p.line)
+                state, data = CacheState(ctx.get(dut.cpu_rsp.p.state)), ctx.get(dut.cpu_rsp.p.data)
+                want = {"load": CacheState.S, "evict": CacheState.I}[bfm.busy[k].kind]
+                if state is not want or (want is CacheState.S and data != line):
+                    raise RuntimeError(f"cpu_rsp for {bfm.busy[k]!r}: {state.name}, data {data:#x}")
+                bfm.install(k, line, state.name, data)
+                self.done_latency.append((last_host[line], now - last_host[line]))
+                pending -= 1
+            if cmd_answer is not None and taken(dut.cmd_rsp):
+                cmd_answer = None
+            if snooping and taken(dut.probe):
+                self.snoop_probes += 1
+            if taken(dut.cmd):
+                self.snoop_cmds += snooping
+                cmd_answer = bfm.command(ctx.get(dut.cmd.p.line), ctx.get(dut.cmd.p.caches),
+                                         CmdOp(ctx.get(dut.cmd.p.op)).name)
+            if snp is not None and taken(dut.h2d_req):
+                snoop_line[snoop_i % 4096] = snp[1]
+                self.snoop_taken.append(now)
+                snoop_i += 1
+            if taken(dut.d2h_rsp):
+                uqid, got = ctx.get(dut.d2h_rsp.p.uqid), D2HRspOpcode(ctx.get(dut.d2h_rsp.p.opcode))
+                i = len(self.snoop_answered)
+                if uqid != i % 4096 or got is not self.snoops[i][2]:
+                    raise RuntimeError(f"snoop {i} ({self.snoops[i][0].name} {self.snoops[i][1]:#x}) answered "
+                                       f"{got.name} for UQID {uqid}, expected {self.snoops[i][2].name}")
+                del snoop_line[uqid]
+                self.snoop_answered.append(now)
+            if taken(dut.d2h_data):
+                raise RuntimeError("D2H Data from a stream of clean lines")
+            await ctx.tick()
+            self.cycle += 1
+        return self
+
+
+def _window_rate(cycles):
+    """Events per cycle over the middle half of a sorted list of event cycles (the first quarter is the
+    warm-up, the last quarter the drain, when fewer caches are still busy)."""
+    lo, hi = len(cycles) // 4, (3 * len(cycles)) // 4
+    if hi - lo < 8:
+        raise RuntimeError(f"{len(cycles)} events are too few for a window")
+    return round((hi - lo) / (cycles[hi] - cycles[lo]), 4)
+
+
+def _window_max(pairs, cycles):
+    """The largest latency of the items that started inside the middle-half window of ``cycles``."""
+    lo, hi = cycles[len(cycles) // 4], cycles[(3 * len(cycles)) // 4]
+    return max(lat for start, lat in pairs if lo <= start <= hi)
+
+
+def _stream_dut():
+    return DCOH(caches=STREAM_CACHES, sf_sets=64, sf_ways=4, tracker=16, work=4, coalesce_window=0,
+                credits=64)
+
+
+def _loads_of(lines):
+    """Accesses that leave ``lines`` in S, spread over the caches (each a load miss)."""
+    acc = [[] for _ in range(STREAM_CACHES)]
+    for i, line in enumerate(lines):
+        acc[i % STREAM_CACHES].append(("load", line))
+    return acc
+
+
+def _run_stream(accesses, snoops=()):
+    dut = _stream_dut()
+    out = {}
+
+    async def body(ctx):
+        out["h"] = await _StreamHarness(dut, accesses, snoops).run(ctx)
+        return {}
+    _run(dut, body)
+    return out["h"]
+
+
+def snoop_stream(opcode, expect, lines, rounds, probe):
+    """Snoops that hit the snoop filter, to ``lines`` held in S, ``rounds`` times round them (SnpData
+    leaves the lines in S, so they can be snooped again; SnpInv invalidates them: one round).
+    ``probe``: whether these snoops must probe the internal caches (checked: a stream of the other
+    class would measure the wrong path)."""
+    snoops = [(opcode, line, expect) for _ in range(rounds) for line in lines]
+    h = _run_stream(_loads_of(lines), snoops)
+    if probe != (h.snoop_probes > 0) or probe != (h.snoop_cmds > 0):
+        raise RuntimeError(f"{opcode.name} to S lines: {h.snoop_probes} probes and {h.snoop_cmds} commands, "
+                           f"but the stream is meant to {'probe' if probe else 'need no probe'}")
+    pairs = list(zip(h.snoop_taken, (a - t for t, a in zip(h.snoop_taken, h.snoop_answered))))
+    return {"per_cycle": _window_rate(h.snoop_answered), "latency": _window_max(pairs, h.snoop_answered),
+            "snoops": len(snoops)}
+
+
+def request_stream(per_cache=24):
+    """Each cache loads a line of its own (a miss: RdShared, GO-S, Data) and evicts it (CleanEvictNoData,
+    GO-I), ``per_cache`` lines in turn: CPU accesses, GOs and Data to lines no other access touches."""
+    acc = [[(kind, 0x1000 + k + STREAM_CACHES * j) for j in range(per_cache) for kind in ("load", "evict")]
+           for k in range(STREAM_CACHES)]
+    h = _run_stream(acc)
+    cycles = sorted(c for c, _ in h.events)
+    return {"per_cycle": _window_rate(cycles), "cpu_latency": _window_max(h.cpu_latency, cycles),
+            "done_latency": _window_max(h.done_latency, cycles), "events": len(cycles)}
+
+
 def measure():
     miss = snoop_miss()
     link = link_one_way()
     hit0 = snoop_hit(0)
     hit4 = snoop_hit(4)
+    lines = [0x100 + i for i in range(32)]
+    # SnpData to an S line: RspSHitSE, the copies keep S (no probe); SnpInv: the copies must go (probe)
+    hit = snoop_stream(H2DReqOpcode.SnpData, D2HRspOpcode.RspSHitSE, lines, rounds=4, probe=False)
+    probe = snoop_stream(H2DReqOpcode.SnpInv, D2HRspOpcode.RspIHitSE, [0x400 + i for i in range(128)], rounds=1,
+                         probe=True)
+    req = request_stream()
     return {
         "snoop_miss_per_cycle": miss["per_cycle"],
         "snoop_miss_latency": miss["latency"],
+        "snoop_hit_per_cycle": hit["per_cycle"],
+        "snoop_hit_latency": hit["latency"],
+        "snoop_hit_probe_per_cycle": probe["per_cycle"],
+        "snoop_hit_probe_latency": probe["latency"],
+        "request_events_per_cycle": req["per_cycle"],
+        "request_cpu_to_d2h_req_latency": req["cpu_latency"],
+        "request_host_to_cpu_rsp_latency": req["done_latency"],
         "snoop_hit_inv_latency": hit0["latency"],
         "coalesce_window_4_adds": hit4["latency"] - hit0["latency"],
         "tx_miss": hit0["tx"],
@@ -187,7 +435,8 @@ def measure():
         "link_one_way": max(link["up"], link["down"]),
         "link_one_way_up_down": [link["up"], link["down"]],
         "note": "cycles measured on the RTL in amaranth.sim (bench/dcoh_bench.py); hit latency excludes "
-                "the internal cache's own time",
+                "the internal cache's own time; *_per_cycle and the latencies beside them: streams of "
+                "non-conflicting lines, middle half of the run (bench/dcoh_bench.py, _StreamHarness)",
     }
 
 
