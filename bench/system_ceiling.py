@@ -49,7 +49,7 @@ int main(int argc, char** argv) {
 }
 """
 
-# the flags of make sim's Verilator build (tb/run_system.py: hierarchical device, -O3, model C++ at -O2)
+# the flags of make sim's Verilator build (tb/run_system.py: hierarchical device, -O3, model C++ at -O1)
 FLAGS = [*VERILATOR_ARGS, "-MAKEFLAGS", VERILATOR_MAKEFLAGS]
 
 

@@ -71,7 +71,11 @@ def _verilator_runner():
 # --no-timing: the "#0" of the Icarus time-0 trigger (tb/system_top.py) means nothing to Verilator.
 VERILATOR_ARGS = ["-Wno-fatal", "-Wno-lint", "-Wno-style", "-O3", "--x-assign", "fast", "--x-initial", "fast",
                   "--no-timing", "--hierarchical"]
-VERILATOR_MAKEFLAGS = "CFG_CXXFLAGS_PCH_I=-include OPT_FAST=-O2"
+# The model's C++ at -O1: a fresh 4-device build took 134 s against 165 s at -O2 (-O0: 113 s), with the
+# same testbench speed within the machine's noise (per-cycle 2 513-2 899 cycles/s against 2 787-2 892,
+# batched K=8 2 721-3 112 against 3 029-3 031; at -O0 the per-cycle bench fell to ~950), measured back
+# to back on this 2-core machine with one other job (docs/testbench.md, "Figures").
+VERILATOR_MAKEFLAGS = "CFG_CXXFLAGS_PCH_I=-include OPT_FAST=-O1"
 HIER_BLOCK = 'hier_block -module "{module}"\n'
 
 
@@ -106,7 +110,7 @@ def build(sim, devices, build_root, ber=0.0, waves=False, dcoh=None, batched=Fal
         # The runner runs make itself, so make variables go through the environment (MAKEFLAGS
         # assignments act as command-line ones): the wheel's verilated.mk has an empty
         # CFG_CXXFLAGS_PCH_I, which breaks the precompiled-header build of large models
-        # ("Vtop__pch.h.fast: linker input file not found"); and the model's C++ defaults to -Os.
+        # ("Vtop__pch.h.fast: linker input file not found"); and the model's C++ defaults to -Os (OPT_FAST).
         os.environ["MAKEFLAGS"] = VERILATOR_MAKEFLAGS
     t0 = time.perf_counter()
     print(f"[build] {sim} model of the system -> {build_dir}"
