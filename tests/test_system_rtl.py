@@ -206,3 +206,21 @@ def test_system_fails_at_once_on_a_dead_link(tmp_path):
     s = run(runner, build_dir, params, 1, 50, tmp_path / "summary.json", flit_monitor=False)
     assert s.get("violations") == 1, "a dead link went unnoticed"
     assert "RTL error" in s["error"] and "RETRY_LIMIT" in s["error"] and s["cycles"] < 10000, s["error"]
+
+
+# The system at the edges of the snoop filter's sizes (the defaults are 16 sets x 2 ways, whose pseudo-LRU
+# is one bit): one set of 4 ways, two of 8, so that the tree's inner nodes choose the victims and the
+# snoop filter overflows all the time; the shadow has the same sizes, so every message is still compared.
+# The host's directory is exact here: a finite one of the devices' geometry (the default) evicts first and
+# leaves the devices' own filters few victims to choose.
+SF_EDGES = {"sf1x4": dict(sf_sets=1, sf_ways=4), "sf2x8": dict(sf_sets=2, sf_ways=8)}
+
+
+@pytest.mark.slow        # ~1 min each: a Verilog conversion and an Icarus build per size (make regress)
+@pytest.mark.parametrize("name", sorted(SF_EDGES))
+def test_system_at_snoop_filter_edges(name, tmp_path):
+    runner, build_dir, params = build("icarus", 2, ROOT / "build" / f"sim_{name}", dcoh=SF_EDGES[name])
+    s = run(runner, build_dir, params, SEED, 150, tmp_path / "summary.json", host="host_dir=exact")
+    assert not s.get("violations"), f"seed {SEED}: {s.get('error')}"
+    # the edge was reached: snoop-filter victims (back-invalidation work) again and again
+    assert s["dispatch"].get("WORK", 0) >= 50, (SEED, s["dispatch"])

@@ -317,7 +317,8 @@ class SnoopFilter(wiring.Component):
 
         # ---- invariants -------------------------------------------------------------------------
         m.d.comb += [cp.en.eq(1), cp.addr.eq(wp.addr)]
-        check_set = Signal(range(self.sets))
+        # at least one bit wide: with one set the address is 0 bits, which Verilog cannot print ({0{...}})
+        check_set = Signal(range(max(self.sets, 2)))
         m.d.sync += check_set.eq(wp.addr)
         crow = data.View(self.row_layout, cp.data)
         dup = Const(0)
