@@ -61,10 +61,10 @@ def fewest_flits(direction, msgs):
     (four), each format's positions, a multi-data-header format only with 2 or more Data Headers,
     one slot with Data Headers per flit, and the per-flit maxima (CXL 1.1 / 3.x §4.2.5, docs/sources.md §2.2).
     It drops only where in the flit things go (the rollover and next-data-slot positions) and the
-    queue order, so it can only be lower than the truth; for the workloads here it equals the exact
-    optimum found by searching every flit sequence (tests/test_flit.py).  The bound of bits alone
-    (message bits / 128 per slot) is 7 % looser on ``mixed``: no upstream format carries two D2H
-    Req, so a slot cannot be filled by bits that do not fit its positions."""
+    queue order, so it can only be lower than the truth; on the mixed workload at 4-24 transactions it
+    equals the optimum found by searching every legal flit sequence (tests/test_flit.py).  A bound of
+    bits alone (message bits / 128 per slot) is about 7 % higher in efficiency on ``mixed`` and cannot
+    be reached: no upstream format carries two D2H Req, so a slot holds only what fits its positions."""
     import z3                                   # here: only the efficiency bound needs the solver
 
     data_chan = direction.data_channel
