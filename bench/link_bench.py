@@ -12,8 +12,9 @@ Reports, as JSON on stdout (and ``--out FILE``):
   and the message latency (mean, max, and the mean added to W = 0's) of the golden packer
   (``models.flit.Packer(wait=W)``, bit-exact with the RTL's) in a cycle loop of both directions
   (:func:`wait_sweep`); ``efficiency`` above is the RTL at the packer's default W
-  (``efficiency_wait``), and ``efficiency_by_wait`` the same RTL runs with ``LinkPort(pack_wait=W)``
-  for the waits of ``--rtl-waits`` (default 3);
+  (``efficiency_wait``), and ``efficiency_by_config`` the same RTL runs with the link ports built
+  with another packer wait and queue depth (``LinkPort(pack_wait=W, tx_depth=D)``) for each of
+  ``--rtl-configs`` (default ``3,3x6``: W = 3 at the default depth, and W = 3 with 6-deep queues);
 * ``recovery``: retry recovery time in cycles, from the cycle a corrupted flit crosses the wire to the
   first replayed flit the receiver accepts (``rx_good`` after the receiver left its wait state),
   for single errors injected into a data stream;
@@ -189,6 +190,18 @@ def wait_sweep(workload, counts, wait, rng, depth=4):
             "mean_latency": sum(latency) / len(latency), "max_latency": max(latency)}
 
 
+def parse_configs(text):
+    """``"3,3x6"`` -> ``[{"pack_wait": 3}, {"pack_wait": 3, "tx_depth": 6}]`` (LinkPort parameters)."""
+    configs = []
+    for item in filter(None, text.split(",")):
+        wait, _, depth = item.partition("x")
+        try:
+            configs.append({"pack_wait": int(wait), **({"tx_depth": int(depth)} if depth else {})})
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{item!r}: expected W or WxD (integers), e.g. 3 or 3x6") from None
+    return configs
+
+
 def rtl_efficiency(bench, runs, n, rng):
     """Payload efficiency of each workload of ``runs`` ({workload: {channel: count}}, ``n`` lines,
     snoops or transactions) on the RTL loopback ``bench``, beside its optimum (the module docstring's
@@ -218,9 +231,10 @@ def main(argv=None):
     ap.add_argument("--budget", type=float, default=300.0, help="seconds for the BER runs (default 300)")
     ap.add_argument("--lines", type=int, default=512, help="lines / snoops per efficiency workload")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--rtl-waits", type=lambda t: [int(x) for x in t.split(",") if x], default=[3],
-                    help="packer waits (LinkPort pack_wait) to measure the RTL's efficiency at besides the "
-                         "default (comma list, default 3; empty for none)")
+    ap.add_argument("--rtl-configs", type=parse_configs, default=parse_configs("3,3x6"),
+                    help="link-port settings to measure the RTL's efficiency at besides the defaults: a comma "
+                         "list of W (LinkPort pack_wait) or WxD (pack_wait W, tx_depth D); default 3,3x6; "
+                         "empty for none")
     ap.add_argument("--out", help="also write the JSON here")
     args = ap.parse_args(argv)
     rng = random.Random(args.seed)
@@ -238,8 +252,9 @@ def main(argv=None):
     eff = rtl_efficiency(b, runs, n, rng)
     out["efficiency"] = eff
     out["efficiency_wait"] = DEFAULT_PACK_WAIT      # the link ports build their packers with the default
-    # The same RTL runs with the packers holding flits (LinkPort pack_wait), one loopback per wait.
-    out["efficiency_by_wait"] = {str(w): rtl_efficiency(Bench(pack_wait=w), runs, n, rng) for w in args.rtl_waits}
+    # The same RTL runs with the packers holding flits and deeper packer queues, one loopback per setting.
+    out["efficiency_by_config"] = [{**cfg, "efficiency": rtl_efficiency(Bench(**cfg), runs, n, rng)}
+                                   for cfg in args.rtl_configs]
 
     # -------------------------------------------------- packer wait sweep (golden model)
     sweep = {}
@@ -257,7 +272,7 @@ def main(argv=None):
     out["wait_sweep"] = {"workloads": sweep,
                          "note": "golden model (models.flit.Packer, bit-exact with the RTL packer in lockstep) "
                                  "in a cycle loop of both directions, see wait_sweep(); efficiency and "
-                                 "efficiency_by_wait are the RTL loopback at the default and at pack_wait=W"}
+                                 "efficiency_by_config are the RTL loopback at the default and other settings"}
     out["throughput"] = {"up_flits_per_cycle": eff["streaming_writes"]["flits_per_cycle"],
                          "down_flits_per_cycle": eff["streaming_reads"]["flits_per_cycle"],
                          "note": "flits on the data wire / cycles of the whole run (includes the first "

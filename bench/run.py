@@ -240,9 +240,10 @@ def markdown(res):
     lines += dcoh_stream_rows(r["dcoh"])
     for w, e in r["link_efficiency"].items():
         lines.append(f"| link payload efficiency, {w} | {e['measured']:.4f} | {e['optimum']:.4f} (optimum) | {ratio(e['measured'], e['optimum'])} |")
-    for wait, effs in r["link"].get("efficiency_by_wait", {}).items():
-        for w, e in effs.items():
-            lines.append(f"| link payload efficiency, {w}, packer wait {wait} | {e['efficiency']:.4f} | "
+    for cfg in r["link"].get("efficiency_by_config", []):
+        setting = f"packer wait {cfg['pack_wait']}" + (f", {cfg['tx_depth']}-deep queues" if "tx_depth" in cfg else "")
+        for w, e in cfg["efficiency"].items():
+            lines.append(f"| link payload efficiency, {w}, {setting} | {e['efficiency']:.4f} | "
                          f"{e['optimum']:.4f} (optimum) | {ratio(e['efficiency'], e['optimum'])} |")
     lk = r["link"]
     lines += [
@@ -281,7 +282,7 @@ def markdown(res):
               "- The snoop-storm and mixed efficiencies are half their optimum at the default packer wait 0: the "
               "RTL packer sends a flit as soon as one message waits (lowest latency) and the bench offers about "
               "one message per cycle; the optimum packs several messages per flit, which needs the packer to "
-              "wait for them (the `packer wait 3` rows: `LinkPort(pack_wait=3)`). The mixed optimum is a bound "
+              "wait for them (the `packer wait 3` rows: `LinkPort(pack_wait=3)`; with `tx_depth=6` as well the packer has enough lines queued to put four Data Headers in a header flit). The mixed optimum is a bound "
               "by counting slots (`models.flit.fewest_flits`); the Python packer, fed whole queues, reaches the "
               "snoop-storm optimum and 91 % of the mixed bound (`python -m models.flit --efficiency`); "
               "docs/link_layer.md, \"Waiting to fill a flit\", has the sweep of waits and their latency.",
