@@ -54,10 +54,13 @@ and registered together with it (``_predecode``): the CRC check, the slot format
 rule (per run of such rules between the two state-dependent ones, ROLLOVER and NO_DATA, the first
 failing one's code), the messages of each channel compacted in order (message k of the flit), their
 counts, the G0 chunks compacted, the control-flit decode.  The per-slot message counts are summed per
-slot (one format per slot is selected), not through a chain over every message position.  After the
-register only the data-chunk-state part remains: ``owed`` and "all-data due" are registers of their own,
-the verdict's ``good`` is a flat AND/OR (the priority encoder for ``error`` only feeds its register),
-and message k goes to lane (wptr + k) mod lanes.
+slot (one format per slot is selected), not through a chain over every message position.  The three
+checks that need the data-chunk state (ROLLOVER, DATA_SLOT, NO_DATA) only need the chunks owed, which a
+protocol flit meets as 0..CHUNKS_PER_LINE-1, so the whole protocol verdict (fails, first failing code)
+is pre-decoded once per owed value.  After the register only the chunk-state part remains: ``owed``
+and "all-data due" are registers of their own, ``owed`` selects one of the pre-decoded verdicts, ``good``
+is a flat AND/OR of a few registers (the priority encoder for ``error`` only feeds its register), and
+message k goes to lane (wptr + k) mod lanes.
 
 Each request/response channel has ``MAX_PER_FLIT[chan]`` lanes (``SyncFIFOBuffered``, ``depth`` entries
 each) written round-robin, so one flit can hand over all its messages of a channel at one edge; the
@@ -268,10 +271,12 @@ class FlitUnpacker(wiring.Component):
         req_ch, rsp_ch, dat_ch = self.chans
         out = {}
 
-        def keep(name, value, shape=None):
+        local = {}                                 # used here only, not registered
+
+        def keep(name, value, shape=None, register=True):
             sig = Signal(shape if shape is not None else len(Value.cast(value)), name=f"pre_{name}")
             m.d.comb += sig.eq(value)
-            out[name] = sig
+            (out if register else local)[name] = sig
             return sig
 
         p = pin[:PAYLOAD_BITS]
@@ -330,22 +335,22 @@ class FlitUnpacker(wiring.Component):
         g0_before = Const(0, 1)
         for s in range(SLOTS):
             bits, sel, mine = slot_bits[s], slot_sel[s], slot_mine[s]
-            g0 = keep(f"s{s}_g0", Cat(*(sel[f.code] for f in mine if f.data)).any())
+            g0 = keep(f"s{s}_g0", Cat(*(sel[f.code] for f in mine if f.data)).any(), register=False)
             items.append(("c", ~Cat(*sel.values()).any(), RxError.FORMAT))
             if s >= 1:
                 items.append(("rollover", s))          # (owed >= s) & ~g0
                 # The next slot for data after a Data Header in slot h is max(h + 1, owed + 1): slot s
                 # is it for a header in slot s - 1 when owed < s, for one in an earlier slot when
                 # owed == s - 1 (the reference's data_slot rule).
-                keep(f"s{s}_hdr_prev", slot_count[s - 1][dat_ch] != 0)
-                keep(f"s{s}_hdr_earlier", before[s - 1][dat_ch] != 0)
+                keep(f"s{s}_hdr_prev", slot_count[s - 1][dat_ch] != 0, register=False)
+                keep(f"s{s}_hdr_earlier", before[s - 1][dat_ch] != 0, register=False)
                 items.append(("nextdata", s))
             if any(f.data for f in mine):
                 # Chunks go to the first line still owed one; none owed -> no header to take it:
                 # g0 & (owed + CHUNKS_PER_LINE * headers before <= G0 slots before).  With a header
                 # before, the left side is >= CHUNKS_PER_LINE > G0 slots before (checked in __init__).
-                keep(f"s{s}_nd", g0 & (before[s][dat_ch] == 0))
-                keep(f"s{s}_g0_before", g0_before, range(SLOTS))
+                keep(f"s{s}_nd", g0 & (before[s][dat_ch] == 0), register=False)
+                keep(f"s{s}_g0_before", g0_before, range(SLOTS), register=False)
                 items.append(("nodata", s))
                 chunk_slots.append((g0, bits))
                 g0_before = g0_before + g0.as_unsigned()
@@ -395,8 +400,8 @@ class FlitUnpacker(wiring.Component):
                 for cond, err in reversed(seg):     # later statements win: the first failing check does
                     with m.If(cond):
                         m.d.comb += code.eq(err)
-                keep(f"seg{i}_fail", Cat(*(c for c, _ in seg)).any())
-                keep(f"seg{i}_code", code, RxError)
+                keep(f"seg{i}_fail", Cat(*(c for c, _ in seg)).any(), register=False)
+                keep(f"seg{i}_code", code, RxError, register=False)
                 order.append(("seg", f"seg{i}_fail", f"seg{i}_code"))
                 seg.clear()
         for it in items:
@@ -406,7 +411,33 @@ class FlitUnpacker(wiring.Component):
                 close()
                 order.append(it)
         close()
-        self._order = order
+
+        # The protocol verdict for every chunks-owed count a protocol flit can meet (owed < CHUNKS_PER_LINE,
+        # else the flit is all-data), with owed a constant: the state checks (ROLLOVER, DATA_SLOT, NO_DATA)
+        # fold to a few gates here, and after the register only ``owed`` selects one of the verdicts.
+        h = local
+        for o in range(CHUNKS_PER_LINE):
+            fails = []                             # (fails, code) in checking order
+            for it in order:
+                if it[0] == "seg":
+                    fails.append((h[it[1]], h[it[2]]))
+                elif it[0] == "rollover":
+                    if o >= it[1]:
+                        fails.append((~h[f"s{it[1]}_g0"], RxError.ROLLOVER))
+                elif it[0] == "nextdata":
+                    s = it[1]
+                    if o < s:
+                        prev = h[f"s{s}_hdr_prev"] | h[f"s{s}_hdr_earlier"] if o == s - 1 else h[f"s{s}_hdr_prev"]
+                        fails.append((~h[f"s{s}_g0"] & prev, RxError.DATA_SLOT))
+                else:
+                    s = it[1]
+                    fails.append((h[f"s{s}_nd"] & (o <= h[f"s{s}_g0_before"]), RxError.NO_DATA))
+            code = Signal(RxError, name=f"proto_code_owed{o}")
+            for cond, err in reversed(fails):      # later statements win: the first failing check does
+                with m.If(cond):
+                    m.d.comb += code.eq(err)
+            keep(f"proto_code{o}", code, RxError)
+            keep(f"proto_bad{o}", Cat(*(c for c, _ in fails)).any())
 
         # ---- the messages of each channel, in order, compacted to lanes 0.. (content only)
         for ch, name in zip(self.chans, ("req", "rsp", "data")):
@@ -499,26 +530,15 @@ class FlitUnpacker(wiring.Component):
             is_proto.eq(~all_data & ~hdr["type"]),
         ]
 
-        # ------------------------------------------------ protocol flit verdict: segments + state checks
-        def next_data_fails(s):
-            return ~h[f"s{s}_g0"] & (owed < s) & (h[f"s{s}_hdr_prev"] | (h[f"s{s}_hdr_earlier"] & (owed == s - 1)))
-
+        # ------------------------------------------------ protocol flit verdict: pre-decoded per owed count
+        owed_lo = Signal(range(CHUNKS_PER_LINE))   # = owed whenever the flit is a protocol flit
+        m.d.comb += owed_lo.eq(owed)
         proto_code = Signal(RxError)
-        for it in reversed(self._order):           # later statements win: the first failing check does
-            if it[0] == "seg":
-                with m.If(h[it[1]]):
-                    m.d.comb += proto_code.eq(h[it[2]])
-            elif it[0] == "rollover":
-                s = it[1]
-                with m.If((owed >= s) & ~h[f"s{s}_g0"]):
-                    m.d.comb += proto_code.eq(RxError.ROLLOVER)
-            elif it[0] == "nextdata":
-                with m.If(next_data_fails(it[1])):
-                    m.d.comb += proto_code.eq(RxError.DATA_SLOT)
-            else:
-                s = it[1]
-                with m.If(h[f"s{s}_nd"] & (owed <= h[f"s{s}_g0_before"])):
-                    m.d.comb += proto_code.eq(RxError.NO_DATA)
+        proto_bad = Signal()
+        with m.Switch(owed_lo):
+            for o in range(CHUNKS_PER_LINE):
+                with m.Case(o):
+                    m.d.comb += [proto_code.eq(h[f"proto_code{o}"]), proto_bad.eq(h[f"proto_bad{o}"])]
 
         # ------------------------------------------------ verdict
         ctl = h["ctl"]
@@ -534,20 +554,8 @@ class FlitUnpacker(wiring.Component):
                 m.d.comb += code.eq(RxError.CONTROL)
         with m.Else():
             m.d.comb += code.eq(proto_code)
-        # good == (code == NONE), as a flat AND/OR (the ``code`` priority chain only feeds the registered
-        # ``error`` output; ``good`` feeds ``retire`` and from there ``flit.ready``).
-        proto_bad = Signal()
-        fails = []
-        for it in self._order:
-            if it[0] == "seg":
-                fails.append(h[it[1]])
-            elif it[0] == "rollover":
-                fails.append((owed >= it[1]) & ~h[f"s{it[1]}_g0"])
-            elif it[0] == "nextdata":
-                fails.append(next_data_fails(it[1]))
-            else:
-                fails.append(h[f"s{it[1]}_nd"] & (owed <= h[f"s{it[1]}_g0_before"]))
-        m.d.comb += proto_bad.eq(Cat(*fails).any())
+        # good == (code == NONE), from the pre-decoded ``proto_bad`` (the ``code`` priority chain only feeds
+        # the registered ``error`` output; ``good`` feeds ``retire`` and from there ``flit.ready``).
         good = Signal()
         m.d.comb += good.eq(~crc_bad & (all_data | (is_ctl & (owed == 0) & h["ctl_any"]) | (is_proto & ~proto_bad)))
         m.d.sync += Assert(~held_valid | (good == (code == RxError.NONE)), "good out of step with the verdict")
