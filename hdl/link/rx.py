@@ -56,11 +56,12 @@ failing one's code), the messages of each channel compacted in order (message k 
 counts, the G0 chunks compacted, the control-flit decode.  The per-slot message counts are summed per
 slot (one format per slot is selected), not through a chain over every message position.  The three
 checks that need the data-chunk state (ROLLOVER, DATA_SLOT, NO_DATA) only need the chunks owed, which a
-protocol flit meets as 0..CHUNKS_PER_LINE-1, so the whole protocol verdict (fails, first failing code)
-is pre-decoded once per owed value.  After the register only the chunk-state part remains: ``owed``
-and "all-data due" are registers of their own, ``owed`` selects one of the pre-decoded verdicts, ``good``
-is a flat AND/OR of a few registers (the priority encoder for ``error`` only feeds its register), and
-message k goes to lane (wptr + k) mod lanes.
+protocol flit meets as 0..CHUNKS_PER_LINE-1, so whether the protocol flit fails is pre-decoded once
+per owed value (a flat OR).  After the register only the chunk-state part remains: ``owed`` and
+"all-data due" are registers of their own, ``owed`` selects one of the pre-decoded fail flags, ``good``
+is a flat AND/OR of a few registers, the first failing check's code is found from the segments' codes
+and ``owed`` (a priority chain that only feeds the ``error`` register), and message k goes to lane
+(wptr + k) mod lanes.
 
 Input slots: the input register is two slots, each holding a flit and its pre-decode.  Every cycle the
 offered flit is written into the slot that does not hold the held flit, whether or not it is accepted;
@@ -280,12 +281,10 @@ class FlitUnpacker(wiring.Component):
         req_ch, rsp_ch, dat_ch = self.chans
         out = {}
 
-        local = {}                                 # used here only, not registered
-
-        def keep(name, value, shape=None, register=True):
+        def keep(name, value, shape=None):
             sig = Signal(shape if shape is not None else len(Value.cast(value)), name=f"pre_{name}")
             m.d.comb += sig.eq(value)
-            (out if register else local)[name] = sig
+            out[name] = sig
             return sig
 
         p = pin[:PAYLOAD_BITS]
@@ -344,22 +343,22 @@ class FlitUnpacker(wiring.Component):
         g0_before = Const(0, 1)
         for s in range(SLOTS):
             bits, sel, mine = slot_bits[s], slot_sel[s], slot_mine[s]
-            g0 = keep(f"s{s}_g0", Cat(*(sel[f.code] for f in mine if f.data)).any(), register=False)
+            g0 = keep(f"s{s}_g0", Cat(*(sel[f.code] for f in mine if f.data)).any())
             items.append(("c", ~Cat(*sel.values()).any(), RxError.FORMAT))
             if s >= 1:
                 items.append(("rollover", s))          # (owed >= s) & ~g0
                 # The next slot for data after a Data Header in slot h is max(h + 1, owed + 1): slot s
                 # is it for a header in slot s - 1 when owed < s, for one in an earlier slot when
                 # owed == s - 1 (the reference's data_slot rule).
-                keep(f"s{s}_hdr_prev", slot_count[s - 1][dat_ch] != 0, register=False)
-                keep(f"s{s}_hdr_earlier", before[s - 1][dat_ch] != 0, register=False)
+                keep(f"s{s}_hdr_prev", slot_count[s - 1][dat_ch] != 0)
+                keep(f"s{s}_hdr_earlier", before[s - 1][dat_ch] != 0)
                 items.append(("nextdata", s))
             if any(f.data for f in mine):
                 # Chunks go to the first line still owed one; none owed -> no header to take it:
                 # g0 & (owed + CHUNKS_PER_LINE * headers before <= G0 slots before).  With a header
                 # before, the left side is >= CHUNKS_PER_LINE > G0 slots before (checked in __init__).
-                keep(f"s{s}_nd", g0 & (before[s][dat_ch] == 0), register=False)
-                keep(f"s{s}_g0_before", g0_before, range(SLOTS), register=False)
+                keep(f"s{s}_nd", g0 & (before[s][dat_ch] == 0))
+                keep(f"s{s}_g0_before", g0_before, range(SLOTS))
                 items.append(("nodata", s))
                 chunk_slots.append((g0, bits))
                 g0_before = g0_before + g0.as_unsigned()
@@ -409,8 +408,8 @@ class FlitUnpacker(wiring.Component):
                 for cond, err in reversed(seg):     # later statements win: the first failing check does
                     with m.If(cond):
                         m.d.comb += code.eq(err)
-                keep(f"seg{i}_fail", Cat(*(c for c, _ in seg)).any(), register=False)
-                keep(f"seg{i}_code", code, RxError, register=False)
+                keep(f"seg{i}_fail", Cat(*(c for c, _ in seg)).any())
+                keep(f"seg{i}_code", code, RxError)
                 order.append(("seg", f"seg{i}_fail", f"seg{i}_code"))
                 seg.clear()
         for it in items:
@@ -421,32 +420,14 @@ class FlitUnpacker(wiring.Component):
                 order.append(it)
         close()
 
-        # The protocol verdict for every chunks-owed count a protocol flit can meet (owed < CHUNKS_PER_LINE,
-        # else the flit is all-data), with owed a constant: the state checks (ROLLOVER, DATA_SLOT, NO_DATA)
-        # fold to a few gates here, and after the register only ``owed`` selects one of the verdicts.
-        h = local
+        self._order = order
+
+        # Whether the protocol flit fails, for every chunks-owed count it can meet (owed < CHUNKS_PER_LINE,
+        # else the flit is all-data), with owed a constant: the state checks fold to a few gates, and
+        # ``good`` after the register only needs ``owed`` to select one of these flags.  The first failing
+        # check's code is found after the register (it only feeds the ``error`` register).
         for o in range(CHUNKS_PER_LINE):
-            fails = []                             # (fails, code) in checking order
-            for it in order:
-                if it[0] == "seg":
-                    fails.append((h[it[1]], h[it[2]]))
-                elif it[0] == "rollover":
-                    if o >= it[1]:
-                        fails.append((~h[f"s{it[1]}_g0"], RxError.ROLLOVER))
-                elif it[0] == "nextdata":
-                    s = it[1]
-                    if o < s:
-                        prev = h[f"s{s}_hdr_prev"] | h[f"s{s}_hdr_earlier"] if o == s - 1 else h[f"s{s}_hdr_prev"]
-                        fails.append((~h[f"s{s}_g0"] & prev, RxError.DATA_SLOT))
-                else:
-                    s = it[1]
-                    fails.append((h[f"s{s}_nd"] & (o <= h[f"s{s}_g0_before"]), RxError.NO_DATA))
-            code = Signal(RxError, name=f"proto_code_owed{o}")
-            for cond, err in reversed(fails):      # later statements win: the first failing check does
-                with m.If(cond):
-                    m.d.comb += code.eq(err)
-            keep(f"proto_code{o}", code, RxError)
-            keep(f"proto_bad{o}", Cat(*(c for c, _ in fails)).any())
+            keep(f"proto_bad{o}", Cat(*(c for c, _ in self._proto_checks(out, o))).any())
 
         # ---- the messages of each channel, in order, compacted to lanes 0.. (content only)
         for ch, name in zip(self.chans, ("req", "rsp", "data")):
@@ -488,6 +469,30 @@ class FlitUnpacker(wiring.Component):
         keep("ctl_any", Cat(*ctl_hit.values()).any())
         self._ctl_kinds = list(ctl_hit)
         return out
+
+    def _proto_checks(self, h, owed):
+        """A protocol flit's checks in the reference's order, as (fails, code): the pre-decoded segments of
+        content checks (``h``: the pre-decode or its registers) and between them the three checks that need
+        the chunks owed (ROLLOVER, DATA_SLOT, NO_DATA).  ``owed`` is the ``owed`` register, or a constant
+        (an int) for the pre-decode once per owed count, where those checks fold to a few gates."""
+        def cond(c):                               # a comparison with a constant owed is a bool
+            return Const(int(c), 1) if isinstance(c, bool) else c
+
+        checks = []
+        for it in self._order:
+            if it[0] == "seg":
+                checks.append((h[it[1]], h[it[2]]))
+            elif it[0] == "rollover":              # slot s not G0 while s or more chunks roll over
+                s = it[1]
+                checks.append((cond(owed >= s) & ~h[f"s{s}_g0"], RxError.ROLLOVER))
+            elif it[0] == "nextdata":
+                s = it[1]
+                prev = h[f"s{s}_hdr_prev"] | (h[f"s{s}_hdr_earlier"] & cond(owed == s - 1))
+                checks.append((~h[f"s{s}_g0"] & cond(owed < s) & prev, RxError.DATA_SLOT))
+            else:                                  # a G0 slot with no line owed a chunk
+                s = it[1]
+                checks.append((h[f"s{s}_nd"] & cond(owed <= h[f"s{s}_g0_before"]), RxError.NO_DATA))
+        return checks
 
     @staticmethod
     def _input_slots(m, pre, accept):
@@ -564,15 +569,18 @@ class FlitUnpacker(wiring.Component):
             is_proto.eq(~all_data & ~hdr["type"]),
         ]
 
-        # ------------------------------------------------ protocol flit verdict: pre-decoded per owed count
+        # ------------------------------------------------ protocol flit verdict
         owed_lo = Signal(range(CHUNKS_PER_LINE))   # = owed whenever the flit is a protocol flit
         m.d.comb += owed_lo.eq(owed)
-        proto_code = Signal(RxError)
-        proto_bad = Signal()
+        proto_bad = Signal()                       # pre-decoded per owed count
         with m.Switch(owed_lo):
             for o in range(CHUNKS_PER_LINE):
                 with m.Case(o):
-                    m.d.comb += [proto_code.eq(h[f"proto_code{o}"]), proto_bad.eq(h[f"proto_bad{o}"])]
+                    m.d.comb += proto_bad.eq(h[f"proto_bad{o}"])
+        proto_code = Signal(RxError)               # the first failing check: segments + state checks
+        for cond, err in reversed(self._proto_checks(h, owed)):   # later statements win
+            with m.If(cond):
+                m.d.comb += proto_code.eq(err)
 
         # ------------------------------------------------ verdict
         ctl = h["ctl"]
