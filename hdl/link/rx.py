@@ -102,7 +102,7 @@ flit behind a rule error, at edge *n+2*, before any of its messages or state cha
 #      §2.5 (control flits).
 """
 
-from amaranth.hdl import Assert, Cat, Const, Module, Mux, Signal, Value
+from amaranth.hdl import Assert, Cat, Const, Module, Mux, Shape, Signal, Value
 from amaranth.lib import data, enum, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
@@ -209,8 +209,70 @@ def _enum_fields(chan):
             for _, offset, width, enum_cls in CODECS[chan].fields if enum_cls is not None]
 
 
-def _popcount(bits):
-    return sum((b.as_unsigned() for b in bits), Const(0, 1))
+# ---------------------------------------------------------------- small counts as thermometer codes
+# The pre-decode counts messages per channel (before a slot, before a message, in the flit) and G0 slots.
+# The counts are tiny (at most a few), and as sums they become carry chains whose hops between LUTs cost
+# more than the logic itself (the routed critical path ran through three of them).  So a count is a
+# thermometer code t, t[j - 1] = (count >= j) for j = 1..len(t), built from AND/OR only; a code saturates at
+# its ``cap`` (t[cap - 1] then means count >= cap), which keeps every question up to ``cap`` exact.
+
+def _ge(t, j):
+    """count >= j, for 0 <= j (exact for j <= the code's cap)."""
+    if j <= 0:
+        return Const(1, 1)
+    return t[j - 1] if j <= len(t) else Const(0, 1)
+
+
+def _is(t, j):
+    """count == j (for j = the cap: count >= cap)."""
+    return _ge(t, j) & ~_ge(t, j + 1)
+
+
+def _code(m, bits):
+    """A code held in a signal: every use then reads the signal, not a copy of the expression (which
+    nested sums would repeat many times over, in the simulator's generated code above all)."""
+    if not bits:
+        return []
+    sig = Signal(len(bits))
+    m.d.comb += sig.eq(Cat(*bits))
+    return [sig[j] for j in range(len(bits))]
+
+
+def _therm_add(m, a, b, cap):
+    """The code of the sum of two codes, saturated at ``cap``: sum >= j iff a >= i and b >= j - i for an i."""
+    out = []
+    for j in range(1, min(cap, len(a) + len(b)) + 1):
+        terms = [_ge(a, j) if j <= len(a) else None, _ge(b, j) if j <= len(b) else None]
+        terms += [a[i - 1] & b[j - i - 1] for i in range(max(1, j - len(b)), min(j - 1, len(a)) + 1)]
+        out.append(_or([t for t in terms if t is not None], 1))
+    return _code(m, out)
+
+
+def _therm_sum(m, codes, cap):
+    """The code of the sum of ``codes``, saturated at ``cap``: a balanced tree of sums."""
+    codes = list(codes)
+    if not codes:
+        return []
+    while len(codes) > 1:
+        codes = [_therm_add(m, codes[i], codes[i + 1], cap) if i + 1 < len(codes) else codes[i]
+                 for i in range(0, len(codes), 2)]
+    return codes[0][:cap]
+
+
+def _therm(m, bits, cap):
+    """The code of the number of set ``bits`` (1-bit values), saturated at ``cap``."""
+    return _therm_sum(m, [[b] for b in bits], cap)
+
+
+def _therm_select(m, choices, cap):
+    """The code of whichever of (selected, code) is selected (at most one is): an element-wise OR."""
+    n = min(cap, max([len(t) for _, t in choices] + [0]))
+    return _code(m, [_or([sel & t[j] for sel, t in choices if j < len(t)], 1) for j in range(n)])
+
+
+def _therm_value(t, width):
+    """The count as a binary number (``cap`` for a saturated code)."""
+    return _or([Mux(_is(t, j), j, 0) for j in range(1, len(t) + 1)], width)
 
 
 def _or(values, width):
@@ -318,29 +380,19 @@ class FlitUnpacker(wiring.Component):
         def valid_bits(s, f, ch):
             return [slot_bits[s][offset] for item, offset, _ in f.fields if item == ch]   # Valid = bit 0
 
-        slot_count = []
-        for s in range(SLOTS):
-            cnt = {}
-            for ch in self.chans:
-                most = max([len(valid_bits(s, f, ch)) for f in slot_mine[s] if not f.data] + [0])
-                c = Signal(range(most + 1), name=f"slot{s}_{ch.name.lower()}_n")
-                terms = [Mux(slot_sel[s][f.code], _popcount(valid_bits(s, f, ch)), 0)
-                         for f in slot_mine[s] if not f.data and valid_bits(s, f, ch)]
-                m.d.comb += c.eq(_or(terms, len(c)))
-                cnt[ch] = c
-            slot_count.append(cnt)
-        before = [{ch: Const(0, 1) for ch in self.chans}]
-        for s in range(SLOTS):
-            nxt = {}
-            for ch in self.chans:
-                b = Signal(range(sum(c[ch].shape().width and (1 << c[ch].shape().width) - 1
-                                     for c in slot_count[:s + 1]) + 1), name=f"before{s + 1}_{ch.name.lower()}")
-                m.d.comb += b.eq(sum(c[ch] for c in slot_count[:s + 1]))
-                nxt[ch] = b
-            before.append(nxt)
+        # Counts (thermometer codes, see _therm) saturate one above the channel's per-flit maximum: every
+        # question asked of them (MAX, == k for k < MAX, != 0, < 2, MDH's "all in one slot") is exact up
+        # to there, and a flit with more messages fails MAX at an earlier check than any of the others.
+        cap = {ch: MAX_PER_FLIT[ch] + 1 for ch in self.chans}
+        slot_count = [{ch: _therm_select(m, [(slot_sel[s][f.code], _therm(m, valid_bits(s, f, ch), cap[ch]))
+                                             for f in slot_mine[s] if not f.data], cap[ch])
+                       for ch in self.chans} for s in range(SLOTS)]
+        # before[s]: the messages in slots 0..s-1, each a balanced sum of the slot counts.
+        before = [{ch: _therm_sum(m, [c[ch] for c in slot_count[:s]], cap[ch]) for ch in self.chans}
+                  for s in range(SLOTS + 1)]
         counts = before[SLOTS]
 
-        g0_before = Const(0, 1)
+        g0_before = []                             # the G0 flags of the slots before this one
         for s in range(SLOTS):
             bits, sel, mine = slot_bits[s], slot_sel[s], slot_mine[s]
             g0 = keep(f"s{s}_g0", Cat(*(sel[f.code] for f in mine if f.data)).any())
@@ -350,18 +402,19 @@ class FlitUnpacker(wiring.Component):
                 # The next slot for data after a Data Header in slot h is max(h + 1, owed + 1): slot s
                 # is it for a header in slot s - 1 when owed < s, for one in an earlier slot when
                 # owed == s - 1 (the reference's data_slot rule).
-                keep(f"s{s}_hdr_prev", slot_count[s - 1][dat_ch] != 0)
-                keep(f"s{s}_hdr_earlier", before[s - 1][dat_ch] != 0)
+                keep(f"s{s}_hdr_prev", _ge(slot_count[s - 1][dat_ch], 1))
+                keep(f"s{s}_hdr_earlier", _ge(before[s - 1][dat_ch], 1))
                 items.append(("nextdata", s))
             if any(f.data for f in mine):
                 # Chunks go to the first line still owed one; none owed -> no header to take it:
                 # g0 & (owed + CHUNKS_PER_LINE * headers before <= G0 slots before).  With a header
                 # before, the left side is >= CHUNKS_PER_LINE > G0 slots before (checked in __init__).
-                keep(f"s{s}_nd", g0 & (before[s][dat_ch] == 0))
-                keep(f"s{s}_g0_before", g0_before, range(SLOTS))
+                keep(f"s{s}_nd", g0 & ~_ge(before[s][dat_ch], 1))
+                keep(f"s{s}_g0_before", _therm_value(_therm(m, g0_before, SLOTS), Shape.cast(range(SLOTS)).width),
+                     range(SLOTS))
                 items.append(("nodata", s))
                 chunk_slots.append((g0, bits))
-                g0_before = g0_before + g0.as_unsigned()
+                g0_before = g0_before + [g0]
             for f in mine:
                 if f.data:
                     continue
@@ -379,9 +432,10 @@ class FlitUnpacker(wiring.Component):
                     illegal = Cat(*(~Cat(*(v[fo:fo + fw] == e for e in legal)).any()
                                     for fo, fw, legal in _enum_fields(item))).any()
                     items.append(("c", on & valid & illegal, RxError.OPCODE))
-                    rank = before[s][item] + _popcount(taken[item])      # valid messages before this one
+                    # valid messages before this one
+                    rank = _therm_add(m, before[s][item], _therm(m, taken[item], cap[item]), cap[item])
                     taken[item].append(valid)
-                    items.append(("c", on & valid & (rank + 1 > MAX_PER_FLIT[item]), RxError.MAX))
+                    items.append(("c", on & valid & _ge(rank, MAX_PER_FLIT[item]), RxError.MAX))
                     present = Signal(name=f"slot{s}_{f.name}_{item.name.lower()}_at{offset}")
                     m.d.comb += present.eq(on & valid)
                     cands[item].append((present, rank, v))
@@ -392,12 +446,14 @@ class FlitUnpacker(wiring.Component):
                     if gaps:
                         items.append(("c", on & Cat(*gaps).any(), RxError.PACKING))
                 if f.mdh:                              # an MDH slot carries 2 or more Data Headers
-                    items.append(("c", on & (slot_count[s][dat_ch] < 2), RxError.MDH))
+                    items.append(("c", on & ~_ge(slot_count[s][dat_ch], 2), RxError.MDH))
         # More than one Data Header in the flit: all of them in one MDH slot, or the flit breaks the rule.
+        def same(a, b, n):                         # two codes agree up to n
+            return Cat(*(~(_ge(a, j) ^ _ge(b, j)) for j in range(1, n + 1))).all()
         one_mdh_slot = Cat(*(Cat(*(slot_sel[s][f.code] for f in slot_mine[s] if f.mdh)).any()
-                             & (slot_count[s][dat_ch] == counts[dat_ch]) for s in range(SLOTS))).any()
-        items.append(("c", (counts[dat_ch] > 1) & ~one_mdh_slot, RxError.MDH))
-        items.append(("c", hdr["sz"] != (counts[dat_ch] != 0), RxError.SZ))
+                             & same(slot_count[s][dat_ch], counts[dat_ch], cap[dat_ch]) for s in range(SLOTS))).any()
+        items.append(("c", _ge(counts[dat_ch], 2) & ~one_mdh_slot, RxError.MDH))
+        items.append(("c", hdr["sz"] != _ge(counts[dat_ch], 1), RxError.SZ))
 
         # Segments of content checks: (any fails, first failing code); the state checks between them.
         order, seg = [], []
@@ -435,22 +491,20 @@ class FlitUnpacker(wiring.Component):
             for k in range(n):
                 # At most one present position has rank k: an OR of the masked candidates.
                 msg = Signal(CODECS[ch].width, name=f"pre_{name}_msg{k}")
-                m.d.comb += msg.eq(_or([Mux(present & (rank == k), v, 0) for present, rank, v in cands[ch]],
+                m.d.comb += msg.eq(_or([Mux(present & _is(rank, k), v, 0) for present, rank, v in cands[ch]],
                                        CODECS[ch].width))
                 out[f"{name}_msg{k}"] = msg
-            keep(f"{name}_n", counts[ch], range(len(cands[ch]) + 1))
+            n_shape = range(len(cands[ch]) + 1)
+            keep(f"{name}_n", _therm_value(counts[ch], Shape.cast(n_shape).width), n_shape)
 
         # ---- the chunks of a protocol flit: its G0 slots, compacted in slot order
-        rank = Const(0, 1)
-        placed = []
-        for g, bits in chunk_slots:
-            placed.append((g, rank, bits))
-            rank = rank + g.as_unsigned()
+        placed = [(g, _therm(m, [g for g, _ in chunk_slots[:i]], SLOTS), bits) for i, (g, bits) in enumerate(chunk_slots)]
         for j in range(SLOTS):
             c = Signal(CHUNK_BITS, name=f"pre_chunk{j}")
-            m.d.comb += c.eq(_or([Mux(g & (r == j), bits, 0) for g, r, bits in placed], CHUNK_BITS))
+            m.d.comb += c.eq(_or([Mux(g & _is(r, j), bits, 0) for g, r, bits in placed], CHUNK_BITS))
             out[f"chunk{j}"] = c
-        keep("n_chunks", rank, range(SLOTS + 1))
+        keep("n_chunks", _therm_value(_therm(m, [g for g, _ in chunk_slots], SLOTS), Shape.cast(range(SLOTS + 1)).width),
+             range(SLOTS + 1))
 
         # ---- control flit
         ctl_hit = {}
