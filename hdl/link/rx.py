@@ -63,14 +63,6 @@ is a flat AND/OR of a few registers, the first failing check's code is found fro
 and ``owed`` (a priority chain that only feeds the ``error`` register), and message k goes to lane
 (wptr + k) mod lanes.
 
-Input slots: the input register is two slots, each holding a flit and its pre-decode.  Every cycle the
-offered flit is written into the slot that does not hold the held flit, whether or not it is accepted;
-accepting it flips which slot is held.  So the clock enables of these ~1 600 bits come from registers
-(the slot selectors) and not from ``retire``, which depends on the held flit's verdict and the outputs'
-room (with one register loaded on ``accept``, that enable, spread over the whole register, was the
-critical path).  ``flit.ready`` and every cycle above are as with one register.  The selector is kept
-in copies that each steer ``SELECT_BITS`` bits, so no single net reaches every slot bit.
-
 Each request/response channel has ``MAX_PER_FLIT[chan]`` lanes (``SyncFIFOBuffered``, ``depth`` entries
 each) written round-robin, so one flit can hand over all its messages of a channel at one edge; the
 output reads the lanes in the same rotation, which keeps the reference order.  At most one line can
@@ -156,7 +148,6 @@ SLOT_BITS = 8 * SLOT_BYTES
 CHUNK_BITS = 8 * CHUNK_BYTES
 HEADER = {name: (offset, width) for name, offset, width in HEADER_FIELDS}
 HEADER_BITS = max(offset + width for offset, width in HEADER.values())
-SELECT_BITS = 64          # input-slot bits per slot selector copy (fan-out of one selector: 3 x this)
 
 
 def _control_tables():
@@ -548,32 +539,6 @@ class FlitUnpacker(wiring.Component):
                 checks.append((h[f"s{s}_nd"] & cond(owed <= h[f"s{s}_g0_before"]), RxError.NO_DATA))
         return checks
 
-    @staticmethod
-    def _input_slots(m, pre, accept):
-        """The two input slots of every pre-decoded signal in ``pre``; returns {name: the held slot's
-        value}.  Slot 1 is the held one while its selector is 1; each selector flips on ``accept`` and
-        steers ``SELECT_BITS`` bits (the write of both slots and the read mux), so no one net fans out to
-        all of them."""
-        selectors, steered, h = [], SELECT_BITS, {}
-        for name, sig in pre.items():
-            slots = [Signal.like(sig, name=f"h{i}_{name}") for i in range(2)]
-            h[name] = Signal.like(sig, name=f"h_{name}")
-            value, held, (s0, s1) = Value.cast(sig), Value.cast(h[name]), map(Value.cast, slots)
-            for lo in range(0, len(value), SELECT_BITS):
-                if steered + min(SELECT_BITS, len(value) - lo) > SELECT_BITS:
-                    sel = Signal(name=f"slot_sel{len(selectors)}")
-                    m.d.sync += sel.eq(sel ^ accept)
-                    selectors.append(sel)
-                    steered = 0
-                hi = min(lo + SELECT_BITS, len(value))
-                steered += hi - lo
-                with m.If(sel):                 # slot 1 held: the offered flit goes to slot 0
-                    m.d.sync += s0[lo:hi].eq(value[lo:hi])
-                with m.Else():
-                    m.d.sync += s1[lo:hi].eq(value[lo:hi])
-                m.d.comb += held[lo:hi].eq(Mux(sel, s1[lo:hi], s0[lo:hi]))
-        return h
-
     def elaborate(self, platform):
         m = Module()
         req_ch, rsp_ch, dat_ch = self.chans
@@ -581,9 +546,7 @@ class FlitUnpacker(wiring.Component):
         queue_len = 1 + MAX_PER_FLIT[dat_ch]   # one waiting header + a flit's worth (see docstring)
 
         # ------------------------------------------------ input register (+ the pre-decode of its flit)
-        # Two slots, written in turn (docstring, "Input slots"): the offered flit and its pre-decode are
-        # written every cycle into the slot that does not hold the held flit, and accepting it only
-        # flips which slot is held; no clock enable of these bits depends on ``retire``.
+        held = Signal(FLIT_BITS)
         held_valid = Signal()
         retire = Signal()
         commit = Signal()                       # retiring, not discarded: the flit takes effect
@@ -592,13 +555,16 @@ class FlitUnpacker(wiring.Component):
         m.d.comb += self.flit.ready.eq(~held_valid | retire)
         m.d.comb += accept.eq(self.flit.valid & self.flit.ready)
         with m.If(accept):
-            m.d.sync += held_valid.eq(1)
+            m.d.sync += [held.eq(self.flit.payload), held_valid.eq(1)]
         with m.Elif(retire):
             m.d.sync += held_valid.eq(0)
+        p = held[:PAYLOAD_BITS]
         pre = self._predecode(m, self.flit.payload)
-        pre["flit"] = self.flit.payload
-        h = self._input_slots(m, pre, accept)
-        p = h["flit"][:PAYLOAD_BITS]
+        h = {}
+        for name, sig in pre.items():           # registered with the flit it describes
+            h[name] = Signal.like(sig, name=f"h_{name}")
+            with m.If(accept):
+                m.d.sync += h[name].eq(sig)
         crc_bad = h["crc_bad"]
 
         # ------------------------------------------------ data-chunk state
