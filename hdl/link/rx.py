@@ -53,7 +53,7 @@ that depends on a flit's bits alone is *pre-decoded* from ``flit.payload`` in th
 and registered together with it (``_predecode``): the CRC check, the slot formats, every content-only
 rule (per run of such rules between the two state-dependent ones, ROLLOVER and NO_DATA, the first
 failing one's code), the messages of each channel compacted in order (message k of the flit), their
-counts, the G0 chunks compacted, the control-flit decode.  The per-slot message counts are summed per
+counts, which G0 slot each chunk of the flit comes from, the control-flit decode.  The per-slot message counts are summed per
 slot (one format per slot is selected), not through a chain over every message position.  The three
 checks that need the data-chunk state (ROLLOVER, DATA_SLOT, NO_DATA) only need the chunks owed, which a
 protocol flit meets as 0..CHUNKS_PER_LINE-1, so whether the protocol flit fails is pre-decoded once
@@ -350,7 +350,7 @@ class FlitUnpacker(wiring.Component):
         items = [("c", Cat(*(v for n, v in hdr.items() if n.startswith("rsvd"))).any(), RxError.RESERVED),
                  ("c", hdr["be"], RxError.BE)]
         cands = {ch: [] for ch in self.chans}      # (present, rank, bits) of each message position, in order
-        chunk_slots = []                           # (is G0, slot bits) for slots that can be G0
+        chunk_slots = []                           # (is G0, slot index) for slots that can be G0
         formats = {(kind, code): f for (d, kind, code), f in SLOT_FORMATS.items() if d is self.direction}
         # Messages per channel in each slot, and before each slot.  At most one format of a slot is
         # selected, so a slot's count is an OR over its formats of (selected & that format's count); the
@@ -404,7 +404,7 @@ class FlitUnpacker(wiring.Component):
                 keep(f"s{s}_g0_before", _therm_value(_therm(m, g0_before, SLOTS), Shape.cast(range(SLOTS)).width),
                      range(SLOTS))
                 items.append(("nodata", s))
-                chunk_slots.append((g0, bits))
+                chunk_slots.append((g0, s))
                 g0_before = g0_before + [g0]
             for f in mine:
                 if f.data:
@@ -488,12 +488,14 @@ class FlitUnpacker(wiring.Component):
             n_shape = range(len(cands[ch]) + 1)
             keep(f"{name}_n", _therm_value(counts[ch], Shape.cast(n_shape).width), n_shape)
 
-        # ---- the chunks of a protocol flit: its G0 slots, compacted in slot order
-        placed = [(g, _therm(m, [g for g, _ in chunk_slots[:i]], SLOTS), bits) for i, (g, bits) in enumerate(chunk_slots)]
-        for j in range(SLOTS):
-            c = Signal(CHUNK_BITS, name=f"pre_chunk{j}")
-            m.d.comb += c.eq(_or([Mux(g & _is(r, j), bits, 0) for g, r, bits in placed], CHUNK_BITS))
-            out[f"chunk{j}"] = c
+        # ---- the chunks of a protocol flit: its G0 slots, compacted in slot order.  Only which slot each
+        # chunk comes from is pre-decoded; the chunks themselves are read from the held flit's bits after
+        # the register (2 x 512 fewer bits loaded on ``accept``).
+        self._chunk_slots = [s for _, s in chunk_slots]
+        for i, (g, s) in enumerate(chunk_slots):
+            before_g0 = _therm(m, [g for g, _ in chunk_slots[:i]], SLOTS)
+            for j in range(SLOTS):
+                keep(f"chunk{j}_from_slot{s}", g & _is(before_g0, j))
         keep("n_chunks", _therm_value(_therm(m, [g for g, _ in chunk_slots], SLOTS), Shape.cast(range(SLOTS + 1)).width),
              range(SLOTS + 1))
 
@@ -632,7 +634,8 @@ class FlitUnpacker(wiring.Component):
         with m.Elif(is_proto):
             m.d.comb += n_ch.eq(h["n_chunks"])
             for j in range(SLOTS):
-                m.d.comb += chunks[j].eq(h[f"chunk{j}"])
+                m.d.comb += chunks[j].eq(_or([Mux(h[f"chunk{j}_from_slot{s}"], p[SLOT_BITS * s:SLOT_BITS * (s + 1)], 0)
+                                              for s in self._chunk_slots], CHUNK_BITS))
         # ext[q]: chunk q of the head line and then of the next line, buffered chunks first.
         ext = [Signal(CHUNK_BITS, name=f"ext{q}") for q in range(2 * CHUNKS_PER_LINE - 1)]
         with m.Switch(have):
