@@ -557,15 +557,19 @@ class FlitUnpacker(wiring.Component):
         m.d.comb += self.flit.ready.eq(~held_valid | retire)
         m.d.comb += accept.eq(self.flit.valid & self.flit.ready)
         with m.If(accept):
-            m.d.sync += [held.eq(self.flit.payload), held_valid.eq(1)]
+            m.d.sync += held_valid.eq(1)
         with m.Elif(retire):
             m.d.sync += held_valid.eq(0)
+        # The register loads whenever it may (``flit.ready``), whether or not a flit is offered: with none
+        # it is empty after the edge anyway, and the enable of its ~1 100 bits is one gate shorter.
+        with m.If(self.flit.ready):
+            m.d.sync += held.eq(self.flit.payload)
         p = held[:PAYLOAD_BITS]
         pre = self._predecode(m, self.flit.payload)
         h = {}
         for name, sig in pre.items():           # registered with the flit it describes
             h[name] = Signal.like(sig, name=f"h_{name}")
-            with m.If(accept):
+            with m.If(self.flit.ready):
                 m.d.sync += h[name].eq(sig)
         crc_bad = h["crc_bad"]
 
