@@ -17,7 +17,8 @@ Ports
 ``req``, ``rsp``, ``data``: ``Out(channel_stream(chan))`` for the direction's three channels
     (``direction_channels(upstream)``); ``data`` carries a ``DataMsg`` (header + 64-byte line), sent once
     the line's fourth chunk has arrived, in header order.  Per channel the order is the reference's.
-Per retired flit, registered, high for exactly **one cycle** (the cycle after the retiring edge):
+Per retired flit, from registers (a value gated by a registered pulse, see "per-flit status" in
+``elaborate``), high for exactly **one cycle** (the cycle after the retiring edge):
     ``done``        a flit was retired (every accepted flit is retired exactly once);
     ``discarded``   it was dropped by ``discard`` (then ``good``, ``crc_error``, ``rule_error`` are 0,
                     ``error`` is ``NONE`` and the other outputs are 0: exactly one of ``good``,
@@ -401,8 +402,7 @@ class FlitUnpacker(wiring.Component):
                 # g0 & (owed + CHUNKS_PER_LINE * headers before <= G0 slots before).  With a header
                 # before, the left side is >= CHUNKS_PER_LINE > G0 slots before (checked in __init__).
                 keep(f"s{s}_nd", g0 & ~_ge(before[s][dat_ch], 1))
-                keep(f"s{s}_g0_before", _therm_value(_therm(m, g0_before, SLOTS), Shape.cast(range(SLOTS)).width),
-                     range(SLOTS))
+                keep(f"s{s}_g0_before", Cat(*_therm(m, g0_before, SLOTS)))     # a thermometer code
                 items.append(("nodata", s))
                 chunk_slots.append((g0, s))
                 g0_before = g0_before + [g0]
@@ -474,7 +474,7 @@ class FlitUnpacker(wiring.Component):
         # ``good`` after the register only needs ``owed`` to select one of these flags.  The first failing
         # check's code is found after the register (it only feeds the ``error`` register).
         for o in range(CHUNKS_PER_LINE):
-            keep(f"proto_bad{o}", Cat(*(c for c, _ in self._proto_checks(out, o))).any())
+            keep(f"proto_bad{o}", Cat(*(c for c, _ in self._proto_checks(out, lambda values, o=o: Const(o in values, 1)))).any())
 
         # ---- the messages of each channel, in order, compacted to lanes 0.. (content only)
         for ch, name in zip(self.chans, ("req", "rsp", "data")):
@@ -496,8 +496,9 @@ class FlitUnpacker(wiring.Component):
             before_g0 = _therm(m, [g for g, _ in chunk_slots[:i]], SLOTS)
             for j in range(SLOTS):
                 keep(f"chunk{j}_from_slot{s}", g & _is(before_g0, j))
-        keep("n_chunks", _therm_value(_therm(m, [g for g, _ in chunk_slots], SLOTS), Shape.cast(range(SLOTS + 1)).width),
-             range(SLOTS + 1))
+        n_chunks = _therm(m, [g for g, _ in chunk_slots], SLOTS)
+        keep("n_chunks", _therm_value(n_chunks, Shape.cast(range(SLOTS + 1)).width), range(SLOTS + 1))
+        keep("n_chunks_code", Cat(*n_chunks))
 
         # ---- control flit
         ctl_hit = {}
@@ -517,28 +518,30 @@ class FlitUnpacker(wiring.Component):
         self._ctl_kinds = list(ctl_hit)
         return out
 
-    def _proto_checks(self, h, owed):
+    def _proto_checks(self, h, owed_in):
         """A protocol flit's checks in the reference's order, as (fails, code): the pre-decoded segments of
         content checks (``h``: the pre-decode or its registers) and between them the three checks that need
-        the chunks owed (ROLLOVER, DATA_SLOT, NO_DATA).  ``owed`` is the ``owed`` register, or a constant
-        (an int) for the pre-decode once per owed count, where those checks fold to a few gates."""
-        def cond(c):                               # a comparison with a constant owed is a bool
-            return Const(int(c), 1) if isinstance(c, bool) else c
-
+        the chunks owed (ROLLOVER, DATA_SLOT, NO_DATA).  ``owed_in(values)`` says whether the chunks owed
+        (0..CHUNKS_PER_LINE-1 for a protocol flit) is one of ``values``: a constant for the pre-decode
+        once per owed count, where these checks fold to a few gates, or a decode of the ``owed`` register
+        (a set of values, not a comparison, so no carry chain)."""
         checks = []
         for it in self._order:
             if it[0] == "seg":
                 checks.append((h[it[1]], h[it[2]]))
             elif it[0] == "rollover":              # slot s not G0 while s or more chunks roll over
                 s = it[1]
-                checks.append((cond(owed >= s) & ~h[f"s{s}_g0"], RxError.ROLLOVER))
+                checks.append((owed_in(range(s, CHUNKS_PER_LINE)) & ~h[f"s{s}_g0"], RxError.ROLLOVER))
             elif it[0] == "nextdata":
                 s = it[1]
-                prev = h[f"s{s}_hdr_prev"] | (h[f"s{s}_hdr_earlier"] & cond(owed == s - 1))
-                checks.append((~h[f"s{s}_g0"] & cond(owed < s) & prev, RxError.DATA_SLOT))
-            else:                                  # a G0 slot with no line owed a chunk
+                prev = h[f"s{s}_hdr_prev"] | (h[f"s{s}_hdr_earlier"] & owed_in([s - 1]))
+                checks.append((~h[f"s{s}_g0"] & owed_in(range(s)) & prev, RxError.DATA_SLOT))
+            else:                                  # a G0 slot with no line owed a chunk: owed <= G0 slots before
                 s = it[1]
-                checks.append((h[f"s{s}_nd"] & cond(owed <= h[f"s{s}_g0_before"]), RxError.NO_DATA))
+                g0_before = h[f"s{s}_g0_before"]   # a thermometer code
+                fails = _or([owed_in([o]) & _ge([g0_before[j] for j in range(len(g0_before))], o)
+                             for o in range(CHUNKS_PER_LINE)], 1)
+                checks.append((h[f"s{s}_nd"] & fails, RxError.NO_DATA))
         return checks
 
     def elaborate(self, platform):
@@ -583,7 +586,9 @@ class FlitUnpacker(wiring.Component):
         owed_max = CHUNKS_PER_LINE * queue_len
         owed = Signal(range(owed_max + 1))
         owed_big = Signal()                     # owed >= CHUNKS_PER_LINE
+        owed_zero = Signal(init=1)              # owed == 0
         m.d.sync += Assert(owed == hq_n * CHUNKS_PER_LINE - have, "owed register out of step")
+        m.d.sync += Assert(owed_zero == (owed == 0), "owed_zero out of step")
 
         all_data = Signal()
         is_ctl = Signal()
@@ -604,7 +609,8 @@ class FlitUnpacker(wiring.Component):
                 with m.Case(o):
                     m.d.comb += proto_bad.eq(h[f"proto_bad{o}"])
         proto_code = Signal(RxError)               # the first failing check: segments + state checks
-        for cond, err in reversed(self._proto_checks(h, owed)):   # later statements win
+        owed_in = lambda values: _or([owed_lo == v for v in values], 1)    # noqa: E731
+        for cond, err in reversed(self._proto_checks(h, owed_in)):   # later statements win
             with m.If(cond):
                 m.d.comb += proto_code.eq(err)
 
@@ -616,7 +622,7 @@ class FlitUnpacker(wiring.Component):
         with m.Elif(all_data):
             m.d.comb += code.eq(RxError.NONE)
         with m.Elif(is_ctl):
-            with m.If(owed != 0):
+            with m.If(~owed_zero):
                 m.d.comb += code.eq(RxError.TYPE)
             with m.Elif(~h["ctl_any"]):
                 m.d.comb += code.eq(RxError.CONTROL)
@@ -625,7 +631,7 @@ class FlitUnpacker(wiring.Component):
         # good == (code == NONE), from the pre-decoded ``proto_bad`` (the ``code`` priority chain only feeds
         # the registered ``error`` output; ``good`` feeds ``retire`` and from there ``flit.ready``).
         good = Signal()
-        m.d.comb += good.eq(~crc_bad & (all_data | (is_ctl & (owed == 0) & h["ctl_any"]) | (is_proto & ~proto_bad)))
+        m.d.comb += good.eq(~crc_bad & (all_data | (is_ctl & owed_zero & h["ctl_any"]) | (is_proto & ~proto_bad)))
         m.d.sync += Assert(~held_valid | (good == (code == RxError.NONE)), "good out of step with the verdict")
 
         # ------------------------------------------------ data chunks of this flit
@@ -650,8 +656,14 @@ class FlitUnpacker(wiring.Component):
                             m.d.comb += e.eq(buf[q])
                         elif q - hv < SLOTS:
                             m.d.comb += e.eq(chunks[q - hv])
+        # complete: have + n_ch >= CHUNKS_PER_LINE, decoded per value of ``have`` from the chunk count's
+        # thermometer code (it is in the ``retire`` path; a sum and compare would be a carry chain).
+        n_chunks = [h["n_chunks_code"][j] for j in range(len(h["n_chunks_code"]))]
+        def n_ch_ge(k):
+            return (all_data & Const(SLOTS >= k, 1)) | (is_proto & _ge(n_chunks, k))
         complete = Signal()
-        m.d.comb += complete.eq(have + n_ch >= CHUNKS_PER_LINE)
+        m.d.comb += complete.eq(_or([(have == a) & n_ch_ge(CHUNKS_PER_LINE - a) for a in range(CHUNKS_PER_LINE)], 1))
+        m.d.sync += Assert(~held_valid | (complete == (have + n_ch >= CHUNKS_PER_LINE)), "complete out of step")
         line = Cat(*ext[:CHUNKS_PER_LINE])
 
         # ------------------------------------------------ output lanes
@@ -706,7 +718,7 @@ class FlitUnpacker(wiring.Component):
         with m.If(commit & good & ~is_ctl):
             pop = complete.as_unsigned()
             owed_next = owed + Mux(is_proto, CHUNKS_PER_LINE * h["data_n"], 0) - n_ch
-            m.d.sync += [owed.eq(owed_next), owed_big.eq(owed_next >= CHUNKS_PER_LINE)]
+            m.d.sync += [owed.eq(owed_next), owed_big.eq(owed_next >= CHUNKS_PER_LINE), owed_zero.eq(owed_next == 0)]
             m.d.sync += have.eq(have + n_ch - CHUNKS_PER_LINE * pop)
             for q, b in enumerate(buf):
                 m.d.sync += b.eq(Mux(complete, ext[q + CHUNKS_PER_LINE], ext[q]))
@@ -725,6 +737,10 @@ class FlitUnpacker(wiring.Component):
                 m.d.sync += hq_n.eq(base)
 
         # ------------------------------------------------ per-flit status (registered pulses)
+        # What a flit would report if good (kind, credits, acks, control fields) and its error code are
+        # registered every cycle from the held flit, whether it retires or not; only the 1-bit pulses
+        # below depend on ``retire``, and each output is its value gated by them (one gate after the
+        # registers).  So no enable or reset of these ~100 bits depends on ``retire``.
         def credits_of(fields, out, mem):
             # decode_credit gives (protocol, amount) for each 4-bit code: the table is built from it.
             for cls in CREDIT_CLASSES:
@@ -735,25 +751,34 @@ class FlitUnpacker(wiring.Component):
                             target = out if protocol is CreditProtocol.CACHE else mem
                             m.d.sync += getattr(target, cls).eq(amount)
 
-        m.d.sync += [self.done.eq(retire), self.discarded.eq(retire & self.discard),
+        committed = Signal()                    # the flit retired last edge took effect (not discarded)
+        v = {"kind": Signal(FlitKind, name="kind_if_good"), "credits": Signal(CreditsLayout, name="credits_if_good"),
+             "mem_credits": Signal(CreditsLayout, name="mem_credits_if_good"),
+             "acks": Signal.like(self.acks, name="acks_if_good"), "ctl": Signal(self.ctl_layout, name="ctl_if_good"),
+             "error": Signal(RxError, name="error_if_committed")}
+        m.d.sync += [self.done.eq(retire), self.discarded.eq(retire & self.discard), committed.eq(commit),
                      self.good.eq(commit & good),
                      self.crc_error.eq(commit & crc_bad),
                      self.rule_error.eq(commit & ~crc_bad & ~good),
-                     self.error.eq(Mux(commit, code, RxError.NONE)), self.kind.eq(FlitKind.PROTOCOL),
-                     self.credits.eq(0), self.mem_credits.eq(0), self.acks.eq(0),
-                     self.ctl_valid.eq(0), self.ctl.eq(0)]
-        with m.If(commit & good):
-            with m.If(all_data):
-                m.d.sync += self.kind.eq(FlitKind.ALL_DATA)
-            with m.Elif(is_ctl):
-                m.d.sync += [self.kind.eq(FlitKind.CONTROL), self.ctl_valid.eq(1), self.ctl.eq(ctl)]
-                with m.If(h["ctl_is_llcrd"]):
-                    credits_of({cls: getattr(ctl, f"{cls}_crd") for cls in CREDIT_CLASSES},
-                               self.credits, self.mem_credits)
-                    m.d.sync += self.acks.eq(ctl.acks)
-            with m.Else():
-                credits_of({cls: hdr[f"{cls}_crd"] for cls in CREDIT_CLASSES}, self.credits, self.mem_credits)
-                m.d.sync += self.acks.eq(Mux(hdr["ak"], ACKS_PER_AK, 0))
+                     v["error"].eq(code), v["kind"].eq(FlitKind.PROTOCOL),
+                     v["credits"].eq(0), v["mem_credits"].eq(0), v["acks"].eq(0), v["ctl"].eq(0)]
+        with m.If(all_data):
+            m.d.sync += v["kind"].eq(FlitKind.ALL_DATA)
+        with m.Elif(is_ctl):
+            m.d.sync += [v["kind"].eq(FlitKind.CONTROL), v["ctl"].eq(ctl)]
+            with m.If(h["ctl_is_llcrd"]):
+                credits_of({cls: getattr(ctl, f"{cls}_crd") for cls in CREDIT_CLASSES}, v["credits"], v["mem_credits"])
+                m.d.sync += v["acks"].eq(ctl.acks)
+        with m.Else():
+            credits_of({cls: hdr[f"{cls}_crd"] for cls in CREDIT_CLASSES}, v["credits"], v["mem_credits"])
+            m.d.sync += v["acks"].eq(Mux(hdr["ak"], ACKS_PER_AK, 0))
+        ctl_good = self.good & (v["kind"] == FlitKind.CONTROL)
+        m.d.comb += [self.error.eq(Mux(committed, v["error"], RxError.NONE)),
+                     self.kind.eq(Mux(self.good, v["kind"], FlitKind.PROTOCOL)),
+                     self.credits.eq(Mux(self.good, v["credits"], 0)),
+                     self.mem_credits.eq(Mux(self.good, v["mem_credits"], 0)),
+                     self.acks.eq(Mux(self.good, v["acks"], 0)),
+                     self.ctl_valid.eq(ctl_good), self.ctl.eq(Mux(ctl_good, v["ctl"], 0))]
         with m.If(commit & crc_bad):
             m.d.sync += self.crc_errors.eq(self.crc_errors + 1)
         with m.If(commit & ~crc_bad & ~good):
