@@ -445,6 +445,21 @@ class FlitUnpacker(wiring.Component):
                              & same(slot_count[s][dat_ch], counts[dat_ch], cap[dat_ch]) for s in range(SLOTS))).any()
         items.append(("c", _ge(counts[dat_ch], 2) & ~one_mdh_slot, RxError.MDH))
         items.append(("c", hdr["sz"] != _ge(counts[dat_ch], 1), RxError.SZ))
+        flat_items = len(items) - 2                # the two checks above have a flat form below
+
+        # Whether any content check fails (``good`` needs no more): the same OR, with the checks that
+        # need the flit's totals in a shallower form.  MAX at some message <=> a channel's count reaches
+        # its maximum + 1 (one code bit instead of a rank at every position); the flat MDH rule <=> Data
+        # Headers in two slots, or two or more in one slot that is not an MDH slot; SZ <=> Sz differs
+        # from "a slot has a Data Header".  Checked against the segments in simulation (elaborate).
+        has_hdr = [_ge(slot_count[s][dat_ch], 1) for s in range(SLOTS)]
+        not_mdh = [~Cat(*(slot_sel[s][f.code] for f in slot_mine[s] if f.mdh)).any() for s in range(SLOTS)]
+        flat = [it[1] for it in items[:flat_items] if it[0] == "c" and it[2] is not RxError.MAX]
+        flat += [_ge(counts[ch], MAX_PER_FLIT[ch] + 1) for ch in self.chans]
+        flat += [_ge(_therm(m, has_hdr, 2), 2),
+                 Cat(*(_ge(slot_count[s][dat_ch], 2) & not_mdh[s] for s in range(SLOTS))).any(),
+                 hdr["sz"] != Cat(*has_hdr).any()]
+        keep("content_bad", Cat(*flat).any())
 
         # Segments of content checks: (any fails, first failing code); the state checks between them.
         order, seg = [], []
@@ -469,12 +484,14 @@ class FlitUnpacker(wiring.Component):
 
         self._order = order
 
-        # Whether the protocol flit fails, for every chunks-owed count it can meet (owed < CHUNKS_PER_LINE,
-        # else the flit is all-data), with owed a constant: the state checks fold to a few gates, and
-        # ``good`` after the register only needs ``owed`` to select one of these flags.  The first failing
-        # check's code is found after the register (it only feeds the ``error`` register).
+        # Whether a state check fails, for every chunks-owed count a protocol flit can meet (owed <
+        # CHUNKS_PER_LINE, else the flit is all-data), with owed a constant: these fold to a few gates, and
+        # ``good`` after the register only needs ``owed`` to select one of these flags (and
+        # ``content_bad``).  The first failing check's code is found after the register (it only feeds
+        # the ``error`` register).
         for o in range(CHUNKS_PER_LINE):
-            keep(f"proto_bad{o}", Cat(*(c for c, _ in self._proto_checks(out, lambda values, o=o: Const(o in values, 1)))).any())
+            checks = self._proto_checks(out, lambda values, o=o: Const(o in values, 1))
+            keep(f"state_bad{o}", _or([c for c, err in checks if isinstance(err, RxError)], 1))
 
         # ---- the messages of each channel, in order, compacted to lanes 0.. (content only)
         for ch, name in zip(self.chans, ("req", "rsp", "data")):
@@ -603,11 +620,15 @@ class FlitUnpacker(wiring.Component):
         # ------------------------------------------------ protocol flit verdict
         owed_lo = Signal(range(CHUNKS_PER_LINE))   # = owed whenever the flit is a protocol flit
         m.d.comb += owed_lo.eq(owed)
-        proto_bad = Signal()                       # pre-decoded per owed count
+        state_bad = Signal()                       # pre-decoded per owed count
         with m.Switch(owed_lo):
             for o in range(CHUNKS_PER_LINE):
                 with m.Case(o):
-                    m.d.comb += proto_bad.eq(h[f"proto_bad{o}"])
+                    m.d.comb += state_bad.eq(h[f"state_bad{o}"])
+        proto_bad = Signal()
+        m.d.comb += proto_bad.eq(h["content_bad"] | state_bad)
+        m.d.sync += Assert(~held_valid | (h["content_bad"] == Cat(*(h[it[1]] for it in self._order if it[0] == "seg")).any()),
+                           "the flat content verdict disagrees with the segments")
         proto_code = Signal(RxError)               # the first failing check: segments + state checks
         owed_in = lambda values: _or([owed_lo == v for v in values], 1)    # noqa: E731
         for cond, err in reversed(self._proto_checks(h, owed_in)):   # later statements win
