@@ -64,7 +64,8 @@ is a flat AND/OR of a few registers, the first failing check's code is found fro
 and ``owed`` (a priority chain that only feeds the ``error`` register), and message k goes to lane
 (wptr + k) mod lanes.
 
-Each request/response channel has ``MAX_PER_FLIT[chan]`` lanes (``SyncFIFOBuffered``, ``depth`` entries
+Each request/response channel has ``MAX_PER_FLIT[chan]`` lanes (``LaneFIFO``, the cycles of ``SyncFIFOBuffered``
+with its memory written ahead of the push; ``SyncFIFOBuffered`` itself for ``depth`` 1; ``depth`` entries
 each) written round-robin, so one flit can hand over all its messages of a channel at one edge; the
 output reads the lanes in the same rotation, which keeps the reference order.  At most one line can
 complete per flit (checked at elaboration), so the data channel has one lane.  Data headers wait in a
@@ -101,6 +102,7 @@ from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from hdl.link.crc import FlitCRC
+from hdl.link.lane_fifo import LaneFIFO
 from hdl.link.ports import (FLIT_BITS, PAYLOAD_BITS, channel_shape, channel_stream,
                             direction_channels, flit_stream)
 from cxl.messages import CODECS
@@ -691,7 +693,9 @@ class FlitUnpacker(wiring.Component):
         def lane_group(name, n_lanes, width):
             lanes = []
             for i in range(n_lanes):
-                fifo = SyncFIFOBuffered(width=width, depth=self.depth)
+                # LaneFIFO writes its memory ahead of the push (hdl/link/lane_fifo.py); it needs 2+ entries.
+                fifo = (LaneFIFO(width, self.depth) if self.depth >= 2 else
+                        SyncFIFOBuffered(width=width, depth=self.depth))
                 m.submodules[f"{name}_lane{i}"] = fifo
                 lanes.append(fifo)
             wptr = Signal(range(n_lanes), name=f"{name}_wptr")
