@@ -17,7 +17,8 @@ Ports
 ``req``, ``rsp``, ``data``: ``Out(channel_stream(chan))`` for the direction's three channels
     (``direction_channels(upstream)``); ``data`` carries a ``DataMsg`` (header + 64-byte line), sent once
     the line's fourth chunk has arrived, in header order.  Per channel the order is the reference's.
-Per retired flit, registered, high for exactly **one cycle** (the cycle after the retiring edge):
+Per retired flit, from registers (a value gated by a registered pulse, see "per-flit status" in
+``elaborate``), high for exactly **one cycle** (the cycle after the retiring edge):
     ``done``        a flit was retired (every accepted flit is retired exactly once);
     ``discarded``   it was dropped by ``discard`` (then ``good``, ``crc_error``, ``rule_error`` are 0,
                     ``error`` is ``NONE`` and the other outputs are 0: exactly one of ``good``,
@@ -53,13 +54,18 @@ that depends on a flit's bits alone is *pre-decoded* from ``flit.payload`` in th
 and registered together with it (``_predecode``): the CRC check, the slot formats, every content-only
 rule (per run of such rules between the two state-dependent ones, ROLLOVER and NO_DATA, the first
 failing one's code), the messages of each channel compacted in order (message k of the flit), their
-counts, the G0 chunks compacted, the control-flit decode.  The per-slot message counts are summed per
-slot (one format per slot is selected), not through a chain over every message position.  After the
-register only the data-chunk-state part remains: ``owed`` and "all-data due" are registers of their own,
-the verdict's ``good`` is a flat AND/OR (the priority encoder for ``error`` only feeds its register),
-and message k goes to lane (wptr + k) mod lanes.
+counts, which G0 slot each chunk of the flit comes from, the control-flit decode.  The per-slot message counts are summed per
+slot (one format per slot is selected), not through a chain over every message position.  The three
+checks that need the data-chunk state (ROLLOVER, DATA_SLOT, NO_DATA) only need the chunks owed, which a
+protocol flit meets as 0..CHUNKS_PER_LINE-1, so whether the protocol flit fails is pre-decoded once
+per owed value (a flat OR).  After the register only the chunk-state part remains: ``owed`` and
+"all-data due" are registers of their own, ``owed`` selects one of the pre-decoded fail flags, ``good``
+is a flat AND/OR of a few registers, the first failing check's code is found from the segments' codes
+and ``owed`` (a priority chain that only feeds the ``error`` register), and message k goes to lane
+(wptr + k) mod lanes.
 
-Each request/response channel has ``MAX_PER_FLIT[chan]`` lanes (``SyncFIFOBuffered``, ``depth`` entries
+Each request/response channel has ``MAX_PER_FLIT[chan]`` lanes (``LaneFIFO``, the cycles of ``SyncFIFOBuffered``
+with its memory written ahead of the push; ``SyncFIFOBuffered`` itself for ``depth`` 1; ``depth`` entries
 each) written round-robin, so one flit can hand over all its messages of a channel at one edge; the
 output reads the lanes in the same rotation, which keeps the reference order.  At most one line can
 complete per flit (checked at elaboration), so the data channel has one lane.  Data headers wait in a
@@ -90,12 +96,13 @@ flit behind a rule error, at edge *n+2*, before any of its messages or state cha
 #      §2.5 (control flits).
 """
 
-from amaranth.hdl import Assert, Cat, Const, Module, Mux, Signal, Value
+from amaranth.hdl import Assert, Cat, Const, Module, Mux, Shape, Signal, Value
 from amaranth.lib import data, enum, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from hdl.link.crc import FlitCRC
+from hdl.link.lane_fifo import LaneFIFO
 from hdl.link.ports import (FLIT_BITS, PAYLOAD_BITS, channel_shape, channel_stream,
                             direction_channels, flit_stream)
 from cxl.messages import CODECS
@@ -196,8 +203,70 @@ def _enum_fields(chan):
             for _, offset, width, enum_cls in CODECS[chan].fields if enum_cls is not None]
 
 
-def _popcount(bits):
-    return sum((b.as_unsigned() for b in bits), Const(0, 1))
+# ---------------------------------------------------------------- small counts as thermometer codes
+# The pre-decode counts messages per channel (before a slot, before a message, in the flit) and G0 slots.
+# The counts are tiny (at most a few), and as sums they become carry chains whose hops between LUTs cost
+# more than the logic itself (the routed critical path ran through three of them).  So a count is a
+# thermometer code t, t[j - 1] = (count >= j) for j = 1..len(t), built from AND/OR only; a code saturates at
+# its ``cap`` (t[cap - 1] then means count >= cap), which keeps every question up to ``cap`` exact.
+
+def _ge(t, j):
+    """count >= j, for 0 <= j (exact for j <= the code's cap)."""
+    if j <= 0:
+        return Const(1, 1)
+    return t[j - 1] if j <= len(t) else Const(0, 1)
+
+
+def _is(t, j):
+    """count == j (for j = the cap: count >= cap)."""
+    return _ge(t, j) & ~_ge(t, j + 1)
+
+
+def _code(m, bits):
+    """A code held in a signal: every use then reads the signal, not a copy of the expression (which
+    nested sums would repeat many times over, in the simulator's generated code above all)."""
+    if not bits:
+        return []
+    sig = Signal(len(bits))
+    m.d.comb += sig.eq(Cat(*bits))
+    return [sig[j] for j in range(len(bits))]
+
+
+def _therm_add(m, a, b, cap):
+    """The code of the sum of two codes, saturated at ``cap``: sum >= j iff a >= i and b >= j - i for an i."""
+    out = []
+    for j in range(1, min(cap, len(a) + len(b)) + 1):
+        terms = [_ge(a, j) if j <= len(a) else None, _ge(b, j) if j <= len(b) else None]
+        terms += [a[i - 1] & b[j - i - 1] for i in range(max(1, j - len(b)), min(j - 1, len(a)) + 1)]
+        out.append(_or([t for t in terms if t is not None], 1))
+    return _code(m, out)
+
+
+def _therm_sum(m, codes, cap):
+    """The code of the sum of ``codes``, saturated at ``cap``: a balanced tree of sums."""
+    codes = list(codes)
+    if not codes:
+        return []
+    while len(codes) > 1:
+        codes = [_therm_add(m, codes[i], codes[i + 1], cap) if i + 1 < len(codes) else codes[i]
+                 for i in range(0, len(codes), 2)]
+    return codes[0][:cap]
+
+
+def _therm(m, bits, cap):
+    """The code of the number of set ``bits`` (1-bit values), saturated at ``cap``."""
+    return _therm_sum(m, [[b] for b in bits], cap)
+
+
+def _therm_select(m, choices, cap):
+    """The code of whichever of (selected, code) is selected (at most one is): an element-wise OR."""
+    n = min(cap, max([len(t) for _, t in choices] + [0]))
+    return _code(m, [_or([sel & t[j] for sel, t in choices if j < len(t)], 1) for j in range(n)])
+
+
+def _therm_value(t, width):
+    """The count as a binary number (``cap`` for a saturated code)."""
+    return _or([Mux(_is(t, j), j, 0) for j in range(1, len(t) + 1)], width)
 
 
 def _or(values, width):
@@ -284,7 +353,7 @@ class FlitUnpacker(wiring.Component):
         items = [("c", Cat(*(v for n, v in hdr.items() if n.startswith("rsvd"))).any(), RxError.RESERVED),
                  ("c", hdr["be"], RxError.BE)]
         cands = {ch: [] for ch in self.chans}      # (present, rank, bits) of each message position, in order
-        chunk_slots = []                           # (is G0, slot bits) for slots that can be G0
+        chunk_slots = []                           # (is G0, slot index) for slots that can be G0
         formats = {(kind, code): f for (d, kind, code), f in SLOT_FORMATS.items() if d is self.direction}
         # Messages per channel in each slot, and before each slot.  At most one format of a slot is
         # selected, so a slot's count is an OR over its formats of (selected & that format's count); the
@@ -305,29 +374,19 @@ class FlitUnpacker(wiring.Component):
         def valid_bits(s, f, ch):
             return [slot_bits[s][offset] for item, offset, _ in f.fields if item == ch]   # Valid = bit 0
 
-        slot_count = []
-        for s in range(SLOTS):
-            cnt = {}
-            for ch in self.chans:
-                most = max([len(valid_bits(s, f, ch)) for f in slot_mine[s] if not f.data] + [0])
-                c = Signal(range(most + 1), name=f"slot{s}_{ch.name.lower()}_n")
-                terms = [Mux(slot_sel[s][f.code], _popcount(valid_bits(s, f, ch)), 0)
-                         for f in slot_mine[s] if not f.data and valid_bits(s, f, ch)]
-                m.d.comb += c.eq(_or(terms, len(c)))
-                cnt[ch] = c
-            slot_count.append(cnt)
-        before = [{ch: Const(0, 1) for ch in self.chans}]
-        for s in range(SLOTS):
-            nxt = {}
-            for ch in self.chans:
-                b = Signal(range(sum(c[ch].shape().width and (1 << c[ch].shape().width) - 1
-                                     for c in slot_count[:s + 1]) + 1), name=f"before{s + 1}_{ch.name.lower()}")
-                m.d.comb += b.eq(sum(c[ch] for c in slot_count[:s + 1]))
-                nxt[ch] = b
-            before.append(nxt)
+        # Counts (thermometer codes, see _therm) saturate one above the channel's per-flit maximum: every
+        # question asked of them (MAX, == k for k < MAX, != 0, < 2, MDH's "all in one slot") is exact up
+        # to there, and a flit with more messages fails MAX at an earlier check than any of the others.
+        cap = {ch: MAX_PER_FLIT[ch] + 1 for ch in self.chans}
+        slot_count = [{ch: _therm_select(m, [(slot_sel[s][f.code], _therm(m, valid_bits(s, f, ch), cap[ch]))
+                                             for f in slot_mine[s] if not f.data], cap[ch])
+                       for ch in self.chans} for s in range(SLOTS)]
+        # before[s]: the messages in slots 0..s-1, each a balanced sum of the slot counts.
+        before = [{ch: _therm_sum(m, [c[ch] for c in slot_count[:s]], cap[ch]) for ch in self.chans}
+                  for s in range(SLOTS + 1)]
         counts = before[SLOTS]
 
-        g0_before = Const(0, 1)
+        g0_before = []                             # the G0 flags of the slots before this one
         for s in range(SLOTS):
             bits, sel, mine = slot_bits[s], slot_sel[s], slot_mine[s]
             g0 = keep(f"s{s}_g0", Cat(*(sel[f.code] for f in mine if f.data)).any())
@@ -337,18 +396,18 @@ class FlitUnpacker(wiring.Component):
                 # The next slot for data after a Data Header in slot h is max(h + 1, owed + 1): slot s
                 # is it for a header in slot s - 1 when owed < s, for one in an earlier slot when
                 # owed == s - 1 (the reference's data_slot rule).
-                keep(f"s{s}_hdr_prev", slot_count[s - 1][dat_ch] != 0)
-                keep(f"s{s}_hdr_earlier", before[s - 1][dat_ch] != 0)
+                keep(f"s{s}_hdr_prev", _ge(slot_count[s - 1][dat_ch], 1))
+                keep(f"s{s}_hdr_earlier", _ge(before[s - 1][dat_ch], 1))
                 items.append(("nextdata", s))
             if any(f.data for f in mine):
                 # Chunks go to the first line still owed one; none owed -> no header to take it:
                 # g0 & (owed + CHUNKS_PER_LINE * headers before <= G0 slots before).  With a header
                 # before, the left side is >= CHUNKS_PER_LINE > G0 slots before (checked in __init__).
-                keep(f"s{s}_nd", g0 & (before[s][dat_ch] == 0))
-                keep(f"s{s}_g0_before", g0_before, range(SLOTS))
+                keep(f"s{s}_nd", g0 & ~_ge(before[s][dat_ch], 1))
+                keep(f"s{s}_g0_before", Cat(*_therm(m, g0_before, SLOTS)))     # a thermometer code
                 items.append(("nodata", s))
-                chunk_slots.append((g0, bits))
-                g0_before = g0_before + g0.as_unsigned()
+                chunk_slots.append((g0, s))
+                g0_before = g0_before + [g0]
             for f in mine:
                 if f.data:
                     continue
@@ -366,9 +425,10 @@ class FlitUnpacker(wiring.Component):
                     illegal = Cat(*(~Cat(*(v[fo:fo + fw] == e for e in legal)).any()
                                     for fo, fw, legal in _enum_fields(item))).any()
                     items.append(("c", on & valid & illegal, RxError.OPCODE))
-                    rank = before[s][item] + _popcount(taken[item])      # valid messages before this one
+                    # valid messages before this one
+                    rank = _therm_add(m, before[s][item], _therm(m, taken[item], cap[item]), cap[item])
                     taken[item].append(valid)
-                    items.append(("c", on & valid & (rank + 1 > MAX_PER_FLIT[item]), RxError.MAX))
+                    items.append(("c", on & valid & _ge(rank, MAX_PER_FLIT[item]), RxError.MAX))
                     present = Signal(name=f"slot{s}_{f.name}_{item.name.lower()}_at{offset}")
                     m.d.comb += present.eq(on & valid)
                     cands[item].append((present, rank, v))
@@ -379,12 +439,29 @@ class FlitUnpacker(wiring.Component):
                     if gaps:
                         items.append(("c", on & Cat(*gaps).any(), RxError.PACKING))
                 if f.mdh:                              # an MDH slot carries 2 or more Data Headers
-                    items.append(("c", on & (slot_count[s][dat_ch] < 2), RxError.MDH))
+                    items.append(("c", on & ~_ge(slot_count[s][dat_ch], 2), RxError.MDH))
         # More than one Data Header in the flit: all of them in one MDH slot, or the flit breaks the rule.
+        def same(a, b, n):                         # two codes agree up to n
+            return Cat(*(~(_ge(a, j) ^ _ge(b, j)) for j in range(1, n + 1))).all()
         one_mdh_slot = Cat(*(Cat(*(slot_sel[s][f.code] for f in slot_mine[s] if f.mdh)).any()
-                             & (slot_count[s][dat_ch] == counts[dat_ch]) for s in range(SLOTS))).any()
-        items.append(("c", (counts[dat_ch] > 1) & ~one_mdh_slot, RxError.MDH))
-        items.append(("c", hdr["sz"] != (counts[dat_ch] != 0), RxError.SZ))
+                             & same(slot_count[s][dat_ch], counts[dat_ch], cap[dat_ch]) for s in range(SLOTS))).any()
+        items.append(("c", _ge(counts[dat_ch], 2) & ~one_mdh_slot, RxError.MDH))
+        items.append(("c", hdr["sz"] != _ge(counts[dat_ch], 1), RxError.SZ))
+        flat_items = len(items) - 2                # the two checks above have a flat form below
+
+        # Whether any content check fails (``good`` needs no more): the same OR, with the checks that
+        # need the flit's totals in a shallower form.  MAX at some message <=> a channel's count reaches
+        # its maximum + 1 (one code bit instead of a rank at every position); the flat MDH rule <=> Data
+        # Headers in two slots, or two or more in one slot that is not an MDH slot; SZ <=> Sz differs
+        # from "a slot has a Data Header".  Checked against the segments in simulation (elaborate).
+        has_hdr = [_ge(slot_count[s][dat_ch], 1) for s in range(SLOTS)]
+        not_mdh = [~Cat(*(slot_sel[s][f.code] for f in slot_mine[s] if f.mdh)).any() for s in range(SLOTS)]
+        flat = [it[1] for it in items[:flat_items] if it[0] == "c" and it[2] is not RxError.MAX]
+        flat += [_ge(counts[ch], MAX_PER_FLIT[ch] + 1) for ch in self.chans]
+        flat += [_ge(_therm(m, has_hdr, 2), 2),
+                 Cat(*(_ge(slot_count[s][dat_ch], 2) & not_mdh[s] for s in range(SLOTS))).any(),
+                 hdr["sz"] != Cat(*has_hdr).any()]
+        keep("content_bad", Cat(*flat).any())
 
         # Segments of content checks: (any fails, first failing code); the state checks between them.
         order, seg = [], []
@@ -406,7 +483,17 @@ class FlitUnpacker(wiring.Component):
                 close()
                 order.append(it)
         close()
+
         self._order = order
+
+        # Whether a state check fails, for every chunks-owed count a protocol flit can meet (owed <
+        # CHUNKS_PER_LINE, else the flit is all-data), with owed a constant: these fold to a few gates, and
+        # ``good`` after the register only needs ``owed`` to select one of these flags (and
+        # ``content_bad``).  The first failing check's code is found after the register (it only feeds
+        # the ``error`` register).
+        for o in range(CHUNKS_PER_LINE):
+            checks = self._proto_checks(out, lambda values, o=o: Const(o in values, 1))
+            keep(f"state_bad{o}", _or([c for c, err in checks if isinstance(err, RxError)], 1))
 
         # ---- the messages of each channel, in order, compacted to lanes 0.. (content only)
         for ch, name in zip(self.chans, ("req", "rsp", "data")):
@@ -414,22 +501,23 @@ class FlitUnpacker(wiring.Component):
             for k in range(n):
                 # At most one present position has rank k: an OR of the masked candidates.
                 msg = Signal(CODECS[ch].width, name=f"pre_{name}_msg{k}")
-                m.d.comb += msg.eq(_or([Mux(present & (rank == k), v, 0) for present, rank, v in cands[ch]],
+                m.d.comb += msg.eq(_or([Mux(present & _is(rank, k), v, 0) for present, rank, v in cands[ch]],
                                        CODECS[ch].width))
                 out[f"{name}_msg{k}"] = msg
-            keep(f"{name}_n", counts[ch], range(len(cands[ch]) + 1))
+            n_shape = range(len(cands[ch]) + 1)
+            keep(f"{name}_n", _therm_value(counts[ch], Shape.cast(n_shape).width), n_shape)
 
-        # ---- the chunks of a protocol flit: its G0 slots, compacted in slot order
-        rank = Const(0, 1)
-        placed = []
-        for g, bits in chunk_slots:
-            placed.append((g, rank, bits))
-            rank = rank + g.as_unsigned()
-        for j in range(SLOTS):
-            c = Signal(CHUNK_BITS, name=f"pre_chunk{j}")
-            m.d.comb += c.eq(_or([Mux(g & (r == j), bits, 0) for g, r, bits in placed], CHUNK_BITS))
-            out[f"chunk{j}"] = c
-        keep("n_chunks", rank, range(SLOTS + 1))
+        # ---- the chunks of a protocol flit: its G0 slots, compacted in slot order.  Only which slot each
+        # chunk comes from is pre-decoded; the chunks themselves are read from the held flit's bits after
+        # the register (2 x 512 fewer bits loaded on ``accept``).
+        self._chunk_slots = [s for _, s in chunk_slots]
+        for i, (g, s) in enumerate(chunk_slots):
+            before_g0 = _therm(m, [g for g, _ in chunk_slots[:i]], SLOTS)
+            for j in range(SLOTS):
+                keep(f"chunk{j}_from_slot{s}", g & _is(before_g0, j))
+        n_chunks = _therm(m, [g for g, _ in chunk_slots], SLOTS)
+        keep("n_chunks", _therm_value(n_chunks, Shape.cast(range(SLOTS + 1)).width), range(SLOTS + 1))
+        keep("n_chunks_code", Cat(*n_chunks))
 
         # ---- control flit
         ctl_hit = {}
@@ -449,6 +537,32 @@ class FlitUnpacker(wiring.Component):
         self._ctl_kinds = list(ctl_hit)
         return out
 
+    def _proto_checks(self, h, owed_in):
+        """A protocol flit's checks in the reference's order, as (fails, code): the pre-decoded segments of
+        content checks (``h``: the pre-decode or its registers) and between them the three checks that need
+        the chunks owed (ROLLOVER, DATA_SLOT, NO_DATA).  ``owed_in(values)`` says whether the chunks owed
+        (0..CHUNKS_PER_LINE-1 for a protocol flit) is one of ``values``: a constant for the pre-decode
+        once per owed count, where these checks fold to a few gates, or a decode of the ``owed`` register
+        (a set of values, not a comparison, so no carry chain)."""
+        checks = []
+        for it in self._order:
+            if it[0] == "seg":
+                checks.append((h[it[1]], h[it[2]]))
+            elif it[0] == "rollover":              # slot s not G0 while s or more chunks roll over
+                s = it[1]
+                checks.append((owed_in(range(s, CHUNKS_PER_LINE)) & ~h[f"s{s}_g0"], RxError.ROLLOVER))
+            elif it[0] == "nextdata":
+                s = it[1]
+                prev = h[f"s{s}_hdr_prev"] | (h[f"s{s}_hdr_earlier"] & owed_in([s - 1]))
+                checks.append((~h[f"s{s}_g0"] & owed_in(range(s)) & prev, RxError.DATA_SLOT))
+            else:                                  # a G0 slot with no line owed a chunk: owed <= G0 slots before
+                s = it[1]
+                g0_before = h[f"s{s}_g0_before"]   # a thermometer code
+                fails = _or([owed_in([o]) & _ge([g0_before[j] for j in range(len(g0_before))], o)
+                             for o in range(CHUNKS_PER_LINE)], 1)
+                checks.append((h[f"s{s}_nd"] & fails, RxError.NO_DATA))
+        return checks
+
     def elaborate(self, platform):
         m = Module()
         req_ch, rsp_ch, dat_ch = self.chans
@@ -465,15 +579,19 @@ class FlitUnpacker(wiring.Component):
         m.d.comb += self.flit.ready.eq(~held_valid | retire)
         m.d.comb += accept.eq(self.flit.valid & self.flit.ready)
         with m.If(accept):
-            m.d.sync += [held.eq(self.flit.payload), held_valid.eq(1)]
+            m.d.sync += held_valid.eq(1)
         with m.Elif(retire):
             m.d.sync += held_valid.eq(0)
+        # The register loads whenever it may (``flit.ready``), whether or not a flit is offered: with none
+        # it is empty after the edge anyway, and the enable of its ~1 100 bits is one gate shorter.
+        with m.If(self.flit.ready):
+            m.d.sync += held.eq(self.flit.payload)
         p = held[:PAYLOAD_BITS]
         pre = self._predecode(m, self.flit.payload)
         h = {}
         for name, sig in pre.items():           # registered with the flit it describes
             h[name] = Signal.like(sig, name=f"h_{name}")
-            with m.If(accept):
+            with m.If(self.flit.ready):
                 m.d.sync += h[name].eq(sig)
         crc_bad = h["crc_bad"]
 
@@ -487,7 +605,9 @@ class FlitUnpacker(wiring.Component):
         owed_max = CHUNKS_PER_LINE * queue_len
         owed = Signal(range(owed_max + 1))
         owed_big = Signal()                     # owed >= CHUNKS_PER_LINE
+        owed_zero = Signal(init=1)              # owed == 0
         m.d.sync += Assert(owed == hq_n * CHUNKS_PER_LINE - have, "owed register out of step")
+        m.d.sync += Assert(owed_zero == (owed == 0), "owed_zero out of step")
 
         all_data = Signal()
         is_ctl = Signal()
@@ -499,26 +619,23 @@ class FlitUnpacker(wiring.Component):
             is_proto.eq(~all_data & ~hdr["type"]),
         ]
 
-        # ------------------------------------------------ protocol flit verdict: segments + state checks
-        def next_data_fails(s):
-            return ~h[f"s{s}_g0"] & (owed < s) & (h[f"s{s}_hdr_prev"] | (h[f"s{s}_hdr_earlier"] & (owed == s - 1)))
-
-        proto_code = Signal(RxError)
-        for it in reversed(self._order):           # later statements win: the first failing check does
-            if it[0] == "seg":
-                with m.If(h[it[1]]):
-                    m.d.comb += proto_code.eq(h[it[2]])
-            elif it[0] == "rollover":
-                s = it[1]
-                with m.If((owed >= s) & ~h[f"s{s}_g0"]):
-                    m.d.comb += proto_code.eq(RxError.ROLLOVER)
-            elif it[0] == "nextdata":
-                with m.If(next_data_fails(it[1])):
-                    m.d.comb += proto_code.eq(RxError.DATA_SLOT)
-            else:
-                s = it[1]
-                with m.If(h[f"s{s}_nd"] & (owed <= h[f"s{s}_g0_before"])):
-                    m.d.comb += proto_code.eq(RxError.NO_DATA)
+        # ------------------------------------------------ protocol flit verdict
+        owed_lo = Signal(range(CHUNKS_PER_LINE))   # = owed whenever the flit is a protocol flit
+        m.d.comb += owed_lo.eq(owed)
+        state_bad = Signal()                       # pre-decoded per owed count
+        with m.Switch(owed_lo):
+            for o in range(CHUNKS_PER_LINE):
+                with m.Case(o):
+                    m.d.comb += state_bad.eq(h[f"state_bad{o}"])
+        proto_bad = Signal()
+        m.d.comb += proto_bad.eq(h["content_bad"] | state_bad)
+        m.d.sync += Assert(~held_valid | (h["content_bad"] == Cat(*(h[it[1]] for it in self._order if it[0] == "seg")).any()),
+                           "the flat content verdict disagrees with the segments")
+        proto_code = Signal(RxError)               # the first failing check: segments + state checks
+        owed_in = lambda values: _or([owed_lo == v for v in values], 1)    # noqa: E731
+        for cond, err in reversed(self._proto_checks(h, owed_in)):   # later statements win
+            with m.If(cond):
+                m.d.comb += proto_code.eq(err)
 
         # ------------------------------------------------ verdict
         ctl = h["ctl"]
@@ -528,28 +645,16 @@ class FlitUnpacker(wiring.Component):
         with m.Elif(all_data):
             m.d.comb += code.eq(RxError.NONE)
         with m.Elif(is_ctl):
-            with m.If(owed != 0):
+            with m.If(~owed_zero):
                 m.d.comb += code.eq(RxError.TYPE)
             with m.Elif(~h["ctl_any"]):
                 m.d.comb += code.eq(RxError.CONTROL)
         with m.Else():
             m.d.comb += code.eq(proto_code)
-        # good == (code == NONE), as a flat AND/OR (the ``code`` priority chain only feeds the registered
-        # ``error`` output; ``good`` feeds ``retire`` and from there ``flit.ready``).
-        proto_bad = Signal()
-        fails = []
-        for it in self._order:
-            if it[0] == "seg":
-                fails.append(h[it[1]])
-            elif it[0] == "rollover":
-                fails.append((owed >= it[1]) & ~h[f"s{it[1]}_g0"])
-            elif it[0] == "nextdata":
-                fails.append(next_data_fails(it[1]))
-            else:
-                fails.append(h[f"s{it[1]}_nd"] & (owed <= h[f"s{it[1]}_g0_before"]))
-        m.d.comb += proto_bad.eq(Cat(*fails).any())
+        # good == (code == NONE), from the pre-decoded ``proto_bad`` (the ``code`` priority chain only feeds
+        # the registered ``error`` output; ``good`` feeds ``retire`` and from there ``flit.ready``).
         good = Signal()
-        m.d.comb += good.eq(~crc_bad & (all_data | (is_ctl & (owed == 0) & h["ctl_any"]) | (is_proto & ~proto_bad)))
+        m.d.comb += good.eq(~crc_bad & (all_data | (is_ctl & owed_zero & h["ctl_any"]) | (is_proto & ~proto_bad)))
         m.d.sync += Assert(~held_valid | (good == (code == RxError.NONE)), "good out of step with the verdict")
 
         # ------------------------------------------------ data chunks of this flit
@@ -562,7 +667,8 @@ class FlitUnpacker(wiring.Component):
         with m.Elif(is_proto):
             m.d.comb += n_ch.eq(h["n_chunks"])
             for j in range(SLOTS):
-                m.d.comb += chunks[j].eq(h[f"chunk{j}"])
+                m.d.comb += chunks[j].eq(_or([Mux(h[f"chunk{j}_from_slot{s}"], p[SLOT_BITS * s:SLOT_BITS * (s + 1)], 0)
+                                              for s in self._chunk_slots], CHUNK_BITS))
         # ext[q]: chunk q of the head line and then of the next line, buffered chunks first.
         ext = [Signal(CHUNK_BITS, name=f"ext{q}") for q in range(2 * CHUNKS_PER_LINE - 1)]
         with m.Switch(have):
@@ -573,15 +679,23 @@ class FlitUnpacker(wiring.Component):
                             m.d.comb += e.eq(buf[q])
                         elif q - hv < SLOTS:
                             m.d.comb += e.eq(chunks[q - hv])
+        # complete: have + n_ch >= CHUNKS_PER_LINE, decoded per value of ``have`` from the chunk count's
+        # thermometer code (it is in the ``retire`` path; a sum and compare would be a carry chain).
+        n_chunks = [h["n_chunks_code"][j] for j in range(len(h["n_chunks_code"]))]
+        def n_ch_ge(k):
+            return (all_data & Const(SLOTS >= k, 1)) | (is_proto & _ge(n_chunks, k))
         complete = Signal()
-        m.d.comb += complete.eq(have + n_ch >= CHUNKS_PER_LINE)
+        m.d.comb += complete.eq(_or([(have == a) & n_ch_ge(CHUNKS_PER_LINE - a) for a in range(CHUNKS_PER_LINE)], 1))
+        m.d.sync += Assert(~held_valid | (complete == (have + n_ch >= CHUNKS_PER_LINE)), "complete out of step")
         line = Cat(*ext[:CHUNKS_PER_LINE])
 
         # ------------------------------------------------ output lanes
         def lane_group(name, n_lanes, width):
             lanes = []
             for i in range(n_lanes):
-                fifo = SyncFIFOBuffered(width=width, depth=self.depth)
+                # LaneFIFO writes its memory ahead of the push (hdl/link/lane_fifo.py); it needs 2+ entries.
+                fifo = (LaneFIFO(width, self.depth) if self.depth >= 2 else
+                        SyncFIFOBuffered(width=width, depth=self.depth))
                 m.submodules[f"{name}_lane{i}"] = fifo
                 lanes.append(fifo)
             wptr = Signal(range(n_lanes), name=f"{name}_wptr")
@@ -629,7 +743,7 @@ class FlitUnpacker(wiring.Component):
         with m.If(commit & good & ~is_ctl):
             pop = complete.as_unsigned()
             owed_next = owed + Mux(is_proto, CHUNKS_PER_LINE * h["data_n"], 0) - n_ch
-            m.d.sync += [owed.eq(owed_next), owed_big.eq(owed_next >= CHUNKS_PER_LINE)]
+            m.d.sync += [owed.eq(owed_next), owed_big.eq(owed_next >= CHUNKS_PER_LINE), owed_zero.eq(owed_next == 0)]
             m.d.sync += have.eq(have + n_ch - CHUNKS_PER_LINE * pop)
             for q, b in enumerate(buf):
                 m.d.sync += b.eq(Mux(complete, ext[q + CHUNKS_PER_LINE], ext[q]))
@@ -648,6 +762,10 @@ class FlitUnpacker(wiring.Component):
                 m.d.sync += hq_n.eq(base)
 
         # ------------------------------------------------ per-flit status (registered pulses)
+        # What a flit would report if good (kind, credits, acks, control fields) and its error code are
+        # registered every cycle from the held flit, whether it retires or not; only the 1-bit pulses
+        # below depend on ``retire``, and each output is its value gated by them (one gate after the
+        # registers).  So no enable or reset of these ~100 bits depends on ``retire``.
         def credits_of(fields, out, mem):
             # decode_credit gives (protocol, amount) for each 4-bit code: the table is built from it.
             for cls in CREDIT_CLASSES:
@@ -658,25 +776,34 @@ class FlitUnpacker(wiring.Component):
                             target = out if protocol is CreditProtocol.CACHE else mem
                             m.d.sync += getattr(target, cls).eq(amount)
 
-        m.d.sync += [self.done.eq(retire), self.discarded.eq(retire & self.discard),
+        committed = Signal()                    # the flit retired last edge took effect (not discarded)
+        v = {"kind": Signal(FlitKind, name="kind_if_good"), "credits": Signal(CreditsLayout, name="credits_if_good"),
+             "mem_credits": Signal(CreditsLayout, name="mem_credits_if_good"),
+             "acks": Signal.like(self.acks, name="acks_if_good"), "ctl": Signal(self.ctl_layout, name="ctl_if_good"),
+             "error": Signal(RxError, name="error_if_committed")}
+        m.d.sync += [self.done.eq(retire), self.discarded.eq(retire & self.discard), committed.eq(commit),
                      self.good.eq(commit & good),
                      self.crc_error.eq(commit & crc_bad),
                      self.rule_error.eq(commit & ~crc_bad & ~good),
-                     self.error.eq(Mux(commit, code, RxError.NONE)), self.kind.eq(FlitKind.PROTOCOL),
-                     self.credits.eq(0), self.mem_credits.eq(0), self.acks.eq(0),
-                     self.ctl_valid.eq(0), self.ctl.eq(0)]
-        with m.If(commit & good):
-            with m.If(all_data):
-                m.d.sync += self.kind.eq(FlitKind.ALL_DATA)
-            with m.Elif(is_ctl):
-                m.d.sync += [self.kind.eq(FlitKind.CONTROL), self.ctl_valid.eq(1), self.ctl.eq(ctl)]
-                with m.If(h["ctl_is_llcrd"]):
-                    credits_of({cls: getattr(ctl, f"{cls}_crd") for cls in CREDIT_CLASSES},
-                               self.credits, self.mem_credits)
-                    m.d.sync += self.acks.eq(ctl.acks)
-            with m.Else():
-                credits_of({cls: hdr[f"{cls}_crd"] for cls in CREDIT_CLASSES}, self.credits, self.mem_credits)
-                m.d.sync += self.acks.eq(Mux(hdr["ak"], ACKS_PER_AK, 0))
+                     v["error"].eq(code), v["kind"].eq(FlitKind.PROTOCOL),
+                     v["credits"].eq(0), v["mem_credits"].eq(0), v["acks"].eq(0), v["ctl"].eq(0)]
+        with m.If(all_data):
+            m.d.sync += v["kind"].eq(FlitKind.ALL_DATA)
+        with m.Elif(is_ctl):
+            m.d.sync += [v["kind"].eq(FlitKind.CONTROL), v["ctl"].eq(ctl)]
+            with m.If(h["ctl_is_llcrd"]):
+                credits_of({cls: getattr(ctl, f"{cls}_crd") for cls in CREDIT_CLASSES}, v["credits"], v["mem_credits"])
+                m.d.sync += v["acks"].eq(ctl.acks)
+        with m.Else():
+            credits_of({cls: hdr[f"{cls}_crd"] for cls in CREDIT_CLASSES}, v["credits"], v["mem_credits"])
+            m.d.sync += v["acks"].eq(Mux(hdr["ak"], ACKS_PER_AK, 0))
+        ctl_good = self.good & (v["kind"] == FlitKind.CONTROL)
+        m.d.comb += [self.error.eq(Mux(committed, v["error"], RxError.NONE)),
+                     self.kind.eq(Mux(self.good, v["kind"], FlitKind.PROTOCOL)),
+                     self.credits.eq(Mux(self.good, v["credits"], 0)),
+                     self.mem_credits.eq(Mux(self.good, v["mem_credits"], 0)),
+                     self.acks.eq(Mux(self.good, v["acks"], 0)),
+                     self.ctl_valid.eq(ctl_good), self.ctl.eq(Mux(ctl_good, v["ctl"], 0))]
         with m.If(commit & crc_bad):
             m.d.sync += self.crc_errors.eq(self.crc_errors + 1)
         with m.If(commit & ~crc_bad & ~good):
