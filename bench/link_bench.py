@@ -14,7 +14,7 @@ Reports, as JSON on stdout (and ``--out FILE``):
   (:func:`wait_sweep`); ``efficiency`` above is the RTL at the packer's default W
   (``efficiency_wait``), and ``efficiency_by_config`` the same RTL runs with the link ports built
   with another packer wait and queue depth (``LinkPort(pack_wait=W, tx_depth=D)``) for each of
-  ``--rtl-configs`` (default ``3,3x6``: W = 3 at the default depth, and W = 3 with 6-deep queues);
+  ``--rtl-configs`` (default ``0x4,3x4``: the eager packer with 4-deep queues, and W = 3 with them);
 * ``recovery``: retry recovery time in cycles, from the cycle a corrupted flit crosses the wire to the
   first replayed flit the receiver accepts (``rx_good`` after the receiver left its wait state),
   for single errors injected into a data stream;
@@ -231,9 +231,9 @@ def main(argv=None):
     ap.add_argument("--budget", type=float, default=300.0, help="seconds for the BER runs (default 300)")
     ap.add_argument("--lines", type=int, default=512, help="lines / snoops per efficiency workload")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--rtl-configs", type=parse_configs, default=parse_configs("3,3x6"),
+    ap.add_argument("--rtl-configs", type=parse_configs, default=parse_configs("0x4,3x4"),
                     help="link-port settings to measure the RTL's efficiency at besides the defaults: a comma "
-                         "list of W (LinkPort pack_wait) or WxD (pack_wait W, tx_depth D); default 3,3x6; "
+                         "list of W (LinkPort pack_wait) or WxD (pack_wait W, tx_depth D); default 0x4,3x4; "
                          "empty for none")
     ap.add_argument("--out", help="also write the JSON here")
     args = ap.parse_args(argv)

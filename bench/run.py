@@ -279,10 +279,11 @@ def markdown(res):
               "per-line checks are ~11 % of it and the credit checks ~3 %. 200k msgs/s (~9x) needs the "
               "model's state in typed C structures (Cython cdef classes or another language), which the "
               "tests that patch a handler on purpose cannot patch (models/system.py docstring).",
-              "- The snoop-storm and mixed efficiencies are half their optimum at the default packer wait 0: the "
-              "RTL packer sends a flit as soon as one message waits (lowest latency) and the bench offers about "
-              "one message per cycle; the optimum packs several messages per flit, which needs the packer to "
-              "wait for them (the `packer wait 3` rows: `LinkPort(pack_wait=3)`; with `tx_depth=6` as well the packer has enough lines queued to put four Data Headers in a header flit). The mixed optimum is a bound "
+              "- The link ports' defaults: packer wait 3 (`cxl.flit.DEFAULT_PACK_WAIT`; a packer holds a partly "
+              "filled flit only within 3 decisions of its last protocol flit, so a quiet link sends at once) and "
+              "6-deep packer queues (`LinkPort(tx_depth=6)`, enough lines queued to put four Data Headers in a "
+              "header flit). The `packer wait 0` rows are the eager packer (a flit as soon as one message waits), "
+              "which sends half-empty flits when about one message comes per cycle. The mixed optimum is a bound "
               "by counting slots (`models.flit.fewest_flits`); the Python packer, fed whole queues, reaches the "
               "snoop-storm optimum and 91 % of the mixed bound (`python -m models.flit --efficiency`); "
               "docs/link_layer.md, \"Waiting to fill a flit\", has the sweep of waits and their latency.",

@@ -539,17 +539,40 @@ def test_vectors_round_trip_through_the_unpacker(tmp_path):
 
 
 # ---------------------------------------------------------------- waiting to fill a flit (``wait``)
-def test_wait_holds_a_lone_message_and_lets_others_join():
+def _warm(tx, direction=UP):
+    """A packer that has just sent a protocol flit (one lone message: a cold packer sends it at once)."""
+    tx.push(d2h_rsp(99) if direction is UP else snoop(99))
+    assert tx.next_flit() is not None and not tx.busy
+    return tx
+
+
+def test_wait_holds_only_right_after_a_protocol_flit():
     tx, rx = Packer(UP, wait=3), Unpacker(UP)
     tx.push(d2h_rsp(1))
-    assert tx.next_flit() is None and tx.next_flit() is None      # held: the flit could take more
-    tx.push(d2h_rsp(2))                                           # 2 D2H Rsp: the per-flit maximum
+    assert [m.fields["uqid"] for m in rx.receive(tx.next_flit()).messages] == [1]   # cold: at once
+    tx.push(d2h_rsp(2))
+    assert tx.next_flit() is None and tx.next_flit() is None      # a flit just went: held, more may join
+    tx.push(d2h_rsp(3))                                           # 2 D2H Rsp: the per-flit maximum
     r = rx.receive(tx.next_flit())                                # full: sent before the third hold
-    assert [m.fields["uqid"] for m in r.messages] == [1, 2]
-    assert tx.next_flit() is None and not tx.busy
-    tx.push(d2h_rsp(3))
-    assert [tx.next_flit() for _ in range(3)] == [None] * 3       # at most wait = 3 holds
-    assert [m.fields["uqid"] for m in rx.receive(tx.next_flit()).messages] == [3]
+    assert [m.fields["uqid"] for m in r.messages] == [2, 3]
+    tx.push(d2h_rsp(4))
+    assert [tx.next_flit() for _ in range(3)] == [None] * 3       # at most wait = 3 decisions after it
+    assert [m.fields["uqid"] for m in rx.receive(tx.next_flit()).messages] == [4]
+    tx.push(d2h_rsp(5))
+    assert tx.next_flit() is None                                 # 1 decision after the flit: held
+    assert [tx.next_flit() for _ in range(2)] == [None] * 2       # the window counts from the flit,
+    assert [m.fields["uqid"] for m in rx.receive(tx.next_flit()).messages] == [5]   # not from the push
+    assert [tx.next_flit() for _ in range(3)] == [None] * 3       # idle for wait decisions: cold again
+    tx.push(d2h_rsp(6))
+    assert [m.fields["uqid"] for m in rx.receive(tx.next_flit()).messages] == [6]
+
+
+def test_wait_window_counts_from_the_last_protocol_flit():
+    tx = _warm(Packer(UP, wait=4))
+    assert [tx.next_flit() for _ in range(2)] == [None] * 2       # two idle decisions of the window
+    tx.push(d2h_rsp(1))
+    assert [tx.next_flit() for _ in range(2)] == [None] * 2       # the two left
+    assert tx.next_flit() is not None
 
 
 def test_wait_zero_is_the_eager_policy():
@@ -566,17 +589,17 @@ def test_wait_sends_a_full_flit_at_once():
         for i in range(MAX_PER_FLIT[ch]):
             tx.push(F.random_msg(random.Random(i), ch))
     assert tx.full() and tx.next_flit() is not None
-    lone = Packer(UP, wait=5)
+    lone = _warm(Packer(UP, wait=5))
     lone.push(d2h_rsp(1))
     assert not lone.full() and lone.next_flit() is None       # a second response could join
-    pair = Packer(DOWN, wait=5)                               # 2 snoops: the H2D Req maximum per flit;
+    pair = _warm(Packer(DOWN, wait=5), DOWN)                  # 2 snoops: the H2D Req maximum per flit;
     pair.push(snoop(1))                                       # other channels are idle and do not count
     pair.push(snoop(2))
     assert pair.full() and pair.next_flit() is not None
 
 
 def test_wait_never_holds_owed_chunks_or_due_returns():
-    tx = Packer(UP, wait=4)
+    tx = _warm(Packer(UP, wait=4))
     tx.push(d2h_data(1))
     for _ in range(4):
         assert tx.next_flit() is None                    # a lone data header may wait for company
@@ -585,7 +608,7 @@ def test_wait_never_holds_owed_chunks_or_due_returns():
     assert tx.next_flit() is not None                    # the owed chunk goes at once
     for acks, credits, holds in ((15, (0, 0, 0), True), (16, (0, 0, 0), False),
                                  (0, (0, 31, 0), True), (0, (0, 0, 32), False), (0, (32, 0, 0), False)):
-        tx = Packer(UP, wait=4)
+        tx = _warm(Packer(UP, wait=4))
         tx.push(d2h_rsp(1))
         tx.acknowledge(acks)
         tx.return_credits(*credits)

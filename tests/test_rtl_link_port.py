@@ -182,12 +182,24 @@ def test_pack_wait_fills_flits(harness):
     in order, in fewer flits on the up wire than with wait 0 (a port that dropped ``pack_wait`` would
     send about one flit per request)."""
     job = {"seed": 21, "n": {D2H[0]: 60}, "p_valid": 0.4, "p_ready": 1.0}
-    eager = harness.run(job)
+    eager = Harness(pack_wait=0).run(job)
     patient = Harness(pack_wait=4).run(job)
     for res in (eager, patient):
         check_counts(res, job["seed"])
     assert eager["up_flits"] >= 50, eager
     assert patient["up_flits"] <= eager["up_flits"] * 2 // 3, (patient, eager)
+
+
+def test_default_wait_costs_a_quiet_link_nothing(harness):
+    """The default packer wait holds a flit only right after a protocol flit: a lone message on a quiet
+    link (here one each way, right after reset) arrives in as many cycles as with the eager packer (a
+    packer whose window started open at reset would hold each of them ``pack_wait`` cycles)."""
+    job = {"seed": 4, "n": {D2H[0]: 1, H2D[0]: 1}, "p_valid": 1.0, "p_ready": 1.0}
+    eager = Harness(pack_wait=0).run(job)
+    default = harness.run(job)
+    for res in (eager, default):
+        check_counts(res, job["seed"])
+    assert default["cycles"] == eager["cycles"], (default, eager)
 
 
 @pytest.mark.parametrize("value", [-1, 256, 1.5, True])

@@ -73,7 +73,7 @@ data after each protocol flit; credits: per class the largest of 0, 1, 2, 4, ..,
 waits; Ak when >= 8 acks wait, taking 8); else an LLCRD (same credit rule, acks up to 255); else
 no flit.  With ``wait`` > 0 the protocol flit may be held instead (the model's "Waiting to fill"): the
 plan stage decides the hold from a *full* bit of the plan table (``_full``, enumerated like the plans),
-the chunks owed, the due acks and credits and a counter of holds since the last protocol flit; a held
+the chunks owed, the due acks and credits and a counter of decisions since the last protocol flit; a held
 decision offers no flit and changes nothing but that counter.  At ``wait`` = 0 none of this logic is
 built.
 
@@ -92,7 +92,7 @@ from hdl.link.ports import LINE_BITS, PAYLOAD_BITS, channel_shape, channel_strea
 from cxl.messages import CODECS
 from cxl.control import CONTROL_KINDS, control, encode_control
 from cxl.credits import CREDIT_CLASSES, CREDIT_VALUES, encode_credit
-from cxl.flit import (ACKS_DUE, AK_FLITS, CREDITS_DUE, DEFAULT_PACK_WAIT, MAX_PACK_WAIT, CHUNKS_PER_LINE,
+from cxl.flit import (ACKS_DUE, AK_FLITS, CREDITS_DUE, MAX_PACK_WAIT, CHUNKS_PER_LINE,
                       DATA_CHANNELS, H_SLOT_BITS, HEADER_BITS, HEADER_FIELDS, MAX_PER_FLIT,
                       S2M_NDR, SLOT_BITS, SLOT_FORMATS, SLOTS, Direction)
 
@@ -127,7 +127,7 @@ class FlitPacker(wiring.Component):
     """
 
     def __init__(self, upstream, *, depth=4, data_depth=4, counter_bits=COUNTER_BITS,
-                 wait=DEFAULT_PACK_WAIT):
+                 wait=0):
         if not isinstance(upstream, bool):
             raise ValueError(f"upstream={upstream!r}: must be True (D2H) or False (H2D)")
         for name, v in (("depth", depth), ("data_depth", data_depth), ("counter_bits", counter_bits)):
@@ -273,7 +273,6 @@ class FlitPacker(wiring.Component):
         d_crd_step = {k: Signal(range(max(CREDIT_VALUES) + 1), name=f"d_{k}_crd_step") for k in CREDIT_CLASSES}
         d_crd_code = {k: Signal(_WIDTH[f"{k}_crd"], name=f"d_{k}_crd_code") for k in CREDIT_CLASSES}
         d_llcrd_acks = Signal(range(_LLCRD_MAX_ACKS + 1))
-        d_hold = Signal()                          # the planned protocol flit is held (``wait``)
 
         out_valid = Signal()
         out_payload = Signal(PAYLOAD_BITS)
@@ -420,15 +419,15 @@ class FlitPacker(wiring.Component):
         hold = Signal()
         full = Signal()                            # from the plan table: meaningful when nothing is owed
         if self.wait:
-            held = Signal(range(self.wait + 1))    # decisions held since the last protocol flit
-            held_vis = Signal.like(held)
-            m.d.comb += held_vis.eq(Mux(decide & d_hold, held + 1, Mux(dp, 0, held)))
-            m.d.sync += held.eq(held_vis)
+            # decisions since the last protocol flit, up to ``wait`` (from reset: ``wait``, a cold link)
+            since = Signal(range(self.wait + 1), init=self.wait)
+            since_vis = Signal.like(since)
+            m.d.comb += since_vis.eq(Mux(dp, 0, Mux(decide & (since != self.wait), since + 1, since)))
+            m.d.sync += since.eq(since_vis)
             due = Cat(acks_vis >= ACKS_DUE, *[crd_vis[k] >= CREDITS_DUE for k in CREDIT_CLASSES]).any()
-            m.d.comb += hold.eq(busy & (owed_vis == 0) & ~full & ~due & (held_vis < self.wait))
+            m.d.comb += hold.eq(busy & (owed_vis == 0) & ~full & ~due & (since_vis != self.wait))
         m.d.sync += [d_alldata.eq(is_alldata),
                      d_proto.eq(busy & ~is_alldata & ~hold),
-                     d_hold.eq(hold),
                      d_llcrd.eq(~busy & Cat(acks_vis != 0, *[crd_vis[k] != 0 for k in CREDIT_CLASSES]).any())]
 
         # The plan table: every visible state -> (codes, takes, bases, G0 counts, totals), one word.

@@ -25,14 +25,16 @@ Packing policy (:class:`Packer`), one flit at a time:
 4. Otherwise nothing (the link would send idle flits; that is outside this model).
 
 Waiting to fill (``wait`` = W >= 0): in rule 2 the packer may instead *hold* the protocol flit, send
-nothing and let more messages join it, for at most W decisions in a row.  It holds exactly when all of
-these are true: it has held fewer than W times since its last protocol flit; no data chunk is owed
+nothing and let more messages join it, but only within W decisions of its last protocol flit: a link
+that has just sent one is busy, and the next messages are likely to come soon; a link that has been
+quiet for W decisions (or has just come out of reset) sends a lone message at once, so an idle link
+pays no latency for the wait.  It holds exactly when all of these are true: fewer than W decisions
+(held or not, any flit or none) have passed since its last protocol flit; no data chunk is owed
 (chunks never wait); the flit is not *full* (one more message of some channel that has messages
 queued, within the per-flit maxima, would make it carry more: :meth:`Packer.full`); and no link-layer
 return is *due*: fewer than ``cxl.flit.ACKS_DUE`` (16) acks and, per credit class, fewer than
 ``cxl.flit.CREDITS_DUE`` (32) credits wait.  Otherwise it sends at once.  W = 0 never holds: the policy
-above exactly.
-A hold costs at most W decisions of latency for the messages in the flit.
+above exactly.  A hold costs a message at most W decisions of latency, and none on a quiet link.
 
 Credits and Ak: every protocol flit returns, per class (req, rsp, data), the largest encodable amount
 (0, 1, 2, 4, ..., 64) not above what is waiting, and sets Ak when 8 or more received flits wait to be
@@ -51,7 +53,7 @@ from collections import deque
 
 from cxl.control import control, encode_control
 from cxl.credits import CREDIT_CLASSES, CreditProtocol, Credits, credit_step, encode_credit
-from cxl.flit import (ACKS_DUE, AK_FLITS, CREDITS_DUE, DEFAULT_PACK_WAIT, MAX_PACK_WAIT, CHUNK_BYTES,
+from cxl.flit import (ACKS_DUE, AK_FLITS, CREDITS_DUE, MAX_PACK_WAIT, CHUNK_BYTES,
                       CHUNKS_PER_LINE, HEADER_BITS, MAX_PER_FLIT, S2M_NDR, SLOT_BITS, SLOT_FORMATS,
                       SLOTS, Direction, encode_header)
 from cxl.messages import CODECS, LINE_BYTES
@@ -68,12 +70,12 @@ class Packer:
     ``next_flit`` builds the next 66-byte flit (None when there is nothing to send).
     """
 
-    def __init__(self, direction, wait=DEFAULT_PACK_WAIT):
+    def __init__(self, direction, wait=0):
         if not isinstance(wait, int) or isinstance(wait, bool) or not 0 <= wait <= MAX_PACK_WAIT:
             raise ValueError(f"wait={wait!r}: must be an integer 0..{MAX_PACK_WAIT} (decisions a flit may be held)")
         self.direction = Direction(direction)
         self.wait = wait
-        self.held = 0                  # decisions held in a row since the last protocol flit
+        self.since = wait              # decisions since the last protocol flit, up to ``wait`` (cold start)
         self.queues = {ch: deque() for ch in self.direction.channels}
         self.chunks = deque()          # 16-byte chunks owed by data headers already packed, in order
         self.credits = dict.fromkeys(CREDIT_CLASSES, 0)
@@ -108,17 +110,15 @@ class Packer:
         return bool(self.chunks) or any(self.queues.values())
 
     def next_flit(self):
-        if len(self.chunks) >= CHUNKS_PER_LINE:
-            return seal(self._all_data())
-        if self.busy:
-            if self._hold():
-                self.held += 1
-                return None
-            self.held = 0
-            return seal(self._protocol_flit())
-        if self.acks or any(self.credits.values()):
-            return seal(encode_control(self._llcrd()))
-        return None
+        if not self.busy or len(self.chunks) >= CHUNKS_PER_LINE or self._hold():
+            self.since = min(self.since + 1, self.wait)
+            if len(self.chunks) >= CHUNKS_PER_LINE:
+                return seal(self._all_data())
+            if not self.busy and (self.acks or any(self.credits.values())):
+                return seal(encode_control(self._llcrd()))
+            return None
+        self.since = 0
+        return seal(self._protocol_flit())
 
     def drain(self):
         """Every flit needed to send all that is queued (holds, if ``wait`` > 0, end by themselves)."""
@@ -131,7 +131,7 @@ class Packer:
     # -- waiting to fill a flit
     def _hold(self):
         """Whether to hold the protocol flit this decision (module docstring, "Waiting to fill")."""
-        if self.held >= self.wait or self.chunks:
+        if self.since >= self.wait or self.chunks:
             return False
         if self.acks >= ACKS_DUE or any(n >= CREDITS_DUE for n in self.credits.values()):
             return False
@@ -290,7 +290,7 @@ def _template(chan):
     return _TEMPLATES[chan]
 
 
-def pack(direction, messages, credits=Credits(), acks=0, wait=DEFAULT_PACK_WAIT):
+def pack(direction, messages, credits=Credits(), acks=0, wait=0):
     """Pack ``messages`` (FlitMsg, per-channel order = list order) plus credit returns and acks."""
     packer = Packer(direction, wait)
     for msg in messages:
