@@ -239,7 +239,8 @@ def markdown(res):
     ]
     lines += dcoh_stream_rows(r["dcoh"])
     for w, e in r["link_efficiency"].items():
-        lines.append(f"| link payload efficiency, {w} | {e['measured']:.4f} | {e['optimum']:.4f} (optimum) | {ratio(e['measured'], e['optimum'])} |")
+        lines.append(f"| link payload efficiency, {w}, link port defaults (packer wait "
+                     f"{r['link'].get('efficiency_wait', 0)}) | {e['measured']:.4f} | {e['optimum']:.4f} (optimum) | {ratio(e['measured'], e['optimum'])} |")
     for cfg in r["link"].get("efficiency_by_config", []):
         setting = f"packer wait {cfg['pack_wait']}" + (f", {cfg['tx_depth']}-deep queues" if "tx_depth" in cfg else "")
         for w, e in cfg["efficiency"].items():
