@@ -14,7 +14,8 @@ two looks:
 * ``record`` (:meth:`record_layout`) with ``record_write`` in every cycle in which something a testbench
   checks happens: the DCOH's dispatch, an H2D message taken by the host end, a D2H message out of it
   (always taken), the caches' hits, misses, commands and answers, cpu_req/cpu_rsp, probes acknowledged, a
-  change of the caches' ``quiet``, a flit on either wire, the error bit.  :class:`Recorder` (a
+  change of the caches' ``quiet``, a flit on either wire (while ``record_flits`` is set: a testbench
+  without a flit monitor clears it and reads fewer records), the error bit.  :class:`Recorder` (a
   :class:`tb.stamped.EventRecorder` with one port per window record) stamps and keeps them; the system
   top puts it beside the device, not inside: the device is a hierarchical block in Verilator, whose
   ports are copied at every evaluation, and the window is 16 records of ~1.6 kbit.  A line in a record
@@ -77,7 +78,8 @@ class BatchedDevice(wiring.Component):
             "error": 1, "drained": 1, "dcoh_idle": 1})
         members = {"now": Out(STAMP_BITS), "status": Out(self.status_layout),
                    "record": Out(self.layout), "record_write": Out(1),
-                   "ops_push": In(self.ops_queue.signature.members["push"].shape), "ops_seq": In(1)}
+                   "ops_push": In(self.ops_queue.signature.members["push"].shape), "ops_seq": In(1),
+                   "record_flits": In(1)}
         for c in H2D_CHANNELS:
             members[f"{_name(c)}_push"] = In(self.queues[c].signature.members["push"].shape)
             members[f"{_name(c)}_seq"] = In(1)
@@ -148,8 +150,10 @@ class BatchedDevice(wiring.Component):
         r = self.record
         quiet_was = Signal()
         m.d.sync += quiet_was.eq(ca.quiet)
+        # a flit alone makes a record only when the testbench checks flits (``record_flits``): most cycles
+        # carry a flit and nothing else, and a testbench without a flit monitor need not read them
         moved = [lk.dispatch != Dispatch.NONE, Cat(taken).any(), ca.hit.any(), ca.miss.any(), ca.quiet != quiet_was,
-                 lk.up_flit, lk.down_flit, lk.error]
+                 (lk.up_flit | lk.down_flit) & self.record_flits, lk.error]
         m.d.comb += [r.dispatch.eq(lk.dispatch), r.h2d_taken.eq(Cat(taken)), r.hit.eq(ca.hit), r.miss.eq(ca.miss),
                      r.quiet.eq(ca.quiet), r.up_valid.eq(lk.up_flit), r.up.eq(lk.up_word),
                      r.down_valid.eq(lk.down_flit), r.down.eq(lk.down_word), r.error.eq(lk.error)]

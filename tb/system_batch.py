@@ -325,11 +325,13 @@ class BatchBench(SystemBench):
         self.last_event = 0
         # a record's fields, by shifts from the stamped word (the cycle is its low STAMP_BITS)
         self._fields = {name: (STAMP_BITS + f.offset, (1 << f.width) - 1) for name, f in dev.layout}
-        # the fields that make a record more than flits and quiet
+        # the fields that make a record more than flits and quiet: the strobes only (a payload field
+        # holds whatever its port carries while not valid, so it says nothing about an event)
+        strobes = [n for n in self._fields if n.endswith("_valid") and n not in ("up_valid", "down_valid")]
         self.event_mask = 0
-        for name, (off, mask) in self._fields.items():
-            if name not in ("up", "up_valid", "down", "down_valid", "quiet"):
-                self.event_mask |= mask << off
+        for name in ("dispatch", "h2d_taken", "hit", "miss", "error", *strobes):
+            off, mask = self._fields[name]
+            self.event_mask |= mask << off
         self.lanes = {c: _Lanes(channel_shape(c)) for c in H2D_CHANNELS}
         ops = TrafficOp(p["caches"], dev.linked.dcoh.addr_width)
         self.op_codec = StructCodec(ops)
@@ -380,6 +382,7 @@ class BatchBench(SystemBench):
                 side.seq_h[c].value = 0
             side.ops_h.value = 0
             side.ops_seq_h.value = 0
+            side.h("record_flits").value = int(self.flit_checker is not None)   # flits only for the monitor
             side.pop_h.value = 0
             side.pop_seq_h.value = 0
         cocotb.start_soon(Clock(dut.clk, PERIOD_NS, unit="ns").start())

@@ -36,6 +36,13 @@ def test_batched_system_is_clean_and_the_same_for_any_k(batched_system, tmp_path
         out[k] = s
     diff = [key for key in SAME if out[2].get(key) != out[8].get(key)]
     assert not diff, f"seed {SEED}: K=2 and K=8 differ in {diff}"
+    # without the flit monitor the devices record no flit-only cycles: nothing else may change (the
+    # flit kinds and slot formats in the coverage come from the monitor)
+    s = run(runner, build_dir, params, SEED, 400, tmp_path / "summary_noflits.json", flit_monitor=False, batch=8)
+    assert not s.get("violations"), f"seed {SEED} K=8, no flit monitor: {s.get('error')}"
+    diff = [key for key in SAME if key != "coverage" and s.get(key) != out[8].get(key)]
+    diff += [] if s["coverage"]["state_event"] == out[8]["coverage"]["state_event"] else ["coverage.state_event"]
+    assert not diff, f"seed {SEED}: K=8 with and without the flit monitor differ in {diff}"
 
 
 @pytest.mark.parametrize("broken, words", [("mirror", ("cache",)), ("flit", ("flit breaks a link rule", "CRC"))])
