@@ -392,9 +392,15 @@ class LinkPort(wiring.Component):
         # New messages enter the packer only while the retry buffer has more than ``reserve`` free
         # entries: the packer can then always drain its queues and owed chunks and send an LLCRD
         # with its pending acks, so two nearly full ends still acknowledge each other (no deadlock).
+        # ``room`` is that comparison registered: it is computed from the value ``occ`` takes at the
+        # edge (``occ_next``), so it equals ``occ < D - reserve`` in every cycle, and the path from the
+        # occupancy register into the packer's queue enables starts at a flop (it was the LinkPort's
+        # critical path: occupancy -> compare -> credit gate -> the packer's data-queue clock enables).
         intake = Signal()
         occ = Signal(range(D + 1))              # retry-buffer entries not yet acknowledged
-        m.d.comb += intake.eq((occ < D - self.reserve) & ~stopped)
+        occ_next = Signal(range(D + 1))
+        room = Signal(init=1)                   # occ < D - reserve (occ is 0 after reset)
+        m.d.comb += intake.eq(room & ~stopped)
 
         # TX credits: spent by messages entering the packer, returned by the peer's credit fields.  A
         # return above what is in flight (impossible from a correct peer) is cut to it and reported.
@@ -504,7 +510,9 @@ class LinkPort(wiring.Component):
                      cause[LinkErrorCause.ACK_OVERFLOW].eq(acked > occ)]
         written = Signal()
         m.d.comb += written.eq(load & sel_new)
-        m.d.sync += occ.eq(occ + written - freed)
+        m.d.comb += occ_next.eq(occ + written - freed)
+        m.d.sync += [occ.eq(occ_next), room.eq(occ_next < D - self.reserve),
+                     Assert(room == (occ < D - self.reserve), "room out of step with the occupancy")]
 
         # Ack timeout: the newest flit that needs an ack (not an ack-only LLCRD, which the peer
         # acknowledges only with later traffic) is still outstanding and no ack has come for
