@@ -560,8 +560,8 @@ def test_wait_holds_only_right_after_a_protocol_flit():
     assert [m.fields["uqid"] for m in rx.receive(tx.next_flit()).messages] == [4]
     tx.push(d2h_rsp(5))
     assert tx.next_flit() is None                                 # 1 decision after the flit: held
-    assert [tx.next_flit() for _ in range(2)] == [None] * 2       # the window counts from the flit,
-    assert [m.fields["uqid"] for m in rx.receive(tx.next_flit()).messages] == [5]   # not from the push
+    assert [tx.next_flit() for _ in range(2)] == [None] * 2       # (pushed right after the flit: the
+    assert [m.fields["uqid"] for m in rx.receive(tx.next_flit()).messages] == [5]   # whole window again)
     assert [tx.next_flit() for _ in range(3)] == [None] * 3       # idle for wait decisions: cold again
     tx.push(d2h_rsp(6))
     assert [m.fields["uqid"] for m in rx.receive(tx.next_flit()).messages] == [6]

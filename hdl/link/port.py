@@ -194,8 +194,10 @@ class LinkPort(wiring.Component):
     peer's unpacker buffers, :func:`default_credits`), ``ack_timer`` (cycles), ``retry_timeout``
     (cycles between RETRY.Req re-sends), ``rx_depth`` (unpacker lane depth), ``tx_depth`` (packer queue
     depth; 6 by default: with the default ``pack_wait`` a 4-deep packer has too few lines queued to fill
-    a header flit with Data Headers, 0.965 of the streaming optimum against 0.98, bench/link_bench.py); ``retry_limit``, ``ack_timeout``, ``credit_timeout``: see "Link errors"; ``pack_wait``: the
-    packer's ``wait`` (hdl/link/tx.py: decisions a partly filled protocol flit may be held)."""
+    a header flit with Data Headers, 0.965 of the streaming optimum against 0.98, bench/link_bench.py);
+    ``retry_limit``, ``ack_timeout``, ``credit_timeout``: see "Link errors"; ``pack_wait``: the packer's
+    ``wait`` (hdl/link/tx.py: decisions a partly filled protocol flit may be held; default
+    ``cxl.flit.DEFAULT_PACK_WAIT``, 3)."""
 
     def __init__(self, upstream, *, retry_depth=64, credits=None, ack_timer=16, retry_timeout=32,
                  rx_depth=8, tx_depth=6, retry_limit=64, ack_timeout=4096, credit_timeout=8192,
