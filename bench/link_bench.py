@@ -145,7 +145,7 @@ WAIT_SWEEP = (0, 1, 2, 3, 4, 6, 8, 12, 16)
 def wait_sweep(workload, counts, wait, rng, depth=4):
     """One workload through two golden packers (``models.flit.Packer(wait=...)``), one per direction,
     cycle by cycle: every source offers a message per cycle while its packer queue holds fewer than
-    ``depth`` (the link port's default packer depth), each packer decides one flit per cycle, the
+    ``depth`` (4, the link port's former default packer depth), each packer decides one flit per cycle, the
     peer's unpacker takes it in the same cycle and returns one credit per delivered message and one
     ack per protocol or all-data flit.  No credit pools limit the sender (as in the loopback, whose
     pools the rx queues size so that they rarely bind).  Returns the wire flits as the RTL run counts
