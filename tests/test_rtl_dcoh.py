@@ -95,42 +95,64 @@ def _bench(dut, body):
     sim.run()
 
 
-def test_snoop_miss_fast_path_streams_one_per_cycle():
+# (snoop, lines held in S before it, the response): the snoops the DCOH answers without a probe or a
+# change, which it streams one per cycle -- a snoop-filter miss, and an S line that stays S
+_STREAMED_SNOOPS = {
+    "miss": (H2DReqOpcode.SnpInv, False, D2HRspOpcode.RspIHitI),
+    "S_SnpData": (H2DReqOpcode.SnpData, True, D2HRspOpcode.RspSHitSE),
+    "S_SnpCur": (H2DReqOpcode.SnpCur, True, D2HRspOpcode.RspVHitV),
+}
+
+
+@pytest.mark.parametrize("kind", list(_STREAMED_SNOOPS))
+def test_snoop_fast_path_streams_one_per_cycle(kind):
+    """32 snoops offered back to back to 8 lines (round robin, so each line has one snoop at a time): each
+    answered in the cycle after it was taken, one per cycle sustained, with no probe and no command to the
+    caches, and the lines' state left as it was (a second round gets the same answers)."""
+    opcode, held, want = _STREAMED_SNOOPS[kind]
     dut = DCOH(caches=2, sf_sets=4, sf_ways=2, tracker=4, credits=64)
+    lines = [0x100 + i for i in range(8)]                       # two per set: the 4x2 filter holds them all
     n = 32
     log = {}
 
     async def body(ctx):
-        ctx.set(dut.d2h_rsp.ready, 1)
-        cycle, taken, answered = 0, [], []
+        for s in (dut.d2h_req, dut.d2h_rsp, dut.cpu_rsp, dut.cmd):
+            ctx.set(s.ready, 1)
+        ctx.set(dut.cmd_rsp.valid, 1)
+        if held:
+            for i, line in enumerate(lines):
+                await _fill_line(ctx, dut, line, cache=i % 2)
+        cycle, taken, answered, touched = 0, [], [], 0
         i = 0
         while len(answered) < n and cycle < 10 * n:
             if i < n:
                 ctx.set(dut.h2d_req.valid, 1)
-                ctx.set(dut.h2d_req.p.opcode, H2DReqOpcode.SnpInv)
-                ctx.set(dut.h2d_req.p.addr, 0x100 + i)
+                ctx.set(dut.h2d_req.p.opcode, opcode)
+                ctx.set(dut.h2d_req.p.addr, lines[i % len(lines)])
                 ctx.set(dut.h2d_req.p.uqid, i)
             else:
                 ctx.set(dut.h2d_req.valid, 0)
             ctx.set(dut.crd_rsp, 1 if answered and answered[-1][0] == cycle - 1 else 0)
+            touched += ctx.get(dut.probe.valid) + ctx.get(dut.cmd.valid)
             if ctx.get(dut.h2d_req.valid) and ctx.get(dut.h2d_req.ready):
                 taken.append(cycle)
                 i += 1
             if ctx.get(dut.d2h_rsp.valid):
                 p = ctx.get(dut.d2h_rsp.p)
-                assert D2HRspOpcode(p.opcode) is D2HRspOpcode.RspIHitI
+                assert D2HRspOpcode(p.opcode) is want, (D2HRspOpcode(p.opcode), int(p.uqid))
                 answered.append((cycle, int(p.uqid)))
             await ctx.tick()
             cycle += 1
-        log["taken"], log["answered"] = taken, answered
+        log.update(taken=taken, answered=answered, touched=touched)
 
     _bench(dut, body)
     taken, answered = log["taken"], log["answered"]
     assert [u for _, u in answered] == list(range(n))
+    assert log["touched"] == 0, "a streamed snoop probed or commanded the caches"
     latency = [a - t for t, (a, _) in zip(taken, answered)]
     assert max(latency) == 1, latency                          # response in the cycle after the snoop
     span = answered[-1][0] - answered[0][0] + 1
-    assert span == n, f"{n} misses took {span} cycles"          # one per cycle sustained
+    assert span == n, f"{n} snoops ({kind}) took {span} cycles"  # one per cycle sustained
 
 
 def test_stalled_snoop_is_held_and_later_snoops_wait():

@@ -115,14 +115,16 @@ def _got(c, p):
 
 
 def _apply(model, u):
-    """Apply an update (op, line, way, (state, dirty, presence)) to the model."""
-    op, line, way, fields = u
+    """Apply an update (op, line, way, (state, dirty, presence)[, touch]) to the model."""
+    op, line, way, fields = u[:4]
     if op is SFOp.ALLOCATE:
         e = model.allocate(line, way)
         e.state, e.dirty, e.presence = fields
     elif op is SFOp.MODIFY:
         e = model.entries[line]
         e.state, e.dirty, e.presence = fields
+        if u[4:] and u[4]:                     # MODIFY with touch: the pseudo-LRU too
+            model.touch(e.set, e.way)
     elif op is SFOp.FREE:
         model.free(line)
     else:
@@ -162,6 +164,8 @@ def _draw_update(draw, model, lines, caches, queue):
     fields = st.tuples(st.sampled_from([None, D.S, D.E]), st.booleans(), st.integers(0, (1 << caches) - 1))
     # allocation weighted up so that sets fill and victims (and the busy fallback) get exercised
     kinds = ["none", "allocate", "allocate", "allocate"] + (["modify", "free", "touch"] if present else [])
+    # touch is drawn for every op: MODIFY must also touch when it is set, the others must ignore it
+    touch = draw(st.booleans(), label="touch")
     kind = draw(st.sampled_from(kinds), label="update")
     if kind == "none":
         return None
@@ -172,7 +176,7 @@ def _draw_update(draw, model, lines, caches, queue):
         if free:
             # mostly the way the filter chooses (the lowest free one); sometimes any free way
             way = free[0] if draw(st.booleans(), label="chosen way") else draw(st.sampled_from(free))
-            return (SFOp.ALLOCATE, line, way, draw(fields))
+            return (SFOp.ALLOCATE, line, way, draw(fields), touch)
         busy = draw(st.integers(0, (1 << model.ways) - 1), label="busy")
         way = model.victim(s, {model.tags[s][w] for w in range(model.ways) if busy >> w & 1})
         if way is None:
@@ -182,15 +186,16 @@ def _draw_update(draw, model, lines, caches, queue):
     line = draw(st.sampled_from(present), label="line")
     way = model.entries[line].way
     op = {"modify": SFOp.MODIFY, "free": SFOp.FREE, "touch": SFOp.TOUCH}[kind]
-    return (op, line, way, draw(fields) if op is SFOp.MODIFY else (None, False, 0))
+    return (op, line, way, draw(fields) if op is SFOp.MODIFY else (None, False, 0), touch)
 
 
 def _set_update(ctx, dut, c, u):
     ctx.set(dut.update.valid, u is not None)
     if u is not None:
-        op, line, way, (state, dirty, presence) = u
+        op, line, way, (state, dirty, presence) = u[:4]
         ctx.set(dut.update.p.as_value(), c.update.encode(op=op, line=line, way=way, entry__state=TO_RTL[state],
-                                                         entry__dirty=dirty, entry__presence=presence))
+                                                         entry__dirty=dirty, entry__presence=presence,
+                                                         touch=bool(u[4:] and u[4])))
 
 
 class _Bench:

@@ -343,8 +343,9 @@ class DCOH(wiring.Component):
 
         # ---- snoop-filter update port (one per cycle; ready is tied to 1) ---------------------------
         upd = sf.update
-        def sf_update(op, line, way, state=None, dirty=None, presence=None):
-            m.d.comb += [upd.valid.eq(1), upd.p.op.eq(op), upd.p.line.eq(line), upd.p.way.eq(way)]
+        def sf_update(op, line, way, state=None, dirty=None, presence=None, touch=0):
+            m.d.comb += [upd.valid.eq(1), upd.p.op.eq(op), upd.p.line.eq(line), upd.p.way.eq(way),
+                         upd.p.touch.eq(touch)]
             if state is not None:
                 m.d.comb += [upd.p.entry.state.eq(state), upd.p.entry.dirty.eq(dirty),
                              upd.p.entry.presence.eq(presence)]
@@ -441,11 +442,9 @@ class DCOH(wiring.Component):
         # let the DCOH route on the ECP5 (docs/dcoh.md, "FPGA timing and routing").  It is dead in IDLE.
         cmd_data = Signal(LINE_BITS)
         cmd_dirty = Signal()
-        adv_keep = Signal()      # ADVANCE: cmd_data already holds the line (DATA just wrote it)
         bogus = Signal()                                    # the D2H Data being sent is Bogus
         errors = Signal(16)
         reply_state = Signal(CacheState)                    # what S_REPLY tells the cache to install
-        reply_touch = Signal()                              # S_REPLY first touches the pseudo-LRU
         m.d.comb += self.protocol_errors.eq(errors)
 
         # answer context (the slow snoop path and the work path share it)
@@ -564,6 +563,13 @@ class DCOH(wiring.Component):
                     m.d.sync += queue[j].eq(queue[j + 1])
             m.d.sync += [q_len.eq(q_len - 1), progress.eq(1)]
 
+        def scan_on():
+            """After a dequeue: round the queue again, unless that was the last access waiting."""
+            with m.If(q_len == 1):
+                m.next = "IDLE"
+            with m.Else():
+                m.next = "SCAN"
+
         # snoop table evaluations used by the slow path (state from the latched lookup)
         # q_*: what a query (cmd KEEP) of an E line's copies said: the DCOH cannot see a silent E->M
         q_done, q_dirty, q_excl = Signal(), Signal(), Signal()
@@ -610,12 +616,31 @@ class DCOH(wiring.Component):
         latch_rsp = [ev.eq(rsp_in), ev_code.eq(in_code), ev_ok.eq(in_ok),
                      ev_live.eq((rsp_in.cqid < T) & rsp_t_in.valid), ev_granted_e.eq(rsp_t_in.granted_e),
                      *(q.eq(v) for q, v in zip((e_legal, e_nxt, e_granted, e_send, e_bogus), e_in))]
-        latch_data = [dv_cqid.eq(data_in_.hdr.cqid), adv_keep.eq(1),
+        latch_data = [dv_cqid.eq(data_in_.hdr.cqid),
                       dv_live.eq((data_in_.hdr.cqid < T) & data_t_in.valid), dv_granted_e.eq(data_t_in.granted_e),
                       *(q.eq(v) for q, v in zip((d_legal, d_nxt, d_granted), d_in))]
         ev_t = trk[t_idx(ev.cqid)]
         dv_t = trk[t_idx(dv_cqid)]
         ct = trk[cur_t]
+        # the state an H2D Rsp / Data moves its request to (GRANTED: E or S by the GO that came first)
+        e_new, d_new = Signal(_STATE_BITS), Signal(_STATE_BITS)
+        m.d.comb += [e_new.eq(Mux(e_granted, Mux(ev_granted_e, STATE_CODE[D.E], STATE_CODE[D.S]), e_nxt)),
+                     d_new.eq(Mux(d_granted, Mux(dv_granted_e, STATE_CODE[D.E], STATE_CODE[D.S]), d_nxt))]
+
+        def advance(entry, index, new_state):
+            """A request moved to ``new_state`` (written this cycle): a stable state completes it -- the CQID
+            is freed and the cache filled (C_RES, a snoop-filter lookup for the line) or told (C_DONE);
+            otherwise it waits for the host's next message and the rescan follows."""
+            with m.If(is_stable(new_state)):
+                m.d.comb += [cqids.free_valid.eq(1), cqids.free_cqid.eq(index)]
+                m.d.sync += entry.valid.eq(0)
+                with m.If(new_state != STATE_CODE[D.I]):
+                    m.d.comb += [look_valid.eq(1), look_line.eq(entry.line)]
+                    m.next = "C_RES"
+                with m.Else():
+                    m.next = "C_DONE"
+            with m.Else():
+                rescan_next()
 
         def await_cmd_rsp(name, then, latch=()):
             """FSM state ``name``: wait for the caches' answer to a ``cmd``, latch it, go to ``then``."""
@@ -628,12 +653,40 @@ class DCOH(wiring.Component):
         latch_line = [cmd_dirty.eq(self.cmd_rsp.p.dirty), cmd_data.eq(self.cmd_rsp.p.data)]
         m.d.comb += [buf_w.data.eq(cmd_data), self.d2h_data.p.data.eq(cmd_data), self.cpu_rsp.p.data.eq(cmd_data)]
 
+        # the snoops an S line answers without a probe or a change (the snoop table's (S, op) rows that
+        # keep S, send no data and leave the copies their read permission): SNP_RES streams them
+        s_keeps, s_keep_rsp = Signal(), Signal(Rsp, init=Rsp.RspSHitSE)
+        with m.Switch(snp.opcode):
+            for o in Snp:
+                rsp_, nxt_, data_ = SNOOP_TABLE[(D.S, o)]
+                if rsp_ is not STALL and nxt_ is D.S and not data_ and \
+                        INTERNAL_PERMISSION.get(D.S, Perm.NONE) is not Perm.NONE:
+                    with m.Case(o):
+                        m.d.comb += [s_keeps.eq(1), s_keep_rsp.eq(rsp_)]
+
+        def rescan_next(*also):
+            """The end of an event: the model's service() follows it.  Outside a run of work nothing
+            outranks a pending rescan in IDLE, so go to SCAN at once when accesses wait, and drop the
+            rescan (a no-op) when none does; inside a run of work IDLE decides (more work first, then the
+            SCAN that marks the run's end)."""
+            m.d.sync += list(also)
+            with m.If(in_work):
+                m.d.sync += rescan.eq(1)
+                m.next = "IDLE"
+            with m.Elif(q_len != 0):
+                m.d.sync += [scan_i.eq(0), progress.eq(0)]
+                m.next = "SCAN"
+            with m.Else():
+                m.next = "IDLE"
+
         with m.FSM(name="engine") as engine:
             # ---------------------------------------------------------------- dispatch
             with m.State("IDLE"):
-                # the line of a lookup issued from IDLE (a replay or a new snoop), driven whether or not one
-                # is issued: the busy mask the lookup carries then does not wait for the priority decision
-                m.d.comb += look_line.eq(Mux(replay, snp.addr, self.h2d_req.p.addr))
+                # the line of a lookup issued from IDLE (a replay, a new snoop, or a new CPU access when
+                # neither of those is there), driven whether or not one is issued: the busy mask the lookup
+                # carries then does not wait for the priority decision
+                m.d.comb += look_line.eq(Mux(replay, snp.addr,
+                                             Mux(self.h2d_req.valid, self.h2d_req.p.addr, self.cpu_req.p.line)))
                 # cmd_data is dead here: it takes the H2D Data line whether or not the message is taken
                 # (its load enable is then the state alone), and the buffer is read at the H2D Rsp's CQID
                 # (RSP loads the line from it if the response asks for data)
@@ -643,14 +696,21 @@ class DCOH(wiring.Component):
                 # service()), and all the work of acknowledged probes and the rescan after it (flush +
                 # service()).  So a pending rescan goes before work that was acknowledged meanwhile,
                 # but once work has started it goes on until none is ready.
+                # A rescan with no access waiting is a no-op (the model's service() then finds nothing to
+                # try): it is dropped here at no cost and this cycle dispatches what comes next.  After a
+                # run of work it is still dispatched: its SCAN marks the end of that work for the caches.
+                empty_scan = rescan & (q_len == 0) & ~in_work
+                with m.If(empty_scan):
+                    m.d.sync += rescan.eq(0)
                 with m.If(work_ready.any() & in_work):
                     m.d.comb += self.dispatch.eq(Dispatch.WORK)
                     m.d.sync += cur_w.eq(work_ready_idx)
                     m.next = "W_LOOK"
-                with m.Elif(rescan):                    # the model's service() after every event
+                with m.Elif(rescan & ~empty_scan):      # the model's service() after every event
                     m.d.comb += self.dispatch.eq(Dispatch.SCAN)
                     m.d.sync += [rescan.eq(0), scan_i.eq(0), progress.eq(0), in_work.eq(0)]
-                    m.next = "SCAN"
+                    with m.If(q_len != 0):              # (none waiting: it only marks the end of the work)
+                        m.next = "SCAN"
                 with m.Elif(work_ready.any()):
                     m.d.comb += self.dispatch.eq(Dispatch.WORK)
                     m.d.sync += [cur_w.eq(work_ready_idx), in_work.eq(1)]
@@ -677,15 +737,28 @@ class DCOH(wiring.Component):
                     m.d.comb += [self.cpu_req.ready.eq(1), self.dispatch.eq(Dispatch.CPU)]
                     k = self.cpu_req.p.cache
                     m.d.sync += [ops[k].valid.eq(1), ops[k].req.eq(self.cpu_req.p), ops[k].victim_valid.eq(0),
-                                 queue[q_len].eq(k), q_len.eq(q_len + 1), rescan.eq(1)]
+                                 queue[q_len].eq(k), q_len.eq(q_len + 1)]
+                    # its rescan at once (no run of work is under way when IDLE gets this far); when it is
+                    # the only access waiting, the scan's first step (its lookup) is issued here
+                    m.d.sync += [rescan.eq(0), scan_i.eq(0), progress.eq(0)]
+                    with m.If(~replay & (q_len == 0) & sf.lookup.ready):     # (no snoop offered: see above)
+                        m.d.comb += look_valid.eq(1)
+                        m.d.sync += cur_k.eq(k)
+                        m.next = "S_RES"
+                    with m.Else():
+                        m.next = "SCAN"
 
             # ---------------------------------------------------------------- snoops
             with m.State("SNP_RES"):
                 th, wh = tcam(res.line), wcam(res.line)
                 m.d.comb += look_line.eq(self.h2d_req.p.addr)   # the streamed next snoop (as in IDLE)
-                fast = ~res.hit & ~th.any() & ~wh.any()
+                # Streamed, one per cycle: a snoop to a line the device does not hold (RspIHitI), and one
+                # to a line it holds in S that leaves it in S (SnpData, SnpCur): neither touches a copy, the
+                # snoop filter or the tracker, so the slow path would only reach the same answer later.
+                s_hit = res.hit & (res.entry.state == SFState.S) & ~res.entry.dirty & s_keeps
+                fast = ~th.any() & ~wh.any() & (~res.hit | s_hit)
                 with m.If(fast):
-                    m.d.comb += [rsp_valid.eq(1), self.d2h_rsp.p.opcode.eq(Rsp.RspIHitI),
+                    m.d.comb += [rsp_valid.eq(1), self.d2h_rsp.p.opcode.eq(Mux(res.hit, s_keep_rsp, Rsp.RspIHitI)),
                                  self.d2h_rsp.p.uqid.eq(snp.uqid),
                                  sf.result.ready.eq(rsp_sent)]
                     with m.If(rsp_sent):
@@ -696,8 +769,7 @@ class DCOH(wiring.Component):
                                          self.dispatch.eq(Mux(sf.lookup.ready, Dispatch.SNOOP, Dispatch.NONE))]
                             m.d.sync += [snp.eq(self.h2d_req.p), second_held.eq(0)]
                         with m.Else():
-                            m.d.sync += rescan.eq(1)
-                            m.next = "IDLE"
+                            m.next = "IDLE"         # no rescan: these snoops changed nothing
                 with m.Else():
                     m.d.comb += sf.result.ready.eq(1)
                     m.d.sync += [r.eq(res), *hit_entry(th),
@@ -753,10 +825,28 @@ class DCOH(wiring.Component):
 
             with m.State("PROBE"):                      # hand one probe to the coalescer (or its queue)
                 m.d.comb += coal_push.eq(1)
-                m.next = "IDLE"
-                m.d.sync += rescan.eq(1)
+                rescan_next()
 
             # ---------------------------------------------------------------- answer a snoop
+            def apply_answer():
+                """The snoop's answer goes out this cycle: its state change commits with it."""
+                with m.If(r_th):
+                    m.d.sync += trk[r_t].state.eq(v_nxt)
+                    with m.If(v_none & r.hit & (r.entry.presence != 0)):
+                        sf_update(SFOp.MODIFY, r.line, r.hit_way, SFState.PLACEHOLDER, 0, 0)
+                with m.Elif(r.hit & v_changed):
+                    with m.If(v_nxt == STATE_CODE[D.S]):
+                        sf_update(SFOp.MODIFY, r.line, r.hit_way, SFState.S, 0, r.entry.presence)
+                    with m.Elif(v_nxt == STATE_CODE[D.I]):
+                        sf_update(SFOp.FREE, r.line, r.hit_way)
+                with m.If(a_fromwork):
+                    m.d.sync += wk[cur_w].snoop.eq(0)
+                    with m.If(~wk[cur_w].evict):
+                        m.d.sync += wk[cur_w].valid.eq(0)
+                    with m.Else():
+                        m.d.sync += wk[cur_w].ready.eq(1)      # the eviction follows (a fresh lookup)
+                rescan_next(replay_go.eq(1))
+
             with m.State("ANSWER"):
                 # command the copies (probed lines only) and collect dirty/data
                 with m.If(a_probed & (r.hit & (r.entry.presence != 0))):
@@ -789,30 +879,12 @@ class DCOH(wiring.Component):
                     with m.If(v_data):
                         m.next = "ANSWER_DATA"
                     with m.Else():
-                        m.next = "ANSWER_APPLY"
+                        apply_answer()
                 m.d.comb += buf_r.addr.eq(r_t)
             with m.State("ANSWER_DATA"):
                 m.d.comb += [data_valid.eq(1), self.d2h_data.p.hdr.uqid.eq(a_uqid)]
                 with m.If(data_sent):
-                    m.next = "ANSWER_APPLY"
-            with m.State("ANSWER_APPLY"):
-                with m.If(r_th):
-                    m.d.sync += trk[r_t].state.eq(v_nxt)
-                    with m.If(v_none & r.hit & (r.entry.presence != 0)):
-                        sf_update(SFOp.MODIFY, r.line, r.hit_way, SFState.PLACEHOLDER, 0, 0)
-                with m.Elif(r.hit & v_changed):
-                    with m.If(v_nxt == STATE_CODE[D.S]):
-                        sf_update(SFOp.MODIFY, r.line, r.hit_way, SFState.S, 0, r.entry.presence)
-                    with m.Elif(v_nxt == STATE_CODE[D.I]):
-                        sf_update(SFOp.FREE, r.line, r.hit_way)
-                with m.If(a_fromwork):
-                    m.d.sync += wk[cur_w].snoop.eq(0)
-                    with m.If(~wk[cur_w].evict):
-                        m.d.sync += wk[cur_w].valid.eq(0)
-                    with m.Else():
-                        m.d.sync += wk[cur_w].ready.eq(1)      # the eviction follows (a fresh lookup)
-                m.d.sync += [rescan.eq(1), replay_go.eq(1)]
-                m.next = "IDLE"
+                    apply_answer()
 
             # ---------------------------------------------------------------- work after its probes
             with m.State("W_LOOK"):
@@ -862,9 +934,9 @@ class DCOH(wiring.Component):
             # ---------------------------------------------------------------- host responses
             with m.State("RSP"):
                 # IDLE read the buffer at this CQID: the line to send (a Bogus one is zeros), or the line
-                # ADVANCE hands on; RSP_DATA reads it on for ADVANCE
+                # a completed request hands to the cache; RSP_DATA reads it again for ADVANCE
                 m.d.comb += buf_r.addr.eq(ev.cqid)
-                m.d.sync += [cmd_data.eq(Mux(e_send & e_bogus, 0, buf_r.data)), adv_keep.eq(0)]
+                m.d.sync += [cmd_data.eq(Mux(e_send & e_bogus, 0, buf_r.data))]
                 with m.If(~ev_live):
                     count_error(ErrorKind.UNKNOWN_CQID)
                     m.next = "IDLE"
@@ -872,11 +944,7 @@ class DCOH(wiring.Component):
                     count_error(ErrorKind.UNDECLARED)
                     m.next = "IDLE"
                 with m.Else():
-                    m.d.sync += cur_t.eq(t_idx(ev.cqid))
-                    with m.If(e_granted):
-                        m.d.sync += ev_t.state.eq(Mux(ev_granted_e, STATE_CODE[D.E], STATE_CODE[D.S]))
-                    with m.Else():
-                        m.d.sync += ev_t.state.eq(e_nxt)
+                    m.d.sync += [cur_t.eq(t_idx(ev.cqid)), ev_t.state.eq(e_new)]
                     with m.If(ev_code == _EVENT_CODE["GO-S"]):
                         m.d.sync += ev_t.granted_e.eq(0)
                     with m.If(ev_code == _EVENT_CODE["GO-E"]):
@@ -884,8 +952,8 @@ class DCOH(wiring.Component):
                     with m.If(e_send):
                         m.d.sync += bogus.eq(e_bogus)
                         m.next = "RSP_DATA"
-                    with m.Else():
-                        m.next = "ADVANCE"
+                    with m.Else():                      # cmd_data has the line (loaded above)
+                        advance(ev_t, t_idx(ev.cqid), e_new)
             with m.State("RSP_DATA"):
                 m.d.comb += [data_valid.eq(1), self.d2h_data.p.hdr.uqid.eq(ev.rsp_data),
                              self.d2h_data.p.hdr.bogus.eq(bogus)]
@@ -901,28 +969,32 @@ class DCOH(wiring.Component):
                     m.next = "IDLE"
                 with m.Else():
                     m.d.comb += [buf_w.en.eq(1), buf_w.addr.eq(dv_cqid)]
-                    m.d.sync += cur_t.eq(t_idx(dv_cqid))
-                    with m.If(d_granted):
-                        m.d.sync += dv_t.state.eq(Mux(dv_granted_e, STATE_CODE[D.E], STATE_CODE[D.S]))
+                    m.d.sync += [cur_t.eq(t_idx(dv_cqid)), dv_t.state.eq(d_new)]
+                    advance(dv_t, t_idx(dv_cqid), d_new)     # cmd_data has the line (since IDLE)
+            with m.State("ADVANCE"):                    # after RSP_DATA
+                # the completed line goes to the cache from cmd_data: RSP_DATA read the buffer at this
+                # CQID (C_RES .. C_DONE do not touch cmd_data)
+                m.d.sync += cmd_data.eq(buf_r.data)
+                advance(ct, cur_t, ct.state)
+            def tell_cache():
+                """A completed request tells its cache (a CPU access's: cpu_rsp; else nothing to say),
+                then the rescan; a cache that is not ready is waited for in C_DONE."""
+                with m.If(ct.cpu):
+                    m.d.comb += [self.cpu_rsp.valid.eq(1), self.cpu_rsp.p.cache.eq(ct.cache),
+                                 self.cpu_rsp.p.line.eq(ct.line)]
+                    with m.If(ct.state == STATE_CODE[D.E]):
+                        m.d.comb += self.cpu_rsp.p.state.eq(Mux(ct.store, CacheState.M, CacheState.E))
+                    with m.Elif(ct.state == STATE_CODE[D.S]):
+                        m.d.comb += self.cpu_rsp.p.state.eq(CacheState.S)
                     with m.Else():
-                        m.d.sync += dv_t.state.eq(d_nxt)
-                    m.next = "ADVANCE"
-            with m.State("ADVANCE"):
-                # the completed line goes to the cache from cmd_data: DATA left it there, RSP / RSP_DATA
-                # read the buffer at this CQID (C_RES .. C_DONE do not touch cmd_data)
-                with m.If(~adv_keep):
-                    m.d.sync += cmd_data.eq(buf_r.data)
-                with m.If(is_stable(ct.state)):
-                    m.d.comb += [cqids.free_valid.eq(1), cqids.free_cqid.eq(cur_t)]
-                    m.d.sync += ct.valid.eq(0)
-                    with m.If(ct.state != STATE_CODE[D.I]):
-                        m.d.comb += [look_valid.eq(1), look_line.eq(ct.line)]
-                        m.next = "C_RES"
+                        m.d.comb += self.cpu_rsp.p.state.eq(CacheState.I)
+                    with m.If(self.cpu_rsp.ready):
+                        rescan_next(ops[ct.cache].valid.eq(0), replay_go.eq(1))
                     with m.Else():
                         m.next = "C_DONE"
                 with m.Else():
-                    m.d.sync += rescan.eq(1)
-                    m.next = "IDLE"
+                    rescan_next(replay_go.eq(1))
+
             with m.State("C_RES"):               # a read/ownership request completed: fill the cache
                 m.d.comb += sf.result.ready.eq(1)
                 m.d.sync += r.eq(res)
@@ -939,36 +1011,19 @@ class DCOH(wiring.Component):
                         m.next = "C_INV_RSP"
                 with m.Else():
                     sf_update(SFOp.MODIFY, ct.line, ct.way,
-                              Mux(ct.state == STATE_CODE[D.E], SFState.E, SFState.S), 0, mine)
-                    m.next = "C_TOUCH"
+                              Mux(ct.state == STATE_CODE[D.E], SFState.E, SFState.S), 0, mine, touch=1)
+                    tell_cache()                        # in the cycle the fill is written
             await_cmd_rsp("C_INV_RSP", "C_FILL2")
             with m.State("C_FILL2"):
-                sf_update(SFOp.MODIFY, ct.line, ct.way, SFState.E, 0, 1 << ct.cache)
-                m.next = "C_TOUCH"
-            with m.State("C_TOUCH"):
-                sf_update(SFOp.TOUCH, ct.line, ct.way)
-                m.next = "C_DONE"
-            with m.State("C_DONE"):               # tell the cache (the line is in cmd_data since ADVANCE)
-                with m.If(ct.cpu):
-                    m.d.comb += [self.cpu_rsp.valid.eq(1), self.cpu_rsp.p.cache.eq(ct.cache),
-                                 self.cpu_rsp.p.line.eq(ct.line)]
-                    with m.If(ct.state == STATE_CODE[D.E]):
-                        m.d.comb += self.cpu_rsp.p.state.eq(Mux(ct.store, CacheState.M, CacheState.E))
-                    with m.Elif(ct.state == STATE_CODE[D.S]):
-                        m.d.comb += self.cpu_rsp.p.state.eq(CacheState.S)
-                    with m.Else():
-                        m.d.comb += self.cpu_rsp.p.state.eq(CacheState.I)
-                    with m.If(self.cpu_rsp.ready):
-                        m.d.sync += [ops[ct.cache].valid.eq(0), rescan.eq(1), replay_go.eq(1)]
-                        m.next = "IDLE"
-                with m.Else():
-                    m.d.sync += [rescan.eq(1), replay_go.eq(1)]
-                    m.next = "IDLE"
+                sf_update(SFOp.MODIFY, ct.line, ct.way, SFState.E, 0, 1 << ct.cache, touch=1)
+                tell_cache()
+            with m.State("C_DONE"):               # tell the cache (the line is in cmd_data since it completed)
+                tell_cache()
 
             # ---------------------------------------------------------------- rescan of waiting accesses
             with m.State("SCAN"):
                 with m.If(scan_i >= q_len):
-                    with m.If(progress):
+                    with m.If(progress & (q_len != 0)):     # once more round what is still waiting
                         m.d.sync += [scan_i.eq(0), progress.eq(0)]
                     with m.Else():
                         m.next = "IDLE"
@@ -1001,7 +1056,7 @@ class DCOH(wiring.Component):
 
                 def issued():                           # off the queue; the cache waits for cpu_rsp
                     dequeue()
-                    m.next = "SCAN"
+                    scan_on()
 
                 def txn(code, state, has_way=0, way=0):
                     m.d.comb += cqids.alloc.ready.eq(1)
@@ -1038,7 +1093,7 @@ class DCOH(wiring.Component):
 
                 gone = (kind == CpuKind.EVICT) & (~hit | ((r.entry.presence & mine) == 0))
                 with m.If(gone):                        # the model checks this before the line's
-                    m.d.sync += [reply_state.eq(CacheState.I), reply_touch.eq(0)]   # pending work
+                    m.d.sync += reply_state.eq(CacheState.I)            # pending work
                     m.next = "S_REPLY"                  # the cache no longer holds it: done
                 with m.Elif(r_th | r_wh):
                     fail()                              # a request or probes pending on the line
@@ -1098,7 +1153,7 @@ class DCOH(wiring.Component):
                 peers = r.entry.presence & ~(Const(1, K) << cur_k)
                 with m.If(peers != 0):                  # others still hold it: no message
                     sf_update(SFOp.MODIFY, r.line, r.hit_way, r.entry.state, r.entry.dirty, peers)
-                    m.d.sync += [reply_state.eq(CacheState.I), reply_touch.eq(0)]
+                    m.d.sync += reply_state.eq(CacheState.I)
                     m.next = "S_REPLY"
                 with m.Else():
                     sf_update(SFOp.FREE, r.line, r.hit_way)
@@ -1117,7 +1172,7 @@ class DCOH(wiring.Component):
                                      state.eq(STATE_CODE[REQUEST_START[(Req.CleanEvictNoData, D.S)]])]
                     new_txn(cqid, code, r.line, state, cur_k, 1, 0, 0, 0)
                     dequeue()
-                    m.next = "SCAN"
+                    scan_on()
             with m.State("S_PROBE"):                    # back-invalidation: one probe to the coalescer
                 m.d.comb += coal_push.eq(1)             # (or its queue)
                 m.d.sync += scan_i.eq(scan_i + 1)
@@ -1131,8 +1186,7 @@ class DCOH(wiring.Component):
             await_cmd_rsp("S_LFILL_RSP", "S_LFILL_SET", latch_line)
             with m.State("S_LFILL_SET"):
                 sf_update(SFOp.MODIFY, r.line, r.hit_way, r.entry.state, r.entry.dirty | cmd_dirty,
-                          r.entry.presence | (Const(1, K) << cur_k))
-                m.d.sync += reply_touch.eq(1)
+                          r.entry.presence | (Const(1, K) << cur_k), touch=1)
                 m.next = "S_REPLY"
             with m.State("S_SFILL"):                    # internal fill for a store: invalidate the peers
                 peers = r.entry.presence & ~(Const(1, K) << cur_k)
@@ -1145,19 +1199,16 @@ class DCOH(wiring.Component):
                     m.next = "S_SFILL_SET"
             await_cmd_rsp("S_SFILL_RSP", "S_SFILL_SET")
             with m.State("S_SFILL_SET"):
-                sf_update(SFOp.MODIFY, r.line, r.hit_way, SFState.E, r.entry.dirty, Const(1, K) << cur_k)
-                m.d.sync += reply_touch.eq(1)
+                sf_update(SFOp.MODIFY, r.line, r.hit_way, SFState.E, r.entry.dirty, Const(1, K) << cur_k,
+                          touch=1)
                 m.next = "S_REPLY"
             with m.State("S_REPLY"):                    # finished inside the device: tell the cache
-                with m.If(reply_touch):
-                    sf_update(SFOp.TOUCH, r.line, r.hit_way)
-                    m.d.sync += reply_touch.eq(0)
-                m.d.comb += [self.cpu_rsp.valid.eq(~reply_touch), self.cpu_rsp.p.cache.eq(cur_k),
+                m.d.comb += [self.cpu_rsp.valid.eq(1), self.cpu_rsp.p.cache.eq(cur_k),
                              self.cpu_rsp.p.line.eq(cur.line), self.cpu_rsp.p.state.eq(reply_state)]
-                with m.If(self.cpu_rsp.ready & ~reply_touch):
+                with m.If(self.cpu_rsp.ready):
                     m.d.sync += ops[cur_k].valid.eq(0)
                     dequeue()
-                    m.next = "SCAN"
+                    scan_on()
 
         # work waiting for its probe to be acknowledged is the caches' move, not the engine's
         # ... and a D2H request still queued for transmission is not idle either

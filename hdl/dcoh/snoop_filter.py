@@ -29,7 +29,8 @@ Ports (see :class:`SnoopFilter`)
     that way is busy the lowest non-busy way, + the victim's line address and entry; else ``NONE``.
 ``update`` (stream in, :class:`Update`)
     ``ALLOCATE`` / ``MODIFY`` / ``FREE`` / ``TOUCH`` of (set of ``line``, ``way``), one per cycle:
-    ``update.ready`` is tied to 1.  (It is not declared ``always_ready``: ``verilog.convert`` of a
+    ``update.ready`` is tied to 1; a ``MODIFY`` with ``touch`` set also touches the pseudo-LRU, in the
+    same masked write (a fill's entry and its recency, one cycle).  (It is not declared ``always_ready``: ``verilog.convert`` of a
     component cannot yet take the resulting constant as a port, https://github.com/amaranth-lang/amaranth/issues/1574.)
     ``ALLOCATE`` must target a way that is not valid with a line that is not present (the model
     asserts the same); the Assert below catches a duplicate tag if the caller breaks this.
@@ -137,6 +138,7 @@ class Update(data.StructLayout):
             "line": addr_width,            # selects the set; ALLOCATE also stores its tag
             "way": exact_log2(ways),
             "entry": SFEntry(caches),      # ALLOCATE, MODIFY
+            "touch": 1,                    # MODIFY: touch the pseudo-LRU too (the same masked write)
         })
 
 
@@ -242,6 +244,8 @@ class SnoopFilter(wiring.Component):
                     for w in range(ways):
                         with m.If(upd.way == w):
                             m.d.comb += wmask.ways[w].entry.eq(-1)
+                    with m.If(upd.touch):
+                        m.d.comb += wmask.plru.eq(path_mask)
                 with m.Case(SFOp.FREE):
                     for w in range(ways):
                         with m.If(upd.way == w):
