@@ -583,7 +583,7 @@ class DCOH(wiring.Component):
         s_stall, s_rsp, s_nxt, s_data = snoop_table(r_state, snp.opcode)
         a_stall, a_rsp, a_nxt, a_data = snoop_table(a_state, a_op)      # ANSWER: how to command the copies
         # ANSWER_FINAL settles the line's state (E -> M if a copy was dirty) and registers the snoop
-        # table's verdict on it, which ANSWER_SEND / ANSWER_APPLY use (their SF and tracker updates then
+        # table's verdict on it, which ANSWER_SEND / ANSWER_DATA use (their SF and tracker updates then
         # start from flops, not from the table)
         f_state = Signal(_STATE_BITS)
         m.d.comb += f_state.eq(Mux(a_maybe_m & cmd_dirty, STATE_CODE[D.M], a_state))
