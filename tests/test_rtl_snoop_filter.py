@@ -83,7 +83,7 @@ def _expected(model, line, busy):
     """What the RTL must answer for a lookup of ``line`` with ``busy`` (a mask over the set's ways)."""
     s = model.set_of(line)
     e = model.lookup(line)
-    exp = {"hit": e is not None}
+    exp = {"hit": e is not None, "hit_clean_s": e is not None and e.state is D.S and not e.dirty}
     if e is not None:
         exp["hit_way"], exp["entry"] = e.way, _model_entry(e)
     w = model.free_way(s)
@@ -104,7 +104,7 @@ def _expected(model, line, busy):
 def _got(c, p):
     """The same fields read from a result payload (an integer), keeping only the meaningful ones."""
     f = c.result
-    got = {"hit": bool(f.get(p, "hit")), "alloc": f.get(p, "alloc")}
+    got = {"hit": bool(f.get(p, "hit")), "hit_clean_s": bool(f.get(p, "hit_clean_s")), "alloc": f.get(p, "alloc")}
     if got["hit"]:
         got["hit_way"], got["entry"] = f.get(p, "hit_way"), _entry_of(f, p, "entry")
     if got["alloc"] != AllocKind.NONE:

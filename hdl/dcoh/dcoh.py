@@ -755,7 +755,7 @@ class DCOH(wiring.Component):
                 # Streamed, one per cycle: a snoop to a line the device does not hold (RspIHitI), and one
                 # to a line it holds in S that leaves it in S (SnpData, SnpCur): neither touches a copy, the
                 # snoop filter or the tracker, so the slow path would only reach the same answer later.
-                s_hit = res.hit & (res.entry.state == SFState.S) & ~res.entry.dirty & s_keeps
+                s_hit = res.hit_clean_s & s_keeps
                 fast = ~th.any() & ~wh.any() & (~res.hit | s_hit)
                 with m.If(fast):
                     m.d.comb += [rsp_valid.eq(1), self.d2h_rsp.p.opcode.eq(Mux(res.hit, s_keep_rsp, Rsp.RspIHitI)),

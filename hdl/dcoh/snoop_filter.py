@@ -24,7 +24,9 @@ Ports (see :class:`SnoopFilter`)
     caller (the request tracker / snoop handler know which lines have a pending request or work in
     flight, and where each sits in the filter); it only matters when no way is free.
 ``result`` (stream out, :class:`LookupResult`)
-    hit, hit way, the hit entry's fields; and (computed for every lookup, meaningful on a miss) the
+    hit, hit way, the hit entry's fields, ``hit_clean_s`` (a hit on a line in S, not dirty: each way's
+    state is checked beside its tag, so the flag is as shallow as ``hit``; the DCOH's snoop fast path
+    reads it); and (computed for every lookup, meaningful on a miss) the
     allocation choice: ``FREE`` + the lowest free way; else ``VICTIM`` + the pseudo-LRU way, or if
     that way is busy the lowest non-busy way, + the victim's line address and entry; else ``NONE``.
 ``update`` (stream in, :class:`Update`)
@@ -122,6 +124,7 @@ class LookupResult(data.StructLayout):
         super().__init__({
             "line": addr_width,            # the line looked up
             "hit": 1,
+            "hit_clean_s": 1,              # hit, and the line is S and not dirty (from the ways, in parallel)
             "hit_way": way_bits,           # valid if hit
             "entry": SFEntry(caches),      # valid if hit
             "alloc": AllocKind,            # computed for every lookup
@@ -285,7 +288,10 @@ class SnoopFilter(wiring.Component):
                 free[w].eq(~row.ways[w].valid),
             ]
 
-        m.d.comb += [res.line.eq(s1_line), res.hit.eq(hits.any())]
+        # hit_clean_s as deep as hit: each way's state compared beside its tag, not after the hit-way select
+        clean_s = Cat(hits[w] & (row.ways[w].entry.state == SFState.S) & ~row.ways[w].entry.dirty
+                      for w in range(ways))
+        m.d.comb += [res.line.eq(s1_line), res.hit.eq(hits.any()), res.hit_clean_s.eq(clean_s.any())]
         for w in reversed(range(ways)):                    # lowest-numbered wins (last assignment)
             with m.If(hits[w]):
                 m.d.comb += [res.hit_way.eq(w), res.entry.eq(row.ways[w].entry)]
