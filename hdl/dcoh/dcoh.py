@@ -619,23 +619,23 @@ class DCOH(wiring.Component):
         latch_data = [dv_cqid.eq(data_in_.hdr.cqid),
                       dv_live.eq((data_in_.hdr.cqid < T) & data_t_in.valid), dv_granted_e.eq(data_t_in.granted_e),
                       *(q.eq(v) for q, v in zip((d_legal, d_nxt, d_granted), d_in))]
-        ev_t = trk[t_idx(ev.cqid)]
-        dv_t = trk[t_idx(dv_cqid)]
-        ct = trk[cur_t]
+        ct = trk[cur_t]          # the request an H2D Rsp / Data names (IDLE sets cur_t as it takes one)
         # the state an H2D Rsp / Data moves its request to (GRANTED: E or S by the GO that came first)
         e_new, d_new = Signal(_STATE_BITS), Signal(_STATE_BITS)
         m.d.comb += [e_new.eq(Mux(e_granted, Mux(ev_granted_e, STATE_CODE[D.E], STATE_CODE[D.S]), e_nxt)),
                      d_new.eq(Mux(d_granted, Mux(dv_granted_e, STATE_CODE[D.E], STATE_CODE[D.S]), d_nxt))]
 
-        def advance(entry, index, new_state):
-            """A request moved to ``new_state`` (written this cycle): a stable state completes it -- the CQID
-            is freed and the cache filled (C_RES, a snoop-filter lookup for the line) or told (C_DONE);
-            otherwise it waits for the host's next message and the rescan follows."""
+        def advance(new_state):
+            """The request at ``cur_t`` (IDLE set it when it took the H2D Rsp / Data) moved to
+            ``new_state`` (written this cycle): a stable state completes it -- the CQID is freed and the
+            cache filled (C_RES, a snoop-filter lookup for the line) or told (C_DONE); otherwise it waits
+            for the host's next message and the rescan follows.  Through ``ct`` = trk[cur_t] only: one
+            select of the tracker's lines, shared by every state that completes a request."""
             with m.If(is_stable(new_state)):
-                m.d.comb += [cqids.free_valid.eq(1), cqids.free_cqid.eq(index)]
-                m.d.sync += entry.valid.eq(0)
+                m.d.comb += [cqids.free_valid.eq(1), cqids.free_cqid.eq(cur_t)]
+                m.d.sync += ct.valid.eq(0)
                 with m.If(new_state != STATE_CODE[D.I]):
-                    m.d.comb += [look_valid.eq(1), look_line.eq(entry.line)]
+                    m.d.comb += [look_valid.eq(1), look_line.eq(ct.line)]
                     m.next = "C_RES"
                 with m.Else():
                     m.next = "C_DONE"
@@ -717,11 +717,11 @@ class DCOH(wiring.Component):
                     m.next = "W_LOOK"
                 with m.Elif(self.h2d_rsp.valid):
                     m.d.comb += [self.h2d_rsp.ready.eq(1), self.dispatch.eq(Dispatch.RSP)]
-                    m.d.sync += [*latch_rsp, replay_go.eq(1)]
+                    m.d.sync += [*latch_rsp, replay_go.eq(1), cur_t.eq(t_idx(rsp_in.cqid))]
                     m.next = "RSP"
                 with m.Elif(self.h2d_data.valid):
                     m.d.comb += [self.h2d_data.ready.eq(1), self.dispatch.eq(Dispatch.DATA)]
-                    m.d.sync += [*latch_data, replay_go.eq(1)]
+                    m.d.sync += [*latch_data, replay_go.eq(1), cur_t.eq(t_idx(data_in_.hdr.cqid))]
                     m.next = "DATA"
                 with m.Elif(replay & replay_go):
                     m.d.comb += [look_valid.eq(1), self.dispatch.eq(Dispatch.REPLAY)]
@@ -944,16 +944,16 @@ class DCOH(wiring.Component):
                     count_error(ErrorKind.UNDECLARED)
                     m.next = "IDLE"
                 with m.Else():
-                    m.d.sync += [cur_t.eq(t_idx(ev.cqid)), ev_t.state.eq(e_new)]
+                    m.d.sync += ct.state.eq(e_new)
                     with m.If(ev_code == _EVENT_CODE["GO-S"]):
-                        m.d.sync += ev_t.granted_e.eq(0)
+                        m.d.sync += ct.granted_e.eq(0)
                     with m.If(ev_code == _EVENT_CODE["GO-E"]):
-                        m.d.sync += ev_t.granted_e.eq(1)
+                        m.d.sync += ct.granted_e.eq(1)
                     with m.If(e_send):
                         m.d.sync += bogus.eq(e_bogus)
                         m.next = "RSP_DATA"
                     with m.Else():                      # cmd_data has the line (loaded above)
-                        advance(ev_t, t_idx(ev.cqid), e_new)
+                        advance(e_new)
             with m.State("RSP_DATA"):
                 m.d.comb += [data_valid.eq(1), self.d2h_data.p.hdr.uqid.eq(ev.rsp_data),
                              self.d2h_data.p.hdr.bogus.eq(bogus)]
@@ -969,13 +969,13 @@ class DCOH(wiring.Component):
                     m.next = "IDLE"
                 with m.Else():
                     m.d.comb += [buf_w.en.eq(1), buf_w.addr.eq(dv_cqid)]
-                    m.d.sync += [cur_t.eq(t_idx(dv_cqid)), dv_t.state.eq(d_new)]
-                    advance(dv_t, t_idx(dv_cqid), d_new)     # cmd_data has the line (since IDLE)
+                    m.d.sync += ct.state.eq(d_new)
+                    advance(d_new)                      # cmd_data has the line (since IDLE)
             with m.State("ADVANCE"):                    # after RSP_DATA
                 # the completed line goes to the cache from cmd_data: RSP_DATA read the buffer at this
                 # CQID (C_RES .. C_DONE do not touch cmd_data)
                 m.d.sync += cmd_data.eq(buf_r.data)
-                advance(ct, cur_t, ct.state)
+                advance(ct.state)
             def tell_cache():
                 """A completed request tells its cache (a CPU access's: cpu_rsp; else nothing to say),
                 then the rescan; a cache that is not ready is waited for in C_DONE."""
