@@ -685,8 +685,10 @@ class DCOH(wiring.Component):
                 # the line of a lookup issued from IDLE (a replay, a new snoop, or a new CPU access when
                 # neither of those is there), driven whether or not one is issued: the busy mask the lookup
                 # carries then does not wait for the priority decision
-                m.d.comb += look_line.eq(Mux(replay, snp.addr,
-                                             Mux(self.h2d_req.valid, self.h2d_req.p.addr, self.cpu_req.p.line)))
+                # (the snoop's line selected first, then against the CPU access's: the same function with the
+                # CPU's line innermost mapped to ~1 500 more LUT4 on the ECP5, docs/synth.md)
+                snoop_line = Mux(replay, snp.addr, self.h2d_req.p.addr)
+                m.d.comb += look_line.eq(Mux(self.h2d_req.valid | replay, snoop_line, self.cpu_req.p.line))
                 # cmd_data is dead here: it takes the H2D Data line whether or not the message is taken
                 # (its load enable is then the state alone), and the buffer is read at the H2D Rsp's CQID
                 # (RSP loads the line from it if the response asks for data)
