@@ -32,8 +32,9 @@ Ports (see :class:`SnoopFilter`)
 ``update`` (stream in, :class:`Update`)
     ``ALLOCATE`` / ``MODIFY`` / ``FREE`` / ``TOUCH`` of (set of ``line``, ``way``), one per cycle:
     ``update.ready`` is tied to 1; a ``MODIFY`` with ``touch`` set also touches the pseudo-LRU, in the
-    same masked write (a fill's entry and its recency, one cycle).  (It is not declared ``always_ready``: ``verilog.convert`` of a
-    component cannot yet take the resulting constant as a port, https://github.com/amaranth-lang/amaranth/issues/1574.)
+    same masked write (a fill's entry and its recency, one cycle).  (It is not declared
+    ``always_ready``: ``verilog.convert`` of a component cannot yet take the resulting constant as a
+    port, https://github.com/amaranth-lang/amaranth/issues/1574.)
     ``ALLOCATE`` must target a way that is not valid with a line that is not present (the model
     asserts the same); the Assert below catches a duplicate tag if the caller breaks this.
 
