@@ -96,10 +96,12 @@ NOTES = """
   caches and snoop bookkeeping, which these harnesses do not state.
 - `dcoh_one_response`: safety (every D2H Rsp retires exactly one pending snoop of its UQID) over a
   free host; the liveness bound is only checked for snoops whose line is not stalled (IS_D/IM_D/SM_D)
-  and while the host sends no H2D Rsp/Data (the engine serves those first). At depth 24 only snoops
-  accepted in the first ~11 cycles can exceed the bound, so mostly the fast path and snoops to lines
-  with a request in flight are covered, not snoop-filter hits after a completed fill (those need
-  ~20 cycles to set up). Not vacuous: with bound 2 it FAILs at step 11.
+  and while the host sends no H2D Rsp/Data (the engine serves those first). The bound, 20 cycles, is the
+  longest path BMC reaches at depth 24: a snoop to an E line that queries and probes the copies, a CPU
+  access served while the probe is with the caches, then the snoop's work (with bound 12 it FAILs at
+  step 21 on that path). Snoops accepted late in the 24 steps cannot exceed the bound within them, so
+  this is a check of the paths that fit, not a proof of the bound. Not vacuous: with bound 2 it FAILs at
+  step 7.
 - `dcoh_swmr`: the harness caches follow the co-simulation's cache BFM (tests/dcoh_cosim.py). A
   conflict needs two accesses by different caches to the same line, the first one completed through
   the host (~15 cycles). The same harness with the INV commands to cache 1 ignored
