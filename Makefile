@@ -18,8 +18,10 @@ TRANSACTIONS       ?= 20000
 MODEL_TRANSACTIONS ?= 100000
 SEED               ?= 1
 SIM                ?= verilator
-# BATCH=K: the batched testbench (tb/system_batch.py, Verilator): Python looks every K cycles (0: every cycle)
-BATCH              ?= 0
+# BATCH=K: the batched testbench (tb/system_batch.py on the native Verilator driver, tb/native.py) looks every
+# K cycles; BATCH=0: the per-cycle cocotb testbench (tb/system_tb.py).  Empty: tb/run_system.py decides
+# (batched, K=4, on Verilator; per-cycle on Icarus or with WAVES/TESTCASE)
+BATCH              ?=
 WAVES              ?=
 TESTCASE           ?=
 # The golden host's Config fields (models/config.py), e.g. HOST=host_dir=exact,host_traffic=0
@@ -56,9 +58,10 @@ endef
 
 help:
 	@echo 'cxl-dcoh targets:'
-	@echo '  make sim      RTL system (cocotb: N DCOH+link devices under the golden host, scoreboarded)'
+	@echo '  make sim      RTL system (N DCOH+link devices under the golden host, scoreboarded)'
 	@echo '                -> build/sim/summary.json + summary.png (SIM=$(SIM)|icarus DEVICES=$(DEVICES)'
-	@echo '                TRANSACTIONS=$(TRANSACTIONS) SEED=$(SEED) WAVES=1 TESTCASE=name BATCH=K: Python every K cycles)'
+	@echo '                TRANSACTIONS=$(TRANSACTIONS) SEED=$(SEED) WAVES=1 TESTCASE=name; BATCH=K: the batched testbench,'
+	@echo '                Python every K cycles (default on Verilator, K=4), BATCH=0: the per-cycle cocotb one)'
 	@echo '                sim, regress and model: HOST=name=value,... sets the golden host (host_dir=exact|finite,'
 	@echo '                host_dir_sets, host_dir_ways, host_traffic, host_snoop_scope=all|holders; models/config.py)'
 	@echo '  make regress  the slow tests (pytest -m slow), then the RTL system, REGRESS_SEEDS=$(REGRESS_SEEDS) x'
@@ -127,14 +130,15 @@ sim: deps
 	@mkdir -p build/sim
 	@$(WITH_VLT) && $(PY) -m tb.run_system --sim $(SIM) --devices $(DEVICES) --transactions $(TRANSACTIONS) \
 	  --seed $(SEED) $(if $(WAVES),--waves) $(if $(TESTCASE),--testcase $(TESTCASE)) $(if $(HOST),--host $(HOST)) \
-	  $(if $(filter-out 0,$(BATCH)),--batch $(BATCH)) --out build/sim/summary.json
+	  $(if $(BATCH),--batch $(BATCH)) --out build/sim/summary.json
 
 regress: deps
 	@mkdir -p build/regress
 	@$(WITH_VLT) && $(PY) -m pytest -q -m slow
 	@$(WITH_VLT) && $(PY) -m tb.run_system --sim $(REGRESS_SIM) --devices $(DEVICES) --seed $(SEED) \
 	  --seeds $(REGRESS_SEEDS) --jobs $(REGRESS_JOBS) --transactions $(REGRESS_TRANSACTIONS) --no-flit-monitor \
-	  $(if $(HOST),--host $(HOST)) $(if $(REGRESS_SCHEDULER),--scheduler $(REGRESS_SCHEDULER)) --out build/regress/summary.json
+	  $(if $(HOST),--host $(HOST)) $(if $(BATCH),--batch $(BATCH)) \
+	  $(if $(REGRESS_SCHEDULER),--scheduler $(REGRESS_SCHEDULER)) --out build/regress/summary.json
 
 model: venv
 	@mkdir -p build/model

@@ -1,16 +1,23 @@
-"""Simulation speed of the cocotb system testbench (tb/system_tb.py): cycles per second on Icarus and
-Verilator for the default scenario (4 devices), and how the cost grows with the number of devices and
-with the snoop-filter size.
+"""Simulation speed of the system testbenches: the batched one on the native Verilator driver
+(tb/system_batch.py, tb/native.py: ``make sim``'s default) and the per-cycle cocotb one (tb/system_tb.py) on
+Icarus and Verilator, for the default scenario (4 devices), and how the cost grows with the number of
+devices and with the snoop-filter size.
 
     python -m bench.system_speed [--transactions 400] [--scaling 1,2,4,8,16] [--scaling-sim icarus]
                                  [--sf-sizes 16,64,256] [--sf-ways 2] [--sf-devices 2] [--sf-sim icarus]
                                  [--out build/bench/system_speed.json]
 
 Each run is a real scoreboarded run (every message and cache checked) of ``--transactions``
-transactions, seed 1; the figure is simulated cycles over the wall time of the cocotb run loop
-(building is not counted and reported apart).  The default runs also time the same build with no
-testbench work (tb/clock_only.py: clock, ReadOnly, one read per cycle), the ceiling of the figure, and on
-Verilator the Verilated system alone in a C++ loop (bench/system_ceiling.py), the ceiling of any testbench.
+transactions, seed 1; the figure is simulated cycles over the wall time of the run loop (building is
+not counted and reported apart).  The default runs also time the same build with no testbench work
+(tb/clock_only.py: clock, ReadOnly, one read per cycle), the ceiling of the figure, and on Verilator the
+Verilated system alone in a C++ loop (bench/system_ceiling.py), the ceiling of any testbench.
+
+* The batched testbench (``--native-transactions``, default 20 000, ``make sim``'s run; 0 skips it): its
+  cycles/s beside its ceiling measured in the same call, the same devices (one native build, N
+  instances) clocked from the driver's C++ loop with idle inputs (``tb.native.idle_speed``); and
+  ``--native-build-times 1,4,8``: a fresh build (Verilog and Verilator) timed once -- it is the same
+  library for any N, which each N then instantiates and clocks (``instantiate_s``).
 
 * Device scaling: the same per device count on ``--scaling-sim`` (``--transactions`` x N / 4, at least
   50, so each device sees about the same load), with cycles/s x devices (device-cycles per second) and
@@ -150,6 +157,51 @@ def build_times(counts=(1, 4, 8), sim="verilator", root=BUILD / "build_time"):
         rows.append({"sim": sim, "devices": n, "build_s": round(time.perf_counter() - t0, 1)})
     shutil.rmtree(root)
     return {"convert_s": round(convert, 1), "rows": rows}
+
+
+def native(devices=4, transactions=20000, seed=1, build_root=BUILD, summaries=SUMMARIES, pipeline=False):
+    """One scoreboarded run of the batched testbench on the native driver (``make sim``'s default), and the
+    ceiling in the same call: the same devices clocked with idle inputs, for as many cycles."""
+    from tb.native import idle_speed
+    from tb.run_system import DEFAULT_BATCH
+    t0 = time.perf_counter()
+    runner, build_dir, _ = build("verilator", devices, build_root, batched=True)
+    built = time.perf_counter() - t0
+    s = run(runner, build_dir, None, seed, transactions, Path(summaries) / f"system_native_{devices}.json",
+            batch=DEFAULT_BATCH, pipeline=pipeline)
+    if s.get("violations"):
+        raise SystemExit(f"native, {devices} devices: the run failed: {s.get('error')}")
+    ceiling = idle_speed(runner, devices, max(s["cycles"], 100000))
+    return {"sim": "verilator-native", "devices": devices, "transactions": s["transactions"],
+            "cycles": s["cycles"], "wall_s": s["wall_s"], "cycles_per_s": s["sim_cycles_per_s"],
+            "model_s": s["batch"]["model_s"], "batch": DEFAULT_BATCH, "pipeline": pipeline,
+            "ceiling_cycles_per_s": ceiling, "ratio_to_ceiling": round(s["sim_cycles_per_s"] / ceiling, 3),
+            "build_s": round(built, 1), "messages": s.get("messages")}
+
+
+def native_build_times(counts=(1, 4, 8), root=BUILD / "build_time_native", cycles=1000):
+    """A fresh build of the batched device (its Verilog and its Verilator library, from an empty folder),
+    timed once: the library is the same for any number of devices.  Then per N: instantiating N devices
+    and clocking them ``cycles`` cycles (``instantiate_s``), so that each N is shown to run from it."""
+    from tb.native import NativeSystem
+    from tb.system_top import UNIT_RESET_CYCLES
+    root = Path(root)
+    if root.exists():
+        shutil.rmtree(root)
+    t0 = time.perf_counter()
+    runner, _, _ = build("verilator", max(counts), root, batched=True)
+    built = round(time.perf_counter() - t0, 1)
+    rows = []
+    for n in counts:
+        t0 = time.perf_counter()
+        system = NativeSystem(runner.lib, runner.ports, n)
+        system.step(cycles)
+        if any(system.port(d, "now").value != cycles - UNIT_RESET_CYCLES for d in range(n)):
+            raise SystemExit(f"native build: {n} devices did not all count {cycles} cycles")
+        system.close()
+        rows.append({"devices": n, "build_s": built, "instantiate_s": round(time.perf_counter() - t0, 3)})
+    shutil.rmtree(root)
+    return {"build_s": built, "rows": rows}
 
 
 def parse_ints(s):

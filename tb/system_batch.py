@@ -1,19 +1,24 @@
-"""The batched cocotb system testbench: the checks of tb/system_tb.py, with Python woken every K cycles.
+"""The batched system testbench: the checks of tb/system_tb.py, with Python woken every K cycles.
 
-Toplevel: ``system_top`` of ``batched_device`` instances (tb/batched_device.py, built by
-``tb.run_system.build(..., batched=True)``).  Each device's internal caches and their traffic source run
-in RTL (tb/rtl_caches.py), the host's messages wait in RTL queues until their cycle, and everything the
-checks need is recorded per cycle in RTL (tb/stamped.py).  Python wakes every ``SIM_BATCH`` cycles (K,
-default 8), reads the records of all devices, works through them in cycle order (device 0 first within
-a cycle, as tb/system_tb.py does), and pushes what the host sent meanwhile and the next accesses.
+The devices: ``batched_unit`` (tb/system_top.py ``build_batched_unit``: a ``batched_device`` of
+tb/batched_device.py and its recorder), Verilated once and instantiated N times by the native driver
+(tb/native.py), which Python reads and writes through memory, not through a simulator interface.  Each
+device's internal caches and their traffic source run in RTL (tb/rtl_caches.py), the host's messages wait
+in RTL queues until their cycle, and everything the checks need is recorded per cycle in RTL
+(tb/stamped.py).  Python looks every K cycles (``batch``, default 4), reads the records of all devices,
+works through them in cycle order (device 0 first within a cycle, as tb/system_tb.py does), and pushes
+what the host sent meanwhile and the next accesses.
 
 The host answers ``max(K + 1, Config.host_latency)`` cycles after the D2H message it answers (the
 per-cycle testbench answers the next cycle): a reply computed at a look is then never later than its
 cycle, so the timing does not depend on K (``batch.late`` in the summary counts replies that were late
-all the same: a burst above the queues' lanes).  The host's deliberate lags (Config.host_data_lag) come
-on top, as in tb/system_tb.py, and so do its orders: a snoop goes only after every earlier H2D Rsp to
-its line has reached the DCOH, a GO only after the data the host sent before it for the same CQID
-(gates of tb/stamped.py ReleaseQueue, counted by the RTL).
+all the same: a burst above the queues' lanes).  ``pipeline``: the devices run their next K cycles on a
+thread of the driver while Python works through the last K; the answers then go in a look later, so the
+host answers ``max(2K + 1, Config.host_latency)`` cycles after a message (the same 10 cycles for K up to 4,
+and the same run).  The host's deliberate lags (Config.host_data_lag) come on top, as in
+tb/system_tb.py, and so do its orders: a snoop goes only after every earlier H2D Rsp to its line has
+reached the DCOH, a GO only after the data the host sent before it for the same CQID (gates of
+tb/stamped.py ReleaseQueue, counted by the RTL).
 
 Checked, as in tb/system_tb.py: every D2H message against the shadow's; every H2D message the DCOH takes
 is the one the host sent; the shadow takes the DCOH's events in its dispatch order; after every event
@@ -24,28 +29,26 @@ whenever a device settles; the flit monitor (tb/flit_checker.py); the RTL's erro
 its queues' errors; forward progress; everything drained at the end.  A failure names the seed and the
 cycle of the record that showed it.
 
-Settings as tb/system_tb.py (``SIM_PARAMS``, ``SIM_TRANSACTIONS``, ``SEED``, ``SIM_THINK``, ``SIM_OUT``,
-``SIM_FLIT_MONITOR``, ``SIM_HOST``, ``SIM_PROFILE``), and ``SIM_BATCH`` (K).  ``SIM_BREAK`` (tests only): ``flit`` as
-there; ``mirror`` gives the mirror of the RTL's caches a wrong line once, which the next check of an
-answer of the RTL's caches or of the settled caches must catch.
+Run: :func:`run` (tb/run_system.py calls it; ``SIM_PROFILE=<file>`` writes a cProfile of the
+testbench).  ``SIM_BREAK`` (tests only): ``flit`` as in tb/system_tb.py; ``mirror`` gives the mirror of
+the RTL's caches a wrong line once, which the next check of an answer of the RTL's caches or of the
+settled caches must catch.
 
-Accesses (``SIM_TRANSACTIONS`` = N): each internal cache issues ceil(N / (devices x caches)) of them,
-drawn from a generator of its own, so that no draw depends on when a look happens: the run is the same
-for any K up to ``Config.host_latency - 1`` (tests/test_system_batch.py checks K = 2 and 8 give the same
-summary) as long as no queue runs dry (OP_DEPTH accesses per cache, tb/batched_device.py).
+Accesses: each internal cache draws them from a generator of its own, so that no draw depends on when a
+look happens, and issues a quota of them, at first ceil(N / (devices x caches)) for N =
+``transactions``; since N counts the requests the DCOHs complete, the quota is estimated again from the
+requests per access while the run goes (:meth:`BatchBench._requota`).  The run is the same for any K
+(tests/test_system_batch.py checks K = 2, 8 and a pipelined K = 4 give the same summary) as long as no
+queue runs dry (OP_DEPTH accesses per cache, tb/batched_device.py).
 """
 
 import math
-import os
 import random
 import time
 from collections import deque
 
-import cocotb
 from amaranth.hdl import Shape
 from amaranth.lib import data
-from cocotb.clock import Clock
-from cocotb.triggers import RisingEdge, Timer
 
 from cxl.messages import Channel
 from hdl.dcoh.dcoh import CmdOp, CpuKind
@@ -56,12 +59,15 @@ from tb.batched_device import (D2H_CHANNELS, H2D_CHANNELS, DEPTH, LANES, OP_DEPT
 from tb.cache_bfm import CacheBFM
 from tb.rtl_caches import CacheErrors, TrafficOp
 from tb.stamped import STAMP_BITS, ReleaseQueue
-from tb.system_tb import DeviceSide, SystemBench, SystemMismatch, _CACHE_STATE, _DISPATCH, _settings, run_bench
+from tb.system_top import UNIT_RESET_CYCLES
+from tb.system_tb import DeviceSide, SystemBench, SystemMismatch, _CACHE_STATE, _DISPATCH, run_bench
 from tb.vip import ChannelCodec, StructCodec
 
-__all__ = ["BatchBench"]
+__all__ = ["BatchBench", "run", "SIMULATOR"]
 
-PERIOD_NS = 10
+# accesses before a cache's quota at which the quota is estimated again (BatchBench._requota): more than a
+# cache is ever fed ahead of what it started
+QUOTA_MARGIN = 2 * OP_DEPTH
 _KIND = {k.name.lower(): k.value for k in CpuKind}
 
 
@@ -184,14 +190,16 @@ class BatchedSide(DeviceSide):
         """Everything device ``d`` did in cycle ``t`` (the record ``v``), in tb/system_tb.py cycle()'s order."""
         bench = self.bench
         f = bench.field
+        bit = bench.bit                      # the record's one-bit fields, as masks of the stamped word
         if not v & bench.event_mask:          # flits and quiet only: most records
-            self._flits(t, v)
-            self._settle(bool(f(v, "quiet")), False)
+            if bench.flit_checker is not None:
+                self._flits(t, v)
+            self._settle(bool(v & bit["quiet"]), False)
             return
-        if f(v, "error"):
+        if v & bit["error"]:
             self.fail(self.rtl_errors())
         code = f(v, "dispatch")
-        if f(v, "cpu_req_valid"):
+        if v & bit["cpu_req_valid"]:
             k = f(v, "cpu_req_cache")
             self.cpu_cur = self.bfm.busy[k]
             if self.cpu_cur is None:
@@ -206,9 +214,8 @@ class BatchedSide(DeviceSide):
             for i, c in enumerate(H2D_CHANNELS):
                 if (taken >> i) & 1:
                     self.in_rtl[c].append(self.queued[c].popleft())
-        for c in D2H_CHANNELS:
-            name = c.name.lower()
-            if f(v, f"{name}_valid"):
+        for c, valid, name in bench.d2h_fields:
+            if v & valid:
                 payload = f(v, name)
                 if c is Channel.D2H_DATA:           # the header and the line's low bits (tb/batched_device.py)
                     p = bench.line_codec["d2h_data"].decode(payload)
@@ -216,19 +223,19 @@ class BatchedSide(DeviceSide):
                     payload = p["hdr"] | p["data"] << bench.d2h_hdr_bits
                 self.d2h(c, t, payload)
         changed = False
-        if f(v, "cmd_rsp_valid"):
+        if v & bit["cmd_rsp_valid"]:
             got = bench.line_codec["cmd_rsp"].decode(f(v, "cmd_rsp"))
             self._narrow(got, "a cmd's answer")
             want = self.owed.popleft() if self.owed else None
             if want is None or (got["dirty"], got["excl"], got["data"]) != want:
                 self.fail(f"the RTL's caches answered a cmd with dirty={got['dirty']} excl={got['excl']} "
                           f"data={got['data']:#x}; their mirror says {want}")
-        if f(v, "cmd_valid"):
+        if v & bit["cmd_valid"]:
             c = bench.cmd_codec.decode(f(v, "cmd"))
             self.owed.append(self.bfm.command(c["line"], c["caches"], CmdOp(c["op"]).name))
             bench.touch(c["line"])
             changed = True
-        if f(v, "cpu_rsp_valid"):
+        if v & bit["cpu_rsp_valid"]:
             c = bench.line_codec["cpu_rsp"].decode(f(v, "cpu_rsp"))
             self._narrow(c, "cpu_rsp")
             try:
@@ -240,15 +247,15 @@ class BatchedSide(DeviceSide):
                 self.bfm.caches[c["cache"]][c["line"]][1] ^= 1
             bench.touch(c["line"])
             changed = True
-        if f(v, "probe_valid"):
+        if v & bit["probe_valid"]:
             self.probe_acked(f(v, "probe"), t)
         hit, miss = f(v, "hit"), f(v, "miss")
-        for k in range(bench.cfg.caches):
+        for k in (range(bench.cfg.caches) if hit | miss else ()):
             if (hit >> k) & 1 or (miss >> k) & 1:
                 if not self.fed[k]:
                     self.fail(f"RTL cache {k} started an access that was never fed")
                 op = self.fed[k].popleft()
-                bench.access_started(t)
+                bench.access_started(t, self.d, k)
                 is_hit = bool((hit >> k) & 1)
                 if cache_hit(self.bfm.caches[k], op) != is_hit:
                     self.fail(f"RTL cache {k} {'hit' if is_hit else 'missed'} {op!r}; its mirror holds "
@@ -259,9 +266,10 @@ class BatchedSide(DeviceSide):
                     changed = True
                 else:
                     self.to_send += 1
-        self._flits(t, v)
+        if bench.flit_checker is not None:
+            self._flits(t, v)
         bench.last_event = t                 # a message, a dispatch or a cache event: not only flits
-        self._settle(bool(f(v, "quiet")), changed)
+        self._settle(bool(v & bit["quiet"]), changed)
 
     def _narrow(self, fields, what):
         if fields["wide"]:
@@ -269,13 +277,9 @@ class BatchedSide(DeviceSide):
                       f"writes is below 2^{VALUE_BITS}")
 
     def _flits(self, t, v):
-        bench = self.bench
-        if bench.flit_checker is None:
-            return
-        f = bench.field
-        for name in ("up", "down"):
-            if f(v, f"{name}_valid"):
-                self.flit_seen(name, f(v, name), t)
+        for wire, valid, (off, mask) in self.bench.flit_fields:
+            if v & valid:
+                self.flit_seen(wire, (v >> off) & mask, t)
 
     def _settle(self, quiet, changed):
         """The caches against the shadow's whenever the device has settled (tb/system_tb.py cycle())."""
@@ -285,6 +289,7 @@ class BatchedSide(DeviceSide):
         self.was_idle = settled
 
     def rtl_errors(self):
+        self.bench.dut.wait()                # the counters are read with the devices standing still
         why = [super().rtl_errors().removeprefix("RTL error: ")]
         errs = int(self.h("cache_errors").value)
         if errs:
@@ -305,7 +310,8 @@ class BatchedSide(DeviceSide):
 class BatchBench(SystemBench):
     side_class = BatchedSide
 
-    def __init__(self, dut, params, seed, transactions, think=8, flit_monitor=True, trace=None, host="", batch=8):
+    def __init__(self, dut, params, seed, transactions, think=8, flit_monitor=True, trace=None, host="", batch=4,
+                 pipeline=True):
         if batch < 1:
             raise ValueError(f"SIM_BATCH={batch}: must be >= 1")
         p = params["dcoh"]
@@ -314,17 +320,25 @@ class BatchBench(SystemBench):
         self.batch = batch
         self.late = 0
         super().__init__(dut, params, seed, transactions, think, flit_monitor, trace, host)
-        self.host_delay = max(batch + 1, self.cfg.host_latency)
+        # the host's answer to a message of cycle t is pushed at the first look after t (K cycles later at
+        # most), or, pipelined, at the look after that one (2K): it is due no earlier than that
+        self.pipeline = pipeline
+        self.host_delay = max((2 * batch if pipeline else batch) + 1, self.cfg.host_latency)
         # Accesses are drawn ahead of time, when a look tops up the queues: so that the run does not depend
         # on K, each internal cache draws from a generator of its own (the layouts stay the workload's),
         # issues a quota of its own, and the host's own accesses are drawn when a device's access starts.
         caches = self.cfg.caches
         self.quota = math.ceil(transactions / (self.devices * caches)) if trace is None else 0
+        self.started = [[0] * caches for _ in range(self.devices)]   # accesses each RTL cache started
+        self.next_check = self.quota // 2    # the quota is estimated again when a cache has started this many
         self.issued = [[0] * caches for _ in range(self.devices)]
         self.op_rng = [[random.Random(f"{seed} accesses {d} {k}") for k in range(caches)] for d in range(self.devices)]
         self.last_event = 0
         # a record's fields, by shifts from the stamped word (the cycle is its low STAMP_BITS)
         self._fields = {name: (STAMP_BITS + f.offset, (1 << f.width) - 1) for name, f in dev.layout}
+        self.bit = {name: 1 << off for name, (off, mask) in self._fields.items() if mask == 1}
+        self.d2h_fields = [(c, self.bit[f"{c.name.lower()}_valid"], c.name.lower()) for c in D2H_CHANNELS]
+        self.flit_fields = [(w, self.bit[f"{w}_valid"], self._fields[w]) for w in ("up", "down")]
         # the fields that make a record more than flits and quiet: the strobes only (a payload field
         # holds whatever its port carries while not valid, so it says nothing about an event)
         strobes = [n for n in self._fields if n.endswith("_valid") and n not in ("up_valid", "down_valid")]
@@ -359,10 +373,32 @@ class BatchBench(SystemBench):
         op.value = ((d * self.cfg.caches + k) << 24) | self.issued[d][k]
         return op, self.op_rng[d][k].randrange(self.think + 1)
 
-    def access_started(self, t):
-        """A device's access started in cycle ``t``: the host's own traffic comes with it (Config.host_traffic)."""
+    def access_started(self, t, d, k):
+        """Cache ``k`` of device ``d`` started an access in cycle ``t``: the host's own traffic comes with it
+        (Config.host_traffic), and the quota may be estimated again."""
         if self.cfg.host_traffic and self.host_rng.random() < self.cfg.host_traffic:
             self.sysm.host.host_access(*self.workload.host_op(self.host_rng), t)
+        self.started[d][k] += 1
+        if self.started[d][k] >= self.next_check:
+            self._requota()
+
+    def _requota(self):
+        """``transactions`` counts the requests the DCOHs complete, but the caches are fed accesses, of which
+        some hit and some make no request (an internal fill) or two (an eviction after a back-invalidation).
+        So the quota of accesses per cache is set again from the requests per access so far (finished and
+        outstanding; 1 % more, so that the run does not end a few short), when the first cache has started
+        half of it, and again each time the first cache comes within QUOTA_MARGIN accesses of it.  It
+        happens at a record, in cycle order, and no cache has been fed up to its quota yet (a cache is fed
+        at most OP_DEPTH accesses ahead of what it started), so the run stays the same for any K.  The
+        quota only grows: what was fed already is never taken back."""
+        caches = self.devices * self.cfg.caches
+        started = sum(map(sum, self.started))
+        requests = self.done + sum(len(d.txns) for d in self.sysm.devices)
+        if requests:
+            want = math.ceil(self.transactions * 1.01 * started / requests / caches)
+            self.quota = max(self.quota, want)
+        done = max(map(max, self.started))
+        self.next_check = max(done + 1, self.quota - QUOTA_MARGIN)
 
     def issuing(self):
         return any(n < self.quota for row in self.issued for n in row)
@@ -385,67 +421,37 @@ class BatchBench(SystemBench):
             side.h("record_flits").value = int(self.flit_checker is not None)   # flits only for the monitor
             side.pop_h.value = 0
             side.pop_seq_h.value = 0
-        cocotb.start_soon(Clock(dut.clk, PERIOD_NS, unit="ns").start())
-        dut.rst.value = 1
-        for _ in range(3):
-            await RisingEdge(dut.clk)
+        dut.step(UNIT_RESET_CYCLES)          # the devices reset themselves on these edges
         for side in self.devs:               # the first accesses, taken in the first cycle after reset,
             side.status = int(side.poll_h.value) & self.status_mask  # whatever K (think times count from reset)
             side.push(0)
-        dut.rst.value = 0
-        await RisingEdge(dut.clk)
-        await Timer(2, unit="ns")            # looks happen between two edges, where nothing moves
+        dut.step(1)                          # looks happen between two edges, where nothing moves
 
     async def _run(self, max_cycles, progress):
         sysm = self.sysm
         devs = self.devs
+        dut = self.dut
         drained_since = None
         t0 = time.perf_counter()
-        cycle_mask = (1 << STAMP_BITS) - 1
         again = False
         while True:
-            await Timer((1 if again else self.batch) * PERIOD_NS, unit="ns")
+            # a look: the devices stand still, ``now`` is their cycle counter
             now = int(devs[0].now_h.value)
-            # every device's records, up to a window each; only cycles no device may still have unread
-            limit = now - 1
-            batches = []
-            again = False
-            for side in devs:
-                poll = int(side.poll_h.value)
-                side.status = poll & self.status_mask
-                count = poll >> self.status_bits
-                if count >= DEPTH and int(side.overflow_h.value):     # only a full recorder can lose one
-                    raise SystemMismatch(f"seed {self.seed} cycle {now} dev{side.d}: the recorder overflowed")
-                n = min(count, self.window)
-                recs = [int(side.rec_h[i].value) for i in range(n)]
-                batches.append(recs)
-                if count > n:
-                    limit = min(limit, recs[-1] & cycle_mask)
-                    again = True
-            merged = []
-            for side, recs in zip(devs, batches):
-                used = 0
-                for r in recs:
-                    t = r & cycle_mask
-                    if t > limit:
-                        break
-                    merged.append((t, side.d, r))
-                    used += 1
-                if used:
-                    side.pop_h.value = used
-                    side.pop_seq ^= 1
-                    side.pop_seq_h.value = side.pop_seq
-            merged.sort(key=lambda x: (x[0], x[1]))
-            last = None
-            for t, d, v in merged:
-                if t != last and last is not None:
-                    self.after_cycle(last)
-                self.now = sysm.now = t
-                devs[d].record(t, v)
-                last = t
-            if last is not None:
-                self.after_cycle(last)
+            merged, again_records = self._take_records(now)
+            # pipelined: the devices run their next K cycles while Python works through these records and
+            # the host answers them; what it pushes goes in at the next look, K cycles on, which host_delay
+            # allows for (see __init__).  After a look that left records or messages behind, a single cycle.
+            overlap = self.pipeline and not again_records and not again
+            if overlap:
+                dut.start(self.batch)
+            try:
+                self._work_through(merged)
+            finally:
+                dut.wait()
+            if overlap:
+                now = int(devs[0].now_h.value)
             self.now = sysm.now = now
+            again = False
             for side in devs:
                 again |= side.push(now)
             self.watch(now, progress)
@@ -461,21 +467,109 @@ class BatchBench(SystemBench):
                         break                               # message, dispatch or cache event (flits go on)
                 else:
                     drained_since = None
+            if not overlap:
+                dut.step(1 if again_records or again else self.batch)
         self.wall = time.perf_counter() - t0
         self.final_checks()
 
+    def _take_records(self, now):
+        """Every device's records of the cycles before ``now`` (a window each), dropped from the recorders;
+        returns them as (cycle, device, record) in cycle order (device 0 first within a cycle) and whether
+        a device has more than its window (then only the cycles no device may still have unread are taken)."""
+        cycle_mask = (1 << STAMP_BITS) - 1
+        limit = now - 1
+        batches = []
+        again = False
+        for side in self.devs:
+            poll = int(side.poll_h.value)
+            side.status = poll & self.status_mask
+            count = poll >> self.status_bits
+            if count >= DEPTH and int(side.overflow_h.value):     # only a full recorder can lose one
+                raise SystemMismatch(f"seed {self.seed} cycle {now} dev{side.d}: the recorder overflowed")
+            n = min(count, self.window)
+            recs = [int(side.rec_h[i].value) for i in range(n)]
+            batches.append(recs)
+            if count > n:
+                limit = min(limit, recs[-1] & cycle_mask)
+                again = True
+        merged = []
+        for side, recs in zip(self.devs, batches):
+            used = 0
+            for r in recs:
+                t = r & cycle_mask
+                if t > limit:
+                    break
+                merged.append((t, side.d, r))
+                used += 1
+            if used:
+                side.pop_h.value = used
+                side.pop_seq ^= 1
+                side.pop_seq_h.value = side.pop_seq
+        merged.sort(key=lambda x: (x[0], x[1]))
+        return merged, again
+
+    def _work_through(self, merged):
+        """The records, cycle by cycle: each device's events, then the checks after the cycle.  Touches no
+        port (the devices may be running): only the model, the mirrors and the host's queues in Python."""
+        devs = self.devs
+        sysm = self.sysm
+        last = None
+        for t, d, v in merged:
+            if t != last and last is not None:
+                self.after_cycle(last)
+            self.now = sysm.now = t
+            devs[d].record(t, v)
+            last = t
+        if last is not None:
+            self.after_cycle(last)
+
     def summary(self):
         s = super().summary()
-        s["batch"] = {"cycles": self.batch, "host_delay": self.host_delay, "late": self.late}
+        s["batch"] = {"cycles": self.batch, "host_delay": self.host_delay, "late": self.late,
+                      "pipeline": self.pipeline, "model_s": round(self.dut.model_seconds(), 3)}
+        s["simulator"] = SIMULATOR
         return s
 
 
-@cocotb.test()
-async def system_batched(dut):
-    """Seeded random traffic from every internal cache (in RTL) until SIM_TRANSACTIONS requests completed."""
-    params, seed, transactions, think, flit_monitor, out, host = _settings()
-    batch = int(os.environ.get("SIM_BATCH", "8"))
-    bench = BatchBench(dut, params, seed, transactions, think, flit_monitor, host=host, batch=batch)
-    summary = await run_bench(bench, seed, out)
-    cocotb.log.info(f"seed {seed}: {summary['transactions']} transactions, {summary['cycles']} cycles, "
-                    f"{summary['sim_cycles_per_s']} cycles/s (batched, K={batch})")
+def run(lib, ports, unit_params, devices, seed, transactions, out, think=8, flit_monitor=True, host="", batch=4,
+        pipeline=True, progress=False):
+    """One run of ``devices`` batched devices on the native Verilator model (tb/native.py: ``lib``, ``ports``
+    and ``unit_params`` from its ``build``); returns the summary (written to ``out`` too; on a mismatch
+    ``violations`` 1 and ``error``, naming the seed)."""
+    import gc
+    import warnings
+    from amaranth.hdl import UnusedElaboratable
+    from tb.native import NativeSystem
+    params = {"devices": devices, **unit_params}
+    system = NativeSystem(lib, ports, devices)
+    # the bench elaborates nothing: it builds RTL components only for their layouts and encodings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnusedElaboratable)
+        try:
+            bench = BatchBench(system, params, seed, transactions, think, flit_monitor, host=host, batch=batch,
+                               pipeline=pipeline)
+            bench.show_progress = progress
+            try:
+                summary = _to_end(run_bench(bench, seed, out))
+            except SystemMismatch as e:
+                summary = {"engine": "rtl", "devices": devices, "transactions": bench.done, "violations": 1,
+                           "seed": seed, "cycles": bench.now, "error": str(e), "latency_cycles": {},
+                           "simulator": SIMULATOR}
+        finally:
+            system.close()
+            bench = None
+            gc.collect()
+    return summary
+
+
+SIMULATOR = "verilator-native"
+
+
+def _to_end(coro):
+    """Runs a coroutine that never waits (the testbench's, on the native model) to its end."""
+    try:
+        coro.send(None)
+    except StopIteration as done:
+        return done.value
+    coro.close()
+    raise RuntimeError("the native testbench awaited something: nothing here can wake it")

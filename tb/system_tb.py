@@ -59,6 +59,7 @@ dirty data, ``flit`` the CRC of one downstream protocol flit of dev0 as the flit
 import json
 import os
 import random
+import sys
 import time
 from collections import Counter, deque
 
@@ -468,6 +469,7 @@ class DeviceSide:
 
 class SystemBench:
     side_class = DeviceSide          # one per RTL device (tb/system_batch.py has its own)
+    show_progress = None             # the progress line: True/False, or None for SIM_PROGRESS=1
 
     def __init__(self, dut, params, seed, transactions, think=8, flit_monitor=True, trace=None, host=""):
         self.dut, self.params, self.seed, self.transactions = dut, params, seed, transactions
@@ -599,7 +601,8 @@ class SystemBench:
         ``SIM_PROGRESS=1`` (tb/run_system.py sets it for a single run) shows a progress line."""
         await self.start()
         total = self.transactions or sum(len(q) for q in (self.trace or {}).values())
-        progress = Progress(total, f"seed {self.seed}", enabled=os.environ.get("SIM_PROGRESS") == "1")
+        show = self.show_progress if self.show_progress is not None else os.environ.get("SIM_PROGRESS") == "1"
+        progress = Progress(total, f"seed {self.seed}", enabled=show)
         try:
             await self._run(max_cycles, progress)
             if self.flit_checker is not None:
@@ -718,7 +721,8 @@ class SystemBench:
 
 
 def _finish(bench, summary, seed, out):
-    summary["simulator"] = cocotb.SIM_NAME.lower().split()[0] if cocotb.SIM_NAME else None
+    if "simulator" not in summary:
+        summary["simulator"] = cocotb.SIM_NAME.lower().split()[0] if getattr(cocotb, "SIM_NAME", None) else None
     if out:
         with open(out, "w") as f:
             json.dump(summary, f, indent=2)
@@ -728,7 +732,11 @@ def _write_failure(summary, out):
     if out:
         with open(out, "w") as f:
             json.dump(summary, f, indent=2)
-    cocotb.log.error(f"FAILED: {summary['error']}\nreproduce with: make sim SEED={summary['seed']}")
+    text = f"FAILED: {summary['error']}\nreproduce with: make sim SEED={summary['seed']}"
+    if hasattr(cocotb, "log"):               # inside a cocotb simulation
+        cocotb.log.error(text)
+    else:                                    # the native driver (tb/system_batch.py)
+        print(text, file=sys.stderr, flush=True)
 
 
 def _failed(bench, e, seed, out):
