@@ -163,18 +163,19 @@ def native(devices=4, transactions=20000, seed=1, build_root=BUILD, summaries=SU
     """One scoreboarded run of the batched testbench on the native driver (``make sim``'s default), and the
     ceiling in the same call: the same devices clocked with idle inputs, for as many cycles."""
     from tb.native import idle_speed
-    from tb.run_system import DEFAULT_BATCH
+    from tb.run_system import DEFAULT_BATCH, PIPELINE_BATCH
+    batch = PIPELINE_BATCH if pipeline else DEFAULT_BATCH
     t0 = time.perf_counter()
     runner, build_dir, _ = build("verilator", devices, build_root, batched=True)
     built = time.perf_counter() - t0
     s = run(runner, build_dir, None, seed, transactions, Path(summaries) / f"system_native_{devices}.json",
-            batch=DEFAULT_BATCH, pipeline=pipeline)
+            batch=batch, pipeline=pipeline)
     if s.get("violations"):
         raise SystemExit(f"native, {devices} devices: the run failed: {s.get('error')}")
     ceiling = idle_speed(runner, devices, max(s["cycles"], 100000))
     return {"sim": "verilator-native", "devices": devices, "transactions": s["transactions"],
             "cycles": s["cycles"], "wall_s": s["wall_s"], "cycles_per_s": s["sim_cycles_per_s"],
-            "model_s": s["batch"]["model_s"], "batch": DEFAULT_BATCH, "pipeline": pipeline,
+            "model_s": s["batch"]["model_s"], "batch": batch, "pipeline": pipeline,
             "ceiling_cycles_per_s": ceiling, "ratio_to_ceiling": round(s["sim_cycles_per_s"] / ceiling, 3),
             "build_s": round(built, 1), "messages": s.get("messages")}
 

@@ -5,7 +5,7 @@ tb/batched_device.py and its recorder), Verilated once and instantiated N times 
 (tb/native.py), which Python reads and writes through memory, not through a simulator interface.  Each
 device's internal caches and their traffic source run in RTL (tb/rtl_caches.py), the host's messages wait
 in RTL queues until their cycle, and everything the checks need is recorded per cycle in RTL
-(tb/stamped.py).  Python looks every K cycles (``batch``, default 4), reads the records of all devices,
+(tb/stamped.py).  Python looks every K cycles (``batch``, default 8), reads the records of all devices,
 works through them in cycle order (device 0 first within a cycle, as tb/system_tb.py does), and pushes
 what the host sent meanwhile and the next accesses.
 
@@ -142,13 +142,13 @@ class BatchedSide(DeviceSide):
         """Give the RTL queues what the host sent (up to LANES per queue per look) and the next accesses;
         returns True if something is left for the next look."""
         bench = self.bench
-        space = bench.status_codec.decode(self.status)
+        status = self.status
         left = False
-        for c in H2D_CHANNELS:
+        for c, (off, mask) in bench.space_fields:
             p = self.pending[c]
             if not p:
                 continue
-            n = min(len(p), LANES, space[f"{c.name.lower()}_space"])
+            n = min(len(p), LANES, (status >> off) & mask)
             if not n:
                 left = True
                 continue
@@ -165,8 +165,9 @@ class BatchedSide(DeviceSide):
             left |= bool(p)
         # accesses: at most OP_DEPTH per cache fed and not started (its RTL FIFO), so the shared queue never blocks
         entries = []
-        free = min(OP_LANES, space["ops_space"])
-        wanting = [k for k in range(bench.cfg.caches)]
+        off, mask = bench.ops_space_field
+        free = min(OP_LANES, (status >> off) & mask)
+        wanting = [k for k in range(bench.cfg.caches) if len(self.fed[k]) < OP_DEPTH]
         while wanting and len(entries) < free:     # one per cache in turn: every cache gets its share
             for k in list(wanting):
                 nxt = bench.next_access(self.d, k) if len(self.fed[k]) < OP_DEPTH else None
@@ -193,8 +194,13 @@ class BatchedSide(DeviceSide):
         bit = bench.bit                      # the record's one-bit fields, as masks of the stamped word
         if not v & bench.event_mask:          # flits and quiet only: most records
             if bench.flit_checker is not None:
-                self._flits(t, v)
-            self._settle(bool(v & bit["quiet"]), False)
+                for wire, valid, (off, mask) in bench.flit_fields:
+                    if v & valid:
+                        self.flit_seen(wire, (v >> off) & mask, t)
+            settled = bool(v & bit["quiet"]) and not self.to_send and not self.held
+            if settled and not self.was_idle:         # _settle(), inline: the common case
+                self.compare_caches()
+            self.was_idle = settled
             return
         if v & bit["error"]:
             self.fail(self.rtl_errors())
@@ -310,8 +316,8 @@ class BatchedSide(DeviceSide):
 class BatchBench(SystemBench):
     side_class = BatchedSide
 
-    def __init__(self, dut, params, seed, transactions, think=8, flit_monitor=True, trace=None, host="", batch=4,
-                 pipeline=True):
+    def __init__(self, dut, params, seed, transactions, think=8, flit_monitor=True, trace=None, host="", batch=8,
+                 pipeline=False):
         if batch < 1:
             raise ValueError(f"SIM_BATCH={batch}: must be >= 1")
         p = params["dcoh"]
@@ -351,6 +357,10 @@ class BatchBench(SystemBench):
         self.op_codec = StructCodec(ops)
         self.op_lanes = _Lanes(ops, OP_LANES)
         self.status_codec = StructCodec(dev.status_layout)
+        # the status fields push() reads at every look, by shift and mask
+        status_fields = {name: (f.offset, (1 << f.width) - 1) for name, f in dev.status_layout}
+        self.space_fields = [(c, status_fields[f"{c.name.lower()}_space"]) for c in H2D_CHANNELS]
+        self.ops_space_field = status_fields["ops_space"]
         # the records' lines: low VALUE_BITS and a "wide" bit (tb/batched_device.py)
         self.line_codec = {n: StructCodec(dev.layout[n].shape) for n in ("d2h_data", "cmd_rsp", "cpu_rsp")}
         self.d2h_hdr_bits = data.Layout.cast(dev.layout["d2h_data"].shape)["hdr"].width
@@ -531,8 +541,8 @@ class BatchBench(SystemBench):
         return s
 
 
-def run(lib, ports, unit_params, devices, seed, transactions, out, think=8, flit_monitor=True, host="", batch=4,
-        pipeline=True, progress=False):
+def run(lib, ports, unit_params, devices, seed, transactions, out, think=8, flit_monitor=True, host="", batch=8,
+        pipeline=False, progress=False):
     """One run of ``devices`` batched devices on the native Verilator model (tb/native.py: ``lib``, ``ports``
     and ``unit_params`` from its ``build``); returns the summary (written to ``out`` too; on a mismatch
     ``violations`` 1 and ``error``, naming the seed)."""

@@ -107,10 +107,12 @@ def _device_verilog(out_dir, params, module="linked_device"):
                               lambda: BatchedDevice(dcoh=params["dcoh"], link=params["link"]))
     if module == "batched_recorder":
         from tb.batched_device import BatchedDevice, Recorder
+        from cxl.messages import ADDR_WIDTH
 
         def make():
-            dev = BatchedDevice(dcoh=params["dcoh"], link=params["link"])
-            return Recorder(dev.layout)
+            d = params["dcoh"]
+            return Recorder(BatchedDevice.record_layout(d["caches"], d.get("addr_width", ADDR_WIDTH),
+                                                        d["coalesce_block"]))
         return cached_verilog(out_dir / "batched_recorder.v", source_hash(params, _BATCHED_SOURCES), make)
     from tb.linked_device import LinkedDevice
     return cached_verilog(out_dir / "linked_device.v", source_hash(params),
