@@ -35,6 +35,12 @@ Figures and where they come from:
 * ``system_speed.scaling_sf``: the same with the snoop-filter size (``--sf-sizes`` sets x 2 ways, 2
   devices, Icarus, ``--sf-transactions`` each; each size its own build under build/sim/sf<sets>x<ways>):
   cycles/s, cycles per transaction, wall per cycle relative to the smallest SF, and the probe counts;
+* ``native``: ``make sim``'s testbench, the batched one on the native Verilator driver (4 devices, 20 000
+  transactions, every message scoreboarded), cycles/s beside the 20 000 target and beside its ceiling
+  measured in the same run (the same devices clocked with idle inputs, ``tb.native.idle_speed``); a fresh
+  build of its device (the same library for any N; ``native_build``); and the wall time of the default
+  ``make sim`` from an empty build/sim (``main_job``).  ``--update-native`` measures only these into the
+  last results, ``--with-regress`` adds the default ``make regress`` (about a quarter of an hour);
 * ``make_test_s``: the wall time of the last ``make test`` (the Makefile records it in
   build/bench/make_test_s.txt), or null if it has not run on this checkout.
 """
@@ -225,7 +231,10 @@ def markdown(res):
         (f" The DCOH figures were measured again on {r['machine']['dcoh_date']} (`python -m bench.run "
          "--update-dcoh`), the others are from the run above." if r["machine"].get("dcoh_date") else "") +
         (f" The link rows (payload efficiency, BER runs) were measured again on {r['machine']['link_date']} "
-         "(`python -m bench.link_bench --budget 120`, as `make bench` runs it)." if r["machine"].get("link_date") else ""),
+         "(`python -m bench.link_bench --budget 120`, as `make bench` runs it)." if r["machine"].get("link_date") else "") +
+        (f" The rows of `make sim`'s testbench (verilator-native, its build, make sim from empty) were measured "
+         f"again on {r['machine']['native_date']} (`python -m bench.run --update-native`)."
+         if r["machine"].get("native_date") else ""),
         "",
         "| figure | measured | limit | ratio |",
         "|---|---|---|---|",
@@ -259,6 +268,7 @@ def markdown(res):
         limit = {"batch": 10**6, "verilator": 10**5}.get(k)
         lines.append(f"| simulation speed, {k} (cycles/s): {r['sim_notes'].get(k, '')} | "
                      f"{v if v is not None else '—'} | {f'{limit:,} (target)' if limit else '—'} | {ratio(v, limit)} |")
+    lines += native_rows(r.get("native"))
     lines.append(f"| `make test` wall time (s) | {r['make_test_s'] if r['make_test_s'] is not None else '—'} | 600 (limit) | {ratio(r['make_test_s'], 600)} |")
     lines += ["", "## DCOH cycle counts (RTL)", "", "```", json.dumps(r["dcoh"], indent=1), "```", "",
               "## Link BER runs", "", "| BER | flits | errors | retries | flits/cycle both ways |", "|---|---|---|---|---|"]
@@ -318,6 +328,54 @@ def markdown(res):
         lines.append("")
         lines += _scaling_tables(sysr)
     return "\n".join(lines)
+
+
+def native_rows(nat):
+    """BENCHMARKS.md rows of make sim's testbench (the batched one, native driver), each beside its limit."""
+    if not nat:
+        return []
+    run, build, job = nat["run"], nat["build"], nat.get("main_job", {})
+    rows = [f"| simulation speed, verilator-native (cycles/s): `make sim`'s batched testbench, {run['devices']} "
+            f"devices, {run['transactions']:,} transactions, every message scoreboarded | {run['cycles_per_s']:,} | "
+            f"20,000 (target) | {ratio(run['cycles_per_s'], 20000)} |",
+            f"| the same beside its ceiling: the same devices clocked with idle inputs, measured in the same run "
+            f"(cycles/s) | {run['cycles_per_s']:,} | {run['ceiling_cycles_per_s']:,} (ceiling) | "
+            f"{run['ratio_to_ceiling']} |",
+            f"| build of the batched device from an empty folder, Verilog + Verilator (s; one library for any N: "
+            f"{', '.join(str(x['devices']) for x in build['rows'])} devices run from it) | {build['build_s']} | "
+            f"120 (target) | {ratio(build['build_s'], 120)} |"]
+    if job.get("make_sim_s") is not None:
+        rows.append(f"| default `make sim` from an empty build/sim (s) | {job['make_sim_s']} | 180 (target) | "
+                    f"{ratio(job['make_sim_s'], 180)} |")
+    if job.get("make_regress_s") is not None:
+        rows.append(f"| default `make regress`: 10^6 transactions on 2 workers, with its slow tests (s) | "
+                    f"{job['make_regress_s']} | 900 (target) | {ratio(job['make_regress_s'], 900)} |")
+    return rows
+
+
+def measure_native(regress=False):
+    """The ``native`` figures (see the module docstring)."""
+    from bench import system_speed
+    print("[bench] make sim's testbench: fresh build, run beside its ceiling, make sim from empty", flush=True)
+    build = system_speed.native_build_times()
+    run = system_speed.native()
+    job = system_speed.main_job_times(regress=regress)
+    return {"run": run, "build": build, "main_job": job,
+            "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
+
+
+def update_native(out, doc, regress=False):
+    """Only the ``native`` figures, measured again into the existing results.json and the document."""
+    path = out / "results.json"
+    if not path.exists():
+        raise SystemExit(f"{path}: no earlier results to update (run make bench first)")
+    res = json.loads(path.read_text())
+    res["native"] = measure_native(regress)
+    res["machine"]["native_date"] = res["native"]["date"]
+    path.write_text(json.dumps(res, indent=1) + "\n")
+    (ROOT / doc).write_text(markdown(res))
+    print(json.dumps(res["native"], indent=1))
+    return 0
 
 
 def _make_test_s(out):
@@ -381,6 +439,11 @@ def main(argv=None):
                     help="measure nothing: put the last `make test` wall time into the existing results")
     ap.add_argument("--update-dcoh", action="store_true",
                     help="measure only the DCOH cycle counts (bench.dcoh_bench, ~2 min) into the existing results")
+    ap.add_argument("--update-native", action="store_true",
+                    help="measure only make sim's testbench (a fresh build, a run beside its ceiling, make sim from "
+                         "an empty build/sim; ~5 min) into the existing results")
+    ap.add_argument("--with-regress", action="store_true",
+                    help="with the native figures (make bench or --update-native): time make regress as well")
     args = ap.parse_args(argv)
     out = ROOT / args.out
     out.mkdir(parents=True, exist_ok=True)
@@ -388,6 +451,8 @@ def main(argv=None):
         args.doc = "BENCHMARKS.md" if args.update_docs else str(out / "BENCHMARKS.md")
     if args.update_make_test:
         return update_make_test(out, args.doc)
+    if args.update_native:
+        return update_native(out, args.doc, args.with_regress)
     if args.update_dcoh:
         from bench import dcoh_bench
         return update_dcoh(out, args.doc, dcoh_bench.RESULTS if args.update_docs else out / dcoh_bench.RESULTS.name)
@@ -414,6 +479,7 @@ def main(argv=None):
                                     sf_sizes=ints(args.sf_sizes), sf_sim="icarus", sf_devices=2, sf_ways=2,
                                     sf_transactions=args.sf_transactions)
         (out / "system_speed.json").write_text(json.dumps(sysr, indent=1) + "\n")
+    native = measure_native(args.with_regress) if args.system_transactions else None
     make_test_s = _make_test_s(out)
     res = {
         "machine": {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
@@ -436,6 +502,7 @@ def main(argv=None):
                             for w, e in link["efficiency"].items()},
         "make_test_s": make_test_s,
         "model": model, "dcoh": dcoh, "link": link, "amaranth": am, "link_verilator": lv, "system_speed": sysr,
+        "native": native,
     }
     (out / "results.json").write_text(json.dumps(res, indent=1) + "\n")
     (ROOT / args.doc).write_text(markdown(res))

@@ -205,6 +205,24 @@ def native_build_times(counts=(1, 4, 8), root=BUILD / "build_time_native", cycle
     return {"build_s": built, "rows": rows}
 
 
+def main_job_times(regress=False, build_root=BUILD):
+    """Wall seconds of the default ``make sim`` from an empty ``build/sim`` (the venv and the YoWASP caches
+    kept: ``make deps`` has run), and with ``regress`` of the default ``make regress`` (10^6 transactions:
+    50 seeds of 20 000 on 2 workers, after its ``pytest -m slow`` part), each as one subprocess."""
+    import subprocess
+    res = {}
+    if Path(build_root).exists():
+        shutil.rmtree(build_root)
+    for name in ("sim",) + (("regress",) if regress else ()):
+        print(f"[system_speed] make {name}", flush=True)
+        t0 = time.perf_counter()
+        r = subprocess.run(["make", name], cwd=ROOT, capture_output=True, text=True)
+        res[f"make_{name}_s"] = round(time.perf_counter() - t0, 1)
+        if r.returncode:
+            raise SystemExit(f"make {name} failed:\n{(r.stdout + r.stderr)[-3000:]}")
+    return res
+
+
 def parse_ints(s):
     return tuple(int(x) for x in s.split(",") if x)
 

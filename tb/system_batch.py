@@ -220,7 +220,7 @@ class BatchedSide(DeviceSide):
             for i, c in enumerate(H2D_CHANNELS):
                 if (taken >> i) & 1:
                     self.in_rtl[c].append(self.queued[c].popleft())
-        for c, valid, name in bench.d2h_fields:
+        for c, valid, name in (bench.d2h_fields if v & bench.d2h_mask else ()):
             if v & valid:
                 payload = f(v, name)
                 if c is Channel.D2H_DATA:           # the header and the line's low bits (tb/batched_device.py)
@@ -228,6 +228,36 @@ class BatchedSide(DeviceSide):
                     self._narrow(p, "D2H data")
                     payload = p["hdr"] | p["data"] << bench.d2h_hdr_bits
                 self.d2h(c, t, payload)
+        # the caches' side: commands, their answers, installs, probes taken (most records have none)
+        changed = self._cache_events(t, v) if v & bench.cache_side_mask else False
+        hit, miss = (f(v, "hit"), f(v, "miss")) if v & bench.hitmiss_mask else (0, 0)
+        for k in (range(bench.cfg.caches) if hit | miss else ()):
+            if (hit >> k) & 1 or (miss >> k) & 1:
+                if not self.fed[k]:
+                    self.fail(f"RTL cache {k} started an access that was never fed")
+                op = self.fed[k].popleft()
+                bench.access_started(t, self.d, k)
+                is_hit = bool((hit >> k) & 1)
+                if cache_hit(self.bfm.caches[k], op) != is_hit:
+                    self.fail(f"RTL cache {k} {'hit' if is_hit else 'missed'} {op!r}; its mirror holds "
+                              f"{self.bfm.caches[k].get(op.line)}")
+                self.bfm.access(op)
+                if is_hit:
+                    self.hit_taken(op, t)
+                    changed = True
+                else:
+                    self.to_send += 1
+        if bench.flit_checker is not None:
+            self._flits(t, v)
+        bench.last_event = t                 # a message, a dispatch or a cache event: not only flits
+        self._settle(bool(v & bit["quiet"]), changed)
+
+    def _cache_events(self, t, v):
+        """The caches' side of record ``v``: a cmd's answer (checked against the mirror), a cmd, an install,
+        a probe taken.  Returns whether an RTL cache changed."""
+        bench = self.bench
+        f = bench.field
+        bit = bench.bit
         changed = False
         if v & bit["cmd_rsp_valid"]:
             got = bench.line_codec["cmd_rsp"].decode(f(v, "cmd_rsp"))
@@ -255,27 +285,7 @@ class BatchedSide(DeviceSide):
             changed = True
         if v & bit["probe_valid"]:
             self.probe_acked(f(v, "probe"), t)
-        hit, miss = f(v, "hit"), f(v, "miss")
-        for k in (range(bench.cfg.caches) if hit | miss else ()):
-            if (hit >> k) & 1 or (miss >> k) & 1:
-                if not self.fed[k]:
-                    self.fail(f"RTL cache {k} started an access that was never fed")
-                op = self.fed[k].popleft()
-                bench.access_started(t, self.d, k)
-                is_hit = bool((hit >> k) & 1)
-                if cache_hit(self.bfm.caches[k], op) != is_hit:
-                    self.fail(f"RTL cache {k} {'hit' if is_hit else 'missed'} {op!r}; its mirror holds "
-                              f"{self.bfm.caches[k].get(op.line)}")
-                self.bfm.access(op)
-                if is_hit:
-                    self.hit_taken(op, t)
-                    changed = True
-                else:
-                    self.to_send += 1
-        if bench.flit_checker is not None:
-            self._flits(t, v)
-        bench.last_event = t                 # a message, a dispatch or a cache event: not only flits
-        self._settle(bool(v & bit["quiet"]), changed)
+        return changed
 
     def _narrow(self, fields, what):
         if fields["wide"]:
@@ -345,6 +355,10 @@ class BatchBench(SystemBench):
         self.bit = {name: 1 << off for name, (off, mask) in self._fields.items() if mask == 1}
         self.d2h_fields = [(c, self.bit[f"{c.name.lower()}_valid"], c.name.lower()) for c in D2H_CHANNELS]
         self.flit_fields = [(w, self.bit[f"{w}_valid"], self._fields[w]) for w in ("up", "down")]
+        # groups of fields record() tests at once before it looks at each
+        self.d2h_mask = sum(valid for _, valid, _ in self.d2h_fields)
+        self.cache_side_mask = sum(self.bit[f"{n}_valid"] for n in ("cmd_rsp", "cmd", "cpu_rsp", "probe"))
+        self.hitmiss_mask = sum(mask << off for off, mask in (self._fields["hit"], self._fields["miss"]))
         # the fields that make a record more than flits and quiet: the strobes only (a payload field
         # holds whatever its port carries while not valid, so it says nothing about an event)
         strobes = [n for n in self._fields if n.endswith("_valid") and n not in ("up_valid", "down_valid")]
