@@ -21,7 +21,6 @@ at the next rising edge, which ``step`` gives first.
 
 import ctypes
 import hashlib
-import os
 import shutil
 import subprocess
 import time
@@ -251,7 +250,9 @@ def build(rtl_dir, out_dir, dcoh=None, link=None, jobs=2, log=print):
     cpp = _driver_cpp(ports)
     stamp = hashlib.sha256("\n".join([cpp, *VERILATOR_ARGS, *MAKEFLAGS,
                                       *(Path(s).read_text() for s in sources)]).encode()).hexdigest()
-    lib = out_dir / "obj" / "libbatched_unit.so"
+    # named after its sources: a process that loaded one build gets a new one by its new name (dlopen
+    # hands back a library already loaded from the same path, whatever the file holds now)
+    lib = out_dir / "obj" / f"libbatched_unit_{stamp[:16]}.so"
     if lib.exists() and (out_dir / "stamp").exists() and (out_dir / "stamp").read_text() == stamp:
         log(f"[build] Verilator model reused ({lib})")
         return lib, ports, params, times
@@ -417,4 +418,3 @@ def idle_speed(native_build, devices, cycles=100000):
 
 if __name__ == "__main__":          # build only: python -m tb.native
     build(ROOT / "build" / "sim" / "rtl", ROOT / "build" / "sim" / "native")
-    os.sys.exit(0)

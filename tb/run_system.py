@@ -36,7 +36,8 @@ from tb.progress import closing_table
 
 ROOT = Path(__file__).resolve().parent.parent
 
-__all__ = ["DEFAULT_BATCH", "PIPELINE_BATCH", "NativeBuild", "build", "run", "clock_only", "plot_latency", "main", "default_batch"]
+__all__ = ["DEFAULT_BATCH", "PIPELINE_BATCH", "NativeBuild", "build", "run", "clock_only", "plot_latency", "main",
+           "default_batch"]
 
 # K of the batched testbench by default: Python looks every 8 cycles.  Any K up to Config.host_latency - 1
 # gives the same run (tests/test_system_batch.py); a look costs the same whatever K, so the largest such K.
@@ -277,7 +278,7 @@ def plot_latency(summary, path):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description="cocotb system testbench: N RTL devices under the golden host")
+    ap = argparse.ArgumentParser(description="the system testbench: N RTL devices under the golden host")
     ap.add_argument("--sim", default=os.environ.get("SIM", "verilator"))
     ap.add_argument("--devices", type=int, default=4)
     ap.add_argument("--transactions", type=int, default=20000)

@@ -329,7 +329,7 @@ class BatchBench(SystemBench):
     def __init__(self, dut, params, seed, transactions, think=8, flit_monitor=True, trace=None, host="", batch=8,
                  pipeline=False):
         if batch < 1:
-            raise ValueError(f"SIM_BATCH={batch}: must be >= 1")
+            raise ValueError(f"batch={batch}: Python must look every K >= 1 cycles")
         p = params["dcoh"]
         dev = BatchedDevice(dcoh=p, link=params["link"])       # its layouts (not elaborated)
         self.window = WINDOW
