@@ -236,7 +236,7 @@ def build(rtl_dir, out_dir, dcoh=None, link=None, jobs=2, log=print):
     import json
     from bench.link_verilator import verilator_env
     from tb.system_top import build_batched_unit, params_path
-    rtl_dir, out_dir = Path(rtl_dir), Path(out_dir)
+    rtl_dir, out_dir = Path(rtl_dir).resolve(), Path(out_dir).resolve()    # Verilator runs in out_dir
     times = {"verilog_s": None, "verilator_s": None}
     t0 = time.monotonic()
     log(f"[build] Verilog of one batched device -> {rtl_dir} (converted again only when the RTL changed; "

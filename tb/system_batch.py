@@ -188,7 +188,9 @@ class BatchedSide(DeviceSide):
 
     # ------------------------------------------------------------------ records -> checks
     def record(self, t, v):
-        """Everything device ``d`` did in cycle ``t`` (the record ``v``), in tb/system_tb.py cycle()'s order."""
+        """Everything device ``d`` did in cycle ``t`` (the record ``v``), in tb/system_tb.py cycle()'s order.
+        Returns whether it was more than flits (a record of flits alone changes nothing the checks after
+        a cycle look at: no model state, no RTL cache)."""
         bench = self.bench
         f = bench.field
         bit = bench.bit                      # the record's one-bit fields, as masks of the stamped word
@@ -201,7 +203,7 @@ class BatchedSide(DeviceSide):
             if settled and not self.was_idle:         # _settle(), inline: the common case
                 self.compare_caches()
             self.was_idle = settled
-            return
+            return False
         if v & bit["error"]:
             self.fail(self.rtl_errors())
         code = f(v, "dispatch")
@@ -251,6 +253,7 @@ class BatchedSide(DeviceSide):
             self._flits(t, v)
         bench.last_event = t                 # a message, a dispatch or a cache event: not only flits
         self._settle(bool(v & bit["quiet"]), changed)
+        return True
 
     def _cache_events(self, t, v):
         """The caches' side of record ``v``: a cmd's answer (checked against the mirror), a cmd, an install,
@@ -533,18 +536,21 @@ class BatchBench(SystemBench):
         return merged, again
 
     def _work_through(self, merged):
-        """The records, cycle by cycle: each device's events, then the checks after the cycle.  Touches no
-        port (the devices may be running): only the model, the mirrors and the host's queues in Python."""
+        """The records, cycle by cycle: each device's events, then the checks after the cycle (not after a
+        cycle of flits alone).  Touches no port (the devices may be running): only the model, the mirrors
+        and the host's queues in Python."""
         devs = self.devs
         sysm = self.sysm
         last = None
+        events = False                       # the cycle had more than flits: its checks follow it
         for t, d, v in merged:
-            if t != last and last is not None:
-                self.after_cycle(last)
-            self.now = sysm.now = t
-            devs[d].record(t, v)
-            last = t
-        if last is not None:
+            if t != last:
+                if events:
+                    self.after_cycle(last)
+                self.now = sysm.now = last = t
+                events = False
+            events |= devs[d].record(t, v)
+        if events:
             self.after_cycle(last)
 
     def summary(self):

@@ -81,6 +81,10 @@ class StructCodec:
             shape = field.shape
             enum_cls = shape if isinstance(shape, type) and hasattr(shape, "__members__") else None
             self.fields.append((name, field.offset, Shape.cast(shape).width, enum_cls))
+        # decode(): each field's offset, mask and, for an enum, its members by value (a dict lookup, not a
+        # call of the enum class; an encoding that is no member raises ValueError as the call would)
+        self._unpack = [(name, offset, (1 << width) - 1, {m.value: m for m in enum_cls} if enum_cls else None,
+                         enum_cls) for name, offset, width, enum_cls in self.fields]
 
     def encode(self, **values):
         v = 0
@@ -92,9 +96,14 @@ class StructCodec:
 
     def decode(self, v):
         out = {}
-        for name, offset, width, enum_cls in self.fields:
-            x = (v >> offset) & ((1 << width) - 1)
-            out[name] = enum_cls(x) if enum_cls is not None else x
+        for name, offset, mask, members, enum_cls in self._unpack:
+            x = (v >> offset) & mask
+            if members is not None:
+                member = members.get(x)
+                if member is None:
+                    raise ValueError(f"{x} is not a valid {enum_cls.__name__}")
+                x = member
+            out[name] = x
         return out
 
 
