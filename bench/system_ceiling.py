@@ -1,13 +1,14 @@
-"""The speed of the Verilated system alone: the ``system_top`` of the system testbench (N linked devices,
-the same Verilog and Verilator flags as ``make sim``) clocked from a plain C++ loop with its inputs idle
-(all zero after reset), no cocotb, no Python.  The ceiling beside which bench/system_speed.py gives the
-scoreboarded testbench's cycles/s: what the simulator itself costs per cycle, before any testbench work.
+"""The speed of the Verilated system alone: the ``system_top`` of the per-cycle system testbench (N linked
+devices, the same Verilog and Verilator flags as ``make sim BATCH=0``) clocked from a plain C++ loop with
+its inputs idle (all zero after reset), no cocotb, no Python.  The ceiling beside which bench/system_speed.py
+gives that testbench's cycles/s: what the simulator itself costs per cycle, before any testbench work.  (The
+batched testbench's ceiling, from its own driver, is ``tb.native.idle_speed``.)
 
     python -m bench.system_ceiling [--devices 4] [--cycles 200000] [--out build/bench/system_ceiling.json]
 
 Idle inputs make this an upper bound: with traffic the RTL does more per cycle (Verilator evaluates
 only what changes), so the ratio to the testbench's figure is the most any testbench speed-up can gain.
-Built into ``build/bench/system_ceiling/<N>dev`` from the Verilog ``make sim`` converts
+Built into ``build/bench/system_ceiling/<N>dev`` from the Verilog ``make sim BATCH=0`` converts
 (build/sim/rtl, cached), with the device as a hierarchical block as there; rebuilt when the Verilog or
 the driver changed.
 """
@@ -49,7 +50,7 @@ int main(int argc, char** argv) {
 }
 """
 
-# the flags of make sim's Verilator build (tb/run_system.py: hierarchical device, -O3, model C++ at -O1)
+# the flags of the per-cycle testbench's Verilator build (tb/run_system.py: hierarchical device, -O3, C++ at -O1)
 FLAGS = [*VERILATOR_ARGS, "-MAKEFLAGS", VERILATOR_MAKEFLAGS]
 
 

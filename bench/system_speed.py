@@ -29,10 +29,11 @@ Verilated system alone in a C++ loop (bench/system_ceiling.py), the ceiling of a
   (``dispatch``: what each DCOH engine started; ``coalescing``: internal-cache invalidations -- SF
   back-invalidations and snoop probes -- and the probe messages they were merged into).
   Icarus by default: each SF size is a new build, and a 2-device Verilator build takes ~3.5 min.
-* Build time (``--build-times 1,4,8``, Verilator): a fresh Verilator build of N devices, from an empty
-  build folder but the cached Verilog of one device (converted once whatever N: its time is reported
-  apart, ``convert_s``).  The device is a hierarchical block (tb/run_system.py), so the build should not
-  grow with N; target: at most 120 s at N = 4.
+* Build time of the per-cycle testbench (``--build-times 1,4,8``, Verilator): a fresh Verilator build of
+  N devices, from an empty build folder but the cached Verilog of one device (converted once whatever N:
+  its time is reported apart, ``convert_s``).  The device is a hierarchical block (tb/run_system.py), yet
+  the build grows with N (+31 % from 1 to 8 devices, docs/testbench.md); the batched testbench's build
+  (``native_build_times``) is one library for any N.
 """
 
 import argparse

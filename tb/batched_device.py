@@ -16,9 +16,9 @@ two looks:
   (always taken), the caches' hits, misses, commands and answers, cpu_req/cpu_rsp, probes acknowledged, a
   change of the caches' ``quiet``, a flit on either wire (while ``record_flits`` is set: a testbench
   without a flit monitor clears it and reads fewer records), the error bit.  :class:`Recorder` (a
-  :class:`tb.stamped.EventRecorder` with one port per window record) stamps and keeps them; the system
-  top puts it beside the device, not inside: the device is a hierarchical block in Verilator, whose
-  ports are copied at every evaluation, and the window is 16 records of ~1.6 kbit.  A line in a record
+  :class:`tb.stamped.EventRecorder` with one port per window record) stamps and keeps them; it is a
+  component of its own, beside the device in the batched unit (tb/system_top.py ``build_batched_unit``),
+  and the window is 16 records of ~1.6 kbit.  A line in a record
   (D2H data, a cmd's answer, a cpu_rsp) is its low ``VALUE_BITS`` and a ``wide`` bit (a bit above them is
   set): the model's line values are below 2^64, so nothing a check compares is lost, and a record is about
   half as wide;
