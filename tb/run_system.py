@@ -31,6 +31,7 @@ import sys
 import time
 from pathlib import Path
 
+from models.config import Config as _Config               # host_latency: the batched testbench's K
 from tb.native import NativeBuild
 from tb.progress import closing_table
 
@@ -39,11 +40,11 @@ ROOT = Path(__file__).resolve().parent.parent
 __all__ = ["DEFAULT_BATCH", "PIPELINE_BATCH", "NativeBuild", "build", "run", "clock_only", "plot_latency", "main",
            "default_batch"]
 
-# K of the batched testbench by default: Python looks every 8 cycles.  Any K up to Config.host_latency - 1
-# gives the same run (tests/test_system_batch.py); a look costs the same whatever K, so the largest such K.
-# (A pipelined run, --pipeline, keeps to the host's 10 cycles up to K = 4: tb/system_batch.py.)
-DEFAULT_BATCH = 8
-PIPELINE_BATCH = 4
+# K of the batched testbench by default.  Any K up to Config.host_latency - 1 (9) gives the same run
+# (tests/test_system_batch.py), and a look costs about the same whatever K, so the largest such K.  A
+# pipelined run (--pipeline) keeps to the host's latency up to K = (host_latency - 1) // 2 (tb/system_batch.py).
+DEFAULT_BATCH = _Config.host_latency - 1
+PIPELINE_BATCH = (_Config.host_latency - 1) // 2
 
 
 def default_batch(sim, ber=0.0, trace=None, waves=False, testcase=None):

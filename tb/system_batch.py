@@ -5,7 +5,7 @@ tb/batched_device.py and its recorder), Verilated once and instantiated N times 
 (tb/native.py), which Python reads and writes through memory, not through a simulator interface.  Each
 device's internal caches and their traffic source run in RTL (tb/rtl_caches.py), the host's messages wait
 in RTL queues until their cycle, and everything the checks need is recorded per cycle in RTL
-(tb/stamped.py).  Python looks every K cycles (``batch``, default 8), reads the records of all devices,
+(tb/stamped.py).  Python looks every K cycles (``batch``, default 9), reads the records of all devices,
 works through them in cycle order (device 0 first within a cycle, as tb/system_tb.py does), and pushes
 what the host sent meanwhile and the next accesses.
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tb.native import NativeSystem
-from tb.run_system import build, run
+from tb.run_system import DEFAULT_BATCH, PIPELINE_BATCH, build, run
 from tb.seed import env_seed
 from tb.system_top import UNIT_RESET_CYCLES
 
@@ -35,24 +35,26 @@ def _run(native_build, tmp_path, name, transactions=400, **kw):
 
 
 def test_batched_system_is_clean_and_the_same_for_any_k(native_build, tmp_path):
+    assert DEFAULT_BATCH == 9 and PIPELINE_BATCH == 4          # what the names below say
     out = {}
-    for name, kw in (("k2", dict(batch=2)), ("k8", dict(batch=8)), ("k4_pipelined", dict(batch=4, pipeline=True))):
+    for name, kw in (("k2", dict(batch=2)), ("k9", dict(batch=DEFAULT_BATCH)),
+                     ("k4_pipelined", dict(batch=PIPELINE_BATCH, pipeline=True))):
         s = _run(native_build, tmp_path, name, **kw)
         assert not s.get("violations"), f"seed {SEED} {name}: {s.get('error')}"
         assert s["batch"]["late"] == 0, (name, s["batch"])
         assert s["transactions"] >= 400, f"seed {SEED} {name}: {s['transactions']} transactions, 400 asked for"
         out[name] = s
-    for name in ("k8", "k4_pipelined"):
+    for name in ("k9", "k4_pipelined"):
         diff = [key for key in SAME if out["k2"].get(key) != out[name].get(key)]
         assert not diff, f"seed {SEED}: K=2 and {name} differ in {diff}"
     assert (BUILD / "native" / f"results_{SEED}.xml").exists()          # the JUnit file of the run
     # without the flit monitor the devices record no flit-only cycles: nothing else may change (the flit
     # kinds and slot formats in the coverage come from the monitor)
-    s = _run(native_build, tmp_path, "noflits", batch=8, flit_monitor=False)
-    assert not s.get("violations"), f"seed {SEED} K=8, no flit monitor: {s.get('error')}"
-    diff = [key for key in SAME if key != "coverage" and s.get(key) != out["k8"].get(key)]
-    diff += [] if s["coverage"]["state_event"] == out["k8"]["coverage"]["state_event"] else ["coverage.state_event"]
-    assert not diff, f"seed {SEED}: K=8 with and without the flit monitor differ in {diff}"
+    s = _run(native_build, tmp_path, "noflits", batch=DEFAULT_BATCH, flit_monitor=False)
+    assert not s.get("violations"), f"seed {SEED} K={DEFAULT_BATCH}, no flit monitor: {s.get('error')}"
+    diff = [key for key in SAME if key != "coverage" and s.get(key) != out["k9"].get(key)]
+    diff += [] if s["coverage"]["state_event"] == out["k9"]["coverage"]["state_event"] else ["coverage.state_event"]
+    assert not diff, f"seed {SEED}: K={DEFAULT_BATCH} with and without the flit monitor differ in {diff}"
 
 
 @pytest.mark.parametrize("broken, words", [("mirror", ("cache",)), ("flit", ("flit breaks a link rule", "CRC"))])
