@@ -32,6 +32,9 @@ REGRESS_JOBS         ?= 2
 REGRESS_SIM          ?= verilator
 REGRESS_SCHEDULER    ?= $(DASK_SCHEDULER)
 HYPOTHESIS_PROFILE ?= repro
+# make test's pytest workers (pytest-xdist): the files are shared out between them, each file whole on one
+# (its tests share build folders); builds into one folder take turns (tb/system_top.py build_lock)
+TEST_JOBS          ?= 2
 PYTEST_ARGS        ?=
 
 # venv tools first on PATH for every recipe.
@@ -71,7 +74,8 @@ help:
 	@echo '  make model    golden-model system simulation (MODEL_TRANSACTIONS=$(MODEL_TRANSACTIONS)) -> build/model/summary.json'
 	@echo '  make fast-model  compile the golden model'"'"'s hot modules with Cython (optional; models/compiled.py) ->'
 	@echo '                build/fast-model, used by `import models` while it matches the sources (CXL_MODEL_BUILD=python: not)'
-	@echo '  make test     all tests but the slow ones (pytest -m "not slow", HYPOTHESIS_PROFILE=$(HYPOTHESIS_PROFILE); PYTEST_ARGS=...)'
+	@echo '  make test     all tests but the slow ones (pytest -m "not slow" on TEST_JOBS=$(TEST_JOBS) workers,'
+	@echo '                HYPOTHESIS_PROFILE=$(HYPOTHESIS_PROFILE); PYTEST_ARGS=...)'
 	@echo '  make explore  exhaustive exploration of tiny configurations -> build/explore/summary.json'
 	@echo '  make table    protocol tables -> build/tables/*.csv and build/tables/protocol.md'
 	@echo '  make vectors  68B-flit test vectors (1000 random message mixes, SEED=$(SEED)) -> build/vectors/flits.jsonl'
@@ -154,7 +158,7 @@ test: deps
 	@start=$$(date +%s); \
 	  $(WITH_VLT) && export HYPOTHESIS_PROFILE=$(HYPOTHESIS_PROFILE) && \
 	  echo "==> verilator: $$(command -v verilator)" && \
-	  $(PY) -m pytest -q -m "not slow" --durations=15 $(PYTEST_ARGS); rc=$$?; \
+	  $(PY) -m pytest -q -m "not slow" -n $(TEST_JOBS) --dist loadfile --durations=15 $(PYTEST_ARGS); rc=$$?; \
 	  mkdir -p build/bench && echo $$(( $$(date +%s) - start )) > build/bench/make_test_s.txt; exit $$rc
 
 explore: venv

@@ -233,10 +233,16 @@ def build(rtl_dir, out_dir, dcoh=None, link=None, jobs=2, log=print):
     only when the Verilog or this driver changed).  Returns (library path, ports, the unit's parameters,
     {"verilog_s", "verilator_s"}: the seconds each step took, None for the Verilator build when it was
     reused)."""
+    from tb.system_top import build_lock
+    out_dir = Path(out_dir).resolve()
+    with build_lock(out_dir.parent / f"{out_dir.name}.lock.d"):     # builds into out_dir take turns
+        return _build(Path(rtl_dir).resolve(), out_dir, dcoh, link, jobs, log)
+
+
+def _build(rtl_dir, out_dir, dcoh, link, jobs, log):
     import json
     from bench.link_verilator import verilator_env
     from tb.system_top import build_batched_unit, params_path
-    rtl_dir, out_dir = Path(rtl_dir).resolve(), Path(out_dir).resolve()    # Verilator runs in out_dir
     times = {"verilog_s": None, "verilator_s": None}
     t0 = time.monotonic()
     log(f"[build] Verilog of one batched device -> {rtl_dir} (converted again only when the RTL changed; "

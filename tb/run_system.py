@@ -107,9 +107,16 @@ def build(sim, devices, build_root, ber=0.0, waves=False, dcoh=None, batched=Fal
     """Verilog + simulator build; returns (runner, build_dir, params_path).  ``dcoh``: DCOH parameter overrides
     of ``tb.system_top.DEFAULT_DCOH`` (give each set of overrides its own ``build_root``).  ``batched``: the
     batched testbench's device on the native driver (Verilator only): the runner is then a
-    :class:`NativeBuild`, the build the same for any ``devices``, and params_path None."""
-    from tb.system_top import write_if_changed, build_system, params_path
+    :class:`NativeBuild`, the build the same for any ``devices``, and params_path None.  Builds into one
+    ``build_root`` take turns (tb.system_top.build_lock: parallel test workers, two runs at once)."""
+    from tb.system_top import build_lock
     _check_simulator(sim)
+    with build_lock(build_root):
+        return _build(sim, devices, Path(build_root), ber, waves, dcoh, batched)
+
+
+def _build(sim, devices, build_root, ber, waves, dcoh, batched):
+    from tb.system_top import write_if_changed, build_system, params_path
     if batched:
         if sim != "verilator" or ber or waves:
             raise SystemExit("the batched testbench runs on Verilator, without BER and waves (--batch 0 has them)")

@@ -21,15 +21,18 @@ run by tb/native.py): ``batched_device.v`` and ``batched_recorder.v`` (tb/batche
 same way) and ``batched_unit.v``, the device with its recorder beside it.
 """
 
+import contextlib
+import fcntl
 import hashlib
 import json
+import os
 import re
 from pathlib import Path
 
 from hdl.verilog import to_verilog
 
 __all__ = ["MON_BITS", "DEFAULT_DCOH", "DEFAULT_LINK", "UNIT_RESET_CYCLES", "build_system", "build_batched_unit",
-           "cached_verilog", "params_path", "source_hash", "system_params"]
+           "build_lock", "cached_verilog", "params_path", "source_hash", "system_params", "write_atomically"]
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -75,8 +78,32 @@ def cached_verilog(path, key, make):
         return path
     text = _icarus_fixes(to_verilog(make(), path.stem))
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(tag + "\n" + text)
+    write_atomically(path, tag + "\n" + text)
     return path
+
+
+def write_atomically(path, text):
+    """Write ``path`` whole or not at all (a temporary file renamed over it): a process reading it meanwhile
+    (another test worker, another run on the same build folder) sees the old file or the new one, never
+    a part."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+@contextlib.contextmanager
+def build_lock(folder):
+    """Hold an exclusive lock on ``folder`` (a ``.lock`` file in it) while building there: two runs or test
+    workers that build into the same folder at once take turns, the second finds the first's build."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / ".lock", "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 _PORT = re.compile(r"^\s*(input|output)\s+(?:wire\s+|reg\s+)?(?:\[(\d+):(\d+)\]\s+)?\\?([A-Za-z_][\w$]*)\s*;")
@@ -168,7 +195,7 @@ def write_if_changed(path, text):
     """A rewritten source is newer than the simulator's build, which then rebuilds (~9 min for 4
     devices on Verilator): leave an identical file alone."""
     if not path.exists() or path.read_text() != text:
-        path.write_text(text)
+        write_atomically(path, text)
 
 
 # The power-on reset of the batched unit: reset held for this many rising edges from the start.
