@@ -138,7 +138,7 @@ sim: deps
 
 regress: deps
 	@mkdir -p build/regress
-	@$(WITH_VLT) && $(PY) -m pytest -q -m slow
+	@$(WITH_VLT) && $(PY) -m pytest -q -m slow -n $(TEST_JOBS) --dist loadfile
 	@$(WITH_VLT) && $(PY) -m tb.run_system --sim $(REGRESS_SIM) --devices $(DEVICES) --seed $(SEED) \
 	  --seeds $(REGRESS_SEEDS) --jobs $(REGRESS_JOBS) --transactions $(REGRESS_TRANSACTIONS) --no-flit-monitor \
 	  $(if $(HOST),--host $(HOST)) $(if $(BATCH),--batch $(BATCH)) \
