@@ -39,7 +39,7 @@ from hdl.link.loopback import LinkLoopback, flit_error_probability
 from hdl.link.ports import direction_channels
 from cxl.messages import CODECS
 from cxl.credits import CREDIT_CLASSES
-from cxl.flit import DEFAULT_PACK_WAIT, Direction
+from cxl.flit import DEFAULT_PACK_WAIT, ORDERED_BEHIND, Direction
 from models.flit import (MIXED, WIRE_BYTES, WORKLOADS, LINE_BYTES, Packer, Unpacker, optimum, random_msg,
                          stream_payload as encode)
 
@@ -157,6 +157,8 @@ def wait_sweep(workload, counts, wait, rng, depth=4):
     peer = {up: down, down: up}
     left = {ch: [random_msg(rng, ch) for _ in range(counts.get(ch, 0))] for ch in D2H + H2D}
     pushed = {ch: [] for ch in left}            # push cycle of each message, in order
+    behind = {req for req, _ in ORDERED_BEHIND.values()}
+    push_order = sorted(left, key=lambda ch: ch in behind)
     done = {ch: 0 for ch in left}
     flits = {up: 0, down: 0}
     latency = []
@@ -164,7 +166,8 @@ def wait_sweep(workload, counts, wait, rng, depth=4):
     cycle = 0
     while len(latency) < total:
         assert cycle < 50 * total + 1000, f"{workload}, wait={wait}: the model does not drain"
-        for ch, msgs in left.items():
+        for ch in push_order:                    # a cycle's H2D Rsp before its H2D Req (Packer.push_together)
+            msgs = left[ch]
             d = Direction.of(ch)
             if msgs and len(tx[d].queues[ch]) < depth:
                 tx[d].push(msgs.pop(0))

@@ -231,7 +231,7 @@ def markdown(res):
         (f" The DCOH figures were measured again on {r['machine']['dcoh_date']} (`python -m bench.run "
          "--update-dcoh`), the others are from the run above." if r["machine"].get("dcoh_date") else "") +
         (f" The link rows (payload efficiency, BER runs) were measured again on {r['machine']['link_date']} "
-         "(`python -m bench.link_bench --budget 120`, as `make bench` runs it)." if r["machine"].get("link_date") else "") +
+         "(`python -m bench.run --update-link`: bench.link_bench as `make bench` runs it)." if r["machine"].get("link_date") else "") +
         (f" The rows of `make sim`'s testbench (verilator-native, its build, make sim from empty) were measured "
          f"again on {r['machine']['native_date']} (`python -m bench.run --update-native`)."
          if r["machine"].get("native_date") else ""),
@@ -424,6 +424,25 @@ def update_dcoh(out, doc, dcoh_file):
     return 0
 
 
+def update_link(out, doc, budget):
+    """Only the link rows: bench.link_bench measured again (as ``make bench`` runs it) into the existing
+    results.json and ``doc`` (every other figure as measured by the last full run; the document says when
+    the link rows were measured)."""
+    path = out / "results.json"
+    if not path.exists():
+        raise SystemExit(f"{path} does not exist: run `make bench` first")
+    res = json.loads(path.read_text())
+    link = link_figures(budget)
+    res.update(link=link, link_efficiency={w: {"measured": round(e["efficiency"], 4), "optimum": round(e["optimum"], 4)}
+                                           for w, e in link["efficiency"].items()})
+    res["machine"]["link_date"] = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    path.write_text(json.dumps(res, indent=1) + "\n")
+    (ROOT / doc).write_text(markdown(res))
+    print(json.dumps(res["link_efficiency"], indent=1))
+    print(f"rewrote {path} and {doc}")
+    return 0
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.splitlines()[0])
     ap.add_argument("--link-budget", type=float, default=120.0, help="seconds for the link BER runs")
@@ -445,6 +464,9 @@ def main(argv=None):
                     help="measure nothing: put the last `make test` wall time into the existing results")
     ap.add_argument("--update-dcoh", action="store_true",
                     help="measure only the DCOH cycle counts (bench.dcoh_bench, ~2 min) into the existing results")
+    ap.add_argument("--update-link", action="store_true",
+                    help="measure only the link rows (bench.link_bench with --link-budget, ~10 min) into the "
+                         "existing results")
     ap.add_argument("--update-native", action="store_true",
                     help="measure only make sim's testbench (a fresh build, a run beside its ceiling, make sim from "
                          "an empty build/sim; ~5 min) into the existing results")
@@ -459,6 +481,8 @@ def main(argv=None):
         return update_make_test(out, args.doc)
     if args.update_native:
         return update_native(out, args.doc, args.with_regress)
+    if args.update_link:
+        return update_link(out, args.doc, args.link_budget)
     if args.update_dcoh:
         from bench import dcoh_bench
         return update_dcoh(out, args.doc, dcoh_bench.RESULTS if args.update_docs else out / dcoh_bench.RESULTS.name)

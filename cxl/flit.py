@@ -38,7 +38,7 @@ from cxl.messages import CODECS, LINE_BYTES, Channel
 __all__ = [
     "RULE_REFS", "FlitError", "PROTOCOL_ID", "SLOTS", "SLOT_BYTES", "SLOT_BITS", "PAYLOAD_BYTES",
     "PAYLOAD_BITS", "CRC_BYTES", "FLIT_BYTES", "WIRE_BYTES", "HEADER_BITS", "H_SLOT_BITS", "CHUNK_BYTES",
-    "CHUNKS_PER_LINE", "S2M_NDR_WIDTH", "Direction", "DATA_CHANNELS", "MAX_PER_FLIT", "AK_FLITS",
+    "CHUNKS_PER_LINE", "S2M_NDR_WIDTH", "Direction", "DATA_CHANNELS", "MAX_PER_FLIT", "ORDERED_BEHIND", "AK_FLITS",
     "ACKS_DUE", "CREDITS_DUE", "MAX_PACK_WAIT", "DEFAULT_PACK_WAIT", "get_bits",
     "mask_bits", "bits_text", "HEADER_FIELDS", "encode_header", "decode_header", "DATA", "S2M_NDR",
     "SlotFormat", "SLOT_FORMATS", "slot_format",
@@ -133,6 +133,13 @@ MAX_PER_FLIT = {
     Channel.D2H_REQ: 4, Channel.D2H_RSP: 2, Channel.D2H_DATA: 4,
     Channel.H2D_REQ: 2, Channel.H2D_RSP: 4, Channel.H2D_DATA: 4,
 }
+
+# GO before snoop: per direction, (a channel, the channel none of its messages may overtake).  CXL 3.x
+# §3.2.5.2 (also 2.0): a snoop the host sends after a GO to the same address must see the GO, and the
+# CXL.cache link layer delivers the two in separate slots so that their order is unambiguous.  An H2D Rsp
+# carries no address, so the packers (models.flit.packer, hdl/link/tx.py) put an H2D Req only in a flit
+# after every H2D Rsp queued before it.  Nothing is ordered upstream.  Ref: docs/sources.md §1.7.
+ORDERED_BEHIND = {Direction.DOWNSTREAM: (Channel.H2D_REQ, Channel.H2D_RSP)}
 
 # Waiting to fill a flit (the packers' ``wait`` knob: models.flit.packer, hdl/link/tx.py); a policy of
 # this model, not of the specification.  A hold ends at once when ACKS_DUE acks or CREDITS_DUE credits

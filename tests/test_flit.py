@@ -628,3 +628,36 @@ def test_wait_round_trip(msgs, wait):
 def test_wait_must_be_a_small_integer(wait):
     with pytest.raises(ValueError, match="wait"):
         Packer(UP, wait=wait)
+
+
+@given(order=st.lists(st.sampled_from(["rsp", "req", "data", "flit"]), max_size=60),
+       wait=st.sampled_from([0, 1, 3]))
+def test_no_snoop_overtakes_a_go(order, wait):
+    """CXL 3.x §3.2.5.2 (docs/sources.md §1.7): an H2D Req goes in a flit after every H2D Rsp pushed
+    before it, whatever else is queued and whatever the wait; and everything still arrives, per channel
+    in order.  ``order``: pushes of each kind and flit decisions, in the drawn order."""
+    tx, rx = Packer(DOWN, wait=wait), Unpacker(DOWN)
+    make = {"rsp": h2d_rsp, "req": snoop, "data": h2d_data}
+    pushed, n = [], 0
+    flits = []
+    for what in order:
+        if what == "flit":
+            flit = tx.next_flit()
+            if flit is not None:
+                flits.append(flit)
+        else:
+            n += 1
+            tx.push(make[what](n))
+            pushed.append((what, n))
+    flits += tx.drain()
+    where = {}                                     # (kind, id) -> the flit that completed it
+    for i, flit in enumerate(flits):
+        for msg in rx.receive(flit).messages:
+            kind = {Channel.H2D_RSP: "rsp", Channel.H2D_REQ: "req", Channel.H2D_DATA: "data"}[msg.chan]
+            where[kind, msg.fields["cqid" if kind != "req" else "uqid"]] = i
+    assert sorted(where) == sorted(pushed)
+    for k, (what, ident) in enumerate(pushed):
+        if what == "req":
+            before = [where[p] for p in pushed[:k] if p[0] == "rsp"]
+            assert all(f < where[what, ident] for f in before), (
+                f"snoop {ident} in flit {where[what, ident]}, an earlier GO in flit {max(before)}")

@@ -87,8 +87,7 @@ class Harness(ReusedSimulator):
             if decide:
                 # Planned in the previous cycle: it sees what was handed in up to two cycles ago.
                 expected = ref.next_flit()
-            for msg in late[0]:                      # handed in last cycle: seen from the next decision
-                ref.push(msg)
+            ref.push_together(late[0])               # handed in last cycle: seen from the next decision
             ref.return_credits(*late[1])
             ref.acknowledge(late[2])
             accepted = []
@@ -159,13 +158,14 @@ def test_vectors(vectors, depth):
         h = harness(direction is Direction.UPSTREAM, depth=depth, data_depth=depth)
         fits = all(len(messages[ch]) <= h.dut.depths[ch] for ch in chans)
         credits = Credits(**vec["credits"])
-        # Paused: one message per channel per cycle into the queues, all credits and acks at once.
-        load = max([len(v) for v in messages.values()] + [1])
+        # Paused: the messages one per cycle in the vector's order (the order between an H2D Rsp and an
+        # H2D Req matters: models.flit.pack), all credits and acks at once.
+        order = [msg_from_json(obj).chan for obj in vec["messages"]] or [None]
         # One more paused cycle after the last message: the packer plans a flit a cycle ahead, so the
         # first decision sees what was handed in up to two cycles before it (hdl/link/tx.py, "Timing").
-        cycles = [{"valid": dict.fromkeys(chans, True), "ready": False, "pause": True,
+        cycles = [{"valid": {ch: True} if ch is not None else {}, "ready": False, "pause": True,
                    "crd": tuple(credits) if c == 0 else (0, 0, 0), "acks": vec["acks"] if c == 0 else 0}
-                  for c in range(load)]
+                  for c, ch in enumerate(order)]
         cycles.append({"valid": {}, "ready": False, "pause": True, "crd": (0, 0, 0), "acks": 0})
         flits, _ = h.run({"messages": messages, "cycles": cycles})
         want = [deframe(bytes.fromhex(f)) for f in vec["flits"]]

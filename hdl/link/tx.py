@@ -94,7 +94,7 @@ from cxl.control import CONTROL_KINDS, control, encode_control
 from cxl.credits import CREDIT_CLASSES, CREDIT_VALUES, encode_credit
 from cxl.flit import (ACKS_DUE, AK_FLITS, CREDITS_DUE, MAX_PACK_WAIT, CHUNKS_PER_LINE,
                       DATA_CHANNELS, H_SLOT_BITS, HEADER_BITS, HEADER_FIELDS, MAX_PER_FLIT,
-                      S2M_NDR, SLOT_BITS, SLOT_FORMATS, SLOTS, Direction)
+                      ORDERED_BEHIND, S2M_NDR, SLOT_BITS, SLOT_FORMATS, SLOTS, Direction)
 
 __all__ = ["FlitPacker", "AK_FLITS", "COUNTER_BITS"]
 
@@ -282,7 +282,7 @@ class FlitPacker(wiring.Component):
         m.d.comb += [dp.eq(decide & d_proto), da.eq(decide & d_alldata), dl.eq(decide & d_llcrd)]
 
         # -------------------------------------------------------------- input window queues
-        q, count, cnt_vis = {}, {}, {}
+        q, count, cnt_vis, pops, pushes, writes = {}, {}, {}, {}, {}, {}
         for ch, pname in zip(chans, _PORTS):
             depth, port = self.depths[ch], ports[ch]
             entries = [Signal(channel_shape(ch), name=f"{pname}_q{i}") for i in range(depth)]
@@ -293,6 +293,7 @@ class FlitPacker(wiring.Component):
             m.d.comb += port.ready.eq(cnt != depth)
             push = Signal(name=f"{pname}_push")
             m.d.comb += push.eq(port.valid & port.ready)
+            pops[ch], pushes[ch], writes[ch] = pop, push, []
             # Both outcomes are formed from registers (the plan's total, the count) and ``dp``, which
             # depends on ``flit.ready``, selects at the end: survivors shift to the front by the plan's
             # total if the planned protocol flit is sent, and the new message goes behind them.
@@ -307,11 +308,50 @@ class FlitPacker(wiring.Component):
                 w_sent = Signal(name=f"{pname}_q{i}_w_sent")
                 w_kept = Signal(name=f"{pname}_q{i}_w_kept")
                 m.d.comb += [w_sent.eq(push & (cnt == i + d_total[ch])), w_kept.eq(push & (cnt == i))]
+                writes[ch].append(Mux(dp, w_sent, w_kept))
                 m.d.sync += entries[i].eq(Mux(dp, Mux(w_sent, port.payload, shifted),
                                               Mux(w_kept, port.payload, entries[i])))
             cnt_vis[ch] = Signal(range(depth + 1), name=f"{pname}_count_vis")
             m.d.comb += cnt_vis[ch].eq(cnt - pop)
             m.d.sync += cnt.eq(cnt_vis[ch] + push)
+
+        # -------------------------------------------------------------- GO before snoop (downstream)
+        # Per queued H2D Req, ``ahead``: the H2D Rsps queued before it that are still queued (the model's
+        # ``Packer.visible``).  A Req is written with the Rsp count after the edge (a Rsp handed in the
+        # same cycle counts as before it), moves with its entry, and every sent flit's Rsps come off it.
+        # The next plan sees the Reqs whose ``ahead`` falls to 0 with the flit sent now: the prefix of
+        # the queue (``ahead`` never decreases along the queue) that may join it.
+        ordered = ORDERED_BEHIND.get(self.direction)
+        req_visible = None
+        if ordered is not None:
+            req_ch, rsp_ch = ordered
+            rq_depth = self.depths[req_ch]
+            rsp_next = cnt_vis[rsp_ch] + pushes[rsp_ch]
+            ahead = [Signal(range(self.depths[rsp_ch] + 1), name=f"req_q{i}_ahead") for i in range(rq_depth)]
+            for i in range(rq_depth):
+                moved = Signal.like(ahead[i], name=f"req_q{i}_ahead_moved")
+                m.d.comb += moved.eq(ahead[i])
+                with m.If(dp):
+                    with m.Switch(d_total[req_ch]):
+                        for k in range(1, self._window(req_ch) + 1):
+                            with m.Case(k):
+                                m.d.comb += moved.eq(ahead[i + k] if i + k < rq_depth else 0)
+                left = Mux(moved > pops[rsp_ch], moved - pops[rsp_ch], 0)
+                m.d.sync += ahead[i].eq(Mux(writes[req_ch][i], rsp_next, left))
+            cap = min(self._window(req_ch), MAX_PER_FLIT[req_ch])
+            may = []
+            for j in range(cap):
+                at = Signal.like(ahead[0], name=f"req_vis{j}_ahead")
+                m.d.comb += at.eq(ahead[j] if j < rq_depth else 0)
+                with m.Switch(pops[req_ch]):
+                    for k in range(1, self._window(req_ch) + 1):
+                        with m.Case(k):
+                            m.d.comb += at.eq(ahead[j + k] if j + k < rq_depth else 0)
+                ok = Signal(name=f"req_vis{j}_may_join")      # it and every Req before it
+                m.d.comb += ok.eq((at <= pops[rsp_ch]) & (may[-1] if may else 1))
+                may.append(ok)
+            req_visible = Signal(range(cap + 1))
+            m.d.comb += req_visible.eq(sum(may))
 
         # -------------------------------------------------------------- line buffer (chunks owed)
         lq_depth = MAX_PER_FLIT[data_ch]
@@ -409,7 +449,10 @@ class FlitPacker(wiring.Component):
         for ch in chans:
             cap = min(self._window(ch), MAX_PER_FLIT[ch])
             avail[ch] = Signal(range(cap + 1), name=f"{ch.name.lower()}_avail")
-            m.d.comb += avail[ch].eq(Mux(cnt_vis[ch] > cap, cap, cnt_vis[ch]))
+            queued = Mux(cnt_vis[ch] > cap, cap, cnt_vis[ch])
+            if req_visible is not None and ch is ordered[0]:        # GO before snoop: fewer may join
+                queued = Mux(req_visible < queued, req_visible, queued)
+            m.d.comb += avail[ch].eq(queued)
         busy = Signal()                                      # a message or chunk is queued
         is_alldata = Signal()
         m.d.comb += [busy.eq(Cat(*[cnt_vis[ch] != 0 for ch in chans]).any() | (owed_vis != 0)),

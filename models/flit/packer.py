@@ -36,6 +36,18 @@ return is *due*: fewer than ``cxl.flit.ACKS_DUE`` (16) acks and, per credit clas
 ``cxl.flit.CREDITS_DUE`` (32) credits wait.  Otherwise it sends at once.  W = 0 never holds: the policy
 above exactly.  A hold costs a message at most W decisions of latency, and none on a quiet link.
 
+A GO and the snoop behind it (downstream only): an H2D Req joins a flit only when every H2D Rsp
+queued before it has gone in an earlier flit.  CXL 3.x §3.2.5.2: a snoop sent after the GO of a request
+to the same address must see that GO, and the link layer delivers the two in separate slots so that
+their order is unambiguous; an H2D Rsp carries no address, so the packer keeps the order for every
+H2D Req behind every earlier H2D Rsp, and keeps it by flits (a slot-level rule would let more Reqs join
+a flit, at the cost of a per-slot eligibility in the RTL's plan table).  Each queued H2D Req remembers
+how many H2D Rsps were pushed before it; the Reqs that may join the flit being built are the queue's
+prefix whose Rsps have all been packed (:meth:`Packer.visible`).  Messages handed in together (one
+cycle of the RTL) are pushed Rsps first: a GO and a snoop offered in the same cycle are taken as GO
+first, the order the host means.  The wait rule's *full* test sees only that prefix (a Req that
+cannot join does not keep a flit waiting, nor does it make it look full).
+
 Credits and Ak: every protocol flit returns, per class (req, rsp, data), the largest encodable amount
 (0, 1, 2, 4, ..., 64) not above what is waiting, and sets Ak when 8 or more received flits wait to be
 acknowledged (Ak acknowledges 8).  An LLCRD returns the same credit amounts and acknowledges up to 255
@@ -53,7 +65,7 @@ from collections import deque
 
 from cxl.control import control, encode_control
 from cxl.credits import CREDIT_CLASSES, CreditProtocol, Credits, credit_step, encode_credit
-from cxl.flit import (ACKS_DUE, AK_FLITS, CREDITS_DUE, MAX_PACK_WAIT, CHUNK_BYTES,
+from cxl.flit import (ACKS_DUE, AK_FLITS, CREDITS_DUE, MAX_PACK_WAIT, CHUNK_BYTES, ORDERED_BEHIND,
                       CHUNKS_PER_LINE, HEADER_BITS, MAX_PER_FLIT, S2M_NDR, SLOT_BITS, SLOT_FORMATS,
                       SLOTS, Direction, encode_header)
 from cxl.messages import CODECS, LINE_BYTES
@@ -82,6 +94,13 @@ class Packer:
         self.acks = 0
         self.priority = 0              # index into direction.channels; rotates per protocol flit
         self.hdr_slot = None           # while a protocol flit is built: its slot with Data Headers
+        # GO before snoop (module docstring): per queued H2D Req, the H2D Rsps pushed before it; and
+        # the H2D Rsps pushed and packed so far
+        self.ordered = ORDERED_BEHIND.get(self.direction)      # (req channel, rsp channel) or None
+        self.req_after = deque()
+        self.rsp_pushed = 0
+        self.rsp_packed = 0
+        self.limit = self.visible()    # while a protocol flit is built: what may join it
         mine = sorted((f for (d, _, _), f in SLOT_FORMATS.items() if d is self.direction), key=lambda f: f.code)
         self.h_formats = [f for f in mine if f.kind == "H"]                 # in code order
         self.g_formats = [f for f in mine if f.kind == "G" and not f.data]
@@ -91,6 +110,37 @@ class Packer:
         if Direction.of(msg.chan) is not self.direction:
             raise ValueError(f"{msg.chan.name} does not travel {self.direction.value}")
         self.queues[msg.chan].append(msg)
+        if self.ordered is not None:
+            req, rsp = self.ordered
+            if msg.chan is req:
+                self.req_after.append(self.rsp_pushed)
+            elif msg.chan is rsp:
+                self.rsp_pushed += 1
+
+    def push_together(self, msgs):
+        """Queue messages handed in together (in one cycle of the RTL): per channel in the given order,
+        and the messages of a channel others may not overtake (H2D Rsp) before the others, so a GO
+        and a snoop offered in the same cycle count as GO first (module docstring)."""
+        first = self.ordered[1] if self.ordered is not None else None
+        for msg in msgs:
+            if msg.chan is first:
+                self.push(msg)
+        for msg in msgs:
+            if msg.chan is not first:
+                self.push(msg)
+
+    def visible(self):
+        """Per channel, how many of its queued messages may join the next protocol flit: all, but for an
+        H2D Req only the queue's prefix whose earlier H2D Rsps have all been packed (GO before snoop)."""
+        n = {ch: len(q) for ch, q in self.queues.items()}
+        if self.ordered is not None:
+            k = 0
+            for after in self.req_after:
+                if after > self.rsp_packed:
+                    break
+                k += 1
+            n[self.ordered[0]] = k
+        return n
 
     def return_credits(self, req=0, rsp=0, data=0):
         for name, n in (("req", req), ("rsp", rsp), ("data", data)):
@@ -139,15 +189,20 @@ class Packer:
 
     def _takes(self, extra=None):
         """How many messages the protocol flit would carry now, with one more message of channel
-        ``extra`` queued if given; the packer's state is left as it was (a dry run)."""
+        ``extra`` that may join it (queued right behind the ones that may: :meth:`visible`) if given;
+        the packer's state is left as it was (a dry run)."""
         saved = ({ch: q.copy() for ch, q in self.queues.items()}, self.chunks.copy(), self.priority,
-                 self.hdr_slot, self.acks, dict(self.credits))
+                 self.hdr_slot, self.acks, dict(self.credits), self.req_after.copy(), self.rsp_packed)
         if extra is not None:
-            self.queues[extra].append(_template(extra))
+            at = self.visible()[extra]
+            self.queues[extra].insert(at, _template(extra))
+            if self.ordered is not None and extra is self.ordered[0]:
+                self.req_after.insert(at, 0)
         before = sum(map(len, self.queues.values()))
         self._protocol_flit()
         taken = before - sum(map(len, self.queues.values()))
-        self.queues, self.chunks, self.priority, self.hdr_slot, self.acks, self.credits = saved
+        (self.queues, self.chunks, self.priority, self.hdr_slot, self.acks, self.credits, self.req_after,
+         self.rsp_packed) = saved
         return taken
 
     def full(self):
@@ -156,7 +211,8 @@ class Packer:
         not count: a channel that streams at its per-flit maximum (2 snoops a flit) must not wait for
         traffic that is not there."""
         now = self._takes()
-        return all(not self.queues[ch] or len(self.queues[ch]) >= MAX_PER_FLIT[ch] or self._takes(ch) <= now
+        n = self.visible()
+        return all(not n[ch] or n[ch] >= MAX_PER_FLIT[ch] or self._takes(ch) <= now
                    for ch in self.direction.channels)
 
     # -- flit builders
@@ -194,7 +250,7 @@ class Packer:
                 placed.append(None)
                 continue
             k = taken[item]
-            if k < len(self.queues[item]) and counts[item] + k < MAX_PER_FLIT[item]:
+            if k < self.limit[item] - counts[item] and counts[item] + k < MAX_PER_FLIT[item]:
                 placed.append(self.queues[item][k])
                 taken[item] = k + 1
             else:
@@ -244,6 +300,11 @@ class Packer:
             for _ in range(n):
                 self.queues[ch].popleft()
             counts[ch] += n
+        if self.ordered is not None:
+            req, rsp = self.ordered
+            for _ in range(taken[req]):
+                self.req_after.popleft()
+            self.rsp_packed += taken[rsp]
         return bits
 
     def _protocol_flit(self):
@@ -252,6 +313,7 @@ class Packer:
         self.priority = (self.priority + 1) % len(self.direction.channels)
         rollover = len(self.chunks)               # owed at the start: slots 1..rollover must be G0
         self.hdr_slot = None                      # the slot of this flit that carries Data Headers
+        self.limit = self.visible()               # what may join this flit (GO before snoop), fixed for it
         header = {"type": 0}
         fmt = self.choose_slot0(counts, priority)
         header["slot0"] = fmt.code
@@ -291,7 +353,8 @@ def _template(chan):
 
 
 def pack(direction, messages, credits=Credits(), acks=0, wait=0):
-    """Pack ``messages`` (FlitMsg, per-channel order = list order) plus credit returns and acks."""
+    """Pack ``messages`` (FlitMsg, queued in list order: per channel, and between an H2D Rsp and an H2D
+    Req, which the Req may not overtake) plus credit returns and acks."""
     packer = Packer(direction, wait)
     for msg in messages:
         packer.push(msg)
