@@ -20,7 +20,7 @@ SEED               ?= 1
 SIM                ?= verilator
 # BATCH=K: the batched testbench (tb/system_batch.py on the native Verilator driver, tb/native.py) looks every
 # K cycles; BATCH=0: the per-cycle cocotb testbench (tb/system_tb.py).  Empty: tb/run_system.py decides
-# (batched, K=4, on Verilator; per-cycle on Icarus or with WAVES/TESTCASE)
+# (batched, K=9 (Config.host_latency - 1), on Verilator; per-cycle on Icarus or with WAVES/TESTCASE)
 BATCH              ?=
 WAVES              ?=
 TESTCASE           ?=
@@ -64,7 +64,7 @@ help:
 	@echo '  make sim      RTL system (N DCOH+link devices under the golden host, scoreboarded)'
 	@echo '                -> build/sim/summary.json + summary.png (SIM=$(SIM)|icarus DEVICES=$(DEVICES)'
 	@echo '                TRANSACTIONS=$(TRANSACTIONS) SEED=$(SEED) WAVES=1 TESTCASE=name; BATCH=K: the batched testbench,'
-	@echo '                Python every K cycles (default on Verilator, K=4), BATCH=0: the per-cycle cocotb one)'
+	@echo '                Python every K cycles (default on Verilator, K=9), BATCH=0: the per-cycle cocotb one)'
 	@echo '                sim, regress and model: HOST=name=value,... sets the golden host (host_dir=exact|finite,'
 	@echo '                host_dir_sets, host_dir_ways, host_traffic, host_snoop_scope=all|holders; models/config.py)'
 	@echo '  make regress  the slow tests (pytest -m slow), then the RTL system, REGRESS_SEEDS=$(REGRESS_SEEDS) x'

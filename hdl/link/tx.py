@@ -71,9 +71,13 @@ Policy, in the golden model's words (``Packer.next_flit``): all-data flit when >
 else a protocol flit when a message or chunk is queued (the priority channel rotates req -> rsp ->
 data after each protocol flit; credits: per class the largest of 0, 1, 2, 4, .., 64 not above what
 waits; Ak when >= 8 acks wait, taking 8); else an LLCRD (same credit rule, acks up to 255); else
-no flit.  With ``wait`` > 0 the protocol flit may be held instead (the model's "Waiting to fill"): the
-plan stage decides the hold from a *full* bit of the plan table (``_full``, enumerated like the plans),
-the chunks owed, the due acks and credits and a counter of decisions since the last protocol flit; a held
+no flit.  Downstream an H2D Req joins a flit only after every H2D Rsp queued before it has gone in an
+earlier flit (a GO before the snoop behind it, ``cxl.flit.ORDERED_BEHIND``; an H2D Rsp handed in in the
+same cycle as an H2D Req counts as before it): per Req entry a count of the Rsps still ahead of it,
+and the plan's Req count is limited to the prefix of entries with none ahead.  With ``wait`` > 0 the
+protocol flit may be held instead (the model's "Waiting to fill"): the plan stage decides the hold
+from a *full* bit of the plan table (``_full``, enumerated like the plans), the chunks owed, the due
+acks and credits and a counter of decisions since the last protocol flit; a held
 decision offers no flit and changes nothing but that counter.  At ``wait`` = 0 none of this logic is
 built.
 
