@@ -413,3 +413,67 @@ def test_snoop_miss_answered_while_one_cache_holds_back_a_command():
         await ctx.tick().until(dut.cmd.valid)
         ctx.set(dut.cpu_req.valid, 0)
     assert _snoop_miss_answered_while(hold) is not None
+
+
+@pytest.mark.parametrize("data_first", [True, False], ids=["data_first", "data_last"])
+def test_go_and_snoop_offered_in_one_cycle_take_the_go_first(data_first):
+    """CXL 3.x §3.2.5.2 (docs/sources.md §1.7): a GO and a snoop to its line that reach the DCOH in the same
+    cycle (a sender that puts them in one flit; this project's packer no longer does) are taken GO first:
+    cache 0's load gets GO-E, and the SnpInv behind it finds the line E and takes it (RspIHitSE), where a
+    snoop taken first would find nothing (RspIHitI)."""
+    dut = DCOH(caches=1, sf_sets=4, sf_ways=2, tracker=4, work=2, coalesce_window=0, credits=64)
+    got = {}
+
+    async def body(ctx):
+        for s in (dut.d2h_req, dut.d2h_rsp, dut.d2h_data, dut.cpu_rsp, dut.cmd, dut.probe):
+            ctx.set(s.ready, 1)
+        ctx.set(dut.cmd_rsp.valid, 1)                            # the cache answers every command at once
+        ctx.set(dut.cpu_req.valid, 1)
+        ctx.set(dut.cpu_req.p.kind, 0)                           # a load miss of cache 0
+        ctx.set(dut.cpu_req.p.line, 0x40)
+        await ctx.tick().until(dut.d2h_req.valid)
+        cqid = ctx.get(dut.d2h_req.p.cqid)
+        ctx.set(dut.cpu_req.valid, 0)
+        await ctx.tick()
+
+        async def data():
+            ctx.set(dut.h2d_data.valid, 1)
+            ctx.set(dut.h2d_data.p.hdr.valid, 1)
+            ctx.set(dut.h2d_data.p.hdr.cqid, cqid)
+            await ctx.tick().until(dut.h2d_data.ready)
+            ctx.set(dut.h2d_data.valid, 0)
+        if data_first:
+            await data()
+        ctx.set(dut.h2d_rsp.valid, 1)
+        ctx.set(dut.h2d_rsp.p.opcode, H2DRspOpcode.GO)
+        ctx.set(dut.h2d_rsp.p.rsp_data, 2)                       # GO-E
+        ctx.set(dut.h2d_rsp.p.cqid, cqid)
+        ctx.set(dut.h2d_req.valid, 1)
+        ctx.set(dut.h2d_req.p.opcode, H2DReqOpcode.SnpInv)
+        ctx.set(dut.h2d_req.p.addr, 0x40)
+        ctx.set(dut.h2d_req.p.uqid, 5)
+        rsp_taken = req_taken = None
+        for cycle in range(40):
+            _, _, rsp_ready, req_ready = await ctx.tick().sample(dut.h2d_rsp.ready, dut.h2d_req.ready)
+            if rsp_ready and rsp_taken is None:
+                rsp_taken = cycle
+                ctx.set(dut.h2d_rsp.valid, 0)
+            if req_ready and req_taken is None:
+                req_taken = cycle
+                ctx.set(dut.h2d_req.valid, 0)
+            if rsp_taken is not None and req_taken is not None:
+                break
+        got["taken"] = (rsp_taken, req_taken)
+        if not data_first:
+            await data()
+        for _ in range(100):
+            if ctx.get(dut.d2h_rsp.valid):
+                got["rsp"] = (D2HRspOpcode(ctx.get(dut.d2h_rsp.p.opcode)), ctx.get(dut.d2h_rsp.p.uqid))
+            await ctx.tick()
+        got["errors"] = ctx.get(dut.protocol_errors)
+
+    _bench(dut, body)
+    rsp_taken, req_taken = got["taken"]
+    assert rsp_taken is not None and req_taken is not None and rsp_taken <= req_taken, got
+    assert got.get("rsp") == (D2HRspOpcode.RspIHitSE, 5), got
+    assert got["errors"] == 0, got
