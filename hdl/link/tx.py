@@ -121,6 +121,19 @@ def _mux_table(m, name, index, table, shape):
     return out
 
 
+def _shifted(m, regs, i, by, window, name):
+    """A Signal equal to ``regs[i + by]`` for ``by`` in 0..``window`` (a queue entry after the front
+    ``by`` entries left); past the end of ``regs`` it keeps ``regs[i]`` (that entry is then empty)."""
+    out = Signal.like(regs[i], name=name)
+    m.d.comb += out.eq(regs[i])
+    with m.Switch(by):
+        for k in range(1, window + 1):
+            if i + k < len(regs):
+                with m.Case(k):
+                    m.d.comb += out.eq(regs[i + k])
+    return out
+
+
 class FlitPacker(wiring.Component):
     """TX flit packer of one direction (see the module docstring for ports, timing and policy).
 
@@ -302,13 +315,7 @@ class FlitPacker(wiring.Component):
             # depends on ``flit.ready``, selects at the end: survivors shift to the front by the plan's
             # total if the planned protocol flit is sent, and the new message goes behind them.
             for i in range(depth):
-                shifted = Signal.like(entries[i], name=f"{pname}_q{i}_shifted")
-                m.d.comb += shifted.eq(entries[i])
-                with m.Switch(d_total[ch]):
-                    for k in range(1, self._window(ch) + 1):
-                        if i + k < depth:
-                            with m.Case(k):
-                                m.d.comb += shifted.eq(entries[i + k])
+                shifted = _shifted(m, entries, i, d_total[ch], self._window(ch), f"{pname}_q{i}_shifted")
                 w_sent = Signal(name=f"{pname}_q{i}_w_sent")
                 w_kept = Signal(name=f"{pname}_q{i}_w_kept")
                 m.d.comb += [w_sent.eq(push & (cnt == i + d_total[ch])), w_kept.eq(push & (cnt == i))]
@@ -332,25 +339,15 @@ class FlitPacker(wiring.Component):
             rq_depth = self.depths[req_ch]
             rsp_next = cnt_vis[rsp_ch] + pushes[rsp_ch]
             ahead = [Signal(range(self.depths[rsp_ch] + 1), name=f"req_q{i}_ahead") for i in range(rq_depth)]
+            window = self._window(req_ch)
             for i in range(rq_depth):
-                moved = Signal.like(ahead[i], name=f"req_q{i}_ahead_moved")
-                m.d.comb += moved.eq(ahead[i])
-                with m.If(dp):
-                    with m.Switch(d_total[req_ch]):
-                        for k in range(1, self._window(req_ch) + 1):
-                            with m.Case(k):
-                                m.d.comb += moved.eq(ahead[i + k] if i + k < rq_depth else 0)
+                moved = Mux(dp, _shifted(m, ahead, i, d_total[req_ch], window, f"req_q{i}_ahead_shifted"), ahead[i])
                 left = Mux(moved > pops[rsp_ch], moved - pops[rsp_ch], 0)
                 m.d.sync += ahead[i].eq(Mux(writes[req_ch][i], rsp_next, left))
             cap = min(self._window(req_ch), MAX_PER_FLIT[req_ch])
             may = []
-            for j in range(cap):
-                at = Signal.like(ahead[0], name=f"req_vis{j}_ahead")
-                m.d.comb += at.eq(ahead[j] if j < rq_depth else 0)
-                with m.Switch(pops[req_ch]):
-                    for k in range(1, self._window(req_ch) + 1):
-                        with m.Case(k):
-                            m.d.comb += at.eq(ahead[j + k] if j + k < rq_depth else 0)
+            for j in range(cap):                     # cap <= rq_depth: the window is within the queue
+                at = _shifted(m, ahead, j, pops[req_ch], window, f"req_vis{j}_ahead")
                 ok = Signal(name=f"req_vis{j}_may_join")      # it and every Req before it
                 m.d.comb += ok.eq((at <= pops[rsp_ch]) & (may[-1] if may else 1))
                 may.append(ok)
