@@ -328,8 +328,12 @@ class DCOH(wiring.Component):
         look_valid = Signal()
         busy = Signal(self.sf_ways)
         lset = look_line[:set_bits] if set_bits else Const(0, 1)
+        # a tracker entry written this cycle (new_txn) with a snoop-filter way: busy for a lookup issued
+        # in the same cycle (a chained dispatch, see chain()), which the registers do not show yet
+        new_way_valid, new_way_line, new_way = Signal(), Signal(AW), Signal(max(way_bits, 1))
         for w in range(self.sf_ways):
-            hits = []
+            hits = [new_way_valid & (new_way == w) &
+                    ((new_way_line[:set_bits] == lset) if set_bits else 1)]
             for i in range(T):
                 hits.append(trk[i].valid & trk[i].has_way & (trk[i].way == w) &
                             ((trk[i].line[:set_bits] == lset) if set_bits else 1))
@@ -535,7 +539,8 @@ class DCOH(wiring.Component):
             m.d.sync += [e.valid.eq(1), e.op.eq(op), e.line.eq(line), e.state.eq(state), e.cache.eq(cache),
                          e.cpu.eq(cpu), e.store.eq(store), e.granted_e.eq(0), e.has_way.eq(has_way),
                          e.way.eq(way)]
-            m.d.comb += [push.eq(1), push_cqid.eq(cqid)]
+            m.d.comb += [push.eq(1), push_cqid.eq(cqid),
+                         new_way_valid.eq(has_way), new_way_line.eq(line), new_way.eq(way)]
             with m.Switch(op):
                 for o, c in REQUEST_PRIORITY.items():
                     with m.Case(o):
@@ -564,9 +569,10 @@ class DCOH(wiring.Component):
             m.d.sync += [q_len.eq(q_len - 1), progress.eq(1)]
 
         def scan_on():
-            """After a dequeue: round the queue again, unless that was the last access waiting."""
+            """After a dequeue: round the queue again, unless that was the last access waiting (then the
+            next event is dispatched in this same cycle, :func:`chain`)."""
             with m.If(q_len == 1):
-                m.next = "IDLE"
+                chain()
             with m.Else():
                 m.next = "SCAN"
 
@@ -607,25 +613,39 @@ class DCOH(wiring.Component):
                     m.d.comb += [in_code.eq(_EVENT_CODE[o.name]), in_ok.eq(1)]
         rsp_t_in = trk[t_idx(rsp_in.cqid)]
         e_in = response_table(rsp_t_in.state, in_code)
-        data_t_in = trk[t_idx(data_in_.hdr.cqid)]
-        d_in = response_table(data_t_in.state, Const(_EVENT_CODE["Data"], in_code.shape()))
         ev_code, ev_ok, ev_live, ev_granted_e = Signal.like(in_code), Signal(), Signal(), Signal()
         e_legal, e_nxt, e_granted, e_send, e_bogus = (Signal.like(v) for v in e_in)
-        dv_live, dv_granted_e = Signal(), Signal()
-        d_legal, d_nxt, d_granted = (Signal.like(v) for v in d_in[:3])
         latch_rsp = [ev.eq(rsp_in), ev_code.eq(in_code), ev_ok.eq(in_ok),
                      ev_live.eq((rsp_in.cqid < T) & rsp_t_in.valid), ev_granted_e.eq(rsp_t_in.granted_e),
                      *(q.eq(v) for q, v in zip((e_legal, e_nxt, e_granted, e_send, e_bogus), e_in))]
-        latch_data = [dv_cqid.eq(data_in_.hdr.cqid),
-                      dv_live.eq((data_in_.hdr.cqid < T) & data_t_in.valid), dv_granted_e.eq(data_t_in.granted_e),
-                      *(q.eq(v) for q, v in zip((d_legal, d_nxt, d_granted), d_in))]
         ct = trk[cur_t]          # the request an H2D Rsp / Data names (IDLE sets cur_t as it takes one)
-        # the state an H2D Rsp / Data moves its request to (GRANTED: E or S by the GO that came first)
-        e_new, d_new = Signal(_STATE_BITS), Signal(_STATE_BITS)
-        m.d.comb += [e_new.eq(Mux(e_granted, Mux(ev_granted_e, STATE_CODE[D.E], STATE_CODE[D.S]), e_nxt)),
-                     d_new.eq(Mux(d_granted, Mux(dv_granted_e, STATE_CODE[D.E], STATE_CODE[D.S]), d_nxt))]
+        # the state an H2D Rsp moves its request to (GRANTED: E or S by the GO that came first)
+        e_new = Signal(_STATE_BITS)
+        m.d.comb += e_new.eq(Mux(e_granted, Mux(ev_granted_e, STATE_CODE[D.E], STATE_CODE[D.S]), e_nxt))
+        # An H2D Data taken (chained, see chain()) in the last cycle of the H2D Rsp that moves the same
+        # request without completing it (a GO before its data) is judged on the state that Rsp writes
+        # at this cycle's edge, forwarded here (``rsp_fwd``: RSP is in that cycle), not on the
+        # tracker's register, which still holds the state before it.
+        rsp_fwd = Signal()
+        data_t_in = trk[t_idx(data_in_.hdr.cqid)]
+        d_fwd = rsp_fwd & (t_idx(data_in_.hdr.cqid) == cur_t)
+        data_state_in = Signal(_STATE_BITS)
+        data_granted_in = Signal()
+        m.d.comb += [data_state_in.eq(Mux(d_fwd, e_new, data_t_in.state)),
+                     data_granted_in.eq(Mux(d_fwd & (ev_code == _EVENT_CODE["GO-S"]), 0,
+                                            Mux(d_fwd & (ev_code == _EVENT_CODE["GO-E"]), 1,
+                                                data_t_in.granted_e)))]
+        d_in = response_table(data_state_in, Const(_EVENT_CODE["Data"], in_code.shape()))
+        dv_live, dv_granted_e = Signal(), Signal()
+        d_legal, d_nxt, d_granted = (Signal.like(v) for v in d_in[:3])
+        latch_data = [dv_cqid.eq(data_in_.hdr.cqid),
+                      dv_live.eq((data_in_.hdr.cqid < T) & data_t_in.valid), dv_granted_e.eq(data_granted_in),
+                      *(q.eq(v) for q, v in zip((d_legal, d_nxt, d_granted), d_in))]
+        # the state an H2D Data moves its request to
+        d_new = Signal(_STATE_BITS)
+        m.d.comb += d_new.eq(Mux(d_granted, Mux(dv_granted_e, STATE_CODE[D.E], STATE_CODE[D.S]), d_nxt))
 
-        def advance(new_state):
+        def advance(new_state, from_rsp=False):
             """The request at ``cur_t`` (IDLE set it when it took the H2D Rsp / Data) moved to
             ``new_state`` (written this cycle): a stable state completes it -- the CQID is freed and the
             cache filled (C_RES, a snoop-filter lookup for the line) or told (C_DONE); otherwise it waits
@@ -634,13 +654,21 @@ class DCOH(wiring.Component):
             with m.If(is_stable(new_state)):
                 m.d.comb += [cqids.free_valid.eq(1), cqids.free_cqid.eq(cur_t)]
                 m.d.sync += ct.valid.eq(0)
-                with m.If(new_state != STATE_CODE[D.I]):
+                with m.If((new_state != STATE_CODE[D.I]) & ct.store):
+                    # a store's fill must know the other holders (an upgrade from S leaves S copies
+                    # to invalidate): look the line up
                     m.d.comb += [look_valid.eq(1), look_line.eq(ct.line)]
                     m.next = "C_RES"
+                with m.Elif(new_state != STATE_CODE[D.I]):
+                    # a load's fill needs no lookup: the line was a placeholder (a miss from I: the
+                    # line was busy all along, so no other cache got a copy), the way is the tracker's
+                    m.next = "C_FILL"
                 with m.Else():
                     m.next = "C_DONE"
             with m.Else():
-                rescan_next()
+                if from_rsp:
+                    m.d.comb += rsp_fwd.eq(1)
+                rescan_next(writes_t=cur_t, forwards_data=from_rsp)
 
         def await_cmd_rsp(name, then, latch=()):
             """FSM state ``name``: wait for the caches' answer to a ``cmd``, latch it, go to ``then``."""
@@ -664,11 +692,12 @@ class DCOH(wiring.Component):
                     with m.Case(o):
                         m.d.comb += [s_keeps.eq(1), s_keep_rsp.eq(rsp_)]
 
-        def rescan_next(*also):
+        def rescan_next(*also, writes_t=None, forwards_data=False):
             """The end of an event: the model's service() follows it.  Outside a run of work nothing
             outranks a pending rescan in IDLE, so go to SCAN at once when accesses wait, and drop the
-            rescan (a no-op) when none does; inside a run of work IDLE decides (more work first, then the
-            SCAN that marks the run's end)."""
+            rescan (a no-op) when none does, dispatching the next event in this same cycle
+            (:func:`chain`; ``writes_t``: the tracker entry this cycle writes, if any); inside a run of
+            work IDLE decides (more work first, then the SCAN that marks the run's end)."""
             m.d.sync += list(also)
             with m.If(in_work):
                 m.d.sync += rescan.eq(1)
@@ -677,78 +706,109 @@ class DCOH(wiring.Component):
                 m.d.sync += [scan_i.eq(0), progress.eq(0)]
                 m.next = "SCAN"
             with m.Else():
-                m.next = "IDLE"
+                chain(writes_t, forwards_data)
+
+        def idle_dispatch(q_now):
+            """Start the next event (IDLE's dispatch, also run by :func:`chain` in the last cycle of an
+            event).  ``q_now``: the number of waiting accesses after this cycle's own changes (q_len in
+            IDLE; 0 when chained, which only happens once none waits)."""
+            # the line of a lookup issued from IDLE (a replay, a new snoop, or a new CPU access when
+            # neither of those is there), driven whether or not one is issued: the busy mask the lookup
+            # carries then does not wait for the priority decision
+            # (the snoop's line selected first, then against the CPU access's: the same function with the
+            # CPU's line innermost mapped to ~1 500 more LUT4 on the ECP5, docs/synth.md)
+            snoop_line = Mux(replay, snp.addr, self.h2d_req.p.addr)
+            m.d.comb += look_line.eq(Mux(self.h2d_req.valid | replay, snoop_line, self.cpu_req.p.line))
+            # cmd_data is dead here: it takes the H2D Data line whether or not the message is taken
+            # (its load enable is then the state alone), and the buffer is read at the H2D Rsp's CQID
+            # (RSP loads the line from it if the response asks for data)
+            m.d.sync += cmd_data.eq(data_in_.data)
+            m.d.comb += buf_r.addr.eq(rsp_in.cqid)
+            # Atomic units, as the model's moves: an event and the rescan after it (event +
+            # service()), and all the work of acknowledged probes and the rescan after it (flush +
+            # service()).  So a pending rescan goes before work that was acknowledged meanwhile,
+            # but once work has started it goes on until none is ready.
+            # A rescan with no access waiting is a no-op (the model's service() then finds nothing to
+            # try): it is dropped here at no cost and this cycle dispatches what comes next.  After a
+            # run of work it is still dispatched: its SCAN marks the end of that work for the caches.
+            empty_scan = rescan & (q_len == 0) & ~in_work
+            with m.If(empty_scan):
+                m.d.sync += rescan.eq(0)
+            with m.If(work_ready.any() & in_work):
+                m.d.comb += self.dispatch.eq(Dispatch.WORK)
+                m.d.sync += cur_w.eq(work_ready_idx)
+                m.next = "W_LOOK"
+            with m.Elif(rescan & ~empty_scan):      # the model's service() after every event
+                m.d.comb += self.dispatch.eq(Dispatch.SCAN)
+                m.d.sync += [rescan.eq(0), scan_i.eq(0), progress.eq(0), in_work.eq(0)]
+                with m.If(q_len != 0):              # (none waiting: it only marks the end of the work)
+                    m.next = "SCAN"
+            with m.Elif(work_ready.any()):
+                m.d.comb += self.dispatch.eq(Dispatch.WORK)
+                m.d.sync += [cur_w.eq(work_ready_idx), in_work.eq(1)]
+                m.next = "W_LOOK"
+            with m.Elif(self.h2d_rsp.valid):
+                m.d.comb += [self.h2d_rsp.ready.eq(1), self.dispatch.eq(Dispatch.RSP)]
+                m.d.sync += [*latch_rsp, replay_go.eq(1), cur_t.eq(t_idx(rsp_in.cqid))]
+                m.next = "RSP"
+            with m.Elif(self.h2d_data.valid):
+                m.d.comb += [self.h2d_data.ready.eq(1), self.dispatch.eq(Dispatch.DATA)]
+                m.d.sync += [*latch_data, replay_go.eq(1), cur_t.eq(t_idx(data_in_.hdr.cqid))]
+                m.next = "DATA"
+            with m.Elif(replay & replay_go):
+                m.d.comb += [look_valid.eq(1), self.dispatch.eq(Dispatch.REPLAY)]
+                m.d.sync += [replay.eq(0), replay_go.eq(0)]
+                m.next = "SNP_RES"
+            with m.Elif(~replay & self.h2d_req.valid):
+                m.d.comb += [look_valid.eq(1),
+                             self.h2d_req.ready.eq(sf.lookup.ready),
+                             self.dispatch.eq(Mux(sf.lookup.ready, Dispatch.SNOOP, Dispatch.NONE))]
+                m.d.sync += [snp.eq(self.h2d_req.p), second_held.eq(0)]
+                m.next = "SNP_RES"
+            with m.Elif(self.cpu_req.valid & ~ops[self.cpu_req.p.cache].valid):
+                m.d.comb += [self.cpu_req.ready.eq(1), self.dispatch.eq(Dispatch.CPU)]
+                k = self.cpu_req.p.cache
+                m.d.sync += [ops[k].valid.eq(1), ops[k].req.eq(self.cpu_req.p), ops[k].victim_valid.eq(0),
+                             queue[q_now].eq(k), q_len.eq(q_now + 1)]
+                # its rescan at once (no run of work is under way when IDLE gets this far); when it is
+                # the only access waiting, the scan's first step (its lookup) is issued here
+                m.d.sync += [rescan.eq(0), scan_i.eq(0), progress.eq(0)]
+                with m.If(~replay & (q_now == 0) & sf.lookup.ready):     # (no snoop offered: see above)
+                    m.d.comb += look_valid.eq(1)
+                    m.d.sync += cur_k.eq(k)
+                    m.next = "S_RES"
+                with m.Else():
+                    m.next = "SCAN"
+
+        def chain(writes_t=None, forwards_data=False):
+            """The last cycle of an event outside a run of work, with no access waiting: dispatch the next
+            event in this same cycle, as IDLE would in the next one, so that events follow each other
+            without an IDLE cycle between them.  What IDLE reads is as it would be a cycle later except
+            for what this cycle writes at its edge, so the next event is not started here (IDLE takes it
+            in the next cycle) when it would read such a thing:
+              * an H2D Rsp / Data naming the tracker entry ``writes_t`` this cycle writes (IDLE registers
+                the response table's verdict on that entry's state, and reads the line buffer at its CQID),
+                except an H2D Data when ``forwards_data`` (an H2D Rsp's last cycle: its new state is
+                forwarded to the Data's verdict, ``rsp_fwd``);
+              * a held snoop (its replay decision reads ``replay_go``, which this cycle may set), or a
+                rescan still due (its dispatch comes first in IDLE);
+              * a snoop-filter result still held (the lookup port is then not ready).
+            A new tracker entry written this cycle is added to the lookup's busy mask (``new_way``), so a
+            CPU access looked up now cannot pick the way just allocated as its victim; the snoop filter's
+            read port is transparent to its write port, so the lookup sees this cycle's update."""
+            hazard = replay | rescan | ~sf.lookup.ready
+            if writes_t is not None:
+                hazard = hazard | (self.h2d_rsp.valid & (t_idx(rsp_in.cqid) == writes_t))
+                if not forwards_data:
+                    hazard = hazard | (self.h2d_data.valid & (t_idx(data_in_.hdr.cqid) == writes_t))
+            m.next = "IDLE"
+            with m.If(~hazard):
+                idle_dispatch(0)
 
         with m.FSM(name="engine") as engine:
             # ---------------------------------------------------------------- dispatch
             with m.State("IDLE"):
-                # the line of a lookup issued from IDLE (a replay, a new snoop, or a new CPU access when
-                # neither of those is there), driven whether or not one is issued: the busy mask the lookup
-                # carries then does not wait for the priority decision
-                # (the snoop's line selected first, then against the CPU access's: the same function with the
-                # CPU's line innermost mapped to ~1 500 more LUT4 on the ECP5, docs/synth.md)
-                snoop_line = Mux(replay, snp.addr, self.h2d_req.p.addr)
-                m.d.comb += look_line.eq(Mux(self.h2d_req.valid | replay, snoop_line, self.cpu_req.p.line))
-                # cmd_data is dead here: it takes the H2D Data line whether or not the message is taken
-                # (its load enable is then the state alone), and the buffer is read at the H2D Rsp's CQID
-                # (RSP loads the line from it if the response asks for data)
-                m.d.sync += cmd_data.eq(data_in_.data)
-                m.d.comb += buf_r.addr.eq(rsp_in.cqid)
-                # Atomic units, as the model's moves: an event and the rescan after it (event +
-                # service()), and all the work of acknowledged probes and the rescan after it (flush +
-                # service()).  So a pending rescan goes before work that was acknowledged meanwhile,
-                # but once work has started it goes on until none is ready.
-                # A rescan with no access waiting is a no-op (the model's service() then finds nothing to
-                # try): it is dropped here at no cost and this cycle dispatches what comes next.  After a
-                # run of work it is still dispatched: its SCAN marks the end of that work for the caches.
-                empty_scan = rescan & (q_len == 0) & ~in_work
-                with m.If(empty_scan):
-                    m.d.sync += rescan.eq(0)
-                with m.If(work_ready.any() & in_work):
-                    m.d.comb += self.dispatch.eq(Dispatch.WORK)
-                    m.d.sync += cur_w.eq(work_ready_idx)
-                    m.next = "W_LOOK"
-                with m.Elif(rescan & ~empty_scan):      # the model's service() after every event
-                    m.d.comb += self.dispatch.eq(Dispatch.SCAN)
-                    m.d.sync += [rescan.eq(0), scan_i.eq(0), progress.eq(0), in_work.eq(0)]
-                    with m.If(q_len != 0):              # (none waiting: it only marks the end of the work)
-                        m.next = "SCAN"
-                with m.Elif(work_ready.any()):
-                    m.d.comb += self.dispatch.eq(Dispatch.WORK)
-                    m.d.sync += [cur_w.eq(work_ready_idx), in_work.eq(1)]
-                    m.next = "W_LOOK"
-                with m.Elif(self.h2d_rsp.valid):
-                    m.d.comb += [self.h2d_rsp.ready.eq(1), self.dispatch.eq(Dispatch.RSP)]
-                    m.d.sync += [*latch_rsp, replay_go.eq(1), cur_t.eq(t_idx(rsp_in.cqid))]
-                    m.next = "RSP"
-                with m.Elif(self.h2d_data.valid):
-                    m.d.comb += [self.h2d_data.ready.eq(1), self.dispatch.eq(Dispatch.DATA)]
-                    m.d.sync += [*latch_data, replay_go.eq(1), cur_t.eq(t_idx(data_in_.hdr.cqid))]
-                    m.next = "DATA"
-                with m.Elif(replay & replay_go):
-                    m.d.comb += [look_valid.eq(1), self.dispatch.eq(Dispatch.REPLAY)]
-                    m.d.sync += [replay.eq(0), replay_go.eq(0)]
-                    m.next = "SNP_RES"
-                with m.Elif(~replay & self.h2d_req.valid):
-                    m.d.comb += [look_valid.eq(1),
-                                 self.h2d_req.ready.eq(sf.lookup.ready),
-                                 self.dispatch.eq(Mux(sf.lookup.ready, Dispatch.SNOOP, Dispatch.NONE))]
-                    m.d.sync += [snp.eq(self.h2d_req.p), second_held.eq(0)]
-                    m.next = "SNP_RES"
-                with m.Elif(self.cpu_req.valid & ~ops[self.cpu_req.p.cache].valid):
-                    m.d.comb += [self.cpu_req.ready.eq(1), self.dispatch.eq(Dispatch.CPU)]
-                    k = self.cpu_req.p.cache
-                    m.d.sync += [ops[k].valid.eq(1), ops[k].req.eq(self.cpu_req.p), ops[k].victim_valid.eq(0),
-                                 queue[q_len].eq(k), q_len.eq(q_len + 1)]
-                    # its rescan at once (no run of work is under way when IDLE gets this far); when it is
-                    # the only access waiting, the scan's first step (its lookup) is issued here
-                    m.d.sync += [rescan.eq(0), scan_i.eq(0), progress.eq(0)]
-                    with m.If(~replay & (q_len == 0) & sf.lookup.ready):     # (no snoop offered: see above)
-                        m.d.comb += look_valid.eq(1)
-                        m.d.sync += cur_k.eq(k)
-                        m.next = "S_RES"
-                    with m.Else():
-                        m.next = "SCAN"
+                idle_dispatch(q_len)
 
             # ---------------------------------------------------------------- snoops
             with m.State("SNP_RES"):
@@ -847,7 +907,7 @@ class DCOH(wiring.Component):
                         m.d.sync += wk[cur_w].valid.eq(0)
                     with m.Else():
                         m.d.sync += wk[cur_w].ready.eq(1)      # the eviction follows (a fresh lookup)
-                rescan_next(replay_go.eq(1))
+                rescan_next(replay_go.eq(1), writes_t=r_t)
 
             with m.State("ANSWER"):
                 # command the copies (probed lines only) and collect dirty/data
@@ -874,15 +934,15 @@ class DCOH(wiring.Component):
                 m.d.comb += buf_r.addr.eq(r_t)           # MI_A: the write-back buffer holds the line
                 m.next = "ANSWER_SEND"
             with m.State("ANSWER_SEND"):
-                m.d.comb += [rsp_valid.eq(1), self.d2h_rsp.p.opcode.eq(v_rsp), self.d2h_rsp.p.uqid.eq(a_uqid)]
-                with m.If(a_state == STATE_CODE[D.MI_A]):      # (re)loaded while the response waits
-                    m.d.sync += cmd_data.eq(buf_r.data)
+                m.d.comb += [rsp_valid.eq(1), self.d2h_rsp.p.opcode.eq(v_rsp), self.d2h_rsp.p.uqid.eq(a_uqid),
+                             buf_r.addr.eq(r_t)]             # (before apply_answer: a chained dispatch
+                with m.If(a_state == STATE_CODE[D.MI_A]):      # sets its own address)
+                    m.d.sync += cmd_data.eq(buf_r.data)       # (re)loaded while the response waits
                 with m.If(rsp_sent):
                     with m.If(v_data):
                         m.next = "ANSWER_DATA"
                     with m.Else():
                         apply_answer()
-                m.d.comb += buf_r.addr.eq(r_t)
             with m.State("ANSWER_DATA"):
                 m.d.comb += [data_valid.eq(1), self.d2h_data.p.hdr.uqid.eq(a_uqid)]
                 with m.If(data_sent):
@@ -955,7 +1015,7 @@ class DCOH(wiring.Component):
                         m.d.sync += bogus.eq(e_bogus)
                         m.next = "RSP_DATA"
                     with m.Else():                      # cmd_data has the line (loaded above)
-                        advance(e_new)
+                        advance(e_new, from_rsp=True)
             with m.State("RSP_DATA"):
                 m.d.comb += [data_valid.eq(1), self.d2h_data.p.hdr.uqid.eq(ev.rsp_data),
                              self.d2h_data.p.hdr.bogus.eq(bogus)]
