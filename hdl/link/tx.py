@@ -43,12 +43,17 @@ stays high; each input takes one message per cycle.  Lockstep with the golden mo
 what was returned in the *previous* cycle.
 
 Structure.
-* One *window queue* per channel (``depth`` entries, a shift register): the packer must see the first
+* One *window queue* per channel, a ring of entries that never move: a message is written at the tail
+  (the entry's clock enable is the port handshake and the tail register alone), a sent flit moves the
+  head, and message k is read at entry (head + k) mod n.  The packer must see the first
   up-to-``MAX_PER_FLIT`` queued messages of each channel at once, and take several in one cycle, which
-  a FIFO with a single read port cannot do.  Only ``min(depth, MAX_PER_FLIT)`` entries are looked at.
-* A *line buffer* of the lines whose data headers were sent and whose chunks are still owed, with the
-  index of the next chunk of the first line.  After any flit at most ``MAX_PER_FLIT[DataHdr]`` lines
-  are owed (the rollover rule finishes an older line within the flit), so that is its depth.
+  a FIFO with a single read port cannot do.  Only ``min(depth, MAX_PER_FLIT)`` messages are looked at.
+* The data ring also holds the *lines owed*: a sent data header's line stays in its entry until its
+  last chunk is sent (``line_head``, ``nlines`` and ``cidx``, the next chunk of the first owed line),
+  so the owed lines and then the lines of the queued headers are consecutive entries from
+  ``line_head`` and nothing is copied.  After any flit at most ``MAX_PER_FLIT[DataHdr]`` lines are owed
+  (the rollover rule finishes an older line within the flit), so the data ring has ``data_depth`` +
+  that many entries; ``data.ready`` still counts queued headers against ``data_depth``.
 * Stage 1, the *plan* (registered every cycle): which flit kind (all-data if >= 4 chunks owed, else
   protocol if anything is queued, else LLCRD if credits or acks wait, else nothing); for a protocol
   flit the format code of every slot, the messages each slot takes per channel and how many were taken
@@ -63,9 +68,9 @@ Structure.
   register of its own, and the plan carries its value after the planned flit.
 * Stage 2, the *build* (in the deciding cycle): the registered plan selects the queue entries per slot
   position (``base + r``), the chunks (``cidx`` + G0 slots before), header fields and LLCRD fields;
-  the output register takes the flit, and the queues, line buffer, counters and priority are updated
-  from the registered plan.  For the queues and the line buffer both outcomes (planned flit sent or
-  not) are formed from registers and ``decide`` (which depends on ``flit.ready``) selects last.
+  the output register takes the flit, and the queue heads, owed lines, counters and priority are
+  updated from the registered plan.  For the heads both outcomes (planned flit sent or not) are formed
+  from registers and ``decide`` (which depends on ``flit.ready``) selects last.
 
 Policy, in the golden model's words (``Packer.next_flit``): all-data flit when >= 4 chunks are owed;
 else a protocol flit when a message or chunk is queued (the priority channel rotates req -> rsp ->
@@ -121,16 +126,16 @@ def _mux_table(m, name, index, table, shape):
     return out
 
 
-def _shifted(m, regs, i, by, window, name):
-    """A Signal equal to ``regs[i + by]`` for ``by`` in 0..``window`` (a queue entry after the front
-    ``by`` entries left); past the end of ``regs`` it keeps ``regs[i]`` (that entry is then empty)."""
-    out = Signal.like(regs[i], name=name)
-    m.d.comb += out.eq(regs[i])
-    with m.Switch(by):
-        for k in range(1, window + 1):
-            if i + k < len(regs):
-                with m.Case(k):
-                    m.d.comb += out.eq(regs[i + k])
+def _ring_add(m, a, b, n, name):
+    """A Signal equal to ``(a + b) mod n`` (a ring-queue index), exact for ``0 <= a < n`` and
+    ``0 <= b <= n``: the low bits when ``n`` is a power of two, else one conditional subtract.  (The
+    build also forms it for message positions past the window, whose value is masked and unused.)"""
+    out = Signal(range(n), name=name)
+    total = a + b
+    if n & (n - 1) == 0:
+        m.d.comb += out.eq(total)              # truncated to log2(n) bits
+    else:
+        m.d.comb += out.eq(Mux(total >= n, total - n, total))
     return out
 
 
@@ -298,30 +303,46 @@ class FlitPacker(wiring.Component):
         dp, da, dl = Signal(), Signal(), Signal()  # the planned flit is sent now: protocol / all-data / LLCRD
         m.d.comb += [dp.eq(decide & d_proto), da.eq(decide & d_alldata), dl.eq(decide & d_llcrd)]
 
-        # -------------------------------------------------------------- input window queues
-        q, count, cnt_vis, pops, pushes, writes = {}, {}, {}, {}, {}, {}
+        # -------------------------------------------------------------- input window queues (rings)
+        # Entries never move: a message is written at the tail (its clock enable depends only on the
+        # port's handshake and the tail register, not on ``flit.ready``), and the flit reads entry
+        # (head + k) mod n; a sent flit only moves the head.  Before, the queues were shift registers
+        # and the enable of every entry bit (a 512-bit line per data entry) hung on ``decide``.
+        # The data ring also keeps the lines whose headers were sent and whose chunks are still owed
+        # (the "line buffer"): owed lines from ``line_head``, then the queued data entries from
+        # ``head`` = line_head + nlines, so the virtual line sequence (owed lines, then the lines of
+        # the queued headers) is ring entries line_head, line_head + 1, ...  After any flit at most
+        # ``MAX_PER_FLIT[DataHdr]`` lines are owed (the rollover rule finishes an older line within
+        # the flit), so ``data_depth`` + that many entries never overflow; ``data.ready`` still counts
+        # queued headers only, as before.
+        lq_depth = MAX_PER_FLIT[data_ch]
+        q, count, cnt_vis, pops, pushes, writes, head, head_vis, ring = {}, {}, {}, {}, {}, {}, {}, {}, {}
         for ch, pname in zip(chans, _PORTS):
             depth, port = self.depths[ch], ports[ch]
-            entries = [Signal(channel_shape(ch), name=f"{pname}_q{i}") for i in range(depth)]
+            n = depth + (lq_depth if ch is data_ch else 0)
+            ring[ch] = n
+            entries = [Signal(channel_shape(ch), name=f"{pname}_q{i}") for i in range(n)]
             cnt = Signal(range(depth + 1), name=f"{pname}_count")
+            hd = Signal(range(n), name=f"{pname}_head")
+            tail = Signal(range(n), name=f"{pname}_tail")
             pop = Signal(range(self._window(ch) + 1), name=f"{pname}_pop")
-            q[ch], count[ch] = entries, cnt
+            q[ch], count[ch], head[ch] = entries, cnt, hd
             m.d.comb += pop.eq(Mux(dp, d_total[ch], 0))
             m.d.comb += port.ready.eq(cnt != depth)
             push = Signal(name=f"{pname}_push")
             m.d.comb += push.eq(port.valid & port.ready)
             pops[ch], pushes[ch], writes[ch] = pop, push, []
-            # Both outcomes are formed from registers (the plan's total, the count) and ``dp``, which
-            # depends on ``flit.ready``, selects at the end: survivors shift to the front by the plan's
-            # total if the planned protocol flit is sent, and the new message goes behind them.
-            for i in range(depth):
-                shifted = _shifted(m, entries, i, d_total[ch], self._window(ch), f"{pname}_q{i}_shifted")
-                w_sent = Signal(name=f"{pname}_q{i}_w_sent")
-                w_kept = Signal(name=f"{pname}_q{i}_w_kept")
-                m.d.comb += [w_sent.eq(push & (cnt == i + d_total[ch])), w_kept.eq(push & (cnt == i))]
-                writes[ch].append(Mux(dp, w_sent, w_kept))
-                m.d.sync += entries[i].eq(Mux(dp, Mux(w_sent, port.payload, shifted),
-                                              Mux(w_kept, port.payload, entries[i])))
+            for i in range(n):
+                w = Signal(name=f"{pname}_q{i}_write")
+                m.d.comb += w.eq(push & (tail == i))
+                writes[ch].append(w)
+                with m.If(w):
+                    m.d.sync += entries[i].eq(port.payload)
+            m.d.sync += tail.eq(Mux(push, _ring_add(m, tail, 1, n, f"{pname}_tail_inc"), tail))
+            # Head after the flit decided now: both outcomes from registers, ``dp`` selects last.
+            head_vis[ch] = Signal(range(n), name=f"{pname}_head_vis")
+            m.d.comb += head_vis[ch].eq(Mux(dp, _ring_add(m, hd, d_total[ch], n, f"{pname}_head_sent"), hd))
+            m.d.sync += hd.eq(head_vis[ch])
             cnt_vis[ch] = Signal(range(depth + 1), name=f"{pname}_count_vis")
             m.d.comb += cnt_vis[ch].eq(cnt - pop)
             m.d.sync += cnt.eq(cnt_vis[ch] + push)
@@ -329,51 +350,49 @@ class FlitPacker(wiring.Component):
         # -------------------------------------------------------------- GO before snoop (downstream)
         # Per queued H2D Req, ``ahead``: the H2D Rsps queued before it that are still queued (the model's
         # ``Packer.visible``).  A Req is written with the Rsp count after the edge (a Rsp handed in the
-        # same cycle counts as before it), moves with its entry, and every sent flit's Rsps come off it.
-        # The next plan sees the Reqs whose ``ahead`` falls to 0 with the flit sent now: the prefix of
-        # the queue (``ahead`` never decreases along the queue) that may join it.
+        # same cycle counts as before it), stays with its ring entry, and every sent flit's Rsps come off
+        # it.  The next plan sees the Reqs whose ``ahead`` falls to 0 with the flit sent now: the prefix
+        # of the queue from the head after this flit (``ahead`` never decreases along the queue) that
+        # may join it.
         ordered = ORDERED_BEHIND.get(self.direction)
         req_visible = None
         if ordered is not None:
             req_ch, rsp_ch = ordered
-            rq_depth = self.depths[req_ch]
+            rq_n = ring[req_ch]
             rsp_next = cnt_vis[rsp_ch] + pushes[rsp_ch]
-            ahead = [Signal(range(self.depths[rsp_ch] + 1), name=f"req_q{i}_ahead") for i in range(rq_depth)]
-            window = self._window(req_ch)
-            for i in range(rq_depth):
-                moved = Mux(dp, _shifted(m, ahead, i, d_total[req_ch], window, f"req_q{i}_ahead_shifted"), ahead[i])
-                left = Mux(moved > pops[rsp_ch], moved - pops[rsp_ch], 0)
+            ahead = [Signal(range(self.depths[rsp_ch] + 1), name=f"req_q{i}_ahead") for i in range(rq_n)]
+            clears = []                              # per ring entry: its ``ahead`` falls to 0 now
+            for i in range(rq_n):
+                left = Mux(ahead[i] > pops[rsp_ch], ahead[i] - pops[rsp_ch], 0)
                 m.d.sync += ahead[i].eq(Mux(writes[req_ch][i], rsp_next, left))
+                clear = Signal(name=f"req_q{i}_clear")
+                m.d.comb += clear.eq(ahead[i] <= pops[rsp_ch])
+                clears.append(clear)
             cap = min(self._window(req_ch), MAX_PER_FLIT[req_ch])
             may = []
-            for j in range(cap):                     # cap <= rq_depth: the window is within the queue
-                at = _shifted(m, ahead, j, pops[req_ch], window, f"req_vis{j}_ahead")
+            for j in range(cap):                     # cap <= depth: the window is within the queue
+                at = _ring_add(m, head_vis[req_ch], j, rq_n, f"req_vis{j}_index")
                 ok = Signal(name=f"req_vis{j}_may_join")      # it and every Req before it
-                m.d.comb += ok.eq((at <= pops[rsp_ch]) & (may[-1] if may else 1))
+                m.d.comb += ok.eq(_mux_table(m, f"req_vis{j}_clear", at, dict(enumerate(clears)), 1)
+                                  & (may[-1] if may else 1))
                 may.append(ok)
             req_visible = Signal(range(cap + 1))
             m.d.comb += req_visible.eq(sum(may))
 
-        # -------------------------------------------------------------- line buffer (chunks owed)
-        lq_depth = MAX_PER_FLIT[data_ch]
-        lq = [Signal(LINE_BITS, name=f"line{i}") for i in range(lq_depth)]
+        # -------------------------------------------------------------- owed lines (in the data ring)
+        dn = ring[data_ch]
+        line_head = Signal(range(dn))              # ring entry of the first owed line
         nlines = Signal(range(lq_depth + 1))
-        cidx = Signal(range(cpl))                  # chunks of line0 already sent
-        # The "virtual" line sequence: owed lines, then the lines of the queued data headers in queue
-        # order (a data header taken in this flit appends its line behind the owed ones).
-        data_entries = q[data_ch][:self._window(data_ch)]
+        cidx = Signal(range(cpl))                  # chunks of the first owed line already sent
         max_done = (cpl - 1 + SLOTS) // cpl        # whole lines one flit can finish
+        max_x = (cpl - 1) + SLOTS                  # cidx + chunks one flit can take
+        # Lines 0 .. of the virtual sequence that one flit can read chunks of.
         vlines = []
-        for v in range(lq_depth + max_done):
-            vl = Signal(LINE_BITS, name=f"vline{v}")
-            m.d.comb += vl.eq(lq[v] if v < lq_depth else 0)
-            for nl in range(min(v, lq_depth) + 1):
-                with m.If(nlines == nl):
-                    m.d.comb += vl.eq(data_entries[v - nl].data if v - nl < len(data_entries) else 0)
-            vlines.append(vl)
+        for v in range((max_x - 1) // cpl + 1):
+            at = line_head if v == 0 else _ring_add(m, line_head, v, dn, f"vline{v}_index")
+            vlines.append(_mux_table(m, f"vline{v}", at, {i: q[data_ch][i].data for i in range(dn)}, LINE_BITS))
 
         # Chunk x of the virtual sequence: chunk x % cpl of line x // cpl.
-        max_x = (cpl - 1) + SLOTS                  # cidx + chunks one flit can take
         def chunk_at(name, x):
             return _mux_table(m, name, x, {i: vlines[i // cpl][(i % cpl) * chunk_bits:(i % cpl + 1) * chunk_bits]
                                            for i in range(max_x)}, chunk_bits)
@@ -399,18 +418,10 @@ class FlitPacker(wiring.Component):
         m.d.sync += [owed.eq(owed_vis),
                      Assert(owed == nlines * cpl - cidx, "owed register out of step with the line buffer")]
         m.d.sync += [cidx.eq(cidx_vis), nlines.eq(nlines_vis),
-                     Assert(nlines + new_lines - done <= lq_depth, "line buffer overflow")]
-        # Whole lines leave the front: both outcomes from registers, the sent flit's kind selects last.
-        done_a = _mux_table(m, "lines_done_alldata", cidx, {c: (c + SLOTS) // cpl for c in range(cpl)},
-                            range(max_done + 1))
-        done_p = _mux_table(m, "lines_done_proto", cidx + d_gtotal,
-                            {x: x // cpl for x in range(cpl + SLOTS - 1)}, range(max_done + 1))
-        for i in range(lq_depth):
-            after_a = _mux_table(m, f"line{i}_next_alldata", done_a,
-                                 {d: vlines[i + d] for d in range(max_done + 1)}, LINE_BITS)
-            after_p = _mux_table(m, f"line{i}_next_proto", done_p,
-                                 {d: vlines[i + d] for d in range(max_done + 1)}, LINE_BITS)
-            m.d.sync += lq[i].eq(Mux(da, after_a, Mux(dp, after_p, vlines[i])))
+                     line_head.eq(_ring_add(m, line_head, done, dn, "line_head_next")),
+                     Assert(nlines + new_lines - done <= lq_depth, "line buffer overflow"),
+                     Assert(head[data_ch] == (line_head + nlines) % dn, "data ring: head != line_head + nlines"),
+                     Assert(nlines + count[data_ch] <= dn, "data ring overflow")]
 
         # -------------------------------------------------------------- pending credits and acks
         crd = {k: Signal(self.counter_bits, name=f"pending_{k}_crd") for k in CREDIT_CLASSES}
@@ -524,9 +535,12 @@ class FlitPacker(wiring.Component):
 
         # -------------------------------------------------------------- build the planned flit (stage 2)
         # Message r of ``ch`` behind ``base`` already-taken ones: the queue head is the plan's view.
-        def msg_bits(ch, i):
-            e = q[ch][i]
-            return e.hdr.as_value() if ch in DATA_CHANNELS else e.as_value()
+        # Message k of the queue is ring entry (head + k) mod n; ``head`` is a register here (the plan
+        # was made against the head after the previous flit, which is this register now).
+        def msg_at(ch, k, name):
+            table = {i: (e.hdr.as_value() if ch in DATA_CHANNELS else e.as_value()) for i, e in enumerate(q[ch])}
+            return _mux_table(m, name, _ring_add(m, head[ch], k, ring[ch], f"{name}_index"), table,
+                              CODECS[ch].width)
 
         def slot_bits(s, formats, capacity):
             msgs = {}
@@ -534,12 +548,12 @@ class FlitPacker(wiring.Component):
                 limit = self._window(ch)
                 most = max([self._positions(f, ch) for f in formats] + [0])
                 for r in range(most):
+                    name = f"s{s}_{ch.name.lower()}_at{r}"
                     if s == 0:
-                        msgs[ch, r] = msg_bits(ch, r) if r < limit else Const(0, CODECS[ch].width)
+                        msgs[ch, r] = msg_at(ch, r, name) if r < limit else Const(0, CODECS[ch].width)
                     else:
-                        msgs[ch, r] = _mux_table(m, f"s{s}_{ch.name.lower()}_at{r}", d_base[s][ch],
-                                                 {b: msg_bits(ch, b + r) for b in range(limit - r)},
-                                                 CODECS[ch].width)
+                        # base + r < window whenever the slot takes message r (else it is masked below)
+                        msgs[ch, r] = msg_at(ch, d_base[s][ch] + r, name)
             table = {}
             for f in formats:
                 fb = Signal(capacity, name=f"s{s}_{f.name}_bits")
