@@ -26,8 +26,8 @@ import scenario as scenario_mod                                    # noqa: E402
 import test_races                                                  # noqa: E402
 from dcoh_cosim import CONFIG, CosimMismatch, make_dut, run_cosim  # noqa: E402
 from cxl.coherence import SNOOP_TABLE, STALL                        # noqa: E402
-from hdl.dcoh.dcoh import DCOH, ErrorKind                          # noqa: E402
-from cxl.messages import D2HRspOpcode, H2DReqOpcode, H2DRspOpcode  # noqa: E402
+from hdl.dcoh.dcoh import DCOH, CacheState, ErrorKind              # noqa: E402
+from cxl.messages import D2HReqOpcode, D2HRspOpcode, H2DReqOpcode, H2DRspOpcode  # noqa: E402
 from models.config import Config                                   # noqa: E402
 
 
@@ -476,4 +476,185 @@ def test_go_and_snoop_offered_in_one_cycle_take_the_go_first(data_first):
     rsp_taken, req_taken = got["taken"]
     assert rsp_taken is not None and req_taken is not None and rsp_taken <= req_taken, got
     assert got.get("rsp") == (D2HRspOpcode.RspIHitSE, 5), got
+    assert got["errors"] == 0, got
+
+
+@pytest.mark.parametrize("go", [1, 2], ids=["GO-S", "GO-E"])
+def test_data_behind_its_go_is_taken_in_the_gos_last_cycle(go):
+    """Chained dispatch (hdl/dcoh/dcoh.py, ``chain``): a load's GO and its Data offered in the same cycle.
+    The GO is taken first and moves the request without completing it; the Data is taken in the GO's
+    last cycle, one cycle after the GO (no IDLE cycle between them), judged on the state the GO writes at
+    that cycle's edge (forwarded): the fill installs what the GO granted (S or E) with the host's line,
+    and nothing is counted as a protocol error.  Judged on the tracker's register instead, the Data finds
+    the state before the GO and the fill goes wrong (or the request never completes)."""
+    dut = DCOH(caches=1, sf_sets=4, sf_ways=2, tracker=4, work=2, coalesce_window=0, credits=64)
+    line, value = 0x40, 0x1234_5678_9ABC
+    got = {}
+
+    async def body(ctx):
+        for s in (dut.d2h_req, dut.d2h_rsp, dut.d2h_data, dut.cpu_rsp, dut.cmd, dut.probe):
+            ctx.set(s.ready, 1)
+        ctx.set(dut.cmd_rsp.valid, 1)
+        ctx.set(dut.cpu_req.valid, 1)
+        ctx.set(dut.cpu_req.p.kind, 0)                           # a load miss of cache 0
+        ctx.set(dut.cpu_req.p.line, line)
+        await ctx.tick().until(dut.d2h_req.valid)
+        cqid = ctx.get(dut.d2h_req.p.cqid)
+        ctx.set(dut.cpu_req.valid, 0)
+        await ctx.tick()
+        ctx.set(dut.h2d_rsp.valid, 1)
+        ctx.set(dut.h2d_rsp.p.opcode, H2DRspOpcode.GO)
+        ctx.set(dut.h2d_rsp.p.rsp_data, go)
+        ctx.set(dut.h2d_rsp.p.cqid, cqid)
+        ctx.set(dut.h2d_data.valid, 1)
+        ctx.set(dut.h2d_data.p.hdr.valid, 1)
+        ctx.set(dut.h2d_data.p.hdr.cqid, cqid)
+        ctx.set(dut.h2d_data.p.data, value)
+        taken = {}
+        for cycle in range(60):
+            rsp_t = ctx.get(dut.h2d_rsp.valid) and ctx.get(dut.h2d_rsp.ready)
+            data_t = ctx.get(dut.h2d_data.valid) and ctx.get(dut.h2d_data.ready)
+            if ctx.get(dut.cpu_rsp.valid):
+                got["fill"] = (ctx.get(dut.cpu_rsp.p.state), ctx.get(dut.cpu_rsp.p.data))
+            await ctx.tick()
+            if rsp_t:
+                taken["rsp"] = cycle
+                ctx.set(dut.h2d_rsp.valid, 0)
+            if data_t:
+                taken["data"] = cycle
+                ctx.set(dut.h2d_data.valid, 0)
+            if "fill" in got:
+                break
+        got["taken"] = taken
+        got["errors"] = ctx.get(dut.protocol_errors)
+
+    _bench(dut, body)
+    assert got["taken"].get("data") == got["taken"].get("rsp", -9) + 1, got
+    assert got.get("fill") == ({1: CacheState.S, 2: CacheState.E}[go], value), got
+    assert got["errors"] == 0, got
+
+
+@pytest.mark.parametrize("go", [1, 2], ids=["GO-S", "GO-E"])
+def test_go_behind_its_data_waits_for_the_datas_write(go):
+    """Chained dispatch, the other order: a load's Data comes alone, and its GO is offered in the Data's
+    last cycle, when the Data writes the request's state and its line into the buffer.  That GO must
+    not be taken in that cycle (its verdict and the line it completes with would be read before the
+    Data's writes): it is taken in the next one, and the fill installs what it granted with the line."""
+    dut = DCOH(caches=1, sf_sets=4, sf_ways=2, tracker=4, work=2, coalesce_window=0, credits=64)
+    line, value = 0x40, 0x0BAD_CAFE_F00D
+    got = {}
+
+    async def body(ctx):
+        for s in (dut.d2h_req, dut.d2h_rsp, dut.d2h_data, dut.cpu_rsp, dut.cmd, dut.probe):
+            ctx.set(s.ready, 1)
+        ctx.set(dut.cmd_rsp.valid, 1)
+        ctx.set(dut.cpu_req.valid, 1)
+        ctx.set(dut.cpu_req.p.kind, 0)
+        ctx.set(dut.cpu_req.p.line, line)
+        await ctx.tick().until(dut.d2h_req.valid)
+        cqid = ctx.get(dut.d2h_req.p.cqid)
+        ctx.set(dut.cpu_req.valid, 0)
+        await ctx.tick()
+        ctx.set(dut.h2d_data.valid, 1)
+        ctx.set(dut.h2d_data.p.hdr.valid, 1)
+        ctx.set(dut.h2d_data.p.hdr.cqid, cqid)
+        ctx.set(dut.h2d_data.p.data, value)
+        await ctx.tick().until(dut.h2d_data.ready)
+        ctx.set(dut.h2d_data.valid, 0)
+        ctx.set(dut.h2d_rsp.valid, 1)                            # offered in the Data's last cycle
+        ctx.set(dut.h2d_rsp.p.opcode, H2DRspOpcode.GO)
+        ctx.set(dut.h2d_rsp.p.rsp_data, go)
+        ctx.set(dut.h2d_rsp.p.cqid, cqid)
+        for cycle in range(60):
+            if ctx.get(dut.h2d_rsp.valid) and ctx.get(dut.h2d_rsp.ready):
+                got["rsp"] = cycle
+            if ctx.get(dut.cpu_rsp.valid):
+                got["fill"] = (ctx.get(dut.cpu_rsp.p.state), ctx.get(dut.cpu_rsp.p.data))
+            await ctx.tick()
+            if "rsp" in got:
+                ctx.set(dut.h2d_rsp.valid, 0)
+            if "fill" in got:
+                break
+        got["errors"] = ctx.get(dut.protocol_errors)
+
+    _bench(dut, body)
+    assert got.get("rsp") == 1, got                 # not in cycle 0, the Data's last cycle
+    assert got.get("fill") == ({1: CacheState.S, 2: CacheState.E}[go], value), got
+    assert got["errors"] == 0, got
+
+
+def test_way_allocated_in_a_chained_cycle_is_busy_for_the_next_lookup():
+    """Chained dispatch: a CPU access looked up in the cycle where the access before it allocates a
+    snoop-filter way must count that way as busy (its request is in flight).  One set of two ways: way 0
+    holds line A, whose upgrade is pending (busy); cache 0's load of B takes the free way 1, and in that
+    same cycle cache 2's load of C is taken and looked up: no way is free, the pseudo-LRU victim (way 0,
+    as way 1 was just touched) is busy, so C must wait (the model's ``_way_for``: every way busy), not
+    back-invalidate B's placeholder in way 1, which the tracker registers do not show as busy yet."""
+    from hdl.dcoh.dcoh import CpuKind
+    dut = DCOH(caches=3, sf_sets=1, sf_ways=2, tracker=4, work=2, coalesce_window=0, credits=64)
+    A, B, C = 0x10, 0x20, 0x30
+    got = {"reqs": [], "probes": 0}
+
+    async def body(ctx):
+        for s in (dut.d2h_req, dut.d2h_rsp, dut.d2h_data, dut.cpu_rsp, dut.cmd, dut.probe):
+            ctx.set(s.ready, 1)
+        ctx.set(dut.cmd_rsp.valid, 1)
+
+        async def step():
+            if ctx.get(dut.d2h_req.valid):
+                got["reqs"].append((D2HReqOpcode(ctx.get(dut.d2h_req.p.opcode)), ctx.get(dut.d2h_req.p.addr),
+                                    ctx.get(dut.d2h_req.p.cqid)))
+            got["probes"] += ctx.get(dut.probe.valid)
+            await ctx.tick()
+
+        async def access(k, kind, line):
+            ctx.set(dut.cpu_req.valid, 1)
+            ctx.set(dut.cpu_req.p.kind, kind)
+            ctx.set(dut.cpu_req.p.cache, k)
+            ctx.set(dut.cpu_req.p.line, line)
+            for _ in range(50):
+                if ctx.get(dut.cpu_req.ready):
+                    break
+                await step()
+            else:
+                raise AssertionError(f"cache {k}'s {kind.name} of {line:#x} not taken in 50 cycles: {got}")
+            await step()
+            ctx.set(dut.cpu_req.valid, 0)
+
+        await access(1, CpuKind.LOAD, A)                            # A: a miss, filled S by the host
+        for _ in range(20):
+            if got["reqs"]:
+                break
+            await step()
+        cqid = got["reqs"][0][2]
+        ctx.set(dut.h2d_rsp.valid, 1)
+        ctx.set(dut.h2d_rsp.p.opcode, H2DRspOpcode.GO)
+        ctx.set(dut.h2d_rsp.p.rsp_data, 1)                          # GO-S
+        ctx.set(dut.h2d_rsp.p.cqid, cqid)
+        ctx.set(dut.h2d_data.valid, 1)
+        ctx.set(dut.h2d_data.p.hdr.valid, 1)
+        ctx.set(dut.h2d_data.p.hdr.cqid, cqid)
+        for _ in range(20):
+            rsp_t = ctx.get(dut.h2d_rsp.valid) and ctx.get(dut.h2d_rsp.ready)
+            data_t = ctx.get(dut.h2d_data.valid) and ctx.get(dut.h2d_data.ready)
+            await step()
+            if rsp_t:
+                ctx.set(dut.h2d_rsp.valid, 0)
+            if data_t:
+                ctx.set(dut.h2d_data.valid, 0)
+        ctx.set(dut.h2d_rsp.valid, 0)
+        ctx.set(dut.h2d_data.valid, 0)
+        await access(1, CpuKind.STORE, A)                           # A's upgrade (RdOwn), left pending
+        for _ in range(10):
+            await step()
+        await access(0, CpuKind.LOAD, B)                            # B takes way 1 ...
+        await access(2, CpuKind.LOAD, C)                            # ... while C is offered right behind
+        for _ in range(30):
+            await step()
+        got["errors"] = ctx.get(dut.protocol_errors)
+
+    _bench(dut, body)
+    lines = [(op, addr) for op, addr, _ in got["reqs"]]
+    assert lines == [(D2HReqOpcode.RdShared, A), (D2HReqOpcode.RdOwn, A), (D2HReqOpcode.RdShared, B)], got
+    assert got["probes"] == 0, got                                  # nothing back-invalidated
     assert got["errors"] == 0, got
