@@ -386,11 +386,28 @@ class FlitPacker(wiring.Component):
         cidx = Signal(range(cpl))                  # chunks of the first owed line already sent
         max_done = (cpl - 1 + SLOTS) // cpl        # whole lines one flit can finish
         max_x = (cpl - 1) + SLOTS                  # cidx + chunks one flit can take
-        # Lines 0 .. of the virtual sequence that one flit can read chunks of.
-        vlines = []
-        for v in range((max_x - 1) // cpl + 1):
-            at = line_head if v == 0 else _ring_add(m, line_head, v, dn, f"vline{v}_index")
-            vlines.append(_mux_table(m, f"vline{v}", at, {i: q[data_ch][i].data for i in range(dn)}, LINE_BITS))
+        # Lines 0 and 1 of the virtual sequence (one flit reads chunks of these two only): entries
+        # line_head and line_head + 1, one even and one odd when the ring has an even number of
+        # entries.  Then each entry feeds a single dn/2-to-1 mux (its bank's), and a 2-to-1 swap by
+        # line_head's parity orders the two lines; read directly, every entry fed two dn-to-1 muxes
+        # (2 x 512 of them), which router1 could not route in the time limit.
+        n_vlines = (max_x - 1) // cpl + 1
+        assert n_vlines == 2
+        lines = {i: q[data_ch][i].data for i in range(dn)}
+        if dn % 2 == 0:
+            half = dn // 2
+            odd_first = line_head[0]
+            odd_at = Signal(range(half), name="vline_odd_index")
+            even_at = Signal(range(half), name="vline_even_index")
+            m.d.comb += [odd_at.eq(line_head >> 1),
+                         even_at.eq(Mux(odd_first, _ring_add(m, odd_at, 1, half, "vline_even_next"), odd_at))]
+            even = _mux_table(m, "vline_even", even_at, {i: lines[2 * i] for i in range(half)}, LINE_BITS)
+            odd = _mux_table(m, "vline_odd", odd_at, {i: lines[2 * i + 1] for i in range(half)}, LINE_BITS)
+            vlines = [Signal(LINE_BITS, name="vline0"), Signal(LINE_BITS, name="vline1")]
+            m.d.comb += [vlines[0].eq(Mux(odd_first, odd, even)), vlines[1].eq(Mux(odd_first, even, odd))]
+        else:
+            vlines = [_mux_table(m, "vline0", line_head, lines, LINE_BITS),
+                      _mux_table(m, "vline1", _ring_add(m, line_head, 1, dn, "vline1_index"), lines, LINE_BITS)]
 
         # Chunk x of the virtual sequence: chunk x % cpl of line x // cpl.
         def chunk_at(name, x):
