@@ -441,33 +441,52 @@ class FlitPacker(wiring.Component):
                      Assert(nlines + count[data_ch] <= dn, "data ring overflow")]
 
         # -------------------------------------------------------------- pending credits and acks
+        # What the next plan needs of them (the steps, codes, "any waits", "a return is due") is formed
+        # for each outcome of the flit decided now from registers alone, and the outcome (``dp``/``dl``,
+        # which depend on ``flit.ready``) selects last: the subtract and the compare chains are not
+        # behind ``decide`` (they were the critical path, flit.ready -> decide -> subtract -> compare ->
+        # step register).
         crd = {k: Signal(self.counter_bits, name=f"pending_{k}_crd") for k in CREDIT_CLASSES}
         acks = Signal(self.counter_bits)
-        crd_vis = {}
         adds = {k: getattr(self, f"crd_{k}") for k in CREDIT_CLASSES}
+        crd_sent = Signal()                        # the flit decided now returns the planned credits
+        m.d.comb += crd_sent.eq(dp | dl)
+        crd_nz, crd_due = {}, {}                   # after the flit decided now: credits wait / are due
         for k in CREDIT_CLASSES:
-            step = d_crd_step[k]
-            crd_vis[k] = Signal(self.counter_bits, name=f"{k}_crd_vis")
-            m.d.comb += crd_vis[k].eq(crd[k] - Mux(dp | dl, step, 0))
-            nxt = crd_vis[k] + adds[k]
+            left = Signal(self.counter_bits, name=f"{k}_crd_left")      # if the planned flit is sent
+            m.d.comb += left.eq(crd[k] - d_crd_step[k])
+            nxt = Mux(crd_sent, left + adds[k], crd[k] + adds[k])
             m.d.sync += [crd[k].eq(nxt),
                          Assert(nxt < (1 << self.counter_bits), f"pending {k} credits overflow counter_bits")]
-            # Index of the largest CREDIT_VALUES entry not above what waits (the values ascend).
-            # The largest CREDIT_VALUES entry not above what waits (the values ascend): later wins.
-            step_next = Signal.like(d_crd_step[k], name=f"{k}_crd_step_next")
-            code_next = Signal.like(d_crd_code[k], name=f"{k}_crd_code_next")
-            m.d.comb += [step_next.eq(CREDIT_VALUES[0]), code_next.eq(encode_credit(CREDIT_VALUES[0]))]
-            for v in CREDIT_VALUES[1:]:
-                with m.If(crd_vis[k] >= v):
-                    m.d.comb += [step_next.eq(v), code_next.eq(encode_credit(v))]
-            m.d.sync += [d_crd_step[k].eq(step_next), d_crd_code[k].eq(code_next)]
-        acks_vis = Signal(self.counter_bits)
-        m.d.comb += acks_vis.eq(acks - Mux(dp & d_ak, AK_FLITS, 0) - Mux(dl, d_llcrd_acks, 0))
-        acks_next = acks_vis + self.ack_add
+            outcomes = []
+            for tag, value in (("sent", left), ("kept", crd[k])):
+                # The largest CREDIT_VALUES entry not above what waits (the values ascend): later wins.
+                step_next = Signal.like(d_crd_step[k], name=f"{k}_crd_step_{tag}")
+                code_next = Signal.like(d_crd_code[k], name=f"{k}_crd_code_{tag}")
+                m.d.comb += [step_next.eq(CREDIT_VALUES[0]), code_next.eq(encode_credit(CREDIT_VALUES[0]))]
+                for v in CREDIT_VALUES[1:]:
+                    with m.If(value >= v):
+                        m.d.comb += [step_next.eq(v), code_next.eq(encode_credit(v))]
+                outcomes.append((step_next, code_next, value != 0, value >= CREDITS_DUE))
+            (s_step, s_code, s_nz, s_due), (k_step, k_code, k_nz, k_due) = outcomes
+            m.d.sync += [d_crd_step[k].eq(Mux(crd_sent, s_step, k_step)),
+                         d_crd_code[k].eq(Mux(crd_sent, s_code, k_code))]
+            crd_nz[k], crd_due[k] = Signal(name=f"{k}_crd_nonzero"), Signal(name=f"{k}_crd_due")
+            m.d.comb += [crd_nz[k].eq(Mux(crd_sent, s_nz, k_nz)), crd_due[k].eq(Mux(crd_sent, s_due, k_due))]
+        # Acks: three outcomes (protocol flit with Ak sent, LLCRD sent, neither), ``dp``/``dl`` last.
+        acks_p = Signal(self.counter_bits)
+        acks_l = Signal(self.counter_bits)
+        m.d.comb += [acks_p.eq(acks - Mux(d_ak, AK_FLITS, 0)), acks_l.eq(acks - d_llcrd_acks)]
+
+        def by_outcome(f):
+            return Mux(dp, f(acks_p), Mux(dl, f(acks_l), f(acks)))
+        acks_next = by_outcome(lambda a: a + self.ack_add)
+        acks_nz, acks_due = Signal(), Signal()
+        m.d.comb += [acks_nz.eq(by_outcome(lambda a: a != 0)), acks_due.eq(by_outcome(lambda a: a >= ACKS_DUE))]
         m.d.sync += [acks.eq(acks_next),
                      Assert(acks_next < (1 << self.counter_bits), "pending acks overflow counter_bits"),
-                     d_ak.eq(acks_vis >= AK_FLITS),
-                     d_llcrd_acks.eq(Mux(acks_vis > _LLCRD_MAX_ACKS, _LLCRD_MAX_ACKS, acks_vis))]
+                     d_ak.eq(by_outcome(lambda a: a >= AK_FLITS)),
+                     d_llcrd_acks.eq(by_outcome(lambda a: Mux(a > _LLCRD_MAX_ACKS, _LLCRD_MAX_ACKS, a)))]
 
         # -------------------------------------------------------------- plan the next flit
         prio = Signal(range(n_prio))               # index into chans; rotates per protocol flit
@@ -478,14 +497,18 @@ class FlitPacker(wiring.Component):
         for ch in chans:
             cap = min(self._window(ch), MAX_PER_FLIT[ch])
             avail[ch] = Signal(range(cap + 1), name=f"{ch.name.lower()}_avail")
-            queued = Mux(cnt_vis[ch] > cap, cap, cnt_vis[ch])
+            # min(queued after the flit decided now, cap): both outcomes from registers, ``dp`` last.
+            left = count[ch] - d_total[ch]
+            queued = Mux(dp, Mux(left > cap, cap, left), Mux(count[ch] > cap, cap, count[ch]))
             if req_visible is not None and ch is ordered[0]:        # GO before snoop: fewer may join
                 queued = Mux(req_visible < queued, req_visible, queued)
             m.d.comb += avail[ch].eq(queued)
         busy = Signal()                                      # a message or chunk is queued
         is_alldata = Signal()
-        m.d.comb += [busy.eq(Cat(*[cnt_vis[ch] != 0 for ch in chans]).any() | (owed_vis != 0)),
-                     is_alldata.eq(owed_vis >= cpl)]
+        queued_sent = Cat(*[count[ch] != d_total[ch] for ch in chans]).any()
+        queued_kept = Cat(*[count[ch] != 0 for ch in chans]).any()
+        m.d.comb += [busy.eq(Mux(dp, queued_sent, queued_kept) | Mux(decide, d_owed_exec != 0, owed != 0)),
+                     is_alldata.eq(Mux(decide, d_owed_exec >= cpl, owed >= cpl))]
         # Waiting to fill (models.flit.packer, "Waiting to fill"): hold a protocol flit that is not full
         # while no chunk is owed, no return is due and it has been held fewer than ``wait`` times.
         hold = Signal()
@@ -496,11 +519,11 @@ class FlitPacker(wiring.Component):
             since_vis = Signal.like(since)
             m.d.comb += since_vis.eq(Mux(dp, 0, Mux(decide & (since != self.wait), since + 1, since)))
             m.d.sync += since.eq(since_vis)
-            due = Cat(acks_vis >= ACKS_DUE, *[crd_vis[k] >= CREDITS_DUE for k in CREDIT_CLASSES]).any()
+            due = Cat(acks_due, *[crd_due[k] for k in CREDIT_CLASSES]).any()
             m.d.comb += hold.eq(busy & (owed_vis == 0) & ~full & ~due & (since_vis != self.wait))
         m.d.sync += [d_alldata.eq(is_alldata),
                      d_proto.eq(busy & ~is_alldata & ~hold),
-                     d_llcrd.eq(~busy & Cat(acks_vis != 0, *[crd_vis[k] != 0 for k in CREDIT_CLASSES]).any())]
+                     d_llcrd.eq(~busy & Cat(acks_nz, *[crd_nz[k] for k in CREDIT_CLASSES]).any())]
 
         # The plan table: every visible state -> (codes, takes, bases, G0 counts, totals), one word.
         fields = []                                # (target register, python getter)
