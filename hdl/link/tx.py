@@ -65,7 +65,11 @@ Structure.
   Python at elaboration time (``_plans``, from ``SLOT_FORMATS``/``MAX_PER_FLIT``) into one table
   indexed by that small state (900 entries for the default parameters), which synthesizes to a few
   LUT levels instead of the former 13-level combinational slot chain.  The chunks-owed count is a
-  register of its own, and the plan carries its value after the planned flit.
+  register of its own, and the plan carries its value after the planned flit.  The whole plan (the
+  table lookup, the kind, the credit steps and codes, Ak, the LLCRD acks) is formed for both outcomes
+  of the cycle's decision (the planned flit decided now, or nothing decided) from registers alone,
+  and ``decide`` (which depends on ``flit.ready``) selects between them in front of the plan
+  registers: two plan tables, so ``flit.ready`` is one mux away from them.
 * Stage 2, the *build* (in the deciding cycle): the registered plan selects the queue entries per slot
   position (``base + r``), the chunks (``cidx`` + G0 slots before), header fields and LLCRD fields;
   the output register takes the flit, and the queue heads, owed lines, counters and priority are
@@ -92,7 +96,7 @@ Preconditions: the pending counters must not overflow ``counter_bits`` (asserted
 #      §2.2 (slot formats, per-flit maxima), §2.4 (credit fields, 10-bit credit counters), §2.5 (LLCRD).
 """
 
-from amaranth.hdl import Assert, Cat, Const, Module, Mux, Signal
+from amaranth.hdl import Assert, Cat, Const, Module, Mux, Shape, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -317,6 +321,7 @@ class FlitPacker(wiring.Component):
         # queued headers only, as before.
         lq_depth = MAX_PER_FLIT[data_ch]
         q, count, cnt_vis, pops, pushes, writes, head, head_vis, ring = {}, {}, {}, {}, {}, {}, {}, {}, {}
+        head_sent = {}
         for ch, pname in zip(chans, _PORTS):
             depth, port = self.depths[ch], ports[ch]
             n = depth + (lq_depth if ch is data_ch else 0)
@@ -340,8 +345,9 @@ class FlitPacker(wiring.Component):
                     m.d.sync += entries[i].eq(port.payload)
             m.d.sync += tail.eq(Mux(push, _ring_add(m, tail, 1, n, f"{pname}_tail_inc"), tail))
             # Head after the flit decided now: both outcomes from registers, ``dp`` selects last.
+            head_sent[ch] = _ring_add(m, hd, d_total[ch], n, f"{pname}_head_sent")
             head_vis[ch] = Signal(range(n), name=f"{pname}_head_vis")
-            m.d.comb += head_vis[ch].eq(Mux(dp, _ring_add(m, hd, d_total[ch], n, f"{pname}_head_sent"), hd))
+            m.d.comb += head_vis[ch].eq(Mux(dp, head_sent[ch], hd))
             m.d.sync += hd.eq(head_vis[ch])
             cnt_vis[ch] = Signal(range(depth + 1), name=f"{pname}_count_vis")
             m.d.comb += cnt_vis[ch].eq(cnt - pop)
@@ -355,29 +361,31 @@ class FlitPacker(wiring.Component):
         # of the queue from the head after this flit (``ahead`` never decreases along the queue) that
         # may join it.
         ordered = ORDERED_BEHIND.get(self.direction)
-        req_visible = None
+        req_visible_of = None
         if ordered is not None:
             req_ch, rsp_ch = ordered
             rq_n = ring[req_ch]
             rsp_next = cnt_vis[rsp_ch] + pushes[rsp_ch]
             ahead = [Signal(range(self.depths[rsp_ch] + 1), name=f"req_q{i}_ahead") for i in range(rq_n)]
-            clears = []                              # per ring entry: its ``ahead`` falls to 0 now
             for i in range(rq_n):
                 left = Mux(ahead[i] > pops[rsp_ch], ahead[i] - pops[rsp_ch], 0)
                 m.d.sync += ahead[i].eq(Mux(writes[req_ch][i], rsp_next, left))
-                clear = Signal(name=f"req_q{i}_clear")
-                m.d.comb += clear.eq(ahead[i] <= pops[rsp_ch])
-                clears.append(clear)
             cap = min(self._window(req_ch), MAX_PER_FLIT[req_ch])
-            may = []
-            for j in range(cap):                     # cap <= depth: the window is within the queue
-                at = _ring_add(m, head_vis[req_ch], j, rq_n, f"req_vis{j}_index")
-                ok = Signal(name=f"req_vis{j}_may_join")      # it and every Req before it
-                m.d.comb += ok.eq(_mux_table(m, f"req_vis{j}_clear", at, dict(enumerate(clears)), 1)
-                                  & (may[-1] if may else 1))
-                may.append(ok)
-            req_visible = Signal(range(cap + 1))
-            m.d.comb += req_visible.eq(sum(may))
+
+            def req_visible_of(sent, tag):
+                """How many Reqs from the head may join the next flit if the planned flit is ``sent``."""
+                rsp_pop = Mux(sent, d_total[rsp_ch], 0)
+                hv = Mux(sent, head_sent[req_ch], head[req_ch])
+                may = []
+                for j in range(cap):                 # cap <= depth: the window is within the queue
+                    at = _ring_add(m, hv, j, rq_n, f"req_vis{j}_{tag}_index")
+                    sel = _mux_table(m, f"req_vis{j}_{tag}_ahead", at, dict(enumerate(ahead)), range(self.depths[rsp_ch] + 1))
+                    ok = Signal(name=f"req_vis{j}_{tag}_may_join")      # it and every Req before it
+                    m.d.comb += ok.eq((sel <= rsp_pop) & (may[-1] if may else 1))
+                    may.append(ok)
+                vis = Signal(range(cap + 1), name=f"req_visible_{tag}")
+                m.d.comb += vis.eq(sum(may))
+                return vis
 
         # -------------------------------------------------------------- owed lines (in the data ring)
         dn = ring[data_ch]
@@ -471,59 +479,36 @@ class FlitPacker(wiring.Component):
             (s_step, s_code, s_nz, s_due), (k_step, k_code, k_nz, k_due) = outcomes
             m.d.sync += [d_crd_step[k].eq(Mux(crd_sent, s_step, k_step)),
                          d_crd_code[k].eq(Mux(crd_sent, s_code, k_code))]
-            crd_nz[k], crd_due[k] = Signal(name=f"{k}_crd_nonzero"), Signal(name=f"{k}_crd_due")
-            m.d.comb += [crd_nz[k].eq(Mux(crd_sent, s_nz, k_nz)), crd_due[k].eq(Mux(crd_sent, s_due, k_due))]
+            crd_nz[k], crd_due[k] = (s_nz, k_nz), (s_due, k_due)       # (if sent, if kept)
         # Acks: three outcomes (protocol flit with Ak sent, LLCRD sent, neither), ``dp``/``dl`` last.
         acks_p = Signal(self.counter_bits)
         acks_l = Signal(self.counter_bits)
         m.d.comb += [acks_p.eq(acks - Mux(d_ak, AK_FLITS, 0)), acks_l.eq(acks - d_llcrd_acks)]
 
-        def by_outcome(f):
-            return Mux(dp, f(acks_p), Mux(dl, f(acks_l), f(acks)))
+        def by_outcome(f, p=dp, l=dl):
+            return Mux(p, f(acks_p), Mux(l, f(acks_l), f(acks)))
         acks_next = by_outcome(lambda a: a + self.ack_add)
-        acks_nz, acks_due = Signal(), Signal()
-        m.d.comb += [acks_nz.eq(by_outcome(lambda a: a != 0)), acks_due.eq(by_outcome(lambda a: a >= ACKS_DUE))]
         m.d.sync += [acks.eq(acks_next),
                      Assert(acks_next < (1 << self.counter_bits), "pending acks overflow counter_bits"),
                      d_ak.eq(by_outcome(lambda a: a >= AK_FLITS)),
                      d_llcrd_acks.eq(by_outcome(lambda a: Mux(a > _LLCRD_MAX_ACKS, _LLCRD_MAX_ACKS, a)))]
 
         # -------------------------------------------------------------- plan the next flit
+        # The plan is formed twice from registers alone, once as if the planned flit is decided now
+        # ("dec": its kind, d_proto / d_llcrd / d_alldata, takes effect) and once as if nothing is
+        # decided ("idle"), and ``decide`` (which depends on ``flit.ready``) selects between the two in
+        # front of the plan registers: two plan tables, but ``flit.ready`` -> ``decide`` -> a 2-to-1 mux
+        # is all that is left in front of them (before, ``decide`` entered the table's key).
         prio = Signal(range(n_prio))               # index into chans; rotates per protocol flit
-        prio_vis = Signal(range(n_prio))
-        m.d.comb += prio_vis.eq(Mux(dp, Mux(prio == n_prio - 1, 0, prio + 1), prio))
-        m.d.sync += prio.eq(prio_vis)
-        avail = {}
-        for ch in chans:
-            cap = min(self._window(ch), MAX_PER_FLIT[ch])
-            avail[ch] = Signal(range(cap + 1), name=f"{ch.name.lower()}_avail")
-            # min(queued after the flit decided now, cap): both outcomes from registers, ``dp`` last.
-            left = count[ch] - d_total[ch]
-            queued = Mux(dp, Mux(left > cap, cap, left), Mux(count[ch] > cap, cap, count[ch]))
-            if req_visible is not None and ch is ordered[0]:        # GO before snoop: fewer may join
-                queued = Mux(req_visible < queued, req_visible, queued)
-            m.d.comb += avail[ch].eq(queued)
-        busy = Signal()                                      # a message or chunk is queued
-        is_alldata = Signal()
-        queued_sent = Cat(*[count[ch] != d_total[ch] for ch in chans]).any()
-        queued_kept = Cat(*[count[ch] != 0 for ch in chans]).any()
-        m.d.comb += [busy.eq(Mux(dp, queued_sent, queued_kept) | Mux(decide, d_owed_exec != 0, owed != 0)),
-                     is_alldata.eq(Mux(decide, d_owed_exec >= cpl, owed >= cpl))]
-        # Waiting to fill (models.flit.packer, "Waiting to fill"): hold a protocol flit that is not full
-        # while no chunk is owed, no return is due and it has been held fewer than ``wait`` times.
-        hold = Signal()
-        full = Signal()                            # from the plan table: meaningful when nothing is owed
+        prio_next = Signal(range(n_prio))
+        m.d.comb += prio_next.eq(Mux(prio == n_prio - 1, 0, prio + 1))
+        m.d.sync += prio.eq(Mux(dp, prio_next, prio))
         if self.wait:
             # decisions since the last protocol flit, up to ``wait`` (from reset: ``wait``, a cold link)
             since = Signal(range(self.wait + 1), init=self.wait)
-            since_vis = Signal.like(since)
-            m.d.comb += since_vis.eq(Mux(dp, 0, Mux(decide & (since != self.wait), since + 1, since)))
-            m.d.sync += since.eq(since_vis)
-            due = Cat(acks_due, *[crd_due[k] for k in CREDIT_CLASSES]).any()
-            m.d.comb += hold.eq(busy & (owed_vis == 0) & ~full & ~due & (since_vis != self.wait))
-        m.d.sync += [d_alldata.eq(is_alldata),
-                     d_proto.eq(busy & ~is_alldata & ~hold),
-                     d_llcrd.eq(~busy & Cat(acks_nz, *[crd_nz[k] for k in CREDIT_CLASSES]).any())]
+            since_dec = Signal.like(since)
+            m.d.comb += since_dec.eq(Mux(d_proto, 0, Mux(since != self.wait, since + 1, since)))
+            m.d.sync += since.eq(Mux(decide, since_dec, since))
 
         # The plan table: every visible state -> (codes, takes, bases, G0 counts, totals), one word.
         fields = []                                # (target register, python getter)
@@ -536,42 +521,86 @@ class FlitPacker(wiring.Component):
         for ch in chans:
             fields.append((d_total[ch], lambda p, ch=ch: p[1][ch]))
         fields.append((d_gtotal, lambda p: p[2]))
-        owed_after = Signal(range(owed_max + 1))            # after the planned protocol flit
-        fields.append((owed_after, lambda p: p[3]))
+        owed_field = object()                      # the owed count after the planned protocol flit
+        full_field = object()                      # the plan is full (``wait`` only)
+        fields.append((owed_field, lambda p: p[3]))
         if self.wait:
-            fields.append((full, lambda p: p[4]))
-        word_width = sum(len(sig) for sig, _ in fields)
-        plan_word = Signal(word_width)
-        owed_lo = Signal(range(cpl))
-        m.d.comb += owed_lo.eq(owed_vis)                     # < cpl whenever a protocol flit is planned
-        key = Cat(avail[chans[0]], avail[chans[1]], avail[chans[2]], prio_vis, owed_lo)
-        with m.Switch(key):
-            for (a0, a1, a2, p, o), plan in self._plans(h_formats, g_formats).items():
-                if self.wait:
-                    avail_key = dict(zip(chans, (a0, a1, a2)))
-                    plan = (*plan, o == 0 and self._full(avail_key, p, h_formats, g_formats, data_ch))
-                value, shift = 0, 0
-                for sig, get in fields:
-                    v = get(plan)
-                    assert 0 <= v < (1 << len(sig))
-                    value |= v << shift
-                    shift += len(sig)
-                keyval, kshift = 0, 0
-                for v, sig in zip((a0, a1, a2, p, o), (avail[chans[0]], avail[chans[1]], avail[chans[2]],
-                                                        prio_vis, owed_lo)):
-                    keyval |= v << kshift
-                    kshift += len(sig)
-                with m.Case(keyval):
-                    m.d.comb += plan_word.eq(value)
-        shift = 0
-        for sig, _ in fields:
-            if sig is owed_after or sig is full:
-                m.d.comb += sig.eq(plan_word[shift:shift + len(sig)])
-            else:
-                m.d.sync += sig.eq(plan_word[shift:shift + len(sig)])
-            shift += len(sig)
-        m.d.sync += d_owed_exec.eq(Mux(is_alldata, owed_vis - SLOTS,
-                                       Mux(busy & ~hold, owed_after, owed_vis)))
+            fields.append((full_field, lambda p: p[4]))
+        widths = [len(sig) if sig is not owed_field and sig is not full_field else
+                  (Shape.cast(range(owed_max + 1)).width if sig is owed_field else 1) for sig, _ in fields]
+        caps = {ch: min(self._window(ch), MAX_PER_FLIT[ch]) for ch in chans}
+        key_widths = [Shape.cast(range(caps[ch] + 1)).width for ch in chans] + \
+                     [Shape.cast(range(n_prio)).width, Shape.cast(range(cpl)).width]
+        table = []                                 # (key, word), enumerated once for both lookups
+        for (a0, a1, a2, p, o), plan in self._plans(h_formats, g_formats).items():
+            if self.wait:
+                avail_key = dict(zip(chans, (a0, a1, a2)))
+                plan = (*plan, o == 0 and self._full(avail_key, p, h_formats, g_formats, data_ch))
+            value, shift = 0, 0
+            for (sig, get), w in zip(fields, widths):
+                v = get(plan)
+                assert 0 <= v < (1 << w)
+                value |= v << shift
+                shift += w
+            keyval, kshift = 0, 0
+            for v, w in zip((a0, a1, a2, p, o), key_widths):
+                keyval |= v << kshift
+                kshift += w
+            table.append((keyval, value))
+
+        def plan_for(tag, p, l, owed_o):
+            """The next plan if the flit decided now is a protocol flit (``p``), an LLCRD (``l``),
+            and leaves ``owed_o`` chunks owed: a dict of the values for the plan registers."""
+            avail = {}
+            for ch in chans:
+                cap = caps[ch]
+                avail[ch] = Signal(range(cap + 1), name=f"{ch.name.lower()}_avail_{tag}")
+                left = count[ch] - Mux(p, d_total[ch], 0)
+                queued = Mux(left > cap, cap, left)
+                if req_visible_of is not None and ch is ordered[0]:     # GO before snoop: fewer may join
+                    vis = req_visible_of(p, tag)
+                    queued = Mux(vis < queued, vis, queued)
+                m.d.comb += avail[ch].eq(queued)
+            prio_o = Signal(range(n_prio), name=f"prio_{tag}")
+            m.d.comb += prio_o.eq(Mux(p, prio_next, prio))
+            owed_lo = Signal(range(cpl), name=f"owed_lo_{tag}")
+            m.d.comb += owed_lo.eq(owed_o)                   # < cpl whenever a protocol flit is planned
+            busy = Signal(name=f"busy_{tag}")                # a message or chunk is queued
+            is_alldata = Signal(name=f"is_alldata_{tag}")
+            m.d.comb += [busy.eq(Cat(*[count[ch] != Mux(p, d_total[ch], 0) for ch in chans]).any()
+                                 | (owed_o != 0)),
+                         is_alldata.eq(owed_o >= cpl)]
+            word = Signal(sum(widths), name=f"plan_word_{tag}")
+            with m.Switch(Cat(avail[chans[0]], avail[chans[1]], avail[chans[2]], prio_o, owed_lo)):
+                for keyval, value in table:
+                    with m.Case(keyval):
+                        m.d.comb += word.eq(value)
+            out, shift = {}, 0                   # id(target register) -> its value in this outcome
+            for (sig, _), w in zip(fields, widths):
+                out[id(sig)] = word[shift:shift + w]
+                shift += w
+            crd_sent_o = p | l
+            crd_nz_o = [Mux(crd_sent_o, crd_nz[k][0], crd_nz[k][1]) for k in CREDIT_CLASSES]
+            acks_nz = by_outcome(lambda a: a != 0, p, l)
+            # Waiting to fill (models.flit.packer, "Waiting to fill"): hold a protocol flit that is not
+            # full while no chunk is owed, no return is due and it has been held fewer than ``wait`` times.
+            hold = Signal(name=f"hold_{tag}")
+            if self.wait:
+                since_o = since_dec if tag == "dec" else since
+                due = Cat(by_outcome(lambda a: a >= ACKS_DUE, p, l),
+                          *[Mux(crd_sent_o, crd_due[k][0], crd_due[k][1]) for k in CREDIT_CLASSES]).any()
+                m.d.comb += hold.eq(busy & (owed_o == 0) & ~out[id(full_field)] & ~due & (since_o != self.wait))
+            out[id(d_alldata)] = is_alldata
+            out[id(d_proto)] = busy & ~is_alldata & ~hold
+            out[id(d_llcrd)] = ~busy & Cat(acks_nz, *crd_nz_o).any()
+            out[id(d_owed_exec)] = Mux(is_alldata, owed_o - SLOTS, Mux(busy & ~hold, out[id(owed_field)], owed_o))
+            return out
+
+        dec = plan_for("dec", d_proto, d_llcrd, d_owed_exec)
+        idle = plan_for("idle", Const(0), Const(0), owed)
+        targets = [sig for sig, _ in fields if sig is not owed_field and sig is not full_field]
+        for sig in targets + [d_alldata, d_proto, d_llcrd, d_owed_exec]:
+            m.d.sync += sig.eq(Mux(decide, dec[id(sig)], idle[id(sig)]))
 
         # -------------------------------------------------------------- build the planned flit (stage 2)
         # Message r of ``ch`` behind ``base`` already-taken ones: the queue head is the plan's view.
