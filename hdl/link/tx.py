@@ -402,13 +402,23 @@ class FlitPacker(wiring.Component):
         n_vlines = (max_x - 1) // cpl + 1
         assert n_vlines == 2
         lines = {i: q[data_ch][i].data for i in range(dn)}
+        line_head_next = Signal(range(dn))         # line_head after this cycle's flit
         if dn % 2 == 0:
+            # The bank indices and the swap select are registers of their own, loaded with what
+            # line_head will be (init 0, like line_head): the build path (b045dda's critical path,
+            # line_head -> index adder -> bank mux -> ... -> output register) starts at them, and the
+            # index adder runs in the previous cycle.
             half = dn // 2
-            odd_first = line_head[0]
+            odd_first = Signal(name="vline_odd_first")
             odd_at = Signal(range(half), name="vline_odd_index")
             even_at = Signal(range(half), name="vline_even_index")
-            m.d.comb += [odd_at.eq(line_head >> 1),
-                         even_at.eq(Mux(odd_first, _ring_add(m, odd_at, 1, half, "vline_even_next"), odd_at))]
+            odd_at_next = Signal(range(half))
+            m.d.comb += odd_at_next.eq(line_head_next >> 1)
+            m.d.sync += [odd_first.eq(line_head_next[0]), odd_at.eq(odd_at_next),
+                         even_at.eq(Mux(line_head_next[0], _ring_add(m, odd_at_next, 1, half, "vline_even_next"),
+                                        odd_at_next)),
+                         Assert(odd_first == line_head[0], "bank select out of step with line_head"),
+                         Assert(odd_at == line_head >> 1, "odd bank index out of step with line_head")]
             even = _mux_table(m, "vline_even", even_at, {i: lines[2 * i] for i in range(half)}, LINE_BITS)
             odd = _mux_table(m, "vline_odd", odd_at, {i: lines[2 * i + 1] for i in range(half)}, LINE_BITS)
             vlines = [Signal(LINE_BITS, name="vline0"), Signal(LINE_BITS, name="vline1")]
@@ -432,7 +442,8 @@ class FlitPacker(wiring.Component):
         done = _mux_table(m, "lines_done", x_end, {x: x // cpl for x in range(cpl + SLOTS)}, range(max_done + 1))
         cidx_vis = _mux_table(m, "cidx_vis", x_end, {x: x % cpl for x in range(cpl + SLOTS)}, range(cpl))
         nlines_vis = Signal(range(lq_depth + 1))
-        m.d.comb += nlines_vis.eq(nlines + new_lines - done)
+        m.d.comb += [nlines_vis.eq(nlines + new_lines - done),
+                     line_head_next.eq(_ring_add(m, line_head, done, dn, "line_head_sum"))]
         # Chunks owed: kept in a register of its own (= nlines * cpl - cidx), and the plan carries what
         # it will be after the planned flit, so the next plan does not wait for the line arithmetic.
         owed_max = lq_depth * cpl
@@ -443,7 +454,7 @@ class FlitPacker(wiring.Component):
         m.d.sync += [owed.eq(owed_vis),
                      Assert(owed == nlines * cpl - cidx, "owed register out of step with the line buffer")]
         m.d.sync += [cidx.eq(cidx_vis), nlines.eq(nlines_vis),
-                     line_head.eq(_ring_add(m, line_head, done, dn, "line_head_next")),
+                     line_head.eq(line_head_next),
                      Assert(nlines + new_lines - done <= lq_depth, "line buffer overflow"),
                      Assert(head[data_ch] == (line_head + nlines) % dn, "data ring: head != line_head + nlines"),
                      Assert(nlines + count[data_ch] <= dn, "data ring overflow")]
