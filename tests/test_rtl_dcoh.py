@@ -658,3 +658,97 @@ def test_way_allocated_in_a_chained_cycle_is_busy_for_the_next_lookup():
     assert lines == [(D2HReqOpcode.RdShared, A), (D2HReqOpcode.RdOwn, A), (D2HReqOpcode.RdShared, B)], got
     assert got["probes"] == 0, got                                  # nothing back-invalidated
     assert got["errors"] == 0, got
+
+
+def test_request_completing_in_a_chained_cycle_is_not_busy_for_the_next_lookup():
+    """Chained dispatch: a load whose Data completes it fills the cache and, in that same cycle, a CPU
+    access is taken and looked up.  The completed request's tracker entry is freed at that cycle's edge;
+    for the lookup it is no longer busy (the model completed it first).  One set of two ways: way 0 holds
+    A, whose upgrade is pending (busy); way 1 holds B, whose load completes now; cache 2's load of C
+    then finds no free way, the pseudo-LRU victim A busy, and must back-invalidate B (a probe to cache
+    0), not wait as if every way were busy."""
+    from hdl.dcoh.dcoh import CpuKind
+    dut = DCOH(caches=3, sf_sets=1, sf_ways=2, tracker=4, work=2, coalesce_window=0, credits=64)
+    A, B, C = 0x10, 0x20, 0x30
+    got = {"reqs": [], "probes": []}
+
+    async def body(ctx):
+        for s in (dut.d2h_req, dut.d2h_rsp, dut.d2h_data, dut.cpu_rsp, dut.cmd):
+            ctx.set(s.ready, 1)
+        ctx.set(dut.cmd_rsp.valid, 1)
+
+        async def step():
+            if ctx.get(dut.d2h_req.valid):
+                got["reqs"].append((D2HReqOpcode(ctx.get(dut.d2h_req.p.opcode)), ctx.get(dut.d2h_req.p.addr),
+                                    ctx.get(dut.d2h_req.p.cqid)))
+            if ctx.get(dut.probe.valid):
+                got["probes"].append((ctx.get(dut.probe.p.block), ctx.get(dut.probe.p.lines)))
+            await ctx.tick()
+
+        async def access(k, kind, line):
+            ctx.set(dut.cpu_req.valid, 1)
+            ctx.set(dut.cpu_req.p.kind, kind)
+            ctx.set(dut.cpu_req.p.cache, k)
+            ctx.set(dut.cpu_req.p.line, line)
+            for _ in range(50):
+                if ctx.get(dut.cpu_req.ready):
+                    break
+                await step()
+            else:
+                raise AssertionError(f"cache {k}'s {kind.name} of {line:#x} not taken in 50 cycles: {got}")
+            await step()
+            ctx.set(dut.cpu_req.valid, 0)
+
+        async def answer(cqid, then=None):
+            """GO-S and Data for ``cqid``, offered together; ``then()`` runs in the cycle after the Data
+            is taken (the Data's last cycle)."""
+            ctx.set(dut.h2d_rsp.valid, 1)
+            ctx.set(dut.h2d_rsp.p.opcode, H2DRspOpcode.GO)
+            ctx.set(dut.h2d_rsp.p.rsp_data, 1)
+            ctx.set(dut.h2d_rsp.p.cqid, cqid)
+            ctx.set(dut.h2d_data.valid, 1)
+            ctx.set(dut.h2d_data.p.hdr.valid, 1)
+            ctx.set(dut.h2d_data.p.hdr.cqid, cqid)
+            for _ in range(20):
+                rsp_t = ctx.get(dut.h2d_rsp.valid) and ctx.get(dut.h2d_rsp.ready)
+                data_t = ctx.get(dut.h2d_data.valid) and ctx.get(dut.h2d_data.ready)
+                await step()
+                if rsp_t:
+                    ctx.set(dut.h2d_rsp.valid, 0)
+                if data_t:
+                    ctx.set(dut.h2d_data.valid, 0)
+                    if then is not None:
+                        then()
+                    return
+            raise AssertionError(f"CQID {cqid}'s Data not taken: {got}")
+
+        def offer_c():
+            ctx.set(dut.cpu_req.valid, 1)
+            ctx.set(dut.cpu_req.p.kind, CpuKind.LOAD)
+            ctx.set(dut.cpu_req.p.cache, 2)
+            ctx.set(dut.cpu_req.p.line, C)
+
+        await access(1, CpuKind.LOAD, A)                            # A: way 0, S in cache 1
+        for _ in range(10):
+            await step()
+        await answer(got["reqs"][0][2])
+        for _ in range(10):
+            await step()
+        await access(1, CpuKind.STORE, A)                           # A's upgrade (RdOwn), left pending
+        await access(0, CpuKind.LOAD, B)                            # B: way 1
+        for _ in range(10):
+            await step()
+        b_cqid = [c for op, line, c in got["reqs"] if line == B][0]
+        await answer(b_cqid, then=offer_c)                          # C offered in B's Data's last cycle
+        for _ in range(40):
+            if ctx.get(dut.cpu_req.valid) and ctx.get(dut.cpu_req.ready):
+                await step()
+                ctx.set(dut.cpu_req.valid, 0)
+            else:
+                await step()
+        got["errors"] = ctx.get(dut.protocol_errors)
+
+    _bench(dut, body)
+    # the coalescer's message names block B // 4 (coalesce_block 4) and B's bit in it
+    assert (B >> 2, 1 << (B & 3)) in got["probes"], got
+    assert got["errors"] == 0, got

@@ -331,11 +331,15 @@ class DCOH(wiring.Component):
         # a tracker entry written this cycle (new_txn) with a snoop-filter way: busy for a lookup issued
         # in the same cycle (a chained dispatch, see chain()), which the registers do not show yet
         new_way_valid, new_way_line, new_way = Signal(), Signal(AW), Signal(max(way_bits, 1))
+        # ... and the tracker entry a completion frees this cycle (advance(): ``cur_t``) is no longer busy
+        # for such a lookup, though its valid bit clears only at the edge
+        t_done = Signal()
+        cur_t = Signal(range(max(T, 2)))                    # tracker entry being advanced/completed
         for w in range(self.sf_ways):
             hits = [new_way_valid & (new_way == w) &
                     ((new_way_line[:set_bits] == lset) if set_bits else 1)]
             for i in range(T):
-                hits.append(trk[i].valid & trk[i].has_way & (trk[i].way == w) &
+                hits.append(trk[i].valid & ~(t_done & (cur_t == i)) & trk[i].has_way & (trk[i].way == w) &
                             ((trk[i].line[:set_bits] == lset) if set_bits else 1))
             for i in range(W):
                 hits.append(wk[i].valid & (wk[i].way == w) &
@@ -438,7 +442,6 @@ class DCOH(wiring.Component):
         scan_i = Signal(range(K + 1))
         progress = Signal()
         cur_w = Signal(range(max(W, 2)))                    # work entry being finished
-        cur_t = Signal(range(max(T, 2)))                    # tracker entry being advanced/completed
         # the one line register: every line the engine moves passes through it.  It is loaded from the
         # caches (cmd_rsp), the host (H2D Data, in IDLE), the buffer, a waiting store, or zeroed, and it
         # alone drives the buffer's write data, D2H Data and cpu_rsp: a 512-bit line then has one input
@@ -645,14 +648,46 @@ class DCOH(wiring.Component):
         d_new = Signal(_STATE_BITS)
         m.d.comb += d_new.eq(Mux(d_granted, Mux(dv_granted_e, STATE_CODE[D.E], STATE_CODE[D.S]), d_nxt))
 
-        def advance(new_state, from_rsp=False):
+        def fill_sf(state):
+            """A completed read's fill: its snoop-filter entry (a placeholder until now) takes the state
+            (E or S) and the filling cache, and becomes the most recently used way of its set."""
+            mine = Signal(K, name="fill_presence")
+            m.d.comb += mine.eq(1 << ct.cache)
+            sf_update(SFOp.MODIFY, ct.line, ct.way, Mux(state == STATE_CODE[D.E], SFState.E, SFState.S), 0,
+                      mine, touch=1)
+
+        def tell_cache(state=None, writes_t=None):
+            """A completed request tells its cache (a CPU access's: cpu_rsp; else nothing to say), then
+            the rescan; a cache that is not ready is waited for in C_DONE.  ``state``: the request's
+            state (default: the tracker's; the state written this cycle when it completes in this
+            cycle, which then also names the entry it writes, ``writes_t``)."""
+            st = ct.state if state is None else state
+            with m.If(ct.cpu):
+                m.d.comb += [self.cpu_rsp.valid.eq(1), self.cpu_rsp.p.cache.eq(ct.cache),
+                             self.cpu_rsp.p.line.eq(ct.line)]
+                with m.If(st == STATE_CODE[D.E]):
+                    m.d.comb += self.cpu_rsp.p.state.eq(Mux(ct.store, CacheState.M, CacheState.E))
+                with m.Elif(st == STATE_CODE[D.S]):
+                    m.d.comb += self.cpu_rsp.p.state.eq(CacheState.S)
+                with m.Else():
+                    m.d.comb += self.cpu_rsp.p.state.eq(CacheState.I)
+                with m.If(self.cpu_rsp.ready):
+                    rescan_next(ops[ct.cache].valid.eq(0), replay_go.eq(1), writes_t=writes_t)
+                with m.Else():
+                    m.next = "C_DONE"
+            with m.Else():
+                rescan_next(replay_go.eq(1), writes_t=writes_t)
+
+        def advance(new_state, from_rsp=False, line_ready=False):
             """The request at ``cur_t`` (IDLE set it when it took the H2D Rsp / Data) moved to
             ``new_state`` (written this cycle): a stable state completes it -- the CQID is freed and the
-            cache filled (C_RES, a snoop-filter lookup for the line) or told (C_DONE); otherwise it waits
-            for the host's next message and the rescan follows.  Through ``ct`` = trk[cur_t] only: one
-            select of the tracker's lines, shared by every state that completes a request."""
+            cache filled or told; otherwise it waits for the host's next message and the rescan follows.
+            Through ``ct`` = trk[cur_t] only: one select of the tracker's lines, shared by every state
+            that completes a request.  ``line_ready``: cmd_data holds the request's line in this cycle
+            (an H2D Data: IDLE loaded it), so a fill or an uncached read completes here; ``from_rsp``:
+            an H2D Rsp, whose line (if any) RSP loads only at this cycle's edge."""
             with m.If(is_stable(new_state)):
-                m.d.comb += [cqids.free_valid.eq(1), cqids.free_cqid.eq(cur_t)]
+                m.d.comb += [cqids.free_valid.eq(1), cqids.free_cqid.eq(cur_t), t_done.eq(1)]
                 m.d.sync += ct.valid.eq(0)
                 with m.If((new_state != STATE_CODE[D.I]) & ct.store):
                     # a store's fill must know the other holders (an upgrade from S leaves S copies
@@ -662,9 +697,23 @@ class DCOH(wiring.Component):
                 with m.Elif(new_state != STATE_CODE[D.I]):
                     # a load's fill needs no lookup: the line was a placeholder (a miss from I: the
                     # line was busy all along, so no other cache got a copy), the way is the tracker's
-                    m.next = "C_FILL"
+                    if line_ready:
+                        fill_sf(new_state)
+                        tell_cache(new_state, writes_t=cur_t)
+                    else:
+                        m.next = "C_FILL"
                 with m.Else():
-                    m.next = "C_DONE"
+                    # an uncached read (RdCurr) hands its line to the cache; nothing else completing
+                    # in I carries one, so those tell their cache at once
+                    if line_ready:
+                        tell_cache(new_state, writes_t=cur_t)
+                    elif from_rsp:
+                        with m.If(ct.op != Req.RdCurr):
+                            tell_cache(new_state, writes_t=cur_t)
+                        with m.Else():
+                            m.next = "C_DONE"
+                    else:
+                        m.next = "C_DONE"
             with m.Else():
                 if from_rsp:
                     m.d.comb += rsp_fwd.eq(1)
@@ -804,6 +853,16 @@ class DCOH(wiring.Component):
             m.next = "IDLE"
             with m.If(~hazard):
                 idle_dispatch(0)
+
+        def take_copy():
+            """An eviction: the evicting cache hands over its copy (a ``cmd`` INV to it alone), offered
+            from S_TRY's decision on and repeated in S_EVICT while the caches are not ready."""
+            m.d.comb += [self.cmd.valid.eq(1), self.cmd.p.line.eq(r.line),
+                         self.cmd.p.caches.eq(Const(1, K) << cur_k), self.cmd.p.op.eq(CmdOp.INV)]
+            with m.If(self.cmd.ready):
+                m.next = "S_EVICT_RSP"
+            with m.Else():
+                m.next = "S_EVICT"
 
         with m.FSM(name="engine") as engine:
             # ---------------------------------------------------------------- dispatch
@@ -1032,31 +1091,12 @@ class DCOH(wiring.Component):
                 with m.Else():
                     m.d.comb += [buf_w.en.eq(1), buf_w.addr.eq(dv_cqid)]
                     m.d.sync += ct.state.eq(d_new)
-                    advance(d_new)                      # cmd_data has the line (since IDLE)
+                    advance(d_new, line_ready=True)     # cmd_data has the line (since IDLE)
             with m.State("ADVANCE"):                    # after RSP_DATA
                 # the completed line goes to the cache from cmd_data: RSP_DATA read the buffer at this
                 # CQID (C_RES .. C_DONE do not touch cmd_data)
                 m.d.sync += cmd_data.eq(buf_r.data)
                 advance(ct.state)
-            def tell_cache():
-                """A completed request tells its cache (a CPU access's: cpu_rsp; else nothing to say),
-                then the rescan; a cache that is not ready is waited for in C_DONE."""
-                with m.If(ct.cpu):
-                    m.d.comb += [self.cpu_rsp.valid.eq(1), self.cpu_rsp.p.cache.eq(ct.cache),
-                                 self.cpu_rsp.p.line.eq(ct.line)]
-                    with m.If(ct.state == STATE_CODE[D.E]):
-                        m.d.comb += self.cpu_rsp.p.state.eq(Mux(ct.store, CacheState.M, CacheState.E))
-                    with m.Elif(ct.state == STATE_CODE[D.S]):
-                        m.d.comb += self.cpu_rsp.p.state.eq(CacheState.S)
-                    with m.Else():
-                        m.d.comb += self.cpu_rsp.p.state.eq(CacheState.I)
-                    with m.If(self.cpu_rsp.ready):
-                        rescan_next(ops[ct.cache].valid.eq(0), replay_go.eq(1))
-                    with m.Else():
-                        m.next = "C_DONE"
-                with m.Else():
-                    rescan_next(replay_go.eq(1))
-
             with m.State("C_RES"):               # a read/ownership request completed: fill the cache
                 m.d.comb += sf.result.ready.eq(1)
                 m.d.sync += r.eq(res)
@@ -1072,8 +1112,7 @@ class DCOH(wiring.Component):
                     with m.If(self.cmd.ready):
                         m.next = "C_INV_RSP"
                 with m.Else():
-                    sf_update(SFOp.MODIFY, ct.line, ct.way,
-                              Mux(ct.state == STATE_CODE[D.E], SFState.E, SFState.S), 0, mine, touch=1)
+                    fill_sf(ct.state)
                     tell_cache()                        # in the cycle the fill is written
             await_cmd_rsp("C_INV_RSP", "C_FILL2")
             with m.State("C_FILL2"):
@@ -1186,7 +1225,7 @@ class DCOH(wiring.Component):
                         miss(Req.RdOwn)
                 with m.Elif(kind == CpuKind.EVICT):
                     with m.If((peers != 0) | have_cqid):
-                        m.next = "S_EVICT"               # take the copy out of the cache first
+                        take_copy()                     # take the copy out of the cache first
                     with m.Else():
                         fail()
                 with m.Else():                          # uncached: flush the device's own copies first
@@ -1204,11 +1243,8 @@ class DCOH(wiring.Component):
                                 txn(code, REQUEST_START[(code, D.I)])
                         issued()
 
-            with m.State("S_EVICT"):                    # the evicting cache hands over its copy
-                m.d.comb += [self.cmd.valid.eq(1), self.cmd.p.line.eq(r.line),
-                             self.cmd.p.caches.eq(Const(1, K) << cur_k), self.cmd.p.op.eq(CmdOp.INV)]
-                with m.If(self.cmd.ready):
-                    m.next = "S_EVICT_RSP"
+            with m.State("S_EVICT"):                    # (the caches were not ready in S_TRY)
+                take_copy()
             await_cmd_rsp("S_EVICT_RSP", "S_EVICT_SET", latch_line)
             with m.State("S_EVICT_SET"):
                 req = cur
