@@ -4,7 +4,9 @@ Every test drives the RTL and a reference ``Packer`` in lockstep: in each cycle 
 flit (``~flit.valid | flit.ready``, not paused) the reference's ``next_flit()`` is called first, then
 the messages the RTL accepted in the *previous* cycle are pushed and the credits/acks handed in then are
 added.  The packer plans each flit one cycle ahead (hdl/link/tx.py, "Timing"), so a decision sees the
-inputs of two or more cycles before it.  After the clock edge the RTL must offer exactly that flit (or none).
+inputs of two or more cycles before it.  The decided flit goes to the packer's CRC stage, and at the
+next advance of its output stages (``~flit.valid | flit.ready``: the cycle after the decision if nothing
+stalls) to the port: after that clock edge the RTL must offer exactly that flit (or none).
 Every transferred flit is also decoded by ``models.flit.Unpacker``, which must never raise, and at the
 end every message, credit and ack must have come out, in per-channel order.
 
@@ -60,12 +62,13 @@ class Harness(ReusedSimulator):
         idle = {"valid": {ch: True for ch in chans}, "ready": True, "pause": False, "crd": (0, 0, 0), "acks": 0}
         cycle, drain_limit = 0, len(sc["cycles"]) + 20 * (sum(map(len, pending.values())) + 8)
         late = ([], (0, 0, 0), 0)          # what was handed in during the previous cycle (see below)
+        stage_a = None                     # the flit decided in the last advance (None: no flit), see below
         while True:
             step = sc["cycles"][cycle] if cycle < len(sc["cycles"]) else idle
             draining = cycle >= len(sc["cycles"])
             if draining and not ref.busy and not ref.acks and not any(ref.credits.values()) \
                     and not any(pending.values()) and not late[0] and not any(late[1]) and not late[2] \
-                    and not ctx.get(dut.flit.valid):
+                    and stage_a is None and not ctx.get(dut.flit.valid):
                 break
             assert cycle < drain_limit, "the packer does not drain"
             for ch in chans:
@@ -83,7 +86,9 @@ class Harness(ReusedSimulator):
             if valid and ready:
                 flits.append(ctx.get(dut.flit.payload).to_bytes(FLIT_BYTES, "little"))
                 self.transfers.append(cycle)
-            decide = (not valid or ready) and not step["pause"]
+            advance = not valid or ready          # the packer's two output stages move
+            decide = advance and not step["pause"]
+            expected = None
             if decide:
                 # Planned in the previous cycle: it sees what was handed in up to two cycles ago.
                 expected = ref.next_flit()
@@ -97,12 +102,15 @@ class Harness(ReusedSimulator):
             late = (accepted, tuple(step["crd"]), step["acks"])
             await ctx.tick()
             cycle += 1
-            if decide:
+            if advance:
+                # The decided flit goes to the packer's stage A, and A's flit (decided at the previous
+                # advance) to the port: offered two cycles after its decision if nothing stalls.
                 got_valid = ctx.get(dut.flit.valid)
-                assert got_valid == (expected is not None), f"cycle {cycle}: valid {got_valid}, model {expected}"
-                if expected is not None:
+                assert got_valid == (stage_a is not None), f"cycle {cycle}: valid {got_valid}, model {stage_a}"
+                if stage_a is not None:
                     got = ctx.get(dut.flit.payload).to_bytes(FLIT_BYTES, "little")
-                    assert got == expected, f"cycle {cycle}:\n RTL   {got.hex()}\n model {expected.hex()}"
+                    assert got == stage_a, f"cycle {cycle}:\n RTL   {got.hex()}\n model {stage_a.hex()}"
+                stage_a = expected
         self.result = flits, ref
 
 
@@ -275,8 +283,8 @@ def test_streaming_one_flit_per_cycle():
                       "crd": (0, 0, 0), "acks": 0}] * 40}
     flits, _ = h.run(sc)
     assert h.transfers == list(range(h.transfers[0], h.transfers[0] + len(flits))), "an idle cycle"
-    # accepted at edge 1, planned in cycle 1, decided in cycle 2, offered in 3
-    assert h.transfers[0] <= 4
+    # accepted at edge 1, planned in cycle 1, decided in cycle 2, in the CRC stage in 3, offered in 4
+    assert h.transfers[0] <= 5
     check_stream(h.direction, flits, sc["messages"], Credits(), 0)
 
 

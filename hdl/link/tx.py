@@ -24,23 +24,27 @@ Ports (``FlitPacker(upstream)``; the channels are ``hdl.link.ports.direction_cha
 * ``flit``: ``Out(flit_stream())``, 528 bits: payload 511:0 and CRC 527:512 (the integer of the 66
   little-endian bytes of ``models.flit.seal``).
 
-Timing.  A flit is *decided* (sent to the output register) in a cycle where ``~flit.valid | flit.ready``
-and ``~pause``.  Since the pipelining for Fmax (docs/link_layer.md, "Packer pipeline") it is *planned*
-one cycle earlier: in every cycle the packer plans the next flit from its queue counts, owed chunks,
-credit/ack counters and priority as they are at the start of the cycle, minus what the flit decided in
-that same cycle (if any) takes; the plan is registered at the clock edge and is the flit decided in the
-next cycle (if that cycle decides).  So a decision in cycle t sees what was handed in up to cycle t-2
-(inputs of cycle t-1 are not yet visible, nor are those of cycle t), and nothing else: the flit contents
-and order for a given arrival are exactly what ``models.flit.Packer`` decides when fed with that
-one-cycle delay.  The decided flit is built from the registered plan and the queue heads and
-registered at the edge, so it is offered from the next cycle (``flit.valid`` is a register; the CRC is
-computed from the registered payload, combinationally, by ``hdl.link.crc.FlitCRC``).  ``flit.valid``
-never waits for ``flit.ready``.  Latency: a message handed in (handshake) in cycle t is queued from
-cycle t+1, planned in cycle t+1, can be in the flit decided in cycle t+2, and is offered from cycle t+3
-(one cycle more than before the pipelining).  Throughput: one flit per cycle while ``flit.ready``
-stays high; each input takes one message per cycle.  Lockstep with the golden model
-(tests/test_rtl_link_tx.py): at each decision call ``next_flit()``, then push what was accepted and add
-what was returned in the *previous* cycle.
+Timing.  A flit is *decided* (sent to the first output register) in a cycle where
+``~flit.valid | flit.ready`` and ``~pause``.  Since the pipelining for Fmax (docs/link_layer.md, "RTL
+pipelining (Fmax)") it is *planned* one cycle earlier: in every cycle the packer plans the next flit
+from its queue counts, owed chunks, credit/ack counters and priority as they are at the start of the
+cycle, minus what the flit decided in that same cycle (if any) takes; the plan is registered at the
+clock edge and is the flit decided in the next cycle (if that cycle decides).  So a decision in cycle t
+sees what was handed in up to cycle t-2 (inputs of cycle t-1 are not yet visible, nor are those of
+cycle t), and nothing else: the flit contents and order for a given arrival are exactly what
+``models.flit.Packer`` decides when fed with that one-cycle delay.  The decided flit is built from the
+registered plan and the queue heads into stage A of a two-register output pipeline; stage B, the port
+register, takes it with its CRC (``hdl.link.crc.FlitCRC``, computed from stage A's register).  Both
+stages move together in every cycle where ``~flit.valid | flit.ready`` (a stall holds both), so a flit
+decided in cycle t is offered from cycle t+2 if the port does not stall.  ``flit`` is a valid/ready
+stream: ``flit.valid`` and ``flit.payload`` are registers, ``flit.valid`` never waits for
+``flit.ready``, and a flit offered stays offered until taken.  Latency: a message handed in
+(handshake) in cycle t is queued from cycle t+1, planned in cycle t+1, can be in the flit decided in
+cycle t+2, and is offered from cycle t+4 (one cycle for the plan stage, one for the CRC stage, more
+than the unpipelined packer's t+2).  Throughput: one flit per cycle while ``flit.ready`` stays high;
+each input takes one message per cycle.  Lockstep with the golden model (tests/test_rtl_link_tx.py): at
+each decision call ``next_flit()``, then push what was accepted and add what was returned in the
+*previous* cycle; the flit comes out at the next advance of the output stages after the decision.
 
 Structure.
 * One *window queue* per channel, a ring of entries that never move: a message is written at the tail
@@ -300,10 +304,14 @@ class FlitPacker(wiring.Component):
         d_crd_code = {k: Signal(_WIDTH[f"{k}_crd"], name=f"d_{k}_crd_code") for k in CREDIT_CLASSES}
         d_llcrd_acks = Signal(range(_LLCRD_MAX_ACKS + 1))
 
-        out_valid = Signal()
+        out_valid = Signal()                       # stage A: the decided flit, without its CRC
         out_payload = Signal(PAYLOAD_BITS)
+        port_valid = Signal()                      # stage B: the port register, the flit with its CRC
+        port_payload = Signal.like(self.flit.payload)
+        advance = Signal()                         # both output stages move (B is empty or taken)
         decide = Signal()
-        m.d.comb += decide.eq((~out_valid | self.flit.ready) & ~self.pause)
+        m.d.comb += [advance.eq(~port_valid | self.flit.ready),
+                     decide.eq(advance & ~self.pause)]
         dp, da, dl = Signal(), Signal(), Signal()  # the planned flit is sent now: protocol / all-data / LLCRD
         m.d.comb += [dp.eq(decide & d_proto), da.eq(decide & d_alldata), dl.eq(decide & d_llcrd)]
 
@@ -680,15 +688,22 @@ class FlitPacker(wiring.Component):
             for shift, offset, width in pieces:
                 m.d.comb += llcrd[offset:offset + width].eq(llcrd_values[fname][shift:shift + width])
 
-        # -------------------------------------------------------------- output register
-        with m.If(decide):
-            m.d.sync += [out_valid.eq(d_alldata | d_proto | d_llcrd),
-                         out_payload.eq(Mux(d_alldata, alldata, Mux(d_proto, proto, llcrd)))]
-        with m.Elif(self.flit.ready):
-            m.d.sync += out_valid.eq(0)                      # transferred while paused
-
+        # -------------------------------------------------------------- output pipeline
+        # Two registers: stage A takes the decided flit, stage B (the port) takes stage A's flit with
+        # its CRC.  The CRC's XOR trees (``FlitCRC``, up to a few hundred payload bits per CRC bit)
+        # run between the two registers instead of from the last register to the consumer.  Both
+        # stages move together whenever B is empty or taken (``advance``; a stall holds both), so
+        # ``flit`` stays a valid/ready stream whose valid is a register and never waits for ready, and
+        # one flit per cycle passes while ready stays high.  Stage A loads its payload on every
+        # advance (only ``out_valid`` says whether it holds a flit), so its clock enable is
+        # ``advance`` alone.  Latency: a flit decided in cycle t is offered from cycle t+2.
         m.submodules.crc = crc = FlitCRC()
-        m.d.comb += [crc.payload.eq(out_payload),
-                     self.flit.valid.eq(out_valid),
-                     self.flit.payload.eq(Cat(out_payload, crc.crc))]
+        m.d.comb += crc.payload.eq(out_payload)
+        with m.If(advance):
+            m.d.sync += [out_valid.eq(decide & (d_alldata | d_proto | d_llcrd)),
+                         out_payload.eq(Mux(d_alldata, alldata, Mux(d_proto, proto, llcrd))),
+                         port_valid.eq(out_valid),
+                         port_payload.eq(Cat(out_payload, crc.crc))]
+        m.d.comb += [self.flit.valid.eq(port_valid),
+                     self.flit.payload.eq(port_payload)]
         return m
