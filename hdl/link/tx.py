@@ -76,9 +76,10 @@ Structure.
   registers: two plan tables, so ``flit.ready`` is one mux away from them.
 * Stage 2, the *build* (in the deciding cycle): the registered plan selects the queue entries per slot
   position (``base + r``), the chunks (``cidx`` + G0 slots before), header fields and LLCRD fields;
-  the output register takes the flit, and the queue heads, owed lines, counters and priority are
-  updated from the registered plan.  For the heads both outcomes (planned flit sent or not) are formed
-  from registers and ``decide`` (which depends on ``flit.ready``) selects last.
+  the first output register (stage A) takes the flit, and the queue heads, owed lines, counters and
+  priority are updated from the registered plan.  For the heads both outcomes (planned flit sent or
+  not) are formed from registers and ``decide`` (which depends on ``flit.ready``) selects last.
+* Stage 3, the *CRC*: the port register (stage B) takes stage A's flit with its CRC (see "Timing").
 
 Policy, in the golden model's words (``Packer.next_flit``): all-data flit when >= 4 chunks are owed;
 else a protocol flit when a message or chunk is queued (the priority channel rotates req -> rsp ->
