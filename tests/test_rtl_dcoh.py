@@ -583,53 +583,64 @@ def test_go_behind_its_data_waits_for_the_datas_write(go):
     assert got["errors"] == 0, got
 
 
-def test_way_allocated_in_a_chained_cycle_is_busy_for_the_next_lookup():
-    """Chained dispatch: a CPU access looked up in the cycle where the access before it allocates a
-    snoop-filter way must count that way as busy (its request is in flight).  One set of two ways: way 0
-    holds line A, whose upgrade is pending (busy); cache 0's load of B takes the free way 1, and in that
-    same cycle cache 2's load of C is taken and looked up: no way is free, the pseudo-LRU victim (way 0,
-    as way 1 was just touched) is busy, so C must wait (the model's ``_way_for``: every way busy), not
-    back-invalidate B's placeholder in way 1, which the tracker registers do not show as busy yet."""
-    from hdl.dcoh.dcoh import CpuKind
-    dut = DCOH(caches=3, sf_sets=1, sf_ways=2, tracker=4, work=2, coalesce_window=0, credits=64)
-    A, B, C = 0x10, 0x20, 0x30
-    got = {"reqs": [], "probes": 0}
 
-    async def body(ctx):
+class _Driver:
+    """Host and cache sides of a bare DCOH for directed tests, one cycle per ``step()``: every output
+    always ready, every command answered at once, and each D2H Req (opcode, line, CQID) and probe
+    (block, lines) the DCOH offers recorded in ``got``."""
+
+    def __init__(self, ctx, dut, got):
+        self.ctx, self.dut, self.got = ctx, dut, got
+        got.setdefault("reqs", [])
+        got.setdefault("probes", [])
         for s in (dut.d2h_req, dut.d2h_rsp, dut.d2h_data, dut.cpu_rsp, dut.cmd, dut.probe):
             ctx.set(s.ready, 1)
         ctx.set(dut.cmd_rsp.valid, 1)
 
-        async def step():
-            if ctx.get(dut.d2h_req.valid):
-                got["reqs"].append((D2HReqOpcode(ctx.get(dut.d2h_req.p.opcode)), ctx.get(dut.d2h_req.p.addr),
-                                    ctx.get(dut.d2h_req.p.cqid)))
-            got["probes"] += ctx.get(dut.probe.valid)
-            await ctx.tick()
+    async def step(self):
+        ctx, dut, got = self.ctx, self.dut, self.got
+        if ctx.get(dut.d2h_req.valid):
+            got["reqs"].append((D2HReqOpcode(ctx.get(dut.d2h_req.p.opcode)), ctx.get(dut.d2h_req.p.addr),
+                                ctx.get(dut.d2h_req.p.cqid)))
+        if ctx.get(dut.probe.valid):
+            got["probes"].append((ctx.get(dut.probe.p.block), ctx.get(dut.probe.p.lines)))
+        await ctx.tick()
 
-        async def access(k, kind, line):
-            ctx.set(dut.cpu_req.valid, 1)
-            ctx.set(dut.cpu_req.p.kind, kind)
-            ctx.set(dut.cpu_req.p.cache, k)
-            ctx.set(dut.cpu_req.p.line, line)
-            for _ in range(50):
-                if ctx.get(dut.cpu_req.ready):
-                    break
-                await step()
-            else:
-                raise AssertionError(f"cache {k}'s {kind.name} of {line:#x} not taken in 50 cycles: {got}")
-            await step()
-            ctx.set(dut.cpu_req.valid, 0)
+    def offer(self, k, kind, line):
+        ctx, dut = self.ctx, self.dut
+        ctx.set(dut.cpu_req.valid, 1)
+        ctx.set(dut.cpu_req.p.kind, kind)
+        ctx.set(dut.cpu_req.p.cache, k)
+        ctx.set(dut.cpu_req.p.line, line)
 
-        await access(1, CpuKind.LOAD, A)                            # A: a miss, filled S by the host
-        for _ in range(20):
-            if got["reqs"]:
+    async def access(self, k, kind, line):
+        """Cache ``k``'s access, offered until the DCOH takes it (at most 50 cycles)."""
+        self.offer(k, kind, line)
+        for _ in range(50):
+            if self.ctx.get(self.dut.cpu_req.ready):
                 break
-            await step()
-        cqid = got["reqs"][0][2]
+            await self.step()
+        else:
+            raise AssertionError(f"cache {k}'s {kind.name} of {line:#x} not taken in 50 cycles: {self.got}")
+        await self.step()
+        self.ctx.set(self.dut.cpu_req.valid, 0)
+
+    async def cqid_of(self, line):
+        """The CQID of the D2H Req for ``line`` (waiting for it up to 20 cycles)."""
+        for _ in range(20):
+            found = [c for _, addr, c in self.got["reqs"] if addr == line]
+            if found:
+                return found[-1]
+            await self.step()
+        raise AssertionError(f"no D2H Req for {line:#x}: {self.got}")
+
+    async def go_s_and_data(self, cqid, then=None):
+        """GO-S and Data for ``cqid``, offered together; ``then()`` runs in the cycle after the Data is
+        taken (the Data's last cycle)."""
+        ctx, dut = self.ctx, self.dut
         ctx.set(dut.h2d_rsp.valid, 1)
         ctx.set(dut.h2d_rsp.p.opcode, H2DRspOpcode.GO)
-        ctx.set(dut.h2d_rsp.p.rsp_data, 1)                          # GO-S
+        ctx.set(dut.h2d_rsp.p.rsp_data, 1)
         ctx.set(dut.h2d_rsp.p.cqid, cqid)
         ctx.set(dut.h2d_data.valid, 1)
         ctx.set(dut.h2d_data.p.hdr.valid, 1)
@@ -637,26 +648,58 @@ def test_way_allocated_in_a_chained_cycle_is_busy_for_the_next_lookup():
         for _ in range(20):
             rsp_t = ctx.get(dut.h2d_rsp.valid) and ctx.get(dut.h2d_rsp.ready)
             data_t = ctx.get(dut.h2d_data.valid) and ctx.get(dut.h2d_data.ready)
-            await step()
+            await self.step()
             if rsp_t:
                 ctx.set(dut.h2d_rsp.valid, 0)
             if data_t:
                 ctx.set(dut.h2d_data.valid, 0)
-        ctx.set(dut.h2d_rsp.valid, 0)
-        ctx.set(dut.h2d_data.valid, 0)
-        await access(1, CpuKind.STORE, A)                           # A's upgrade (RdOwn), left pending
+                if then is not None:
+                    then()
+                return
+        raise AssertionError(f"CQID {cqid}'s Data not taken: {self.got}")
+
+
+def _one_set_with_a_busy_way(ctx, dut, got):
+    """One set of two ways (``sf_sets=1, sf_ways=2``): cache 1 loads A (way 0, filled S) and starts its
+    upgrade (RdOwn, never answered: A stays busy), then cache 0 loads B (way 1).  Returns the driver."""
+    async def run():
+        from hdl.dcoh.dcoh import CpuKind
+        drv = _Driver(ctx, dut, got)
+        await drv.access(1, CpuKind.LOAD, _A)
+        await drv.go_s_and_data(await drv.cqid_of(_A))
         for _ in range(10):
-            await step()
-        await access(0, CpuKind.LOAD, B)                            # B takes way 1 ...
-        await access(2, CpuKind.LOAD, C)                            # ... while C is offered right behind
+            await drv.step()
+        await drv.access(1, CpuKind.STORE, _A)
+        await drv.access(0, CpuKind.LOAD, _B)
+        return drv
+    return run()
+
+
+_A, _B, _C = 0x10, 0x20, 0x30
+
+
+def test_way_allocated_in_a_chained_cycle_is_busy_for_the_next_lookup():
+    """Chained dispatch: a CPU access looked up in the cycle where the access before it allocates a
+    snoop-filter way must count that way as busy (its request is in flight).  One set of two ways: way 0
+    holds A, whose upgrade is pending (busy); cache 0's load of B takes the free way 1, and in that same
+    cycle cache 2's load of C is taken and looked up: no way is free, the pseudo-LRU victim (way 0, as
+    way 1 was just touched) is busy, so C must wait (the model's ``_way_for``: every way busy), not
+    back-invalidate B's placeholder in way 1, which the tracker registers do not show as busy yet."""
+    from hdl.dcoh.dcoh import CpuKind
+    dut = DCOH(caches=3, sf_sets=1, sf_ways=2, tracker=4, work=2, coalesce_window=0, credits=64)
+    got = {}
+
+    async def body(ctx):
+        drv = await _one_set_with_a_busy_way(ctx, dut, got)       # B's access is taken last ...
+        await drv.access(2, CpuKind.LOAD, _C)                     # ... C offered right behind it
         for _ in range(30):
-            await step()
+            await drv.step()
         got["errors"] = ctx.get(dut.protocol_errors)
 
     _bench(dut, body)
     lines = [(op, addr) for op, addr, _ in got["reqs"]]
-    assert lines == [(D2HReqOpcode.RdShared, A), (D2HReqOpcode.RdOwn, A), (D2HReqOpcode.RdShared, B)], got
-    assert got["probes"] == 0, got                                  # nothing back-invalidated
+    assert lines == [(D2HReqOpcode.RdShared, _A), (D2HReqOpcode.RdOwn, _A), (D2HReqOpcode.RdShared, _B)], got
+    assert got["probes"] == [], got                              # nothing back-invalidated
     assert got["errors"] == 0, got
 
 
@@ -669,86 +712,22 @@ def test_request_completing_in_a_chained_cycle_is_not_busy_for_the_next_lookup()
     0), not wait as if every way were busy."""
     from hdl.dcoh.dcoh import CpuKind
     dut = DCOH(caches=3, sf_sets=1, sf_ways=2, tracker=4, work=2, coalesce_window=0, credits=64)
-    A, B, C = 0x10, 0x20, 0x30
-    got = {"reqs": [], "probes": []}
+    got = {}
 
     async def body(ctx):
-        for s in (dut.d2h_req, dut.d2h_rsp, dut.d2h_data, dut.cpu_rsp, dut.cmd):
-            ctx.set(s.ready, 1)
-        ctx.set(dut.cmd_rsp.valid, 1)
-
-        async def step():
-            if ctx.get(dut.d2h_req.valid):
-                got["reqs"].append((D2HReqOpcode(ctx.get(dut.d2h_req.p.opcode)), ctx.get(dut.d2h_req.p.addr),
-                                    ctx.get(dut.d2h_req.p.cqid)))
-            if ctx.get(dut.probe.valid):
-                got["probes"].append((ctx.get(dut.probe.p.block), ctx.get(dut.probe.p.lines)))
-            await ctx.tick()
-
-        async def access(k, kind, line):
-            ctx.set(dut.cpu_req.valid, 1)
-            ctx.set(dut.cpu_req.p.kind, kind)
-            ctx.set(dut.cpu_req.p.cache, k)
-            ctx.set(dut.cpu_req.p.line, line)
-            for _ in range(50):
-                if ctx.get(dut.cpu_req.ready):
-                    break
-                await step()
-            else:
-                raise AssertionError(f"cache {k}'s {kind.name} of {line:#x} not taken in 50 cycles: {got}")
-            await step()
-            ctx.set(dut.cpu_req.valid, 0)
-
-        async def answer(cqid, then=None):
-            """GO-S and Data for ``cqid``, offered together; ``then()`` runs in the cycle after the Data
-            is taken (the Data's last cycle)."""
-            ctx.set(dut.h2d_rsp.valid, 1)
-            ctx.set(dut.h2d_rsp.p.opcode, H2DRspOpcode.GO)
-            ctx.set(dut.h2d_rsp.p.rsp_data, 1)
-            ctx.set(dut.h2d_rsp.p.cqid, cqid)
-            ctx.set(dut.h2d_data.valid, 1)
-            ctx.set(dut.h2d_data.p.hdr.valid, 1)
-            ctx.set(dut.h2d_data.p.hdr.cqid, cqid)
-            for _ in range(20):
-                rsp_t = ctx.get(dut.h2d_rsp.valid) and ctx.get(dut.h2d_rsp.ready)
-                data_t = ctx.get(dut.h2d_data.valid) and ctx.get(dut.h2d_data.ready)
-                await step()
-                if rsp_t:
-                    ctx.set(dut.h2d_rsp.valid, 0)
-                if data_t:
-                    ctx.set(dut.h2d_data.valid, 0)
-                    if then is not None:
-                        then()
-                    return
-            raise AssertionError(f"CQID {cqid}'s Data not taken: {got}")
-
-        def offer_c():
-            ctx.set(dut.cpu_req.valid, 1)
-            ctx.set(dut.cpu_req.p.kind, CpuKind.LOAD)
-            ctx.set(dut.cpu_req.p.cache, 2)
-            ctx.set(dut.cpu_req.p.line, C)
-
-        await access(1, CpuKind.LOAD, A)                            # A: way 0, S in cache 1
+        drv = await _one_set_with_a_busy_way(ctx, dut, got)
         for _ in range(10):
-            await step()
-        await answer(got["reqs"][0][2])
-        for _ in range(10):
-            await step()
-        await access(1, CpuKind.STORE, A)                           # A's upgrade (RdOwn), left pending
-        await access(0, CpuKind.LOAD, B)                            # B: way 1
-        for _ in range(10):
-            await step()
-        b_cqid = [c for op, line, c in got["reqs"] if line == B][0]
-        await answer(b_cqid, then=offer_c)                          # C offered in B's Data's last cycle
+            await drv.step()
+        # C offered in B's Data's last cycle (the cycle that completes B)
+        await drv.go_s_and_data(await drv.cqid_of(_B), then=lambda: drv.offer(2, CpuKind.LOAD, _C))
         for _ in range(40):
-            if ctx.get(dut.cpu_req.valid) and ctx.get(dut.cpu_req.ready):
-                await step()
+            taken = ctx.get(dut.cpu_req.valid) and ctx.get(dut.cpu_req.ready)
+            await drv.step()
+            if taken:
                 ctx.set(dut.cpu_req.valid, 0)
-            else:
-                await step()
         got["errors"] = ctx.get(dut.protocol_errors)
 
     _bench(dut, body)
     # the coalescer's message names block B // 4 (coalesce_block 4) and B's bit in it
-    assert (B >> 2, 1 << (B & 3)) in got["probes"], got
+    assert (_B >> 2, 1 << (_B & 3)) in got["probes"], got
     assert got["errors"] == 0, got
