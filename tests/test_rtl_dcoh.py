@@ -26,7 +26,7 @@ import scenario as scenario_mod                                    # noqa: E402
 import test_races                                                  # noqa: E402
 from dcoh_cosim import CONFIG, CosimMismatch, make_dut, run_cosim  # noqa: E402
 from cxl.coherence import SNOOP_TABLE, STALL                        # noqa: E402
-from hdl.dcoh.dcoh import DCOH, CacheState, ErrorKind              # noqa: E402
+from hdl.dcoh.dcoh import DCOH, CacheState, CpuKind, ErrorKind     # noqa: E402
 from cxl.messages import D2HReqOpcode, D2HRspOpcode, H2DReqOpcode, H2DRspOpcode  # noqa: E402
 from models.config import Config                                   # noqa: E402
 
@@ -492,16 +492,9 @@ def test_data_behind_its_go_is_taken_in_the_gos_last_cycle(go):
     got = {}
 
     async def body(ctx):
-        for s in (dut.d2h_req, dut.d2h_rsp, dut.d2h_data, dut.cpu_rsp, dut.cmd, dut.probe):
-            ctx.set(s.ready, 1)
-        ctx.set(dut.cmd_rsp.valid, 1)
-        ctx.set(dut.cpu_req.valid, 1)
-        ctx.set(dut.cpu_req.p.kind, 0)                           # a load miss of cache 0
-        ctx.set(dut.cpu_req.p.line, line)
-        await ctx.tick().until(dut.d2h_req.valid)
-        cqid = ctx.get(dut.d2h_req.p.cqid)
-        ctx.set(dut.cpu_req.valid, 0)
-        await ctx.tick()
+        drv = _Driver(ctx, dut, got)
+        await drv.access(0, CpuKind.LOAD, line)                  # a load miss of cache 0
+        cqid = await drv.cqid_of(line)
         ctx.set(dut.h2d_rsp.valid, 1)
         ctx.set(dut.h2d_rsp.p.opcode, H2DRspOpcode.GO)
         ctx.set(dut.h2d_rsp.p.rsp_data, go)
@@ -545,16 +538,9 @@ def test_go_behind_its_data_waits_for_the_datas_write(go):
     got = {}
 
     async def body(ctx):
-        for s in (dut.d2h_req, dut.d2h_rsp, dut.d2h_data, dut.cpu_rsp, dut.cmd, dut.probe):
-            ctx.set(s.ready, 1)
-        ctx.set(dut.cmd_rsp.valid, 1)
-        ctx.set(dut.cpu_req.valid, 1)
-        ctx.set(dut.cpu_req.p.kind, 0)
-        ctx.set(dut.cpu_req.p.line, line)
-        await ctx.tick().until(dut.d2h_req.valid)
-        cqid = ctx.get(dut.d2h_req.p.cqid)
-        ctx.set(dut.cpu_req.valid, 0)
-        await ctx.tick()
+        drv = _Driver(ctx, dut, got)
+        await drv.access(0, CpuKind.LOAD, line)                  # a load miss of cache 0
+        cqid = await drv.cqid_of(line)
         ctx.set(dut.h2d_data.valid, 1)
         ctx.set(dut.h2d_data.p.hdr.valid, 1)
         ctx.set(dut.h2d_data.p.hdr.cqid, cqid)
@@ -663,7 +649,6 @@ def _one_set_with_a_busy_way(ctx, dut, got):
     """One set of two ways (``sf_sets=1, sf_ways=2``): cache 1 loads A (way 0, filled S) and starts its
     upgrade (RdOwn, never answered: A stays busy), then cache 0 loads B (way 1).  Returns the driver."""
     async def run():
-        from hdl.dcoh.dcoh import CpuKind
         drv = _Driver(ctx, dut, got)
         await drv.access(1, CpuKind.LOAD, _A)
         await drv.go_s_and_data(await drv.cqid_of(_A))
@@ -685,7 +670,6 @@ def test_way_allocated_in_a_chained_cycle_is_busy_for_the_next_lookup():
     cycle cache 2's load of C is taken and looked up: no way is free, the pseudo-LRU victim (way 0, as
     way 1 was just touched) is busy, so C must wait (the model's ``_way_for``: every way busy), not
     back-invalidate B's placeholder in way 1, which the tracker registers do not show as busy yet."""
-    from hdl.dcoh.dcoh import CpuKind
     dut = DCOH(caches=3, sf_sets=1, sf_ways=2, tracker=4, work=2, coalesce_window=0, credits=64)
     got = {}
 
@@ -710,7 +694,6 @@ def test_request_completing_in_a_chained_cycle_is_not_busy_for_the_next_lookup()
     A, whose upgrade is pending (busy); way 1 holds B, whose load completes now; cache 2's load of C
     then finds no free way, the pseudo-LRU victim A busy, and must back-invalidate B (a probe to cache
     0), not wait as if every way were busy."""
-    from hdl.dcoh.dcoh import CpuKind
     dut = DCOH(caches=3, sf_sets=1, sf_ways=2, tracker=4, work=2, coalesce_window=0, credits=64)
     got = {}
 
