@@ -843,8 +843,11 @@ class DCOH(wiring.Component):
                 rescan still due (its dispatch comes first in IDLE);
               * a snoop-filter result still held (the lookup port is then not ready).
             A new tracker entry written this cycle is added to the lookup's busy mask (``new_way``), so a
-            CPU access looked up now cannot pick the way just allocated as its victim; the snoop filter's
-            read port is transparent to its write port, so the lookup sees this cycle's update."""
+            CPU access looked up now cannot pick the way just allocated as its victim, and the entry a
+            completion frees this cycle is taken out of it (``t_done``), as the model has completed it;
+            the snoop filter's read port is transparent to its write port, so the lookup sees this
+            cycle's update.  (An H2D Rsp naming a CQID allocated this cycle finds it not yet valid and is
+            counted UNKNOWN_CQID, which it is: its request has not been sent.)"""
             hazard = replay | rescan | ~sf.lookup.ready
             if writes_t is not None:
                 hazard = hazard | (self.h2d_rsp.valid & (t_idx(rsp_in.cqid) == writes_t))
