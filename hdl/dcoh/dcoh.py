@@ -43,7 +43,10 @@ first, so an event and its service are atomic as in the model even if a probe is
 meanwhile), probes acknowledged (work on their lines; once started, all ready work runs before its
 rescan, so a probe's work and its service are atomic too, the model's ``flush``), H2D Rsp, H2D Data, the held snoop's replay,
 snoops, new CPU accesses.  ``dispatch`` (:class:`Dispatch`) names what the engine starts in each
-cycle: a testbench feeds a shadow golden model the events in exactly that order (tb/system_tb.py).  The snoop filter has
+cycle: a testbench feeds a shadow golden model the events in exactly that order (tb/system_tb.py).  The last
+cycle of an event outside a run of work, with no access waiting, dispatches the next one itself
+(``chain``), so events follow each other without an IDLE cycle; the hazards that rule needs are listed
+there.  The snoop filter has
 one lookup per cycle (1-cycle latency).  A snoop that misses the snoop filter, the tracker and the
 work table is answered RspIHitI on the **fast path**: the response is valid in the cycle after the
 snoop is taken, and the next snoop's lookup is issued in that same cycle, so misses stream at one per
