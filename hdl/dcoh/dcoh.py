@@ -774,8 +774,7 @@ class DCOH(wiring.Component):
             # cmd_data is dead here: it takes the H2D Data line whether or not the message is taken
             # (its load enable is then the state alone), and the buffer is read at the H2D Rsp's CQID
             # (RSP loads the line from it if the response asks for data)
-            m.d.sync += cmd_data.eq(data_in_.data)
-            m.d.comb += buf_r.addr.eq(rsp_in.cqid)
+            m.d.comb += [load_h2d_line.eq(1), buf_r.addr.eq(rsp_in.cqid)]
             # Atomic units, as the model's moves: an event and the rescan after it (event +
             # service()), and all the work of acknowledged probes and the rescan after it (flush +
             # service()).  So a pending rescan goes before work that was acknowledged meanwhile,
@@ -815,12 +814,13 @@ class DCOH(wiring.Component):
                 m.d.comb += [look_valid.eq(1),
                              self.h2d_req.ready.eq(sf.lookup.ready),
                              self.dispatch.eq(Mux(sf.lookup.ready, Dispatch.SNOOP, Dispatch.NONE))]
-                m.d.sync += [snp.eq(self.h2d_req.p), second_held.eq(0)]
+                m.d.comb += take_snp.eq(1)
+                m.d.sync += second_held.eq(0)
                 m.next = "SNP_RES"
             with m.Elif(self.cpu_req.valid & ~ops[self.cpu_req.p.cache].valid):
-                m.d.comb += [self.cpu_req.ready.eq(1), self.dispatch.eq(Dispatch.CPU)]
+                m.d.comb += [self.cpu_req.ready.eq(1), self.dispatch.eq(Dispatch.CPU), take_cpu.eq(1)]
                 k = self.cpu_req.p.cache
-                m.d.sync += [ops[k].valid.eq(1), ops[k].req.eq(self.cpu_req.p), ops[k].victim_valid.eq(0),
+                m.d.sync += [ops[k].valid.eq(1), ops[k].victim_valid.eq(0),
                              queue[q_now].eq(k), q_len.eq(q_now + 1)]
                 # its rescan at once (no run of work is under way when IDLE gets this far); when it is
                 # the only access waiting, the scan's first step (its lookup) is issued here
@@ -831,6 +831,13 @@ class DCOH(wiring.Component):
                     m.next = "S_RES"
                 with m.Else():
                     m.next = "SCAN"
+
+        # The wide registers a dispatch loads (the H2D Data line into cmd_data, the snoop, the CPU
+        # access with its line) are written once, below the FSM, from these strobes: IDLE's dispatch runs
+        # in IDLE and in every state that chains, and writing them in each would give every such state a
+        # 512-bit input multiplexer of its own.  (Below the FSM, these writes take precedence over a
+        # state's own in the same cycle, as the dispatch's did when it came last in that state.)
+        load_h2d_line, take_snp, take_cpu = Signal(), Signal(), Signal()
 
         def chain(writes_t=None, forwards_data=False):
             """The last cycle of an event outside a run of work, with no access waiting: dispatch the next
@@ -1313,6 +1320,13 @@ class DCOH(wiring.Component):
                     m.d.sync += ops[cur_k].valid.eq(0)
                     dequeue()
                     scan_on()
+
+        with m.If(load_h2d_line):
+            m.d.sync += cmd_data.eq(data_in_.data)
+        with m.If(take_snp):
+            m.d.sync += snp.eq(self.h2d_req.p)
+        with m.If(take_cpu):
+            m.d.sync += ops[self.cpu_req.p.cache].req.eq(self.cpu_req.p)
 
         # work waiting for its probe to be acknowledged is the caches' move, not the engine's
         # ... and a D2H request still queued for transmission is not idle either
