@@ -495,14 +495,8 @@ def test_data_behind_its_go_is_taken_in_the_gos_last_cycle(go):
         drv = _Driver(ctx, dut, got)
         await drv.access(0, CpuKind.LOAD, line)                  # a load miss of cache 0
         cqid = await drv.cqid_of(line)
-        ctx.set(dut.h2d_rsp.valid, 1)
-        ctx.set(dut.h2d_rsp.p.opcode, H2DRspOpcode.GO)
-        ctx.set(dut.h2d_rsp.p.rsp_data, go)
-        ctx.set(dut.h2d_rsp.p.cqid, cqid)
-        ctx.set(dut.h2d_data.valid, 1)
-        ctx.set(dut.h2d_data.p.hdr.valid, 1)
-        ctx.set(dut.h2d_data.p.hdr.cqid, cqid)
-        ctx.set(dut.h2d_data.p.data, value)
+        drv.offer_go(cqid, go)
+        drv.offer_data(cqid, value)
         taken = {}
         for cycle in range(60):
             rsp_t = ctx.get(dut.h2d_rsp.valid) and ctx.get(dut.h2d_rsp.ready)
@@ -541,10 +535,7 @@ def test_go_behind_its_data_waits_for_the_datas_write(go):
         drv = _Driver(ctx, dut, got)
         await drv.access(0, CpuKind.LOAD, line)                  # a load miss of cache 0
         cqid = await drv.cqid_of(line)
-        ctx.set(dut.h2d_data.valid, 1)
-        ctx.set(dut.h2d_data.p.hdr.valid, 1)
-        ctx.set(dut.h2d_data.p.hdr.cqid, cqid)
-        ctx.set(dut.h2d_data.p.data, value)
+        drv.offer_data(cqid, value)
         await ctx.tick().until(dut.h2d_data.ready)
         ctx.set(dut.h2d_data.valid, 0)
         ctx.set(dut.h2d_rsp.valid, 1)                            # offered in the Data's last cycle
@@ -599,6 +590,22 @@ class _Driver:
         ctx.set(dut.cpu_req.p.cache, k)
         ctx.set(dut.cpu_req.p.line, line)
 
+    def offer_go(self, cqid, go):
+        """Offer a GO (``go``: its GOState code) for ``cqid`` on h2d_rsp."""
+        ctx, dut = self.ctx, self.dut
+        ctx.set(dut.h2d_rsp.valid, 1)
+        ctx.set(dut.h2d_rsp.p.opcode, H2DRspOpcode.GO)
+        ctx.set(dut.h2d_rsp.p.rsp_data, go)
+        ctx.set(dut.h2d_rsp.p.cqid, cqid)
+
+    def offer_data(self, cqid, value=0):
+        """Offer ``cqid``'s Data (the line ``value``) on h2d_data."""
+        ctx, dut = self.ctx, self.dut
+        ctx.set(dut.h2d_data.valid, 1)
+        ctx.set(dut.h2d_data.p.hdr.valid, 1)
+        ctx.set(dut.h2d_data.p.hdr.cqid, cqid)
+        ctx.set(dut.h2d_data.p.data, value)
+
     async def access(self, k, kind, line):
         """Cache ``k``'s access, offered until the DCOH takes it (at most 50 cycles)."""
         self.offer(k, kind, line)
@@ -624,13 +631,8 @@ class _Driver:
         """GO-S and Data for ``cqid``, offered together; ``then()`` runs in the cycle after the Data is
         taken (the Data's last cycle)."""
         ctx, dut = self.ctx, self.dut
-        ctx.set(dut.h2d_rsp.valid, 1)
-        ctx.set(dut.h2d_rsp.p.opcode, H2DRspOpcode.GO)
-        ctx.set(dut.h2d_rsp.p.rsp_data, 1)
-        ctx.set(dut.h2d_rsp.p.cqid, cqid)
-        ctx.set(dut.h2d_data.valid, 1)
-        ctx.set(dut.h2d_data.p.hdr.valid, 1)
-        ctx.set(dut.h2d_data.p.hdr.cqid, cqid)
+        self.offer_go(cqid, 1)
+        self.offer_data(cqid)
         for _ in range(20):
             rsp_t = ctx.get(dut.h2d_rsp.valid) and ctx.get(dut.h2d_rsp.ready)
             data_t = ctx.get(dut.h2d_data.valid) and ctx.get(dut.h2d_data.ready)
