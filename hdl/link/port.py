@@ -69,9 +69,9 @@ Sequence numbers are implicit: both ends count retryable flits from 0 at reset, 
 ``retry_depth`` (a power of two <= 256); they are only carried in RETRY flits.  RETRY.* flits are
 built here, never written to the retry buffer and never counted; every other flit is retryable.
 
-Receiver (``rx_flit`` side).  Each incoming flit's CRC is checked here first (a ``FlitCRC``, in the
-same cycle), and RETRY flits are recognised by their exact bit pattern, so neither ever reaches the
-unpacker (a RETRY flit may arrive while data chunks are owed, which the unpacker would reject).
+Receiver (``rx_flit`` side).  Each incoming flit's CRC is checked here first (a ``FlitCRC``, in a
+register stage in front of the receiver: one cycle), and RETRY flits are recognised by their exact bit
+pattern in the same stage, so neither ever reaches the unpacker (a RETRY flit may arrive while data chunks are owed, which the unpacker would reject).
 * NORMAL: a CRC-good non-RETRY flit goes to the unpacker and gets the next expected sequence number.
   A CRC error -> WAIT with ``eseq`` = that flit's sequence number.  A rule error (a CRC-good flit
   that breaks a format rule) is reported by the unpacker two cycles after it took the flit, when it may
@@ -260,17 +260,26 @@ class LinkPort(wiring.Component):
         m.submodules.unpacker = up = FlitUnpacker(not self.upstream, depth=self.rx_depth)
 
         # ============================================================ RX: pre-check of every flit
-        rxf = self.rx_flit
-        p = rxf.payload[:PAYLOAD_BITS]
-        m.submodules.rx_crc = rcrc = FlitCRC()
+        # A pipeline stage in front of the receiver: the flit is registered together with its CRC
+        # verdict and its RETRY-kind matches (latency 1).  ``rxf`` below is that stage, a stream of the
+        # same shape as ``rx_flit``; ``rx_flit`` is taken whenever the stage is empty or hands its flit
+        # on in this cycle (``rxf.ready``), so a flit per cycle still passes.  Without the stage the
+        # CRC's XOR tree and the 512-bit pattern compares sat in front of the whole retry logic, from
+        # the wire to the clock enable of its counters (the port's critical path, docs/synth.md).
+        rxf = flit_stream().create()
         crc_ok = Signal()
-        m.d.comb += [rcrc.payload.eq(p), crc_ok.eq(rcrc.crc == rxf.payload[PAYLOAD_BITS:])]
-        hit = {}
-        for kind in RETRY_KINDS:
-            fixed, fmask, _, _ = CONTROL_TABLES[kind]
-            keep = ((1 << PAYLOAD_BITS) - 1) & ~fmask
-            hit[kind] = Signal(name=f"rx_is_{kind.replace('.', '_').lower()}")
-            m.d.comb += hit[kind].eq((p & keep) == fixed)
+        hit = {kind: Signal(name=f"rx_is_{kind.replace('.', '_').lower()}") for kind in RETRY_KINDS}
+        pin = self.rx_flit.payload[:PAYLOAD_BITS]
+        m.submodules.rx_crc = rcrc = FlitCRC()
+        m.d.comb += [rcrc.payload.eq(pin), self.rx_flit.ready.eq(~rxf.valid | rxf.ready)]
+        with m.If(self.rx_flit.ready):
+            m.d.sync += [rxf.valid.eq(self.rx_flit.valid), rxf.payload.eq(self.rx_flit.payload),
+                         crc_ok.eq(rcrc.crc == self.rx_flit.payload[PAYLOAD_BITS:])]
+            for kind in RETRY_KINDS:
+                fixed, fmask, _, _ = CONTROL_TABLES[kind]
+                keep = ((1 << PAYLOAD_BITS) - 1) & ~fmask
+                m.d.sync += hit[kind].eq((pin & keep) == fixed)
+        p = rxf.payload[:PAYLOAD_BITS]
         is_retry = Signal()
         m.d.comb += is_retry.eq(Cat(*hit.values()).any())
         req_field = _field(p, "RETRY.Req", "eseq")
