@@ -754,83 +754,12 @@ class DCOH(wiring.Component):
             with m.If(in_work):
                 m.d.sync += rescan.eq(1)
                 m.next = "IDLE"
+                chain_work()
             with m.Elif(q_len != 0):
                 m.d.sync += [scan_i.eq(0), progress.eq(0)]
                 m.next = "SCAN"
             with m.Else():
                 chain(writes_t, forwards_data)
-
-        def idle_dispatch(q_now):
-            """Start the next event (IDLE's dispatch, also run by :func:`chain` in the last cycle of an
-            event).  ``q_now``: the number of waiting accesses after this cycle's own changes (q_len in
-            IDLE; 0 when chained, which only happens once none waits)."""
-            # the line of a lookup issued from IDLE (a replay, a new snoop, or a new CPU access when
-            # neither of those is there), driven whether or not one is issued: the busy mask the lookup
-            # carries then does not wait for the priority decision
-            # (the snoop's line selected first, then against the CPU access's: the same function with the
-            # CPU's line innermost mapped to ~1 500 more LUT4 on the ECP5, docs/synth.md)
-            snoop_line = Mux(replay, snp.addr, self.h2d_req.p.addr)
-            m.d.comb += look_line.eq(Mux(self.h2d_req.valid | replay, snoop_line, self.cpu_req.p.line))
-            # cmd_data is dead here: it takes the H2D Data line whether or not the message is taken
-            # (its load enable is then the state alone), and the buffer is read at the H2D Rsp's CQID
-            # (RSP loads the line from it if the response asks for data)
-            m.d.comb += [load_h2d_line.eq(1), buf_r.addr.eq(rsp_in.cqid)]
-            # Atomic units, as the model's moves: an event and the rescan after it (event +
-            # service()), and all the work of acknowledged probes and the rescan after it (flush +
-            # service()).  So a pending rescan goes before work that was acknowledged meanwhile,
-            # but once work has started it goes on until none is ready.
-            # A rescan with no access waiting is a no-op (the model's service() then finds nothing to
-            # try): it is dropped here at no cost and this cycle dispatches what comes next.  After a
-            # run of work it is still dispatched: its SCAN marks the end of that work for the caches.
-            empty_scan = rescan & (q_len == 0) & ~in_work
-            with m.If(empty_scan):
-                m.d.sync += rescan.eq(0)
-            with m.If(work_ready.any() & in_work):
-                m.d.comb += self.dispatch.eq(Dispatch.WORK)
-                m.d.sync += cur_w.eq(work_ready_idx)
-                m.next = "W_LOOK"
-            with m.Elif(rescan & ~empty_scan):      # the model's service() after every event
-                m.d.comb += self.dispatch.eq(Dispatch.SCAN)
-                m.d.sync += [rescan.eq(0), scan_i.eq(0), progress.eq(0), in_work.eq(0)]
-                with m.If(q_len != 0):              # (none waiting: it only marks the end of the work)
-                    m.next = "SCAN"
-            with m.Elif(work_ready.any()):
-                m.d.comb += self.dispatch.eq(Dispatch.WORK)
-                m.d.sync += [cur_w.eq(work_ready_idx), in_work.eq(1)]
-                m.next = "W_LOOK"
-            with m.Elif(self.h2d_rsp.valid):
-                m.d.comb += [self.h2d_rsp.ready.eq(1), self.dispatch.eq(Dispatch.RSP)]
-                m.d.sync += [*latch_rsp, replay_go.eq(1), cur_t.eq(t_idx(rsp_in.cqid))]
-                m.next = "RSP"
-            with m.Elif(self.h2d_data.valid):
-                m.d.comb += [self.h2d_data.ready.eq(1), self.dispatch.eq(Dispatch.DATA)]
-                m.d.sync += [*latch_data, replay_go.eq(1), cur_t.eq(t_idx(data_in_.hdr.cqid))]
-                m.next = "DATA"
-            with m.Elif(replay & replay_go):
-                m.d.comb += [look_valid.eq(1), self.dispatch.eq(Dispatch.REPLAY)]
-                m.d.sync += [replay.eq(0), replay_go.eq(0)]
-                m.next = "SNP_RES"
-            with m.Elif(~replay & self.h2d_req.valid):
-                m.d.comb += [look_valid.eq(1),
-                             self.h2d_req.ready.eq(sf.lookup.ready),
-                             self.dispatch.eq(Mux(sf.lookup.ready, Dispatch.SNOOP, Dispatch.NONE))]
-                m.d.comb += take_snp.eq(1)
-                m.d.sync += second_held.eq(0)
-                m.next = "SNP_RES"
-            with m.Elif(self.cpu_req.valid & ~ops[self.cpu_req.p.cache].valid):
-                m.d.comb += [self.cpu_req.ready.eq(1), self.dispatch.eq(Dispatch.CPU), take_cpu.eq(1)]
-                k = self.cpu_req.p.cache
-                m.d.sync += [ops[k].valid.eq(1), ops[k].victim_valid.eq(0),
-                             queue[q_now].eq(k), q_len.eq(q_now + 1)]
-                # its rescan at once (no run of work is under way when IDLE gets this far); when it is
-                # the only access waiting, the scan's first step (its lookup) is issued here
-                m.d.sync += [rescan.eq(0), scan_i.eq(0), progress.eq(0)]
-                with m.If(~replay & (q_now == 0) & sf.lookup.ready):     # (no snoop offered: see above)
-                    m.d.comb += look_valid.eq(1)
-                    m.d.sync += cur_k.eq(k)
-                    m.next = "S_RES"
-                with m.Else():
-                    m.next = "SCAN"
 
         # The wide registers a dispatch loads (the H2D Data line into cmd_data, the snoop, the CPU
         # access with its line) are written once, below the FSM, from these strobes: IDLE's dispatch runs
@@ -838,6 +767,87 @@ class DCOH(wiring.Component):
         # 512-bit input multiplexer of its own.  (Below the FSM, these writes take precedence over a
         # state's own in the same cycle, as the dispatch's did when it came last in that state.)
         load_h2d_line, take_snp, take_cpu = Signal(), Signal(), Signal()
+        # The same for every other register a dispatch writes: ``go_any`` (a dispatch decision runs this
+        # cycle, in IDLE or chained; ``go_q``: its ``q_now``), then one strobe per outcome.  The
+        # narrow registers too: written in each chaining state, they gave each of those states a
+        # multiplexer input per bit (yosys: 16 288 LUT4 for the DCOH with only the wide ones moved).
+        go_any = Signal()
+        go_q = Signal.like(q_len)
+        cw_work, cw_scan = Signal(), Signal()      # chain_work's dispatch
+        readies_work = Signal()         # this cycle readies a work entry again (see chain_work)
+
+        def chain_work():
+            """The last cycle of a work item inside a run of work: dispatch what IDLE would in the next
+            cycle (more work while some is ready, else the SCAN that ends the run), unless this cycle
+            readies its own work entry again (a snoop's answer whose line's eviction follows it,
+            ``readies_work``: IDLE would then choose among the entries ready at the edge; without this
+            guard tests/test_rtl_dcoh.py's race replays fail).  Work that a probe taken in this cycle
+            readies is not seen here: it runs after the work chosen now, or in the next run, after this
+            SCAN, which is the model's order too (a flush and its service per probe); the testbenches'
+            caches take no probe while a run is under way (tb/rtl_caches.py), and the DCOH bench's,
+            which do, measure the same cycles either way."""
+            with m.If(~readies_work):
+                with m.If(work_ready.any()):
+                    m.d.comb += cw_work.eq(1)
+                    m.next = "W_LOOK"
+                with m.Else():
+                    m.d.comb += cw_scan.eq(1)
+                    with m.If(q_len != 0):
+                        m.next = "SCAN"
+
+        def idle_dispatch(q_now):
+            """Start the next event (IDLE's dispatch, also run by :func:`chain` in the last cycle of an
+            event).  ``q_now``: the number of waiting accesses after this cycle's own changes (q_len in
+            IDLE; 0 when chained, which only happens once none waits).  The decision (``dec_*``) is
+            worked out once, outside the FSM, and so are the handshakes, the ``dispatch`` code and the
+            registers it loads (below the FSM, from ``go_any``); a state that dispatches only takes the
+            transition."""
+            m.d.comb += [go_any.eq(1), go_q.eq(q_now)]
+            with m.If(dec_work):
+                m.next = "W_LOOK"
+            with m.Elif((dec_scan & (q_len != 0)) | (dec_cpu & ~dec_cpu_look)):
+                m.next = "SCAN"
+            with m.Elif(dec_rsp):
+                m.next = "RSP"
+            with m.Elif(dec_data):
+                m.next = "DATA"
+            with m.Elif(dec_replay | dec_snoop):
+                m.next = "SNP_RES"
+            with m.Elif(dec_cpu_look):
+                m.next = "S_RES"
+
+        # IDLE's dispatch decision, in priority order.  Atomic units, as the model's moves: an event and
+        # the rescan after it (event + service()), and all the work of acknowledged probes and the rescan
+        # after it (flush + service()).  So a pending rescan goes before work that was acknowledged
+        # meanwhile, but once work has started it goes on until none is ready.  A rescan with no access
+        # waiting is a no-op (the model's service() then finds nothing to try): it is dropped at no cost
+        # and the same cycle dispatches what comes next.  After a run of work it is still dispatched: its
+        # SCAN marks the end of that work for the caches.  A CPU access's rescan starts at once (no run
+        # of work is under way when the decision gets that far); when it is the only access waiting, the
+        # scan's first step (its lookup) is issued with it (``dec_cpu_look``).
+        dec_work, dec_scan, dec_rsp, dec_data, dec_replay, dec_snoop, dec_cpu, dec_cpu_look = (
+            Signal(name=f"dec_{n}") for n in ("work", "scan", "rsp", "data", "replay", "snoop", "cpu",
+                                              "cpu_look"))
+        empty_scan = Signal()
+        m.d.comb += empty_scan.eq(rescan & (q_len == 0) & ~in_work)
+        with m.If(work_ready.any() & in_work):
+            m.d.comb += dec_work.eq(1)
+        with m.Elif(rescan & ~empty_scan):
+            m.d.comb += dec_scan.eq(1)
+        with m.Elif(work_ready.any()):
+            m.d.comb += dec_work.eq(1)
+        with m.Elif(self.h2d_rsp.valid):
+            m.d.comb += dec_rsp.eq(1)
+        with m.Elif(self.h2d_data.valid):
+            m.d.comb += dec_data.eq(1)
+        with m.Elif(replay & replay_go):
+            m.d.comb += dec_replay.eq(1)
+        with m.Elif(~replay & self.h2d_req.valid):
+            m.d.comb += dec_snoop.eq(1)
+        with m.Elif(self.cpu_req.valid & ~ops[self.cpu_req.p.cache].valid):
+            m.d.comb += dec_cpu.eq(1)
+        m.d.comb += dec_cpu_look.eq(dec_cpu & ~replay & (go_q == 0) & sf.lookup.ready)
+
 
         def chain(writes_t=None, forwards_data=False):
             """The last cycle of an event outside a run of work, with no access waiting: dispatch the next
@@ -979,6 +989,7 @@ class DCOH(wiring.Component):
                         m.d.sync += wk[cur_w].valid.eq(0)
                     with m.Else():
                         m.d.sync += wk[cur_w].ready.eq(1)      # the eviction follows (a fresh lookup)
+                        m.d.comb += readies_work.eq(1)
                 rescan_next(replay_go.eq(1), writes_t=r_t)
 
             with m.State("ANSWER"):
@@ -1327,6 +1338,58 @@ class DCOH(wiring.Component):
             m.d.sync += snp.eq(self.h2d_req.p)
         with m.If(take_cpu):
             m.d.sync += ops[self.cpu_req.p.cache].req.eq(self.cpu_req.p)
+        # IDLE's dispatch (idle_dispatch), driven here for every state that runs it, and chain_work's.
+        # These assignments come after the FSM, so they take precedence over a state's own in the same
+        # cycle, as the dispatch's did when it came last in that state.
+        go = {n: Signal(name=f"go_{n}") for n in ("work", "scan", "rsp", "data", "replay", "snoop", "cpu",
+                                                   "cpu_look")}
+        chained_work = {"work": cw_work, "scan": cw_scan}
+        for n, d in (("work", dec_work), ("scan", dec_scan), ("rsp", dec_rsp), ("data", dec_data),
+                     ("replay", dec_replay), ("snoop", dec_snoop), ("cpu", dec_cpu), ("cpu_look", dec_cpu_look)):
+            m.d.comb += go[n].eq((go_any & d) | chained_work.get(n, 0))
+        with m.If(go_any):
+            # the line of a lookup issued by the dispatch (a replay, a new snoop, or a new CPU access
+            # when neither of those is there), driven whether or not one is issued: the busy mask the
+            # lookup carries then does not wait for the priority decision (the snoop's line selected
+            # first, then against the CPU access's: the same function with the CPU's line innermost
+            # mapped to ~1 500 more LUT4 on the ECP5, docs/synth.md)
+            snoop_line = Mux(replay, snp.addr, self.h2d_req.p.addr)
+            m.d.comb += look_line.eq(Mux(self.h2d_req.valid | replay, snoop_line, self.cpu_req.p.line))
+            # cmd_data is dead here: it takes the H2D Data line whether or not the message is taken
+            # (its load enable is then the state alone), and the buffer is read at the H2D Rsp's CQID
+            # (RSP loads the line from it if the response asks for data)
+            m.d.comb += [load_h2d_line.eq(1), buf_r.addr.eq(rsp_in.cqid),
+                         self.h2d_rsp.ready.eq(dec_rsp), self.h2d_data.ready.eq(dec_data),
+                         self.h2d_req.ready.eq(dec_snoop & sf.lookup.ready), self.cpu_req.ready.eq(dec_cpu),
+                         look_valid.eq(dec_replay | dec_snoop | dec_cpu_look),
+                         take_snp.eq(dec_snoop), take_cpu.eq(dec_cpu)]
+            with m.If(empty_scan):
+                m.d.sync += rescan.eq(0)
+        for n, code in (("work", Dispatch.WORK), ("scan", Dispatch.SCAN), ("rsp", Dispatch.RSP),
+                        ("data", Dispatch.DATA), ("replay", Dispatch.REPLAY), ("cpu", Dispatch.CPU)):
+            with m.If(go[n]):
+                m.d.comb += self.dispatch.eq(code)
+        with m.If(go["snoop"]):
+            m.d.comb += self.dispatch.eq(Mux(sf.lookup.ready, Dispatch.SNOOP, Dispatch.NONE))
+        with m.If(go["work"]):
+            m.d.sync += [cur_w.eq(work_ready_idx), in_work.eq(1)]
+        with m.If(go["scan"]):
+            m.d.sync += [rescan.eq(0), scan_i.eq(0), progress.eq(0), in_work.eq(0)]
+        with m.If(go["rsp"]):
+            m.d.sync += [*latch_rsp, replay_go.eq(1), cur_t.eq(t_idx(rsp_in.cqid))]
+        with m.If(go["data"]):
+            m.d.sync += [*latch_data, replay_go.eq(1), cur_t.eq(t_idx(data_in_.hdr.cqid))]
+        with m.If(go["replay"]):
+            m.d.sync += [replay.eq(0), replay_go.eq(0)]
+        with m.If(go["snoop"]):
+            m.d.sync += second_held.eq(0)
+        with m.If(go["cpu"]):
+            k_in = self.cpu_req.p.cache
+            m.d.sync += [ops[k_in].valid.eq(1), ops[k_in].victim_valid.eq(0),
+                         queue[go_q].eq(k_in), q_len.eq(go_q + 1),
+                         rescan.eq(0), scan_i.eq(0), progress.eq(0)]
+        with m.If(go["cpu_look"]):
+            m.d.sync += cur_k.eq(self.cpu_req.p.cache)
 
         # work waiting for its probe to be acknowledged is the caches' move, not the engine's
         # ... and a D2H request still queued for transmission is not idle either
