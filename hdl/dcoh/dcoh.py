@@ -214,7 +214,7 @@ class DCOH(wiring.Component):
         self.starvation_bound, self.credits = starvation_bound, credits
         self.devload_thresholds, self.addr_width = tuple(devload_thresholds), addr_width
         # sub-blocks built here so that tests can reach their state (snoop-filter storage)
-        self.sf = SnoopFilter(sf_sets, sf_ways, caches, addr_width)
+        self.sf = SnoopFilter(sf_sets, sf_ways, caches, addr_width, busy_at_result=True)
         self.coal = InvalidationCoalescer(coalesce_window, coalesce_block, coalesce_groups, caches,
                                           addr_width)
         self.cqids = CQIDAllocator(tracker)
@@ -326,31 +326,31 @@ class DCOH(wiring.Component):
         w_free = Cat(~wk[i].valid for i in range(W))
         w_free_idx = first(w_free, W)
 
-        # ---- snoop-filter lookup port: busy mask over the ways of the line's set -------------------
+        # ---- snoop-filter lookup port; the busy mask over the ways of the looked-up line's set -------
+        # is read by the snoop filter in the result's cycle (``busy_at_result``), worked out from the
+        # tracker and work-table registers for the result's line.  Those registers then hold whatever
+        # the lookup's own cycle wrote: a tracker entry allocated with a way in that cycle is busy, and
+        # the entry a completion freed in it is not, which a lookup issued by a chained dispatch (see
+        # chain()) needs, without a path from this cycle's writes into the lookup.  No result is held
+        # across a change of those registers where the allocation matters (every state that reads an
+        # allocation takes its result at once).
         look_line = Signal(AW)
         look_valid = Signal()
+        res = sf.result.p
         busy = Signal(self.sf_ways)
-        lset = look_line[:set_bits] if set_bits else Const(0, 1)
-        # a tracker entry written this cycle (new_txn) with a snoop-filter way: busy for a lookup issued
-        # in the same cycle (a chained dispatch, see chain()), which the registers do not show yet
-        new_way_valid, new_way_line, new_way = Signal(), Signal(AW), Signal(max(way_bits, 1))
-        # ... and the tracker entry a completion frees this cycle (advance(): ``cur_t``) is no longer busy
-        # for such a lookup, though its valid bit clears only at the edge
-        t_done = Signal()
+        lset = res.line[:set_bits] if set_bits else Const(0, 1)
         cur_t = Signal(range(max(T, 2)))                    # tracker entry being advanced/completed
         for w in range(self.sf_ways):
-            hits = [new_way_valid & (new_way == w) &
-                    ((new_way_line[:set_bits] == lset) if set_bits else 1)]
+            hits = []
             for i in range(T):
-                hits.append(trk[i].valid & ~(t_done & (cur_t == i)) & trk[i].has_way & (trk[i].way == w) &
+                hits.append(trk[i].valid & trk[i].has_way & (trk[i].way == w) &
                             ((trk[i].line[:set_bits] == lset) if set_bits else 1))
             for i in range(W):
                 hits.append(wk[i].valid & (wk[i].way == w) &
                             ((wk[i].line[:set_bits] == lset) if set_bits else 1))
             m.d.comb += busy[w].eq(Cat(*hits).any())
         m.d.comb += [sf.lookup.valid.eq(look_valid), sf.lookup.p.line.eq(look_line),
-                     sf.lookup.p.busy.eq(busy)]
-        res = sf.result.p
+                     sf.lookup.p.busy.eq(0), sf.result_busy.eq(busy)]
 
         # ---- snoop-filter update port (one per cycle; ready is tied to 1) ---------------------------
         upd = sf.update
@@ -545,8 +545,7 @@ class DCOH(wiring.Component):
             m.d.sync += [e.valid.eq(1), e.op.eq(op), e.line.eq(line), e.state.eq(state), e.cache.eq(cache),
                          e.cpu.eq(cpu), e.store.eq(store), e.granted_e.eq(0), e.has_way.eq(has_way),
                          e.way.eq(way)]
-            m.d.comb += [push.eq(1), push_cqid.eq(cqid),
-                         new_way_valid.eq(has_way), new_way_line.eq(line), new_way.eq(way)]
+            m.d.comb += [push.eq(1), push_cqid.eq(cqid)]
             with m.Switch(op):
                 for o, c in REQUEST_PRIORITY.items():
                     with m.Case(o):
@@ -690,7 +689,7 @@ class DCOH(wiring.Component):
             (an H2D Data: IDLE loaded it), so a fill or an uncached read completes here; ``from_rsp``:
             an H2D Rsp, whose line (if any) RSP loads only at this cycle's edge."""
             with m.If(is_stable(new_state)):
-                m.d.comb += [cqids.free_valid.eq(1), cqids.free_cqid.eq(cur_t), t_done.eq(1)]
+                m.d.comb += [cqids.free_valid.eq(1), cqids.free_cqid.eq(cur_t)]
                 m.d.sync += ct.valid.eq(0)
                 with m.If((new_state != STATE_CODE[D.I]) & ct.store):
                     # a store's fill must know the other holders (an upgrade from S leaves S copies
@@ -862,11 +861,11 @@ class DCOH(wiring.Component):
               * a held snoop (its replay decision reads ``replay_go``, which this cycle may set), or a
                 rescan still due (its dispatch comes first in IDLE);
               * a snoop-filter result still held (the lookup port is then not ready).
-            A new tracker entry written this cycle is added to the lookup's busy mask (``new_way``), so a
-            CPU access looked up now cannot pick the way just allocated as its victim, and the entry a
-            completion frees this cycle is taken out of it (``t_done``), as the model has completed it;
-            the snoop filter's read port is transparent to its write port, so the lookup sees this
-            cycle's update.  (An H2D Rsp naming a CQID allocated this cycle finds it not yet valid and is
+            The lookup's busy mask is worked out in the result's cycle from the registers, which then
+            hold this cycle's writes (``busy_at_result``): a CPU access looked up now cannot pick the way
+            a tracker entry allocated in this cycle as its victim, and the entry a completion frees in
+            this cycle no longer counts, as the model has completed it; the snoop filter's read port is
+            transparent to its write port, so the lookup sees this cycle's update.  (An H2D Rsp naming a CQID allocated this cycle finds it not yet valid and is
             counted UNKNOWN_CQID, which it is: its request has not been sent.)"""
             hazard = replay | rescan | ~sf.lookup.ready
             if writes_t is not None:

@@ -162,6 +162,13 @@ class SnoopFilter(wiring.Component):
         Number of internal caches K (width of the presence vector), 1..32.
     addr_width : int
         Width of a line address (46: HPA[51:6]); the tag is ``addr_width - log2(sets)`` bits.
+    busy_at_result : bool
+        False (default): the busy mask comes with the lookup request (``lookup.p.busy``) and is
+        registered with it.  True: it is read from the ``result_busy`` input in the cycle the result is
+        offered, combinationally, for the line in ``result.p.line`` (``lookup.p.busy`` is then
+        ignored).  A caller whose busy mask depends on what it writes in the lookup's own cycle
+        (the DCOH's chained dispatch) can then work it out from its registers a cycle later, when they
+        hold those writes, instead of from the writes themselves.
 
     Attributes
     ----------
@@ -170,7 +177,7 @@ class SnoopFilter(wiring.Component):
     row_layout : SFRow
     """
 
-    def __init__(self, sets, ways, caches, addr_width=46):
+    def __init__(self, sets, ways, caches, addr_width=46, busy_at_result=False):
         _check_pow2("sets", sets)
         _check_pow2("ways", ways)
         if not isinstance(caches, int) or isinstance(caches, bool) or not 1 <= caches <= 32:
@@ -184,11 +191,17 @@ class SnoopFilter(wiring.Component):
         self.tag_width = addr_width - set_bits
         self.row_layout = SFRow(ways, self.tag_width, caches)
         self.storage = MemoryData(shape=self.row_layout.size, depth=sets, init=[])
-        super().__init__({
+        if not isinstance(busy_at_result, bool):
+            raise ValueError(f"SnoopFilter: busy_at_result must be True or False, not {busy_at_result!r}")
+        self.busy_at_result = busy_at_result
+        members = {
             "lookup": In(stream.Signature(LookupRequest(addr_width, ways))),
             "result": Out(stream.Signature(LookupResult(addr_width, ways, caches))),
             "update": In(stream.Signature(Update(addr_width, ways, caches))),
-        })
+        }
+        if busy_at_result:
+            members["result_busy"] = In(ways)
+        super().__init__(members)
 
     # -------------------------------------------------------------------------------------------
     def _plru_way(self, bits):
@@ -280,6 +293,9 @@ class SnoopFilter(wiring.Component):
                 s1_busy.eq(req.busy),
             ]
 
+        busy = Signal(ways)
+        m.d.comb += busy.eq(self.result_busy if self.busy_at_result else s1_busy)
+
         row = data.View(self.row_layout, rp.data)
         hits = Signal(ways)
         free = Signal(ways)
@@ -304,7 +320,7 @@ class SnoopFilter(wiring.Component):
         for w in reversed(range(ways)):
             with m.If(free[w]):
                 m.d.comb += free_way.eq(w)
-            with m.If(~s1_busy[w]):
+            with m.If(~busy[w]):
                 m.d.comb += idle_way.eq(w)
         # The allocation decision goes into signals of its own, and the victim is selected by those: read
         # back from the packed result, ``res.alloc_way`` would make the result signal depend on itself
@@ -313,9 +329,9 @@ class SnoopFilter(wiring.Component):
         alloc_way = Signal(self.way_bits)
         with m.If(free.any()):
             m.d.comb += [alloc.eq(AllocKind.FREE), alloc_way.eq(free_way)]
-        with m.Elif(~s1_busy.bit_select(plru_way, 1)):
+        with m.Elif(~busy.bit_select(plru_way, 1)):
             m.d.comb += [alloc.eq(AllocKind.VICTIM), alloc_way.eq(plru_way)]
-        with m.Elif(~s1_busy.all()):
+        with m.Elif(~busy.all()):
             m.d.comb += [alloc.eq(AllocKind.VICTIM), alloc_way.eq(idle_way)]
         with m.Else():
             m.d.comb += [alloc.eq(AllocKind.NONE), alloc_way.eq(0)]
