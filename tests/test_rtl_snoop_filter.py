@@ -202,8 +202,9 @@ class _Bench:
     """One elaborated DUT and Simulator per configuration, reset between Hypothesis examples (building
     a Simulator costs more than a whole example).  ``example`` holds the current model and draw."""
 
-    def __init__(self, sets, ways, max_cycles=40):
-        self.dut = SnoopFilter(sets, ways, CACHES, addr_width=ADDR_WIDTH)
+    def __init__(self, sets, ways, max_cycles=40, busy_at_result=False):
+        self.dut = SnoopFilter(sets, ways, CACHES, addr_width=ADDR_WIDTH, busy_at_result=busy_at_result)
+        self.late = busy_at_result
         self.codecs = _Codecs(self.dut)
         self.lines = _lines(sets, ways)
         self.max_cycles = max_cycles
@@ -242,7 +243,12 @@ class _Bench:
             _set_update(ctx, dut, c, u)
             ctx.set(dut.lookup.valid, pending is not None)
             if pending is not None:
-                ctx.set(dut.lookup.p.as_value(), c.lookup.encode(line=pending[0], busy=pending[1]))
+                # busy_at_result: the request's mask must be ignored (its complement here), and the
+                # drawn one is offered on result_busy while that lookup's result is presented
+                ctx.set(dut.lookup.p.as_value(), c.lookup.encode(
+                    line=pending[0], busy=pending[1] ^ ((1 << model.ways) - 1) if self.late else pending[1]))
+            if self.late:
+                ctx.set(dut.result_busy, expected[0][2] if expected else 0)
             ctx.set(dut.result.ready, ready)
 
             # latency 1: exactly the results in flight are presented, one at a time
@@ -252,7 +258,7 @@ class _Bench:
                 p = ctx.get(dut.result.p.as_value())
                 if held is not None:
                     assert p == held, f"cycle {cycle}: result changed while stalled"
-                got, (line, exp) = _got(c, p), expected[0]
+                got, (line, exp, _) = _got(c, p), expected[0]
                 assert c.result.get(p, "line") == line and got == exp, \
                     f"cycle {cycle}: lookup {line:#x}: {got} != model {exp}"
                 if ready:
@@ -266,7 +272,7 @@ class _Bench:
             if u is not None:
                 _apply(model, u)
             if accepted:
-                expected.append((pending[0], _expected(model, *pending)))
+                expected.append((pending[0], _expected(model, *pending), pending[1]))
                 pending = None
             await ctx.tick()
             model.check()
@@ -283,6 +289,17 @@ def test_matches_golden_model(sets, ways, data_):
     bench = _BENCHES.get((sets, ways))
     if bench is None:
         bench = _BENCHES[(sets, ways)] = _Bench(sets, ways)
+    bench.run(ModelSF(sets, ways), data_.draw)
+
+
+@pytest.mark.parametrize("sets,ways", [(1, 4), (4, 2)])
+@given(data_=st.data())
+def test_busy_at_result_matches_golden_model(sets, ways, data_):
+    """``busy_at_result=True``: the busy mask is read from ``result_busy`` in the result's cycle (held
+    with a stalled result) and the request's own mask is ignored; the same golden model decides."""
+    bench = _BENCHES.get((sets, ways, "late"))
+    if bench is None:
+        bench = _BENCHES[(sets, ways, "late")] = _Bench(sets, ways, busy_at_result=True)
     bench.run(ModelSF(sets, ways), data_.draw)
 
 
@@ -334,6 +351,7 @@ def test_back_to_back_lookups_one_per_cycle():
     (dict(sets=4, ways=2, caches=0), "caches"),
     (dict(sets=4, ways=2, caches=33), "caches"),
     (dict(sets=16, ways=2, caches=2, addr_width=4), "addr_width"),
+    (dict(sets=4, ways=2, caches=2, busy_at_result=1), "busy_at_result"),
 ])
 def test_bad_parameters_rejected(kwargs, name):
     with pytest.raises(ValueError, match=name) as exc:
