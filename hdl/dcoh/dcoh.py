@@ -865,14 +865,18 @@ class DCOH(wiring.Component):
                 forwarded to the Data's verdict, ``rsp_fwd``);
               * a held snoop (its replay decision reads ``replay_go``, which this cycle may set), or a
                 rescan still due (its dispatch comes first in IDLE);
-              * a snoop-filter result still held (the lookup port is then not ready).
+              * a snoop-filter result still held (``sf.result.valid``; the lookup port is then not ready).
             The lookup's busy mask is worked out in the result's cycle from the registers, which then
             hold this cycle's writes (``busy_at_result``): a CPU access looked up now cannot pick the way
             a tracker entry allocated in this cycle as its victim, and the entry a completion frees in
             this cycle no longer counts, as the model has completed it; the snoop filter's read port is
             transparent to its write port, so the lookup sees this cycle's update.  (An H2D Rsp naming a CQID allocated this cycle finds it not yet valid and is
             counted UNKNOWN_CQID, which it is: its request has not been sent.)"""
-            hazard = replay | rescan | ~sf.lookup.ready
+            # (a held result: ``sf.result.valid``, a register.  The lookup port's ready would say the
+            # same here, as no chaining state takes a result, but it is driven through the result's
+            # ready by the snoop fast path from the snoop filter's output: static timing then reports a
+            # path from the block RAM into every chained dispatch, the critical path at 76be68e)
+            hazard = replay | rescan | sf.result.valid
             if writes_t is not None:
                 hazard = hazard | (self.h2d_rsp.valid & (t_idx(rsp_in.cqid) == writes_t))
                 if not forwards_data:
