@@ -392,9 +392,10 @@ class DCOH(wiring.Component):
         ]
         rsp_sent = self.d2h_rsp.valid & self.d2h_rsp.ready
         # the same, for a state that offers a response whatever else is offered (ANSWER_SEND): it does not
-        # go through ``rsp_valid``, which the snoop fast path drives from the snoop filter's output, so
-        # that no timing path runs from that output through the fast path into the answer's end and the
-        # chained dispatch behind it (a false path, the two states exclusive, that static timing reports)
+        # go through ``rsp_valid``, which the snoop fast path drives from the snoop filter's output.  One
+        # of the two shared nets (the other: the lookup port's ready, see chain()) through which static
+        # timing saw a path from the block RAM through the fast path into a chained dispatch, a false
+        # path (the states are exclusive); with both cut the DCOH routes at 65.4 MHz (docs/synth.md)
         rsp_can = (crs.available != 0) & self.d2h_rsp.ready
         data_sent = self.d2h_data.valid & self.d2h_data.ready
         m.d.comb += [crs.take.eq(rsp_sent), crd.take.eq(data_sent)]
@@ -852,7 +853,6 @@ class DCOH(wiring.Component):
             m.d.comb += dec_cpu.eq(1)
         m.d.comb += dec_cpu_look.eq(dec_cpu & ~replay & (go_q == 0) & sf.lookup.ready)
 
-
         def chain(writes_t=None, forwards_data=False):
             """The last cycle of an event outside a run of work, with no access waiting: dispatch the next
             event in this same cycle, as IDLE would in the next one, so that events follow each other
@@ -870,8 +870,9 @@ class DCOH(wiring.Component):
             hold this cycle's writes (``busy_at_result``): a CPU access looked up now cannot pick the way
             a tracker entry allocated in this cycle as its victim, and the entry a completion frees in
             this cycle no longer counts, as the model has completed it; the snoop filter's read port is
-            transparent to its write port, so the lookup sees this cycle's update.  (An H2D Rsp naming a CQID allocated this cycle finds it not yet valid and is
-            counted UNKNOWN_CQID, which it is: its request has not been sent.)"""
+            transparent to its write port, so the lookup sees this cycle's update.  (An H2D Rsp naming a
+            CQID allocated this cycle finds it not yet valid and is counted UNKNOWN_CQID, which it is: its
+            request has not been sent.)"""
             # (a held result: ``sf.result.valid``, a register.  The lookup port's ready would say the
             # same here, as no chaining state takes a result, but it is driven through the result's
             # ready by the snoop fast path from the snoop filter's output: static timing then reports a
@@ -1357,10 +1358,10 @@ class DCOH(wiring.Component):
             m.d.comb += go[n].eq((go_any & d) | chained_work.get(n, 0))
         with m.If(go_any):
             # the line of a lookup issued by the dispatch (a replay, a new snoop, or a new CPU access
-            # when neither of those is there), driven whether or not one is issued: the busy mask the
-            # lookup carries then does not wait for the priority decision (the snoop's line selected
-            # first, then against the CPU access's: the same function with the CPU's line innermost
-            # mapped to ~1 500 more LUT4 on the ECP5, docs/synth.md)
+            # when neither of those is there), driven whether or not one is issued, so that it does not
+            # wait for the priority decision (the snoop's line selected first, then against the CPU
+            # access's: the same function with the CPU's line innermost mapped to ~1 500 more LUT4 on
+            # the ECP5, docs/synth.md)
             snoop_line = Mux(replay, snp.addr, self.h2d_req.p.addr)
             m.d.comb += look_line.eq(Mux(self.h2d_req.valid | replay, snoop_line, self.cpu_req.p.line))
             # cmd_data is dead here: it takes the H2D Data line whether or not the message is taken
