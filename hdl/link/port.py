@@ -71,7 +71,8 @@ built here, never written to the retry buffer and never counted; every other fli
 
 Receiver (``rx_flit`` side).  Each incoming flit's CRC is checked here first (a ``FlitCRC``, in a
 register stage in front of the receiver: one cycle), and RETRY flits are recognised by their exact bit
-pattern in the same stage, so neither ever reaches the unpacker (a RETRY flit may arrive while data chunks are owed, which the unpacker would reject).
+pattern in the same stage, so neither ever reaches the unpacker (a RETRY flit may arrive while data
+chunks are owed, which the unpacker would reject).
 * NORMAL: a CRC-good non-RETRY flit goes to the unpacker and gets the next expected sequence number.
   A CRC error -> WAIT with ``eseq`` = that flit's sequence number.  A rule error (a CRC-good flit
   that breaks a format rule) is reported by the unpacker two cycles after it took the flit, when it may
