@@ -3,15 +3,19 @@
 Decoding every flit of every wire with the golden ``Unpacker`` (tb.vip.FlitMonitor) is the largest
 single cost of the cocotb system testbench's Python (about a fifth of it with 4 devices), and it needs
 nothing from the simulation but the flits in wire order.  So the testbench only reads each flit and
-stamps it with its cycle (:meth:`FlitChecker.take`); every ``batch`` flits go to a worker process
+stamps it with its cycle (:meth:`FlitChecker.take`), or, in the batched testbench, hands over the whole
+stamped record its flits are fields of (:meth:`FlitChecker.take_record`: the worker cuts the flits out, so
+the testbench's process neither shifts nor masks them); every ``batch`` items go to a worker process
 (``python -m tb.flit_checker``, its own interpreter on the other core), which decodes them in order with
 one ``FlitMonitor`` per wire.  The first flit that breaks a rule ends the worker with its cycle, device and
 wire, and the testbench fails with that cycle named (a batch later than the flit itself: the check is per
 batch, the cycle is exact).  :meth:`FlitChecker.close` sends the rest, waits for the worker and returns
 the flit coverage.
 
-The protocol over the pipes is pickle: the testbench sends lists of ``(cycle, device, wire, word)`` and
-finally ``None``; the worker answers once, ``{"error": (cycle, device, wire, text)}`` or
+The protocol over the pipes is pickle: the testbench sends, when it takes records, first
+``{"record_fields": [(wire, valid bit, offset, mask), ...]}``, then lists of ``(cycle, device, wire, word)``
+(``wire`` None: ``word`` is a record, holding a flit of each wire whose valid bit it has set) and finally
+``None``; the worker answers once, ``{"error": (cycle, device, wire, text)}`` or
 ``{"coverage": {...}}``.
 """
 
@@ -45,7 +49,9 @@ class FlitChecker:
     """The testbench's end: ``take`` flits, ``close`` at the end (raises :class:`FlitRuleBroken` if the
     worker found a broken rule; ``take`` raises it too as soon as the worker has reported)."""
 
-    def __init__(self, batch=1024):
+    def __init__(self, batch=1024, record_fields=None):
+        """``record_fields``: ``(wire, valid bit, offset, mask)`` of each wire's flit in a record, for
+        :meth:`take_record` (the wire's flit is ``(record >> offset) & mask`` when ``record & valid bit``)."""
         if batch < 1:
             raise ValueError(f"batch={batch!r}: must be >= 1")
         self.batch = batch
@@ -54,23 +60,42 @@ class FlitChecker:
         self.proc = subprocess.Popen([_python(), "-m", "tb.flit_checker"], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, env={**os.environ, "PYTHONPATH": _root_path()})
         self.result = None
+        self.record_fields = None
+        if record_fields is not None:
+            self.record_fields = [(w, valid, off, mask) for w, valid, off, mask in record_fields]
+            for w, valid, off, mask in self.record_fields:
+                if w not in _DIRECTION or valid <= 0 or valid & (valid - 1) or off < 0 or mask <= 0:
+                    raise ValueError(f"record field {(w, valid, off, mask)!r}: want (up|down, one bit, offset >= 0, "
+                                     "mask > 0)")
+            self._send({"record_fields": self.record_fields})
 
     def take(self, cycle, device, wire, word):
         self.pending.append((cycle, device, wire, word))
         if len(self.pending) >= self.batch:
             self._flush()
 
+    def take_record(self, cycle, device, record):
+        """A stamped record of ``device`` with at least one flit in it (its wire's valid bit set)."""
+        if self.record_fields is None:
+            raise RuntimeError("take_record: the checker was made without record_fields")
+        self.pending.append((cycle, device, None, record))
+        if len(self.pending) >= self.batch:
+            self._flush()
+
     def _flush(self):
         self._poll()
         batch, self.pending = self.pending, []
+        self._send(batch)
+        self.sent += len(batch)
+
+    def _send(self, obj):
         try:
-            pickle.dump(batch, self.proc.stdin, protocol=pickle.HIGHEST_PROTOCOL)
+            pickle.dump(obj, self.proc.stdin, protocol=pickle.HIGHEST_PROTOCOL)
             self.proc.stdin.flush()
         except BrokenPipeError:            # the worker stopped: it has said why
             self._answer()
             self._raise()
             raise RuntimeError("the flit checker process ended without an answer") from None
-        self.sent += len(batch)
 
     def _poll(self):
         if self.result is None and select.select([self.proc.stdout], [], [], 0)[0]:
@@ -124,6 +149,21 @@ def _worker(inp, out):
     from tb.vip import FlitMonitor
     coverage = {}
     monitors = {}
+    fields = ()
+
+    def check(cycle, device, wire, word):
+        mon = monitors.get((device, wire))
+        if mon is None:
+            mon = monitors[device, wire] = FlitMonitor(_DIRECTION[wire], coverage)
+        try:
+            mon.flit(word)
+        except FlitError as e:
+            pickle.dump({"error": (cycle, device, wire, str(e))}, out)
+            out.flush()
+            _discard(inp)      # the testbench may still be writing: never close the pipe under it
+            return False
+        return True
+
     while True:
         try:
             batch = pickle.load(inp)
@@ -131,17 +171,17 @@ def _worker(inp, out):
             return
         if batch is None:
             break
+        if isinstance(batch, dict):
+            fields = batch["record_fields"]
+            continue
         for cycle, device, wire, word in batch:
-            mon = monitors.get((device, wire))
-            if mon is None:
-                mon = monitors[device, wire] = FlitMonitor(_DIRECTION[wire], coverage)
-            try:
-                mon.flit(word)
-            except FlitError as e:
-                pickle.dump({"error": (cycle, device, wire, str(e))}, out)
-                out.flush()
-                _discard(inp)      # the testbench may still be writing: never close the pipe under it
-                return
+            if wire is not None:
+                if not check(cycle, device, wire, word):
+                    return
+                continue
+            for w, valid, off, mask in fields:      # a record: the flit of each wire it has one of
+                if word & valid and not check(cycle, device, w, (word >> off) & mask):
+                    return
     pickle.dump({"coverage": coverage}, out)
     out.flush()
 

@@ -23,6 +23,7 @@ import ctypes
 import hashlib
 import shutil
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -293,16 +294,23 @@ class NativeBuild:
     devices: int
 
 
+_SCALAR = ({1: ctypes.c_uint8, 2: ctypes.c_uint16, 4: ctypes.c_uint32, 8: ctypes.c_uint64}
+           if sys.byteorder == "little" else {})
+
+
 class Port:
     """One port of one device: ``value`` reads it from the model's memory, assigning writes it (an input is
     taken at the next rising edge).  A value that does not fit the port is an error naming it."""
-    __slots__ = ("name", "bits", "nbytes", "addr", "buf", "output")
+    __slots__ = ("name", "bits", "nbytes", "addr", "buf", "output", "word")
 
     def __init__(self, name, bits, addr, output):
         self.name, self.bits, self.output = name, bits, output
         self.nbytes = port_bytes(bits)
         self.addr = addr
         self.buf = (ctypes.c_uint8 * self.nbytes).from_address(addr)
+        # a port of up to 64 bits is one unsigned integer in the host's byte order: on a little-endian host
+        # (the order ``value`` reads) it is written through a ctypes scalar, without building bytes
+        self.word = _SCALAR[self.nbytes].from_address(addr) if self.nbytes in _SCALAR else None
 
     @property
     def value(self):
@@ -315,7 +323,10 @@ class Port:
         v = int(v)
         if v < 0 or v >> self.bits:
             raise ValueError(f"port {self.name}: {v:#x} does not fit its {self.bits} bits")
-        ctypes.memmove(self.addr, v.to_bytes(self.nbytes, "little"), self.nbytes)
+        if self.word is not None:
+            self.word.value = v
+        else:
+            ctypes.memmove(self.addr, v.to_bytes(self.nbytes, "little"), self.nbytes)
 
     def __len__(self):
         return self.bits

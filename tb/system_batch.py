@@ -57,6 +57,7 @@ from models.dcoh import cache_hit
 from tb.batched_device import (D2H_CHANNELS, H2D_CHANNELS, DEPTH, LANES, OP_DEPTH, OP_LANES, VALUE_BITS, WINDOW,
                                BatchedDevice)
 from tb.cache_bfm import CacheBFM
+from tb.flit_checker import FlitChecker
 from tb.rtl_caches import CacheErrors, TrafficOp
 from tb.stamped import STAMP_BITS, ReleaseQueue
 from tb.system_top import UNIT_RESET_CYCLES
@@ -195,10 +196,8 @@ class BatchedSide(DeviceSide):
         f = bench.field
         bit = bench.bit                      # the record's one-bit fields, as masks of the stamped word
         if not v & bench.event_mask:          # flits and quiet only: most records
-            if bench.flit_checker is not None:
-                for wire, valid, (off, mask) in bench.flit_fields:
-                    if v & valid:
-                        self.flit_seen(wire, (v >> off) & mask, t)
+            if v & bench.flit_valid_mask:
+                self._flits(t, v)
             settled = bool(v & bit["quiet"]) and not self.to_send and not self.held
             if settled and not self.was_idle:         # _settle(), inline: the common case
                 self.compare_caches()
@@ -249,7 +248,7 @@ class BatchedSide(DeviceSide):
                     changed = True
                 else:
                     self.to_send += 1
-        if bench.flit_checker is not None:
+        if v & bench.flit_valid_mask:
             self._flits(t, v)
         bench.last_event = t                 # a message, a dispatch or a cache event: not only flits
         self._settle(bool(v & bit["quiet"]), changed)
@@ -296,9 +295,14 @@ class BatchedSide(DeviceSide):
                       f"writes is below 2^{VALUE_BITS}")
 
     def _flits(self, t, v):
-        for wire, valid, (off, mask) in self.bench.flit_fields:
-            if v & valid:
-                self.flit_seen(wire, (v >> off) & mask, t)
+        """Record ``v`` holds a flit: the whole record goes to the flit checker, which cuts the flits out."""
+        bench = self.bench
+        if bench.broken == "flit":           # SIM_BREAK=flit: flit_seen changes one flit on its way
+            for wire, valid, (off, mask) in bench.flit_fields:
+                if v & valid:
+                    self.flit_seen(wire, (v >> off) & mask, t)
+            return
+        bench.flit_checker.take_record(t, self.d, v)
 
     def _settle(self, quiet, changed):
         """The caches against the shadow's whenever the device has settled (tb/system_tb.py cycle())."""
@@ -338,7 +342,13 @@ class BatchBench(SystemBench):
         self.window = WINDOW
         self.batch = batch
         self.late = 0
+        # a record's fields, by shifts from the stamped word (the cycle is its low STAMP_BITS)
+        self._fields = {name: (STAMP_BITS + f.offset, (1 << f.width) - 1) for name, f in dev.layout}
+        self.bit = {name: 1 << off for name, (off, mask) in self._fields.items() if mask == 1}
+        self.flit_fields = [(w, self.bit[f"{w}_valid"], self._fields[w]) for w in ("up", "down")]
         super().__init__(dut, params, seed, transactions, think, flit_monitor, trace, host)
+        # records with a flit go to the flit checker whole (none when there is no checker)
+        self.flit_valid_mask = sum(valid for _, valid, _ in self.flit_fields) if self.flit_checker else 0
         # the host's answer to a message of cycle t is pushed at the first look after t (K cycles later at
         # most), or, pipelined, at the look after that one (2K): it is due no earlier than that
         self.pipeline = pipeline
@@ -353,11 +363,7 @@ class BatchBench(SystemBench):
         self.issued = [[0] * caches for _ in range(self.devices)]
         self.op_rng = [[random.Random(f"{seed} accesses {d} {k}") for k in range(caches)] for d in range(self.devices)]
         self.last_event = 0
-        # a record's fields, by shifts from the stamped word (the cycle is its low STAMP_BITS)
-        self._fields = {name: (STAMP_BITS + f.offset, (1 << f.width) - 1) for name, f in dev.layout}
-        self.bit = {name: 1 << off for name, (off, mask) in self._fields.items() if mask == 1}
         self.d2h_fields = [(c, self.bit[f"{c.name.lower()}_valid"], c.name.lower()) for c in D2H_CHANNELS]
-        self.flit_fields = [(w, self.bit[f"{w}_valid"], self._fields[w]) for w in ("up", "down")]
         # groups of fields record() tests at once before it looks at each
         self.d2h_mask = sum(valid for _, valid, _ in self.d2h_fields)
         self.cache_side_mask = sum(self.bit[f"{n}_valid"] for n in ("cmd_rsp", "cmd", "cpu_rsp", "probe"))
@@ -384,6 +390,9 @@ class BatchBench(SystemBench):
         self.status_bits = dev.status_layout.size
         self.status_mask = (1 << self.status_bits) - 1
         self.cache_err_fields = [(n, (f.offset, 1)) for n, f in CacheErrors()]
+
+    def new_flit_checker(self):
+        return FlitChecker(record_fields=[(w, valid, off, mask) for w, valid, (off, mask) in self.flit_fields])
 
     def next_access(self, d, k):
         """The next access of cache ``k`` of device ``d`` and its think time, or None (its quota is done)."""

@@ -485,7 +485,7 @@ class SystemBench:
         self.flit_monitor = flit_monitor
         self.flit_coverage = {}
         # every flit on every wire decoded by the golden unpacker, in a process of its own
-        self.flit_checker = FlitChecker() if flit_monitor else None
+        self.flit_checker = self.new_flit_checker() if flit_monitor else None
         self.broken = os.environ.get("SIM_BREAK")     # tests only: break the device side on purpose
         self.sysm = System(self.cfg, timed=False)
         self.workload = Workload(self.cfg, self.rng)
@@ -533,6 +533,10 @@ class SystemBench:
                 # keeps any lag beyond its lookup that the host gives a message on purpose
                 side.h2d_sent(link.flight[False][-1], now + max(0, extra - host_latency))
         link.send = spy
+
+    def new_flit_checker(self):
+        """The flit checker's process (tb/flit_checker.py); this testbench hands it flits one by one."""
+        return FlitChecker()
 
     def next_op(self, d, k):
         if self.trace is None:

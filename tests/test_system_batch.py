@@ -76,6 +76,14 @@ def test_native_ports_refuse_bad_accesses(native_build):
         bits = len(system.d1_rec_pop)
         with pytest.raises(ValueError, match=f"d1_rec_pop: .* does not fit its {bits} bits"):
             system.d1_rec_pop.value = 1 << bits
+        # what is written is what the model holds: a narrow port (a ctypes scalar) and a wide one (bytes)
+        for name in ("rec_pop", "h2d_req_push"):
+            port = system.port(1, name)
+            value = int(("10" * len(port))[:len(port)], 2)          # alternating bits, the top one set
+            assert value >> (len(port) - 1) == 1
+            port.value = value
+            assert port.value == value and bytes(port.buf) == value.to_bytes(port.nbytes, "little"), name
+            port.value = 0
         with pytest.raises(KeyError, match="no port 'no_such_port'"):
             system.port(0, "no_such_port")
         with pytest.raises(KeyError, match="device 2"):
