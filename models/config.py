@@ -37,6 +37,12 @@ class Config(ParamSet):
     sf_sets: int = 64               # snoop-filter sets (assumption; no published CXL device SF size, facts §3.3)
     sf_ways: int = 4                # snoop-filter ways (assumption)
     max_outstanding: int = 16       # CQIDs in use at once per device (assumption; field allows 4096, facts §1.6)
+    # Lines with probes outstanding at once per device (a snoop waiting for the internal caches' answer, a
+    # back-invalidation): the RTL DCOH's work table (hdl/dcoh/dcoh.py, ``work``).  0: as many as there are
+    # lines (the model's default).  With N > 0 the device holds a snoop that would need a new entry while
+    # N are in use (it is answered when one frees, as a snoop the device stalls), and an access whose
+    # victim or own copies must be back-invalidated waits, as the RTL does.
+    work_entries: int = 0
     credits: int = 8                # per channel, per direction (assumption; counters allow 1023, facts §2.4)
     link_latency: int = 24          # cycles one way, host<->device (assumption: ~24 cycles at 1 GHz ~ one CXL
                                     # port+PHY hop; facts §4.1 list 15-62 ns simulator defaults)
@@ -98,6 +104,8 @@ class Config(ParamSet):
             bad("max_outstanding", f"must be 1..{MAX_IDS} (12-bit CQID)")
         if self.max_outstanding < 2:
             bad("max_outstanding", "must be at least 2 (a miss may need a CQID for its victim's eviction too)")
+        if not isinstance(self.work_entries, int) or self.work_entries < 0:
+            bad("work_entries", "must be >= 0 (0: no limit)")
         if not 1 <= self.credits <= 1023:
             bad("credits", "must be 1..1023 (10-bit credit counters, facts §2.4); zero credits can never send")
         for name in ("link_latency", "host_latency", "probe_latency", "coalesce_window"):

@@ -309,6 +309,8 @@ class Device:
         self.by_line = {}       # line -> Txn
         self.free_cqids = list(range(cfg.max_outstanding))
         self.work = {}          # line -> LineWork
+        # the most lines self.work may hold (Config.work_entries; 0: no limit, never reached)
+        self.work_cap = cfg.work_entries or float("inf")
         self.ops = [None] * cfg.caches
         self.queue = []         # accepted CpuOps not yet issued
         self.coal = Coalescer(cfg.coalesce_window, cfg.coalesce_block)
@@ -414,15 +416,27 @@ class Device:
             return None          # our victim is still being back-invalidated
         busy = set(self.by_line) | set(self.work)
         w = self.sf.victim(s, busy)
-        if w is None or len(self.free_cqids) < 2:
+        if w is None or len(self.free_cqids) < 2 or len(self.work) >= self.work_cap:
             return None
         victim = self.sf.tags[s][w]
         op.victim = victim
         self._back_invalidate(victim, now)
         return None
 
+    def _new_work(self, line):
+        """The work entry of ``line``, made if there is none (the caller has checked Config.work_entries)."""
+        w = self.work.get(line)
+        if w is None:
+            if len(self.work) >= self.work_cap:
+                raise AssertionError(f"{self.name()}: work for line {line:#x} with all {self.cfg.work_entries} "
+                                     f"work entries in use")
+            w = self.work[line] = LineWork()
+            if self.cfg.work_entries:        # how full a finite work table got (all devices)
+                self.stats["work_peak"] = max(self.stats.get("work_peak", 0), len(self.work))
+        return w
+
     def _back_invalidate(self, line, now):
-        work = self.work.setdefault(line, LineWork())
+        work = self._new_work(line)
         work.evict = self._alloc_cqid()
         self.coal.add(line, self.sf.entries[line].presence, now)
         self.stats["sf_evictions"] = self.stats.get("sf_evictions", 0) + 1
@@ -486,7 +500,7 @@ class Device:
             return True
         # uncached requests: the device must not hold the line; flush its own copies first
         if e is not None:
-            if e.state is not None and len(self.free_cqids) >= 2:
+            if e.state is not None and len(self.free_cqids) >= 2 and len(self.work) < self.work_cap:
                 self._back_invalidate(line, now)
             return False
         if not self.free_cqids:
@@ -559,12 +573,23 @@ class Device:
         if w is not None:
             return True
         state = self.line_state(line)
-        rsp, _, _ = snoop_transition(state, msg.op)
+        rsp, nxt, data = snoop_transition(state, msg.op)
         if rsp is STALL:        # held until the data arrives: counts as taken once per refusal
             cov = (state._name_, msg.op._name_)
             self.coverage[cov] = self.coverage.get(cov, 0) + 1
             return False
+        if len(self.work) >= self.work_cap and self._snoop_probes(line, state, nxt, data):
+            return False        # held until a work entry frees (Config.work_entries)
         return True
+
+    def _snoop_probes(self, line, state, nxt, data):
+        """Whether a snoop to ``line`` (no work on it) probes the internal caches: it fetches the data
+        from them, or takes away permission a copy has (on_snoop's rule)."""
+        e = self.sf.entries.get(line)
+        if e is None or not e.presence:
+            return False
+        copies = max(self.caches[k][line][0]._value_[1] for k in self._holders(e))   # MESI.perm
+        return (data and state is not _D.MI_A) or INTERNAL_PERMISSION.get(nxt, _Perm.NONE) < copies
 
     def on_snoop(self, msg, now):
         self.now = now
@@ -575,14 +600,10 @@ class Device:
             return
         state = self.line_state(line)
         rsp, nxt, data = snoop_transition(state, msg.op)
-        e = self.sf.entries.get(line)
-        if e is not None and e.presence:
-            copies = max(self.caches[k][line][0]._value_[1] for k in self._holders(e))   # MESI.perm
-            fetch = data and state is not _D.MI_A
-            if fetch or INTERNAL_PERMISSION.get(nxt, _Perm.NONE) < copies:
-                self.work.setdefault(line, LineWork()).snoop = msg
-                self.coal.add(line, e.presence, now)
-                return
+        if self._snoop_probes(line, state, nxt, data):
+            self._new_work(line).snoop = msg
+            self.coal.add(line, self.sf.entries[line].presence, now)
+            return
         self._answer_snoop(msg, now, 0)
 
     def _answer_snoop(self, msg, now, extra):

@@ -475,9 +475,11 @@ class SystemBench:
         self.dut, self.params, self.seed, self.transactions = dut, params, seed, transactions
         p = params["dcoh"]
         self.devices = params["devices"]
-        # The shadow: the RTL's parameters; links never short of credits (the RTL link has its own)
+        # The shadow: the RTL's parameters (its work table too: the shadow holds a snoop exactly when the
+        # RTL's work table is full); links never short of credits (the RTL link has its own)
         self.cfg = Config(devices=self.devices, caches=p["caches"], sf_sets=p["sf_sets"], sf_ways=p["sf_ways"],
-                          max_outstanding=p["tracker"], credits=1023, coalesce_window=p["coalesce_window"],
+                          max_outstanding=p["tracker"], work_entries=p["work"], credits=1023,
+                          coalesce_window=p["coalesce_window"],
                           coalesce_block=p["coalesce_block"], starvation_bound=p["starvation_bound"],
                           watchdog=200000).with_overrides(host)
         self.rng = random.Random(seed)
@@ -720,6 +722,7 @@ class SystemBench:
                      **self.sysm.host.counts},
             "coalescing": {"invalidations_in": sum(d.coal.msgs_in for d in self.sysm.devices),
                            "messages_out": sum(d.coal.msgs_out for d in self.sysm.devices)},
+            "counters": dict(sorted(self.sysm.stats.items())),     # the shadows' (models/system.py's)
             "rtl": self.params,
         }
 

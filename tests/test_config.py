@@ -13,7 +13,7 @@ from models.system import main
     (dict(devload_thresholds=(0.5, 0.25, 0.75)), "devload_thresholds"),
     (dict(host_dir="lru"), "host_dir"), (dict(host_dir_sets=3), "host_dir_sets"),
     (dict(host_dir_ways=-2), "host_dir_ways"), (dict(host_traffic=1.5), "host_traffic"),
-    (dict(host_snoop_scope="some"), "host_snoop_scope"),
+    (dict(host_snoop_scope="some"), "host_snoop_scope"), (dict(work_entries=-1), "work_entries"),
 ])
 def test_bad_parameter_is_named(kw, name):
     with pytest.raises(ConfigError, match=rf"^{name}="):

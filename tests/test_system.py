@@ -69,3 +69,16 @@ def test_host_directory_and_traffic_keep_the_invariants(seed, cfg, host):
     s = run(Config(**cfg).with_overrides(host), 2000, seed=seed)
     assert s["violations"] == 0 and s["transactions"] >= 2000
     assert s["host"]["back_invalidations"] > 100 and s["host"]["host_write"] > 0
+
+
+def test_finite_work_table_holds_snoops_and_back_invalidations():
+    """Config.work_entries: the golden model with one work entry per device (the RTL DCOH's ``work``) runs
+    clean with every invariant on, fills the table (``work_peak``), and sends different messages than the
+    unbounded model on the same seed (so the limit is reached and obeyed, not merely set).  A work entry
+    made while the table is full raises (models/dcoh.py ``_new_work``)."""
+    small = dict(devices=2, sf_sets=2, sf_ways=2, max_outstanding=4, coalesce_window=8)
+    capped = run(Config(**small, work_entries=1), 600, 3)
+    free = run(Config(**small), 600, 3)
+    assert capped["violations"] == 0 and capped["counters"]["work_peak"] == 1
+    assert "work_peak" not in free["counters"]
+    assert capped["latency_cycles"] != free["latency_cycles"]

@@ -224,3 +224,25 @@ def test_system_at_snoop_filter_edges(name, tmp_path):
     assert not s.get("violations"), f"seed {SEED}: {s.get('error')}"
     # the edge was reached: snoop-filter victims (back-invalidation work) again and again
     assert s["dispatch"].get("WORK", 0) >= 50, (SEED, s["dispatch"])
+
+
+# The system at the edges of the work table and the tracker (the defaults are 8 and 16): the RTL holds a
+# snoop that needs a work entry while all are in use, and a rescan that needs one for a back-invalidation
+# (or a second CQID) waits.  The shadow has the same sizes (Config.work_entries, max_outstanding), so it
+# holds and waits exactly there, and every message is still compared one for one.
+WORK_EDGES = {"work1-tracker2": dict(work=1, tracker=2),
+              "work2-tracker3-sf1x4": dict(work=2, tracker=3, sf_sets=1, sf_ways=4)}
+
+
+@pytest.mark.slow        # ~1 min each (make regress)
+@pytest.mark.parametrize("name", sorted(WORK_EDGES))
+def test_system_at_work_table_and_tracker_edges(name, tmp_path):
+    edge = WORK_EDGES[name]
+    runner, build_dir, params = build("icarus", 2, ROOT / "build" / f"sim_{name}", dcoh=edge)
+    s = run(runner, build_dir, params, SEED, 150, tmp_path / "summary.json", host="host_dir=exact")
+    assert not s.get("violations"), f"seed {SEED}: {s.get('error')}"
+    assert s["counters"]["work_peak"] == edge["work"], s["counters"]      # the shadows filled the table
+    # ... and the RTL held a snoop for it: a shadow with no limit parts from the RTL at that snoop
+    s = run(runner, build_dir, params, SEED, 150, tmp_path / "unbounded.json",
+            host="host_dir=exact,work_entries=0")
+    assert s.get("violations") == 1 and "replays a held snoop" in s["error"], (SEED, s.get("error"))
