@@ -26,6 +26,8 @@ WAVES              ?=
 TESTCASE           ?=
 # The golden host's Config fields (models/config.py), e.g. HOST=host_dir=exact,host_traffic=0
 HOST               ?=
+# The RTL DCOH's parameters over the system testbench's (tb/system_top.py DEFAULT_DCOH), e.g. DCOH=work=1,tracker=2
+DCOH               ?=
 REGRESS_SEEDS        ?= 50
 REGRESS_TRANSACTIONS ?= 20000
 REGRESS_JOBS         ?= 2
@@ -67,6 +69,8 @@ help:
 	@echo '                Python every K cycles (default on Verilator, K=9), BATCH=0: the per-cycle cocotb one)'
 	@echo '                sim, regress and model: HOST=name=value,... sets the golden host (host_dir=exact|finite,'
 	@echo '                host_dir_sets, host_dir_ways, host_traffic, host_snoop_scope=all|holders; models/config.py)'
+	@echo '                sim and regress: DCOH=name=value,... the RTL DCOH'"'"'s sizes (work=1,tracker=2; tb/system_top.py),'
+	@echo '                which the shadows take too'
 	@echo '  make regress  the slow tests (pytest -m slow), then the RTL system, REGRESS_SEEDS=$(REGRESS_SEEDS) x'
 	@echo '                REGRESS_TRANSACTIONS=$(REGRESS_TRANSACTIONS) on $(REGRESS_SIM) as Dask tasks: a LocalCluster of'
 	@echo '                REGRESS_JOBS=$(REGRESS_JOBS) workers, or REGRESS_SCHEDULER=tcp://host:8786 (default: $$DASK_SCHEDULER)'
@@ -134,14 +138,14 @@ sim: deps
 	@mkdir -p build/sim
 	@$(WITH_VLT) && $(PY) -m tb.run_system --sim $(SIM) --devices $(DEVICES) --transactions $(TRANSACTIONS) \
 	  --seed $(SEED) $(if $(WAVES),--waves) $(if $(TESTCASE),--testcase $(TESTCASE)) $(if $(HOST),--host $(HOST)) \
-	  $(if $(BATCH),--batch $(BATCH)) --out build/sim/summary.json
+	  $(if $(DCOH),--dcoh $(DCOH)) $(if $(BATCH),--batch $(BATCH)) --out build/sim/summary.json
 
 regress: deps
 	@mkdir -p build/regress
 	@$(WITH_VLT) && $(PY) -m pytest -q -m slow -n $(TEST_JOBS) --dist loadfile
 	@$(WITH_VLT) && $(PY) -m tb.run_system --sim $(REGRESS_SIM) --devices $(DEVICES) --seed $(SEED) \
 	  --seeds $(REGRESS_SEEDS) --jobs $(REGRESS_JOBS) --transactions $(REGRESS_TRANSACTIONS) --no-flit-monitor \
-	  $(if $(HOST),--host $(HOST)) $(if $(BATCH),--batch $(BATCH)) \
+	  $(if $(HOST),--host $(HOST)) $(if $(DCOH),--dcoh $(DCOH)) $(if $(BATCH),--batch $(BATCH)) \
 	  $(if $(REGRESS_SCHEDULER),--scheduler $(REGRESS_SCHEDULER)) --out build/regress/summary.json
 
 model: venv

@@ -2,8 +2,9 @@
 
 ``python -m tb.run_system [--sim verilator|icarus] [--devices 4] [--transactions 20000] [--seed 1]
 [--batch K] [--pipeline] [--waves] [--testcase NAME] [--out build/sim/summary.json] [--ber 0] [--think 8]
-[--no-flit-monitor] [--host NAME=VALUE,...]`` (``--host``: the golden host's Config fields, e.g.
-``host_dir=exact``)
+[--no-flit-monitor] [--host NAME=VALUE,...] [--dcoh NAME=VALUE,...]`` (``--host``: the golden host's Config
+fields, e.g. ``host_dir=exact``; ``--dcoh``: the RTL DCOH's parameters, e.g. ``work=1,tracker=2``, built
+in a folder of their own under the build root, and the shadows take the same sizes)
 
 Two testbenches with the same checks (docs/testbench.md):
 
@@ -34,6 +35,7 @@ from pathlib import Path
 from models.config import Config as _Config               # host_latency: the batched testbench's K
 from tb.native import NativeBuild
 from tb.progress import closing_table
+from tb.system_top import parse_dcoh
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -313,6 +315,9 @@ def main(argv=None):
                          "flit monitor, one seed at a time)")
     ap.add_argument("--host", default="", metavar="NAME=VALUE,...",
                     help="the golden host's Config fields, e.g. host_dir=exact,host_traffic=0 (models/config.py)")
+    ap.add_argument("--dcoh", default="", metavar="NAME=VALUE,...",
+                    help="the RTL DCOH's parameters over the system testbench's defaults (tb/system_top.py "
+                         "DEFAULT_DCOH), e.g. work=1,tracker=2; the shadows take the same sizes")
     ap.add_argument("--out", default="build/sim/summary.json")
     ap.add_argument("--build-root", default="build/sim")
     args = ap.parse_args(argv)
@@ -332,6 +337,13 @@ def main(argv=None):
         Config().with_overrides(args.host)
     except ConfigError as e:
         ap.error(f"--host: {e}")
+    try:
+        args.dcoh_params = parse_dcoh(args.dcoh)
+    except ValueError as e:
+        ap.error(f"--dcoh: {e}")
+    if args.dcoh_params:                     # each set of DCOH parameters builds in a folder of its own
+        args.build_root = str(Path(args.build_root) / ("dcoh-" + "-".join(
+            f"{k}{v}" for k, v in sorted(args.dcoh_params.items()))))
     if args.seeds > 1:
         from tb.regress import SchedulerUnreachable, run_rtl
         if args.waves:
@@ -344,7 +356,8 @@ def main(argv=None):
     out = Path(args.out).resolve()
     out.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    runner, build_dir, params = build(args.sim, args.devices, build_root, args.ber, args.waves, batched=args.batch > 0)
+    runner, build_dir, params = build(args.sim, args.devices, build_root, args.ber, args.waves,
+                                      dcoh=args.dcoh_params, batched=args.batch > 0)
     print(f"build: {time.perf_counter() - t0:.1f} s ({build_dir})", flush=True)
     flit_monitor = not args.no_flit_monitor and args.ber == 0
     s = run(runner, build_dir, params, args.seed, args.transactions, out, args.think, flit_monitor,
@@ -356,7 +369,7 @@ def main(argv=None):
         batch = args.batch != default_batch(args.sim, args.ber, args.trace, args.waves, args.testcase)
         print(f"seed {args.seed}: FAIL: {s.get('error')}\n  reproduce: make sim SEED={args.seed} SIM={args.sim} "
               f"DEVICES={args.devices}" + (f" HOST={args.host}" if args.host else "")
-              + (f" BATCH={args.batch}" if batch else ""), flush=True)
+              + (f" BATCH={args.batch}" if batch else "") + (f" DCOH={args.dcoh}" if args.dcoh else ""), flush=True)
     else:
         png = plot_latency(s, out.with_suffix(".png")) if s.get("latency_cycles") else None
         print(closing_table(s))

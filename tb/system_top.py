@@ -50,6 +50,23 @@ DEFAULT_DCOH = dict(caches=2, sf_sets=16, sf_ways=2, tracker=16, work=8, coalesc
 DEFAULT_LINK = dict(retry_depth=32)
 
 
+def parse_dcoh(text):
+    """``"work=1,tracker=2"`` -> ``{"work": 1, "tracker": 2}``: RTL DCOH parameters of the system testbench
+    over DEFAULT_DCOH (the command-line form of ``make sim DCOH=...``).  An unknown name or a value that is
+    not an integer raises ValueError naming it; the ranges are the DCOH's own (checked at elaboration)."""
+    out = {}
+    for item in filter(None, (t.strip() for t in (text or "").split(","))):
+        name, eq, value = (x.strip() for x in item.partition("="))
+        if not eq or name not in DEFAULT_DCOH:
+            raise ValueError(f"{item!r}: expected name=value with name one of the DCOH parameters "
+                             f"({', '.join(sorted(DEFAULT_DCOH))})")
+        try:
+            out[name] = int(value)
+        except ValueError:
+            raise ValueError(f"{name}={value!r}: not an integer") from None
+    return out
+
+
 def system_params(dcoh=None, link=None, ber=0.0):
     """The full parameter set (defaults overridden by the given dicts), as stored in the hash."""
     return {"dcoh": {**DEFAULT_DCOH, **(dcoh or {})}, "link": {**DEFAULT_LINK, **(link or {})}, "ber": ber}

@@ -300,6 +300,8 @@ def test_rtl_seed_job_on_a_local_cluster(tmp_path):
     assert [r["seed"] for r in total["per_seed"]] == [3, 4]
     # A failure would print this: the same seed on one machine, with the run's settings.
     assert job.reproduce(3) == "python -m tb.run_system --sim icarus --devices 2 --transactions 40 --seed 3 --think 2"
+    job = RtlSeed(runner, build_dir, params, "icarus", 2, 40, think=2, dcoh="work=1,tracker=2")
+    assert job.reproduce(3).endswith("--seed 3 --think 2 --dcoh work=1,tracker=2")
 
 
 # ---------------------------------------------------------------- sweeps

@@ -11,11 +11,14 @@ the traces Hypothesis found on the golden model (tb/traces/hypothesis.json, writ
 ``python -m tb.hypothesis_traces``).  The first few of each replay in make test, the others in
 make regress (``pytest -m slow``)."""
 
+import re
 from pathlib import Path
 
 import pytest
 
 from tb.run_system import build, run
+from tb.run_system import main as run_system_main
+from tb.system_top import parse_dcoh
 from tb.seed import env_seed
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -249,3 +252,15 @@ def test_system_at_work_table_and_tracker_edges(name, tmp_path):
     s = run(runner, build_dir, params, SEED, 150, tmp_path / "unbounded.json",
             host="host_dir=exact,work_entries=0")
     assert s.get("violations") == 1 and f"seed {SEED}" in s["error"], (SEED, s.get("error"))
+
+
+def test_dcoh_parameters_on_the_command_line(capsys):
+    """``make sim DCOH=...``: names and integer values are checked before anything is built; each bad
+    one is named, and a good set builds in a folder of its own (the rest is build()'s, tested above)."""
+    assert parse_dcoh(" work=1, tracker=2 ") == {"work": 1, "tracker": 2} and parse_dcoh("") == {}
+    for text, named in (("wrk=1", "'wrk=1'"), ("work=x", "work='x'"), ("work", "'work'")):
+        with pytest.raises(ValueError, match=re.escape(named)):
+            parse_dcoh(text)
+        with pytest.raises(SystemExit):
+            run_system_main(["--dcoh", text, "--transactions", "1"])
+        assert f"--dcoh: {named}" in capsys.readouterr().err
