@@ -93,7 +93,13 @@ NOTES = """
   BMC cost grows fast with depth (boolector, 2 shared cores: step 20 after ~1.5 min, step 25 after
   ~4-5 min, step 30 after ~12 min), so both are bounded model checks, not k-induction: an inductive
   proof would need invariants tying the snoop filter, tracker and work table to the harness's
-  caches and snoop bookkeeping, which these harnesses do not state.
+  caches and snoop bookkeeping, which these harnesses do not state. Those times (and the table's 153 s
+  and 323 s) were measured on the DCOH of 2026-11-30. On the DCOH with the chained dispatch and chained
+  work each step costs several times more: `dcoh_one_response` reached step 19 of 24 after 9-12.5
+  minutes and was stopped in step 21 after 25 minutes (one run, `formal.run` beside one other job) and in
+  step 20 after 40 minutes (another, beside two other jobs), without a counterexample; the previous
+  version of the engine (before the shared dispatch decision) was as slow. So these two proofs no longer
+  fit `make formal`'s budget at these depths.
 - `dcoh_one_response`: safety (every D2H Rsp retires exactly one pending snoop of its UQID) over a
   free host; the liveness bound is only checked for snoops whose line is not stalled (IS_D/IM_D/SM_D)
   and while the host sends no H2D Rsp/Data (the engine serves those first). The bound, 20 cycles, is the
