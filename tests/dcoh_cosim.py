@@ -46,7 +46,7 @@ def make_dut(cfg, window=128):
     the model's untimed groups stay open until a move flushes them; the harness flushes a group
     before half the window has passed."""
     return DCOH(caches=cfg.caches, sf_sets=cfg.sf_sets, sf_ways=cfg.sf_ways, tracker=cfg.max_outstanding,
-                work=8, coalesce_window=window, coalesce_block=cfg.coalesce_block,
+                work=cfg.work_entries or 8, coalesce_window=window, coalesce_block=cfg.coalesce_block,
                 coalesce_groups=4, starvation_bound=cfg.starvation_bound, credits=64)
 
 

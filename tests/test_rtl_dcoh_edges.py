@@ -6,9 +6,10 @@ a 2-way snoop filter, 6 lines).
   snoop filters of one set with 8 and 12 lines, so that every set overflows and the pseudo-LRU nodes
   above the bottom level of the tree choose victims (a 2-way filter has only the one node).  Message for
   message, with the snoop filter's pseudo-LRU bits compared after every step.
+  A work table of one entry (with 2 or 4 CQIDs) likewise, the model's ``work_entries`` being the same.
 * **Liveness where it is not** (tests/dcoh_liveness.py): a work table of 1 or 2 entries and a single
-  coalescer group, smaller than the lines in play, where the RTL holds snoops that the unbounded model
-  takes at once.  Every snoop must be answered exactly once within ``dcoh_liveness.snoop_bound`` cycles,
+  coalescer group, smaller than the lines in play (the coalescer's groups are finite in the RTL only),
+  with random hosts and caches that the step-by-step co-simulation does not have.  Every snoop must be answered exactly once within ``dcoh_liveness.snoop_bound`` cycles,
   every access and request must finish, and the run must drain.
 """
 
@@ -19,7 +20,7 @@ import pytest
 from amaranth.sim import Simulator
 
 sys.path.insert(0, str(Path(__file__).parent))
-from dcoh_cosim import CONFIG, make_dut as make_cosim_dut, run_cosim  # noqa: E402
+from dcoh_cosim import CONFIG, CosimMismatch, make_dut as make_cosim_dut, run_cosim  # noqa: E402
 import dcoh_liveness as live                                         # noqa: E402
 from models.config import Config                                     # noqa: E402
 
@@ -52,6 +53,36 @@ def test_cosim_at_edge_sizes(name, seed):
     dev = out["sys"].devices[0]
     # the edge was reached: the snoop filter overflowed (back-invalidations) at least once
     assert dev.stats.get("sf_evictions", 0) > 0, f"seed {seed}: no snoop-filter eviction in {name}"
+
+
+# The work table is finite in the model too (Config.work_entries): a snoop that needs a new entry while all
+# are in use is held, an access that needs one for a back-invalidation waits, as in the RTL, so at these
+# sizes the co-simulation is exact as well.  The seeds are ones where the limit matters: with an unbounded
+# model the same runs part from the RTL (work 1: seeds 0 and 1 at steps 765 and 799; with tracker 2 too:
+# seeds 2 and 3 at steps 672 and 411), which the test checks for the first of them.
+WORK_COSIM_EDGES = {"work1-8lines": (dict(work_entries=1), (0, 1)),
+                    "work1-tracker2-8lines": (dict(work_entries=1, max_outstanding=2), (2, 3))}
+
+
+def _cosim(cfg, dut, seed, steps, lines):
+    out = {}
+
+    async def bench(ctx):
+        out["sys"] = await run_cosim(ctx, dut, seed, steps, cfg=cfg, lines=lines)
+    _run(dut, bench)
+    return out["sys"]
+
+
+@pytest.mark.parametrize("name, seed", [(n, s) for n, (_, seeds) in WORK_COSIM_EDGES.items() for s in seeds])
+def test_cosim_at_work_table_edges(name, seed):
+    over, seeds = WORK_COSIM_EDGES[name]
+    cfg = Config(**{**CONFIG, **over})
+    sysm = _cosim(cfg, make_cosim_dut(cfg), seed, 1000, 8)
+    assert sysm.stats.get("work_peak") == cfg.work_entries, sysm.stats       # the model's table filled
+    if seed == seeds[0]:        # ... and its limit is what keeps the two together
+        unbounded = Config(**{**CONFIG, **over, "work_entries": 0})
+        with pytest.raises(CosimMismatch):
+            _cosim(unbounded, make_cosim_dut(cfg), seed, 1000, 8)
 
 
 LIVENESS_EDGES = {
