@@ -54,12 +54,6 @@ class FlitChecker:
         :meth:`take_record` (the wire's flit is ``(record >> offset) & mask`` when ``record & valid bit``)."""
         if batch < 1:
             raise ValueError(f"batch={batch!r}: must be >= 1")
-        self.batch = batch
-        self.pending = []
-        self.sent = 0
-        self.proc = subprocess.Popen([_python(), "-m", "tb.flit_checker"], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, env={**os.environ, "PYTHONPATH": _root_path()})
-        self.result = None
         self.record_fields = None
         if record_fields is not None:
             self.record_fields = [(w, valid, off, mask) for w, valid, off, mask in record_fields]
@@ -67,6 +61,13 @@ class FlitChecker:
                 if w not in _DIRECTION or valid <= 0 or valid & (valid - 1) or off < 0 or mask <= 0:
                     raise ValueError(f"record field {(w, valid, off, mask)!r}: want (up|down, one bit, offset >= 0, "
                                      "mask > 0)")
+        self.batch = batch
+        self.pending = []
+        self.sent = 0
+        self.proc = subprocess.Popen([_python(), "-m", "tb.flit_checker"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, env={**os.environ, "PYTHONPATH": _root_path()})
+        self.result = None
+        if self.record_fields is not None:
             self._send({"record_fields": self.record_fields})
 
     def take(self, cycle, device, wire, word):
