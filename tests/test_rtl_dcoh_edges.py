@@ -9,8 +9,9 @@ a 2-way snoop filter, 6 lines).
   A work table of one entry (with 2 or 4 CQIDs) likewise, the model's ``work_entries`` being the same.
 * **Liveness where it is not** (tests/dcoh_liveness.py): a work table of 1 or 2 entries and a single
   coalescer group, smaller than the lines in play (the coalescer's groups are finite in the RTL only),
-  with random hosts and caches that the step-by-step co-simulation does not have.  Every snoop must be answered exactly once within ``dcoh_liveness.snoop_bound`` cycles,
-  every access and request must finish, and the run must drain.
+  with random hosts and caches that the step-by-step co-simulation does not have.  Every snoop must be
+  answered exactly once within ``dcoh_liveness.snoop_bound`` cycles, every access and request must
+  finish, and the run must drain.
 """
 
 import sys

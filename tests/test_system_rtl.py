@@ -255,8 +255,8 @@ def test_system_at_work_table_and_tracker_edges(name, tmp_path):
 
 
 def test_dcoh_parameters_on_the_command_line(capsys):
-    """``make sim DCOH=...``: names and integer values are checked before anything is built; each bad
-    one is named, and a good set builds in a folder of its own (the rest is build()'s, tested above)."""
+    """``make sim DCOH=...``: names and integer values are checked before anything is built, and each bad
+    one is named (a good set goes to build(), which the edge runs above use)."""
     assert parse_dcoh(" work=1, tracker=2 ") == {"work": 1, "tracker": 2} and parse_dcoh("") == {}
     for text, named in (("wrk=1", "'wrk=1'"), ("work=x", "work='x'"), ("work", "'work'")):
         with pytest.raises(ValueError, match=re.escape(named)):
