@@ -97,7 +97,8 @@ NOTES = """
   and 323 s) were measured on the DCOH of 2026-11-30. On the DCOH with the chained dispatch and chained
   work each step costs several times more: `dcoh_one_response` reached step 19 of 24 after 9-12.5
   minutes and was stopped in step 21 after 25 minutes (one run, `formal.run` beside one other job) and in
-  step 20 after 40 minutes (another, beside two other jobs), without a counterexample; the previous
+  step 20 after 40 minutes (another, beside two other jobs), and, run alone, reached steps 20, 21 and 22
+  after 7.8, 14.2 and 24.9 minutes (each step ~1.7 times the one before), all without a counterexample; the previous
   version of the engine (before the shared dispatch decision) was as slow. So these two proofs no longer
   fit `make formal`'s budget at these depths.
 - `dcoh_one_response`: safety (every D2H Rsp retires exactly one pending snoop of its UQID) over a
