@@ -9,7 +9,8 @@ from dataclasses import dataclass, fields, replace
 from cxl.messages import MAX_IDS
 from .params import ParamSet
 
-__all__ = ["ConfigError", "Config", "MAX_DEVICES", "HOST_DIR_POLICIES", "HOST_SNOOP_SCOPES", "parse_overrides"]
+__all__ = ["ConfigError", "Config", "MAX_DEVICES", "HOST_DIR_POLICIES", "HOST_SNOOP_SCOPES", "parse_assignments",
+           "parse_overrides"]
 
 # Ref: docs/sources.md §1.6: CXL 3.0 allows up to 16 CXL.cache devices below one root port (4-bit CacheID).
 MAX_DEVICES = 16
@@ -155,13 +156,21 @@ def parse_overrides(text):
     """``"host_dir=finite,host_dir_sets=8,host_traffic=0.1"`` -> a dict of Config fields with values of the
     fields' types (the command-line form of ``make model``, ``make sim`` and ``make regress``).  An unknown
     name or a value of the wrong type raises ConfigError naming it; the ranges are checked by Config."""
-    kinds = {f.name: type(getattr(Config, f.name)) for f in fields(Config)}
+    return parse_assignments(text, {f.name: type(getattr(Config, f.name)) for f in fields(Config)},
+                             "the Config fields")
+
+
+def parse_assignments(text, kinds, what):
+    """``"a=1,b=x"`` -> ``{"a": 1, "b": "x"}`` with each value converted to ``kinds[name]`` (bool: 0/1/true/
+    false; tuple: floats separated by ``:``).  A name not in ``kinds`` or a value that does not convert
+    raises ConfigError naming it (``what`` names the set of names in the message).  The one parser of the
+    project's ``NAME=VALUE,...`` options (``HOST=``, ``DCOH=``)."""
     out = {}
     for item in filter(None, (t.strip() for t in (text or "").split(","))):
         name, eq, value = item.partition("=")
         name, value = name.strip(), value.strip()
         if not eq or name not in kinds:
-            raise ConfigError(f"{item!r}: expected name=value with name one of the Config fields "
+            raise ConfigError(f"{item!r}: expected name=value with name one of {what} "
                               f"({', '.join(sorted(kinds))})")
         kind = kinds[name]
         try:

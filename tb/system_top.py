@@ -54,17 +54,8 @@ def parse_dcoh(text):
     """``"work=1,tracker=2"`` -> ``{"work": 1, "tracker": 2}``: RTL DCOH parameters of the system testbench
     over DEFAULT_DCOH (the command-line form of ``make sim DCOH=...``).  An unknown name or a value that is
     not an integer raises ValueError naming it; the ranges are the DCOH's own (checked at elaboration)."""
-    out = {}
-    for item in filter(None, (t.strip() for t in (text or "").split(","))):
-        name, eq, value = (x.strip() for x in item.partition("="))
-        if not eq or name not in DEFAULT_DCOH:
-            raise ValueError(f"{item!r}: expected name=value with name one of the DCOH parameters "
-                             f"({', '.join(sorted(DEFAULT_DCOH))})")
-        try:
-            out[name] = int(value)
-        except ValueError:
-            raise ValueError(f"{name}={value!r}: not an integer") from None
-    return out
+    from models.config import parse_assignments
+    return parse_assignments(text, {name: int for name in DEFAULT_DCOH}, "the DCOH parameters")
 
 
 def system_params(dcoh=None, link=None, ber=0.0):
