@@ -58,11 +58,16 @@ def _direct(devices, transactions, seed):
 
 @dataclass(frozen=True)
 class HeldModelSeed(ModelSeed):
-    """The golden-model seed, then ``hold_s`` asleep: a task long enough to kill its worker during it."""
+    """The golden-model seed, then ``hold_s`` asleep: a task long enough to kill its worker during it.
+    With ``mark_dir``, the hold begins by writing ``<seed>.<pid>`` there (holding the wall time), so a test
+    knows which seed a worker process is busy with and for how much longer."""
     hold_s: float = 0.0
+    mark_dir: str = ""
 
     def __call__(self, seed):
         out = super().__call__(seed)
+        if self.mark_dir:
+            (Path(self.mark_dir) / f"{seed}.{os.getpid()}").write_text(repr(time.time()))
         time.sleep(self.hold_s)
         return out
 
@@ -247,20 +252,30 @@ def _start_cluster(procs, tmp_path):
 
 
 def test_dask_workers_one_killed_mid_run(tmp_path, monkeypatch):
-    job, seeds = HeldModelSeed(devices=2, transactions=200, hold_s=1.5), list(range(1, 9))
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    job, seeds = HeldModelSeed(devices=2, transactions=200, hold_s=1.5, mark_dir=str(marks)), list(range(1, 9))
     killed = {}
 
     def kill_one_mid_run(row, done, total):
+        # Kill a worker process at most 0.5 s into a seed's 1.5 s hold, so that seed (and only it) is
+        # certainly lost with it. The scheduler's view (client.processing()) cannot say this: it may still
+        # list a seed whose result is on its way while the worker has begun the next one.
         if killed:
             return
-        # A worker busy with a seed that is not the one just finished: kill it while it runs.
-        for addr, keys in client.processing().items():
-            if keys:
-                info = client.scheduler_info(n_workers=-1)["workers"][addr]
-                # keys are regress-<run>-<index of the task>, the tasks being the seeds in order
-                killed.update(worker=info["name"], address=addr, seeds=[seeds[int(k.rsplit("-", 1)[1])] for k in keys])
-                workers[info["name"]].kill()
-                return
+        by_pid = {w.pid: name for name, w in workers.items()}
+        t_end = time.monotonic() + 2.0
+        while time.monotonic() < t_end:
+            for mark in marks.iterdir():
+                seed, pid = (int(x) for x in mark.name.split("."))
+                if time.time() - float(mark.read_text() or 0) < 0.5 and pid in by_pid:
+                    name = by_pid[pid]
+                    address = next(a for a, w in client.scheduler_info(n_workers=-1)["workers"].items()
+                                   if w["name"] == name)
+                    workers[name].kill()
+                    killed.update(worker=name, address=address, seeds=[seed])
+                    return
+            time.sleep(0.02)
 
     with _processes() as procs, deadline(240, "regress on dask scheduler + workers"):
         address, workers = _start_cluster(procs, tmp_path)
