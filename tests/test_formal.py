@@ -90,3 +90,15 @@ def test_abc_pdr_engine_proves_and_refutes():
     assert abc_script("read_aiger a.aig; pdr -T 5").startswith("+write_blif,")
     with pytest.raises(ValueError, match="comma"):
         abc_script("print a,b")
+
+
+def test_summary_marks_unbounded_proofs(tmp_path):
+    """build/formal/summary.json says per proof whether it covers every reachable state (mode prove:
+    k-induction or PDR) or only its depth (mode bmc)."""
+    import json
+    from formal.run import main as formal_main
+    assert formal_main(["--only", "credit_conservation", "--only", "crc_detects_1_2_bit_errors_window",
+                        "--no-doc", "--out", str(tmp_path)]) == 0
+    rows = {r["name"]: r for r in json.loads((tmp_path / "summary.json").read_text())["proofs"]}
+    assert rows["credit_conservation"]["unbounded"] is True and rows["credit_conservation"]["status"] == "PASS"
+    assert rows["crc_detects_1_2_bit_errors_window"]["unbounded"] is False
