@@ -70,7 +70,8 @@ help:
 	@echo '                sim, regress and model: HOST=name=value,... sets the golden host (host_dir=exact|finite,'
 	@echo '                host_dir_sets, host_dir_ways, host_traffic, host_snoop_scope=all|holders; models/config.py)'
 	@echo '                sim and regress: DCOH=name=value,... the RTL DCOH'"'"'s sizes (work=1,tracker=2; tb/system_top.py),'
-	@echo '                which the shadows take too'
+	@echo '                which the shadows take too; CACHE_STALL=1..6: slow RTL caches (cmd, its answer and cpu_rsp held'
+	@echo '                back at random, tb/rtl_caches.py)'
 	@echo '  make regress  the slow tests (pytest -m slow), then the RTL system, REGRESS_SEEDS=$(REGRESS_SEEDS) x'
 	@echo '                REGRESS_TRANSACTIONS=$(REGRESS_TRANSACTIONS) on $(REGRESS_SIM) as Dask tasks: a LocalCluster of'
 	@echo '                REGRESS_JOBS=$(REGRESS_JOBS) workers, or REGRESS_SCHEDULER=tcp://host:8786 (default: $$DASK_SCHEDULER)'
@@ -138,7 +139,8 @@ sim: deps
 	@mkdir -p build/sim
 	@$(WITH_VLT) && $(PY) -m tb.run_system --sim $(SIM) --devices $(DEVICES) --transactions $(TRANSACTIONS) \
 	  --seed $(SEED) $(if $(WAVES),--waves) $(if $(TESTCASE),--testcase $(TESTCASE)) $(if $(HOST),--host $(HOST)) \
-	  $(if $(DCOH),--dcoh $(DCOH)) $(if $(BATCH),--batch $(BATCH)) --out build/sim/summary.json
+	  $(if $(DCOH),--dcoh $(DCOH)) $(if $(BATCH),--batch $(BATCH)) $(if $(CACHE_STALL),--cache-stall $(CACHE_STALL)) \
+	  --out build/sim/summary.json
 
 regress: deps
 	@mkdir -p build/regress
@@ -146,6 +148,7 @@ regress: deps
 	@$(WITH_VLT) && $(PY) -m tb.run_system --sim $(REGRESS_SIM) --devices $(DEVICES) --seed $(SEED) \
 	  --seeds $(REGRESS_SEEDS) --jobs $(REGRESS_JOBS) --transactions $(REGRESS_TRANSACTIONS) --no-flit-monitor \
 	  $(if $(HOST),--host $(HOST)) $(if $(DCOH),--dcoh $(DCOH)) $(if $(BATCH),--batch $(BATCH)) \
+	  $(if $(CACHE_STALL),--cache-stall $(CACHE_STALL)) \
 	  $(if $(REGRESS_SCHEDULER),--scheduler $(REGRESS_SCHEDULER)) --out build/regress/summary.json
 
 model: venv

@@ -63,12 +63,12 @@ def _name(chan):
 
 
 class BatchedDevice(wiring.Component):
-    def __init__(self, *, dcoh=None, link=None, index_bits=14):
+    def __init__(self, *, dcoh=None, link=None, caches=None, index_bits=14):
         self.linked = LinkedDevice(dcoh=dcoh, link=link)
         d = self.linked.dcoh
         self.caches_n = d.caches
         self.caches = InternalCaches(caches=d.caches, addr_width=d.addr_width, coalesce_block=d.coalesce_block,
-                                     index_bits=index_bits, op_depth=OP_DEPTH)
+                                     index_bits=index_bits, op_depth=OP_DEPTH, **(caches or {}))
         self.layout = self.record_layout(d.caches, d.addr_width, d.coalesce_block)
         self.queues = {c: ReleaseQueue(channel_shape(c), depth=QUEUE_DEPTH, lanes=LANES) for c in H2D_CHANNELS}
         self.ops_queue = ReleaseQueue(TrafficOp(d.caches, d.addr_width), depth=QUEUE_DEPTH, lanes=OP_LANES)

@@ -19,7 +19,11 @@ same work in the simulator, so a testbench only has to feed accesses and read wh
   or M) and the line (the M copy's, else the last holder's: tb/cache_bfm.py's rule); its change is written
   in that answer's first cycle;
 * ``probe`` is acknowledged at once while no earlier probe is being worked through (until the DCOH's
-  ``dispatch`` shows WORK and then SCAN for it, as the Python testbench does).
+  ``dispatch`` shows WORK and then SCAN for it, as the Python testbench does);
+* slow caches (``stall_bits`` > 0; 0, the default, never stalls): a fixed pseudo-random sequence holds
+  ``cmd`` and ``cpu_rsp`` back (ready low) in about a quarter of the cycles and offers each cmd's answer
+  0 .. 2**stall_bits - 1 cycles late, so that the DCOH meets caches that hold it up in the middle of an
+  event (the snoops it answers meanwhile, docs/dcoh.md).
 
 ``quiet`` = the DCOH is idle, dispatches nothing, has no ``cmd`` or ``cpu_rsp`` out, no ``cmd_rsp`` is
 owed or being written, and no probe is open: the Python testbench's rule, one cycle more conservative
@@ -74,6 +78,10 @@ class _Probe(enum.Enum, shape=2):
     WORKING = 2        # the DCOH works through it (until its SCAN)
 
 
+STALL_BITS_MAX = 6       # a cmd's answer held back up to 2**6 - 1 cycles
+_LFSR_TAPS = 0xB400      # x^16 + x^14 + x^13 + x^11 + 1, maximal length (Galois form)
+
+
 def _check(name, value, low):
     if not isinstance(value, int) or isinstance(value, bool) or value < low:
         raise ValueError(f"{name}={value!r}: must be an integer >= {low}")
@@ -81,11 +89,14 @@ def _check(name, value, low):
 
 class InternalCaches(wiring.Component):
     def __init__(self, *, caches=2, addr_width=ADDR_WIDTH, coalesce_block=4, index_bits=14, value_bits=64,
-                 think_bits=8, op_depth=4):
+                 think_bits=8, op_depth=4, stall_bits=0):
         for name, v, low in (("caches", caches, 1), ("addr_width", addr_width, 1), ("index_bits", index_bits, 1),
                              ("value_bits", value_bits, 1), ("think_bits", think_bits, 1), ("op_depth", op_depth, 1),
-                             ("coalesce_block", coalesce_block, 1)):
+                             ("coalesce_block", coalesce_block, 1), ("stall_bits", stall_bits, 0)):
             _check(name, v, low)
+        if stall_bits > STALL_BITS_MAX:
+            raise ValueError(f"stall_bits={stall_bits}: at most {STALL_BITS_MAX}")
+        self.stall_bits = stall_bits
         if index_bits > addr_width:
             raise ValueError(f"index_bits={index_bits}: more than addr_width={addr_width}")
         if value_bits > LINE_BITS:
@@ -132,24 +143,38 @@ class InternalCaches(wiring.Component):
             m.d.comb += phase_next.eq(_Probe.ACKED)
         m.d.sync += phase.eq(phase_next)
 
+        # ---------------------------------------------------------------- slow caches (stall_bits > 0)
+        # A pseudo-random sequence (a 16-bit LFSR from a fixed seed: the same run every time) holds back
+        # ``cmd`` and ``cpu_rsp`` in a quarter of the cycles (their ready low) and delays each cmd's answer
+        # by 0 .. 2**stall_bits - 1 cycles (its valid is raised late, and then held until it is taken).
+        hold = Signal()                 # cmd and cpu_rsp not ready in this cycle
+        wait_draw = Signal(max(self.stall_bits, 1))
+        if self.stall_bits:
+            lfsr = Signal(16, init=0xACE1)
+            m.d.sync += lfsr.eq(Mux(lfsr[0], (lfsr >> 1) ^ _LFSR_TAPS, lfsr >> 1))
+            m.d.comb += [hold.eq(lfsr[:2] == 0), wait_draw.eq(lfsr[2:2 + self.stall_bits])]
+
         # ---------------------------------------------------------------- cmd / cmd_rsp
         rsp_pending = Signal()          # cmd_rsp owed
+        rsp_wait = Signal.like(wait_draw)   # cycles before it is offered
         fresh = Signal()                # the first cycle of a cmd_rsp: the cmd's change is written
         c_line = Signal(IB)
         c_mask = Signal(K)
         c_op = Signal(CmdOp)
         take_cmd = Signal()
-        m.d.comb += [self.cmd.ready.eq(~rsp_pending), take_cmd.eq(self.cmd.valid & self.cmd.ready)]
+        m.d.comb += [self.cmd.ready.eq(~rsp_pending & ~hold), take_cmd.eq(self.cmd.valid & self.cmd.ready)]
         with m.If(take_cmd):
             m.d.sync += [rsp_pending.eq(1), fresh.eq(1), c_line.eq(self.cmd.p.line[:IB]), c_mask.eq(self.cmd.p.caches),
-                         c_op.eq(self.cmd.p.op)]
+                         c_op.eq(self.cmd.p.op), rsp_wait.eq(wait_draw)]
             with m.If(~in_range(self.cmd.p.line)):
                 m.d.sync += err.line_range.eq(1)
         with m.Else():
             m.d.sync += fresh.eq(0)
+            with m.If(rsp_wait != 0):
+                m.d.sync += rsp_wait.eq(rsp_wait - 1)
             with m.If(self.cmd_rsp.valid & self.cmd_rsp.ready):
                 m.d.sync += rsp_pending.eq(0)
-        m.d.comb += self.cmd_rsp.valid.eq(rsp_pending)
+        m.d.comb += self.cmd_rsp.valid.eq(rsp_pending & (rsp_wait == 0))
 
         quiet = Signal()
         m.d.comb += [quiet.eq(self.dcoh_idle & (self.dispatch == Dispatch.NONE) & ~self.cmd.valid &
@@ -187,8 +212,9 @@ class InternalCaches(wiring.Component):
 
         # ---------------------------------------------------------------- per cache
         rsp_k = self.cpu_rsp.p.cache
-        m.d.comb += self.cpu_rsp.ready.eq(1)
-        with m.If(self.cpu_rsp.valid):
+        rsp_fire = self.cpu_rsp.valid & self.cpu_rsp.ready
+        m.d.comb += self.cpu_rsp.ready.eq(~hold)
+        with m.If(rsp_fire):
             with m.If(~in_range(self.cpu_rsp.p.line)):
                 m.d.sync += err.line_range.eq(1)
         hits, misses, drained, holders = [], [], [], []
@@ -234,7 +260,7 @@ class InternalCaches(wiring.Component):
             hit_write = hit & (kind == CpuKind.STORE)
 
             # cpu_rsp for this cache: the access it waits on is finished
-            rsp = self.cpu_rsp.valid & (rsp_k == k)
+            rsp = rsp_fire & (rsp_k == k)
             with m.If(rsp):
                 with m.If(~busy[k]):
                     m.d.sync += err.rsp_unexpected.eq(1)

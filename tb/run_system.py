@@ -105,27 +105,32 @@ VERILATOR_MAKEFLAGS = "CFG_CXXFLAGS_PCH_I=-include OPT_FAST=-O1"
 HIER_BLOCK = 'hier_block -module "{module}"\n'
 
 
-def build(sim, devices, build_root, ber=0.0, waves=False, dcoh=None, batched=False):
+def build(sim, devices, build_root, ber=0.0, waves=False, dcoh=None, batched=False, cache_stall=0):
     """Verilog + simulator build; returns (runner, build_dir, params_path).  ``dcoh``: DCOH parameter overrides
-    of ``tb.system_top.DEFAULT_DCOH`` (give each set of overrides its own ``build_root``).  ``batched``: the
+    of ``tb.system_top.DEFAULT_DCOH`` (give each set of overrides its own ``build_root``).  ``cache_stall``:
+    the batched testbench's internal caches hold the DCOH up (tb/rtl_caches.py ``stall_bits``; 0: never;
+    its own ``build_root`` too).  ``batched``: the
     batched testbench's device on the native driver (Verilator only): the runner is then a
     :class:`NativeBuild`, the build the same for any ``devices``, and params_path None.  Builds into one
     ``build_root`` take turns (tb.system_top.build_lock: parallel test workers, two runs at once)."""
     from tb.system_top import build_lock
     _check_simulator(sim)
     with build_lock(build_root):
-        return _build(sim, devices, Path(build_root), ber, waves, dcoh, batched)
+        return _build(sim, devices, Path(build_root), ber, waves, dcoh, batched, cache_stall)
 
 
-def _build(sim, devices, build_root, ber, waves, dcoh, batched):
+def _build(sim, devices, build_root, ber, waves, dcoh, batched, cache_stall=0):
     from tb.system_top import write_if_changed, build_system, params_path
     if batched:
         if sim != "verilator" or ber or waves:
             raise SystemExit("the batched testbench runs on Verilator, without BER and waves (--batch 0 has them)")
         from tb import native
         lib, ports, unit_params, _ = native.build(build_root / "rtl", build_root / "native", dcoh=dcoh,
-                                                  log=lambda line: print(line, flush=True))
+                                                  log=lambda line: print(line, flush=True),
+                                                  caches={"stall_bits": cache_stall} if cache_stall else None)
         return NativeBuild(lib, tuple(ports), unit_params, devices), build_root / "native", None
+    if cache_stall:
+        raise SystemExit("--cache-stall: only the batched testbench's RTL caches stall (--batch K > 0)")
     ber_tag = f"_ber{ber:g}" if ber else ""       # a BER changes linked_device.v: its own folders
     rtl_dir = build_root / f"rtl{ber_tag}"
     t0 = time.perf_counter()
@@ -318,6 +323,9 @@ def main(argv=None):
     ap.add_argument("--dcoh", default="", metavar="NAME=VALUE,...",
                     help="the RTL DCOH's parameters over the system testbench's defaults (tb/system_top.py "
                          "DEFAULT_DCOH), e.g. work=1,tracker=2; the shadows take the same sizes")
+    ap.add_argument("--cache-stall", type=int, default=0, metavar="BITS",
+                    help="slow internal caches (batched testbench): cmd and cpu_rsp held back in about a quarter of "
+                         "the cycles, each cmd's answer 0 .. 2**BITS - 1 cycles late (tb/rtl_caches.py); 0: never")
     ap.add_argument("--out", default="build/sim/summary.json")
     ap.add_argument("--build-root", default="build/sim")
     args = ap.parse_args(argv)
@@ -344,6 +352,13 @@ def main(argv=None):
     if args.dcoh_params:                     # each set of DCOH parameters builds in a folder of its own
         args.build_root = str(Path(args.build_root) / ("dcoh-" + "-".join(
             f"{k}{v}" for k, v in sorted(args.dcoh_params.items()))))
+    from tb.rtl_caches import STALL_BITS_MAX
+    if not 0 <= args.cache_stall <= STALL_BITS_MAX:
+        ap.error(f"--cache-stall {args.cache_stall}: must be 0..{STALL_BITS_MAX}")
+    if args.cache_stall:
+        if not args.batch:
+            ap.error("--cache-stall: only the batched testbench's RTL caches stall (--batch K > 0)")
+        args.build_root = str(Path(args.build_root) / f"cache-stall{args.cache_stall}")
     if args.seeds > 1:
         from tb.regress import SchedulerUnreachable, run_rtl
         if args.waves:
@@ -357,7 +372,7 @@ def main(argv=None):
     out.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     runner, build_dir, params = build(args.sim, args.devices, build_root, args.ber, args.waves,
-                                      dcoh=args.dcoh_params, batched=args.batch > 0)
+                                      dcoh=args.dcoh_params, batched=args.batch > 0, cache_stall=args.cache_stall)
     print(f"build: {time.perf_counter() - t0:.1f} s ({build_dir})", flush=True)
     flit_monitor = not args.no_flit_monitor and args.ber == 0
     s = run(runner, build_dir, params, args.seed, args.transactions, out, args.think, flit_monitor,
@@ -369,7 +384,8 @@ def main(argv=None):
         batch = args.batch != default_batch(args.sim, args.ber, args.trace, args.waves, args.testcase)
         print(f"seed {args.seed}: FAIL: {s.get('error')}\n  reproduce: make sim SEED={args.seed} SIM={args.sim} "
               f"DEVICES={args.devices}" + (f" HOST={args.host}" if args.host else "")
-              + (f" BATCH={args.batch}" if batch else "") + (f" DCOH={args.dcoh}" if args.dcoh else ""), flush=True)
+              + (f" BATCH={args.batch}" if batch else "") + (f" DCOH={args.dcoh}" if args.dcoh else "")
+              + (f" CACHE_STALL={args.cache_stall}" if args.cache_stall else ""), flush=True)
     else:
         png = plot_latency(s, out.with_suffix(".png")) if s.get("latency_cycles") else None
         print(closing_table(s))

@@ -51,7 +51,7 @@ from amaranth.hdl import Shape
 from amaranth.lib import data
 
 from cxl.messages import Channel
-from hdl.dcoh.dcoh import CmdOp, CpuKind
+from hdl.dcoh.dcoh import CmdOp, CpuKind, Dispatch
 from hdl.link.ports import channel_shape
 from models.dcoh import cache_hit
 from tb.batched_device import (D2H_CHANNELS, H2D_CHANNELS, DEPTH, LANES, OP_DEPTH, OP_LANES, VALUE_BITS, WINDOW,
@@ -63,6 +63,8 @@ from tb.stamped import STAMP_BITS, ReleaseQueue
 from tb.system_top import UNIT_RESET_CYCLES
 from tb.system_tb import DeviceSide, SystemBench, SystemMismatch, _CACHE_STATE, _DISPATCH, run_bench
 from tb.vip import ChannelCodec, StructCodec
+
+_SNOOP_CODE = _DISPATCH.index(Dispatch.SNOOP)
 
 __all__ = ["BatchBench", "run", "SIMULATOR"]
 
@@ -214,6 +216,8 @@ class BatchedSide(DeviceSide):
             self.to_send -= 1
         if code:
             bench.dispatch_count[code] += 1
+            if code == _SNOOP_CODE and self.owed:     # the engine waits for that answer: the side path took it
+                bench.snoops_while_cmd_owed += 1
             self.dispatch(_DISPATCH[code], t)
         self.cpu_cur = None
         taken = f(v, "h2d_taken")

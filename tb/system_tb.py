@@ -516,6 +516,8 @@ class SystemBench:
         self.done = 0
         self.latency = {}
         self.dispatch_count = [0] * 8
+        self.snoops_while_cmd_owed = 0     # batched testbench: snoops the DCOH took while a cache owed it a
+                                           # cmd's answer (the DCOH's snoop side path, docs/dcoh.md)
         self._last_done, self._last_done_at = 0, 0      # for watch()
         self.touched = set()
         self.devs = [self.side_class(self, d) for d in range(self.devices)]
@@ -715,6 +717,7 @@ class SystemBench:
             "sim_cycles_per_s": round(self.now / self.wall) if self.wall else None,
             "latency_cycles": {op: latency_entry(Counter(v)) for op, v in sorted(self.latency.items())},
             "dispatch": {Dispatch(i).name: n for i, n in enumerate(self.dispatch_count) if i},
+            "snoops_while_cmd_owed": self.snoops_while_cmd_owed,
             "coverage": {"state_event": coverage,
                          "flits": dict(sorted(self.flit_coverage.items())),
                          "closure": closure_report(coverage, self.flit_coverage)},

@@ -48,6 +48,8 @@ MON_WIDTH = len(MON_BITS) - 1 + 3
 DEFAULT_DCOH = dict(caches=2, sf_sets=16, sf_ways=2, tracker=16, work=8, coalesce_window=4,
                     coalesce_block=4, coalesce_groups=4, starvation_bound=4, credits=64)
 DEFAULT_LINK = dict(retry_depth=32)
+# the batched testbench's RTL internal caches (tb/rtl_caches.py): stall_bits > 0 makes them slow
+DEFAULT_CACHES = dict(stall_bits=0)
 
 
 def parse_dcoh(text):
@@ -58,9 +60,12 @@ def parse_dcoh(text):
     return parse_assignments(text, {name: int for name in DEFAULT_DCOH}, "the DCOH parameters")
 
 
-def system_params(dcoh=None, link=None, ber=0.0):
+def system_params(dcoh=None, link=None, ber=0.0, caches=None):
     """The full parameter set (defaults overridden by the given dicts), as stored in the hash."""
-    return {"dcoh": {**DEFAULT_DCOH, **(dcoh or {})}, "link": {**DEFAULT_LINK, **(link or {})}, "ber": ber}
+    params = {"dcoh": {**DEFAULT_DCOH, **(dcoh or {})}, "link": {**DEFAULT_LINK, **(link or {})}, "ber": ber}
+    if caches:              # only when set: the default build keeps its hash
+        params["caches"] = {**DEFAULT_CACHES, **caches}
+    return params
 
 
 def source_hash(params, extra=()):
@@ -139,7 +144,8 @@ def _device_verilog(out_dir, params, module="linked_device"):
     if module == "batched_device":
         from tb.batched_device import BatchedDevice
         return cached_verilog(out_dir / "batched_device.v", source_hash(params, _BATCHED_SOURCES),
-                              lambda: BatchedDevice(dcoh=params["dcoh"], link=params["link"]))
+                              lambda: BatchedDevice(dcoh=params["dcoh"], link=params["link"],
+                                                    caches=params.get("caches")))
     if module == "batched_recorder":
         from tb.batched_device import BatchedDevice, Recorder
         from cxl.messages import ADDR_WIDTH
@@ -210,7 +216,7 @@ def write_if_changed(path, text):
 UNIT_RESET_CYCLES = 3
 
 
-def build_batched_unit(out_dir, dcoh=None, link=None):
+def build_batched_unit(out_dir, dcoh=None, link=None, caches=None):
     """Verilog of one device of the batched testbench (tb/system_batch.py), for the native driver
     (tb/native.py): ``batched_device.v`` and ``batched_recorder.v`` (tb/batched_device.py, cached as
     ``linked_device.v`` is) and ``batched_unit.v`` (module ``batched_unit``), the device with its recorder
@@ -225,7 +231,7 @@ def build_batched_unit(out_dir, dcoh=None, link=None):
     (about a fifth of the model's work, docs/testbench.md).  Returns the three files, the unit last, and
     writes :func:`params_path` for one device."""
     out_dir = Path(out_dir)
-    params = system_params(dcoh, link)
+    params = system_params(dcoh, link, caches=caches)
     dev_v = _device_verilog(out_dir, params, "batched_device")
     rec_v = _device_verilog(out_dir, params, "batched_recorder")
     inner = {"record", "record_write"}

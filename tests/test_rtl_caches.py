@@ -30,9 +30,9 @@ GRANT = {"load": ("S", "E"), "store": ("M",)}
 LINES = [0x3, 0x7, 0x11, 0x12, 0x20, 0x3f]     # within index_bits=6
 
 
-def _run(seed, ops_per_cache=150, caches=2, think=3, limit=40000, idle_p=0.6):
+def _run(seed, ops_per_cache=150, caches=2, think=3, limit=40000, idle_p=0.6, stall_bits=0):
     rng = random.Random(seed)
-    dut = InternalCaches(caches=caches, index_bits=6, think_bits=4, op_depth=2)
+    dut = InternalCaches(caches=caches, index_bits=6, think_bits=4, op_depth=2, stall_bits=stall_bits)
     todo = [deque() for _ in range(caches)]
     value = 0
     for k in range(caches):
@@ -42,7 +42,7 @@ def _run(seed, ops_per_cache=150, caches=2, think=3, limit=40000, idle_p=0.6):
     thinks = {}                      # op value -> think
     expect = [deque() for _ in range(caches)]   # accesses fed, not started
     mirror = CacheBFM(caches)
-    report = {}
+    report = {"cmd_held": 0, "cpu_rsp_held": 0, "answer_late": 0}
 
     async def bench(ctx):
         cycle = 0
@@ -116,6 +116,13 @@ def _run(seed, ops_per_cache=150, caches=2, think=3, limit=40000, idle_p=0.6):
                 phase_next = "acked"
             quiet = (idle and code == Dispatch.NONE and cmd_cur is None and rsp_cur is None and
                      not (rsp_owed is not None and not cmd_rsp_ready) and phase_next == "none")
+            # slow caches: what they held back this cycle
+            if cmd_cur is not None and rsp_owed is None and not ctx.get(dut.cmd.ready):
+                report["cmd_held"] += 1
+            if rsp_cur is not None and not ctx.get(dut.cpu_rsp.ready):
+                report["cpu_rsp_held"] += 1
+            if rsp_owed is not None and not ctx.get(dut.cmd_rsp.valid):
+                report["answer_late"] += 1
             # a cmd_rsp answered in this cycle
             if ctx.get(dut.cmd_rsp.valid):
                 assert rsp_owed is not None, f"seed {seed} cycle {cycle}: cmd_rsp with no cmd"
@@ -128,7 +135,7 @@ def _run(seed, ops_per_cache=150, caches=2, think=3, limit=40000, idle_p=0.6):
                 line, mask, op = cmd_cur
                 rsp_owed = mirror.command(line, mask, op.name)
                 cmd_cur = None
-            if rsp_cur is not None:
+            if rsp_cur is not None and ctx.get(dut.cpu_rsp.ready):
                 k, line, state, data = rsp_cur
                 mirror.install(k, line, state, data)
                 last_done[k] = cycle
@@ -197,6 +204,17 @@ def test_internal_caches_with_one_cache_and_a_busy_dcoh():
     assert r["hits"] > 10 and r["misses"] > 10, r
 
 
+@pytest.mark.parametrize("stall_bits", [1, 3])
+def test_slow_internal_caches_follow_the_bfm_rules(stall_bits):
+    """``stall_bits``: the caches hold cmd and cpu_rsp back and answer cmds late (pseudo-randomly), and still
+    follow every rule above; each kind of holding back happens.  The default never holds back."""
+    r = _run(SEED + 20 + stall_bits, stall_bits=stall_bits)
+    assert r["hits"] > 30 and r["misses"] > 30, r
+    assert r["cmd_held"] > 5 and r["cpu_rsp_held"] > 5 and r["answer_late"] > 5, r
+    plain = _run(SEED + 20, ops_per_cache=40)
+    assert plain["cmd_held"] == plain["cpu_rsp_held"] == plain["answer_late"] == 0, plain
+
+
 def test_internal_caches_reject_bad_parameters():
     with pytest.raises(ValueError, match="index_bits"):
         InternalCaches(index_bits=0)
@@ -204,3 +222,7 @@ def test_internal_caches_reject_bad_parameters():
         InternalCaches(value_bits=1000)
     with pytest.raises(ValueError, match="coalesce_block"):
         InternalCaches(coalesce_block=3)
+    with pytest.raises(ValueError, match="stall_bits"):
+        InternalCaches(stall_bits=7)
+    with pytest.raises(ValueError, match="stall_bits"):
+        InternalCaches(stall_bits=-1)

@@ -101,6 +101,20 @@ def test_native_ports_refuse_bad_accesses(native_build):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", [1, 2])
+def test_batched_slow_caches(tmp_path, seed):
+    """Slow internal caches (tb/rtl_caches.py ``stall_bits=3``: cmd and cpu_rsp held back, cmd answers late),
+    4 devices, 20 000 transactions (make regress): every message still matches the shadows, and the DCOH's
+    snoop side path answered snoops while a cache owed it a command's answer (docs/dcoh.md), so the shadows
+    checked snoops taken in the middle of an event."""
+    runner, build_dir, _ = build("verilator", 4, BUILD / "cache-stall3", batched=True, cache_stall=3)
+    s = run(runner, build_dir, None, seed, 20000, tmp_path / "slow.json", batch=DEFAULT_BATCH)
+    assert not s.get("violations"), f"seed {seed}: {s.get('error')}"
+    assert s["transactions"] >= 20000
+    assert s["snoops_while_cmd_owed"] > 0, f"seed {seed}: no snoop was taken while a cache owed an answer"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [1, 2])
 def test_batched_four_devices_any_k(tmp_path, seed):
     """4 devices, 3 000 transactions: K = 1 against a pipelined K = 4 (make regress)."""
     runner, build_dir, _ = build("verilator", 4, BUILD, batched=True)

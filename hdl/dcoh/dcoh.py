@@ -50,7 +50,9 @@ there.  The snoop filter has
 one lookup per cycle (1-cycle latency).  A snoop that misses the snoop filter, the tracker and the
 work table is answered RspIHitI on the **fast path**: the response is valid in the cycle after the
 snoop is taken, and the next snoop's lookup is issued in that same cycle, so misses stream at one per
-cycle.  Anything else goes to the slow path, which follows the model step by step.
+cycle.  Anything else goes to the slow path, which follows the model step by step.  While the engine
+waits for an internal cache in the middle of an event, the **snoop side path** answers the snoops the
+fast path would (at the end of :meth:`DCOH.elaborate`), so that a slow cache does not stall them.
 
 Where the RTL differs from the model (documented, not a behaviour difference at the boundary):
   * The DCOH cannot see a silent E->M upgrade in an internal cache.  A snoop to a line the device holds
@@ -385,20 +387,26 @@ class DCOH(wiring.Component):
 
         # ---- D2H response / data outputs (driven by the engine) -----------------------------------
         rsp_valid, data_valid = Signal(), Signal()
+        # a response the snoop side path committed (see the end of elaborate): it goes out before the
+        # engine's, which wait for it
+        side_rsp = Signal()
+        side_rsp_op = Signal(Rsp, init=Rsp.RspIHitI)
+        side_rsp_uqid = Signal(ID_WIDTH)
         m.d.comb += [
-            self.d2h_rsp.valid.eq(rsp_valid & (crs.available != 0)),
+            self.d2h_rsp.valid.eq((rsp_valid | side_rsp) & (crs.available != 0)),
             self.d2h_data.valid.eq(data_valid & (crd.available != 0)),
             self.d2h_rsp.p.valid.eq(1), self.d2h_data.p.hdr.valid.eq(1),
         ]
-        rsp_sent = self.d2h_rsp.valid & self.d2h_rsp.ready
+        rsp_port_sent = self.d2h_rsp.valid & self.d2h_rsp.ready
+        rsp_sent = rsp_port_sent & ~side_rsp                # the engine's response went
         # the same, for a state that offers a response whatever else is offered (ANSWER_SEND): it does not
         # go through ``rsp_valid``, which the snoop fast path drives from the snoop filter's output.  One
         # of the two shared nets (the other: the lookup port's ready, see chain()) through which static
         # timing saw a path from the block RAM through the fast path into a chained dispatch, a false
         # path (the states are exclusive); with both cut the DCOH routes at 65.4 MHz (docs/synth.md)
-        rsp_can = (crs.available != 0) & self.d2h_rsp.ready
+        rsp_can = (crs.available != 0) & self.d2h_rsp.ready & ~side_rsp
         data_sent = self.d2h_data.valid & self.d2h_data.ready
-        m.d.comb += [crs.take.eq(rsp_sent), crd.take.eq(data_sent)]
+        m.d.comb += [crs.take.eq(rsp_port_sent), crd.take.eq(data_sent)]
 
         # ---- probes: the coalescer's merged messages go to the caches; taking one readies the work --
         m.d.comb += [self.probe.valid.eq(coal.messages.valid), self.probe.p.eq(coal.messages.p),
@@ -740,14 +748,19 @@ class DCOH(wiring.Component):
 
         # the snoops an S line answers without a probe or a change (the snoop table's (S, op) rows that
         # keep S, send no data and leave the copies their read permission): SNP_RES streams them
-        s_keeps, s_keep_rsp = Signal(), Signal(Rsp, init=Rsp.RspSHitSE)
-        with m.Switch(snp.opcode):
-            for o in Snp:
-                rsp_, nxt_, data_ = SNOOP_TABLE[(D.S, o)]
-                if rsp_ is not STALL and nxt_ is D.S and not data_ and \
-                        INTERNAL_PERMISSION.get(D.S, Perm.NONE) is not Perm.NONE:
-                    with m.Case(o):
-                        m.d.comb += [s_keeps.eq(1), s_keep_rsp.eq(rsp_)]
+        def keeps_s(opcode):
+            """(keeps, response): the snoop ``opcode`` leaves an S line as it is, and what it answers."""
+            keeps, keep_rsp = Signal(), Signal(Rsp, init=Rsp.RspSHitSE)
+            with m.Switch(opcode):
+                for o in Snp:
+                    rsp_, nxt_, data_ = SNOOP_TABLE[(D.S, o)]
+                    if rsp_ is not STALL and nxt_ is D.S and not data_ and \
+                            INTERNAL_PERMISSION.get(D.S, Perm.NONE) is not Perm.NONE:
+                        with m.Case(o):
+                            m.d.comb += [keeps.eq(1), keep_rsp.eq(rsp_)]
+            return keeps, keep_rsp
+
+        s_keeps, s_keep_rsp = keeps_s(snp.opcode)
 
         def rescan_next(*also, writes_t=None, forwards_data=False):
             """The end of an event: the model's service() follows it.  Outside a run of work nothing
@@ -1400,9 +1413,67 @@ class DCOH(wiring.Component):
         with m.If(go["cpu_look"]):
             m.d.sync += cur_k.eq(self.cpu_req.p.cache)
 
+        # ---- the snoop side path: snoops that change nothing, answered while the engine waits on a cache
+        # The engine waits for an internal cache's handshake in the middle of an event (a command, its
+        # answer, a cpu_rsp); a cache that holds it back would otherwise stall every snoop, snoop-filter
+        # misses included.  While the engine sits in such a state, and the handshake does not complete in
+        # this cycle (so it is still there in the next one), the side path looks up the snoop offered on
+        # h2d_req without taking it; in the next cycle it takes the snoop if the fast path's rule answers
+        # it (a miss in the snoop filter, the tracker and the work table, or an S line the snoop leaves
+        # in S) and its line is none the waiting event touches (r, ct, cur), and commits the answer into
+        # a response register that goes out before any response of the engine's.  It is dispatched
+        # (SNOOP) in that cycle: the shadow model has taken the waiting event whole at its dispatch, so
+        # the snoop comes after it there too, and it answers alike because the event changes no other
+        # line.  That holds only if no access waits to be rescanned after the event (its rescan could
+        # issue a request for the snoop's line, which the model has done and the RTL not yet): none may
+        # wait, or, in a rescan's own states, only the access being tried.  No snoop is held (replay:
+        # later snoops wait behind it).  The lookup result is always taken in the next cycle, so the
+        # engine finds the lookup port free when it leaves the wait; a chained dispatch in that cycle
+        # sees the result and leaves the dispatch to IDLE (chain()), the one cycle this path can cost.
+        def waiting(states, handshake_pending):
+            return Cat(engine.ongoing(st) for st in states).any() & handshake_pending
+        cmd_waits = ("SNP_QUERY", "ANSWER", "W_GO", "C_FILL")
+        cmd_rsp_waits = ("SNP_QUERY_RSP", "ANSWER_RSP", "EV_RSP", "C_INV_RSP")
+        scan_cmd_waits = ("S_EVICT", "S_LFILL", "S_SFILL")
+        scan_cmd_rsp_waits = ("S_EVICT_RSP", "S_LFILL_RSP", "S_SFILL_RSP")
+        cmd_pending = self.cmd.valid & ~self.cmd.ready
+        cmd_rsp_pending = ~self.cmd_rsp.valid
+        cpu_rsp_pending = self.cpu_rsp.valid & ~self.cpu_rsp.ready
+        event_wait = (waiting(cmd_waits, cmd_pending) | waiting(cmd_rsp_waits, cmd_rsp_pending) |
+                      waiting(("C_DONE",), cpu_rsp_pending))
+        scan_wait = (waiting(scan_cmd_waits, cmd_pending) | waiting(scan_cmd_rsp_waits, cmd_rsp_pending) |
+                     waiting(("S_REPLY",), cpu_rsp_pending))
+        side_window = Signal()
+        m.d.comb += side_window.eq(((event_wait & (q_len == 0)) | (scan_wait & (q_len == 1))) & ~replay)
+        side_look = Signal()            # the side path looked the offered snoop up in the last cycle
+        side_issue = side_window & ~side_look & ~side_rsp & self.h2d_req.valid & sf.lookup.ready
+        with m.If(side_issue):
+            m.d.comb += [look_valid.eq(1), look_line.eq(self.h2d_req.p.addr)]
+        m.d.sync += side_look.eq(side_issue)
+        side_keeps, side_keep_rsp = keeps_s(self.h2d_req.p.opcode)
+        engine_dispatch = Cat(*go.values()).any()
+        side_take = Signal()
+        with m.If(side_look):
+            m.d.comb += sf.result.ready.eq(1)
+            # (a stream keeps its payload until taken; the line is compared all the same, so that a sender
+            # that does not is answered for what it offers now, or not at all)
+            offered = self.h2d_req.valid & (self.h2d_req.p.addr == res.line)
+            touched = (res.line == r.line) | (res.line == ct.line) | (res.line == cur.line)
+            unchanged = ~res.hit | (res.hit_clean_s & side_keeps)
+            m.d.comb += side_take.eq(offered & ~tcam(res.line).any() & ~wcam(res.line).any() & ~touched &
+                                     unchanged & ~engine_dispatch)
+        with m.If(side_take):
+            m.d.comb += [self.h2d_req.ready.eq(1), self.dispatch.eq(Dispatch.SNOOP)]
+            m.d.sync += [side_rsp.eq(1), side_rsp_op.eq(Mux(res.hit, side_keep_rsp, Rsp.RspIHitI)),
+                         side_rsp_uqid.eq(self.h2d_req.p.uqid)]
+        with m.If(side_rsp):
+            m.d.comb += [self.d2h_rsp.p.opcode.eq(side_rsp_op), self.d2h_rsp.p.uqid.eq(side_rsp_uqid)]
+            with m.If(rsp_port_sent):
+                m.d.sync += side_rsp.eq(0)
+
         # work waiting for its probe to be acknowledged is the caches' move, not the engine's
         # ... and a D2H request still queued for transmission is not idle either
         queued = Cat(f.level != 0 for f in class_fifos).any()
         m.d.comb += self.idle.eq(engine.ongoing("IDLE") & ~rescan & ~work_ready.any() & ~(replay & replay_go) &
-                                 ~queued)
+                                 ~queued & ~side_rsp)
         return m
