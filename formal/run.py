@@ -10,17 +10,20 @@ import json
 import platform
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from datetime import datetime, timezone
 from pathlib import Path
 
-from formal.common import OUT_DIR, ROOT, run_proof, sby_command
+from formal.common import OUT_DIR, ROOT, run_proof, sby_command, warm_up, write_proof
 from formal.gen import all_proofs
 
 
 def table(rows):
     lines = ["| proof | mode | depth | unbounded | time (s) | status | expected |", "|---|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| {r['name']} | {r['mode']} | {r['depth']} | {'yes' if r['unbounded'] else 'no'} | "
+        reached = r.get("depth_reached", r["depth"])
+        depth = r["depth"] if reached == r["depth"] else f"{reached} of {r['depth']} (budget {r['budget_s']} s)"
+        lines.append(f"| {r['name']} | {r['mode']} | {depth} | {'yes' if r['unbounded'] else 'no'} | "
                      f"{r['seconds']:.1f} | {r['status']} | {r['expect']} |")
     return "\n".join(lines)
 
@@ -43,8 +46,9 @@ def write_doc(rows, proofs, path):
         "too. `mode prove` is unbounded: k-induction (engine `smtbmc`: basecase BMC + induction at the "
         "stated depth) or property-directed reachability (engine `abc pdr`, IC3: no depth); PASS means the "
         "property holds in every reachable state. `mode bmc` checks only the first `depth` steps (for a "
-        "combinational proof, depth 1 is complete). `unbounded` in the table and in summary.json says which "
-        "kind a proof is.",
+        "combinational proof, depth 1 is complete); a BMC with a time budget covers the steps it finished "
+        "within it (the depth column says \"reached of asked\"; `depth_reached` in summary.json). "
+        "`unbounded` in the table and in summary.json says which kind a proof is.",
         "",
         table(rows),
         "",
@@ -97,9 +101,26 @@ NOTES = """
   snoop filter to the harness's caches; PDR does not find them in that time, and the harnesses do not
   state them. ABC's `bmc3` is no way round the BMC cost either: on the same model it reached step 18
   after 7 minutes, slower than boolector.
-- **BMC cost on the present DCOH.** `dcoh_swmr` (boolector, run alone): steps 12, 13, 14, 15 after 12,
-  34, 66 and 133 s, about twice the time per step, so its depth 27 is out of reach of `make formal`'s
-  budget as `dcoh_one_response`'s 24 is (below).
+- **The two DCOH BMCs run on a time budget.** Their cost doubles about every 1.6-2 steps on the present
+  DCOH (below), so their full depths (24 and 27) no longer fit `make formal`'s 20 minutes. Each has a
+  budget (`Proof.budget_s`, 900 s, `formal/dcoh_env.py` `DCOH_BUDGET_S`); `make formal` runs them side by
+  side, one per core (`--jobs 2`), and stops each when its budget is spent: the proof then covers the BMC
+  steps finished by then (`depth_reached` in summary.json, "21 of 24" in the table), and is PASS if that
+  is at least its `min_depth` (18 for `dcoh_one_response`, 15 for `dcoh_swmr`: cache 1 gets M through
+  the host at step 14) with no counterexample, TIMEOUT if not. A slower machine thus checks fewer steps
+  and says so. `make formal` took 15 min 20 s on this 2-core machine (the table's run): 21 steps of
+  `dcoh_one_response` (step 20 began after 8:49 minutes, step 21 after 14:08) and 18 of `dcoh_swmr`
+  (steps 17 and 18 after 4:06 and 8:51). So the depth-26 SWMR counterexample of the broken harness below
+  is out of reach of the budget, and the 20-cycle answer bound of `dcoh_one_response` is checked only on
+  snoops accepted in its first step (a snoop accepted at step s is checked for s + 20 < 21). Tested:
+  tests/test_formal.py `test_a_budget_stops_a_bmc_and_reports_its_depth`.
+- **Gate-level rewriting for the DCOH BMCs.** Their script ends with `abc -g AND` (ABC rewrites the
+  combinational logic between the flip-flops into AND gates; flip-flops, asserts and assumes are left
+  as they are): `dcoh_one_response` run alone reached steps 15-19 after 0:25, 0:44, 1:11, 1:59 and 3:41
+  minutes, against 0:47, 1:18, 1:58, 2:51 and 4:36 without it. `abc -dff` (ABC's sequential
+  optimisations too) was faster still (step 19 after 2:53) but changes the flip-flops; not used.
+- **BMC cost on the present DCOH** (before the rewriting). `dcoh_swmr` (boolector, run alone): steps
+  12, 13, 14, 15 after 12, 34, 66 and 133 s, about twice the time per step.
 - DCOH top (`dcoh_one_response`, `dcoh_swmr`): DCOH(caches=2, sf_sets=1, sf_ways=2,
   tracker=2, work=1, coalesce_window=0, coalesce_block=1, coalesce_groups=1, credits=2,
   addr_width=1: two lines). The exact environment of each is in its module docstring; shared pieces
@@ -114,22 +135,22 @@ NOTES = """
   BMC cost grows fast with depth (boolector, 2 shared cores: step 20 after ~1.5 min, step 25 after
   ~4-5 min, step 30 after ~12 min), so both are bounded model checks, not k-induction: an inductive
   proof would need invariants tying the snoop filter, tracker and work table to the harness's
-  caches and snoop bookkeeping, which these harnesses do not state. Those times (and the table's 153 s
-  and 323 s) were measured on the DCOH of 2026-11-30. On the DCOH with the chained dispatch and chained
+  caches and snoop bookkeeping, which these harnesses do not state. Those times (and the full-depth
+  runs of 153 s and 323 s this table once showed) were measured on the DCOH of 2026-11-30. On the DCOH with the chained dispatch and chained
   work each step costs several times more: `dcoh_one_response` reached step 19 of 24 after 9-12.5
   minutes and was stopped in step 21 after 25 minutes (one run, `formal.run` beside one other job) and in
   step 20 after 40 minutes (another, beside two other jobs), and, run alone, reached steps 20, 21 and 22
   after 7.8, 14.2 and 24.9 minutes (each step ~1.7 times the one before), all without a counterexample; the previous
   version of the engine (before the shared dispatch decision) was as slow. So these two proofs no longer
-  fit `make formal`'s budget at these depths.
+  fit `make formal`'s time at these depths: hence the budget above.
 - `dcoh_one_response`: safety (every D2H Rsp retires exactly one pending snoop of its UQID) over a
   free host; the liveness bound is only checked for snoops whose line is not stalled (IS_D/IM_D/SM_D)
   and while the host sends no H2D Rsp/Data (the engine serves those first). The bound, 20 cycles, is the
   longest path BMC reaches at depth 24: a snoop to an E line that queries and probes the copies, a CPU
   access served while the probe is with the caches, then the snoop's work (with bound 12 it FAILs at
   step 21 on that path). Snoops accepted late in the 24 steps cannot exceed the bound within them, so
-  this is a check of the paths that fit, not a proof of the bound. Not vacuous: with bound 2 it FAILs at
-  step 7.
+  this is a check of the paths that fit, not a proof of the bound. Not vacuous: with bound 2
+  (`dcoh_one_response_broken`, run by `make formal` and expected to FAIL) it FAILs at step 6.
 - `dcoh_swmr`: the harness caches follow the co-simulation's cache BFM (tests/dcoh_cosim.py). A
   conflict needs two accesses by different caches to the same line, the first one completed through
   the host (~15 cycles). The same harness with the INV commands to cache 1 ignored
@@ -145,15 +166,32 @@ def main(argv=None):
     ap.add_argument("--no-doc", action="store_true")
     ap.add_argument("--doc", type=Path, default=OUT_DIR / "formal.md")
     ap.add_argument("--out", type=Path, default=OUT_DIR)
+    ap.add_argument("--jobs", type=int, default=2,
+                    help="proofs run at once (default 2: the two budgeted DCOH BMCs side by side, one per core)")
     args = ap.parse_args(argv)
+    if args.jobs < 1:
+        ap.error(f"--jobs {args.jobs}: at least 1")
     proofs = [p for p in all_proofs() if not args.only or p.name in args.only]
-    rows = []
-    for p in proofs:
-        print(f"==> {p.name} ({p.mode}, depth {p.depth})", flush=True)
-        r = run_proof(p, args.out)
-        r.pop("log")
-        print(f"    {r['status']} in {r['seconds']:.1f} s (expected {r['expect']})", flush=True)
-        rows.append(r)
+    for p in proofs:                      # elaborated one after another, solved args.jobs at a time
+        write_proof(p, args.out)
+    warm_up()
+    # the budgeted (longest) proofs start first, so that the quick ones fill in beside them
+    order = sorted(proofs, key=lambda p: p.budget_s is None)
+    done = {}
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        futures = {}
+        for p in order:
+            budget = f", budget {p.budget_s} s" if p.budget_s else ""
+            print(f"==> {p.name} ({p.mode}, depth {p.depth}{budget}): queued", flush=True)
+            futures[pool.submit(run_proof, p, args.out, generate=False)] = p
+        for f in as_completed(futures):
+            r = f.result()
+            r.pop("log")
+            reached = "" if r["depth_reached"] == r["depth"] else f", {r['depth_reached']} steps in its budget"
+            print(f"    {r['name']}: {r['status']} in {r['seconds']:.1f} s{reached} (expected {r['expect']})",
+                  flush=True)
+            done[r["name"]] = r
+    rows = [done[p.name] for p in proofs]
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "summary.json").write_text(json.dumps({"proofs": rows}, indent=2) + "\n")
     if not args.no_doc:

@@ -102,3 +102,29 @@ def test_summary_marks_unbounded_proofs(tmp_path):
     rows = {r["name"]: r for r in json.loads((tmp_path / "summary.json").read_text())["proofs"]}
     assert rows["credit_conservation"]["unbounded"] is True and rows["credit_conservation"]["status"] == "PASS"
     assert rows["crc_detects_1_2_bit_errors_window"]["unbounded"] is False
+
+
+def test_steps_finished_reads_a_cut_off_log():
+    log = ("SBY 21:02:23 [p] engine_0: ##   0:00:44  Checking assumptions in step 16..\n"
+           "SBY 21:02:23 [p] engine_0: ##   0:00:44  Checking assertions in step 16..\n"
+           "SBY 21:02:50 [p] engine_0: ##   0:01:10  Checking assumptions in step 17..\n")
+    assert common.steps_finished(log) == 17         # steps 0..16 passed; 17's assertions not yet checked
+    assert common.steps_finished("no steps here") == 0
+
+
+def test_a_budget_stops_a_bmc_and_reports_its_depth(tmp_path):
+    """A budgeted BMC (Proof.budget_s) is stopped when its time is up and covers the steps it finished:
+    PASS if they reach min_depth, TIMEOUT if not (the credit counter as a BMC far deeper than the
+    budget allows)."""
+    import dataclasses
+    from formal.proof_credit_conservation import PROOF as CREDIT
+    deep = dataclasses.replace(CREDIT, name="credit_budget", mode="bmc", depth=100_000, budget_s=8, min_depth=3)
+    r = run_proof(deep, tmp_path)
+    assert r["status"] == "PASS" and 3 <= r["depth_reached"] < 100_000, (r["status"], r["depth_reached"])
+    unreachable = dataclasses.replace(deep, min_depth=100_000)
+    r = run_proof(unreachable, tmp_path)
+    assert r["status"] == "TIMEOUT" and r["depth_reached"] < 100_000, (r["status"], r["depth_reached"])
+    with pytest.raises(ValueError, match="budget"):
+        dataclasses.replace(CREDIT, budget_s=8)          # a min_depth must come with it
+    with pytest.raises(ValueError, match="bmc"):
+        dataclasses.replace(CREDIT, budget_s=8, min_depth=2)   # a prove-mode proof has no steps to count
