@@ -151,6 +151,14 @@ NOTES = """
   step 21 on that path). Snoops accepted late in the 24 steps cannot exceed the bound within them, so
   this is a check of the paths that fit, not a proof of the bound. Not vacuous: with bound 2
   (`dcoh_one_response_broken`, run by `make formal` and expected to FAIL) it FAILs at step 6.
+- `dcoh_slow_caches`: `dcoh_one_response`'s harness with caches that take commands and completions and
+  answer commands whenever they please (free inputs), so the DCOH waits on them mid-event and its snoop
+  side path (docs/dcoh.md) answers snoops meanwhile; the safety Assert (every D2H Rsp retires exactly
+  one pending snoop of its UQID) must hold, the liveness bound is not asserted (a cache may hold the
+  DCOH up for ever). Depth 16 in about 50 s. `dcoh_slow_caches_side_reached` (expected to FAIL) asserts
+  that no snoop is taken while a command's answer is owed, which only the side path does: it FAILs at
+  step 10, so the side path is reached within the depth (with the side path switched off it PASSes).
+  With the side path's response given the wrong UQID on purpose, `dcoh_slow_caches` FAILs.
 - `dcoh_swmr`: the harness caches follow the co-simulation's cache BFM (tests/dcoh_cosim.py). A
   conflict needs two accesses by different caches to the same line, the first one completed through
   the host (~15 cycles). The same harness with the INV commands to cache 1 ignored
