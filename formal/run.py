@@ -108,9 +108,9 @@ NOTES = """
   steps finished by then (`depth_reached` in summary.json, "21 of 24" in the table), and is PASS if that
   is at least its `min_depth` (18 for `dcoh_one_response`, 15 for `dcoh_swmr`: cache 1 gets M through
   the host at step 14) with no counterexample, TIMEOUT if not. A slower machine thus checks fewer steps
-  and says so. `make formal` took 15 min 20 s on this 2-core machine (the table's run): 21 steps of
-  `dcoh_one_response` (step 20 began after 8:49 minutes, step 21 after 14:08) and 18 of `dcoh_swmr`
-  (steps 17 and 18 after 4:06 and 8:51). So the depth-26 SWMR counterexample of the broken harness below
+  and says so. `make formal` took 15 min 59 s on this 2-core machine (the table's run): 21 steps of
+  `dcoh_one_response` (step 20 began after 7:02 minutes, step 21 after 10:34; 8:49 and 14:08 in the run
+  before) and 18 of `dcoh_swmr` (steps 17 and 18 after 4:01 and 7:43). So the depth-26 SWMR counterexample of the broken harness below
   is out of reach of the budget, and the 20-cycle answer bound of `dcoh_one_response` is checked only on
   snoops accepted in its first step (a snoop accepted at step s is checked for s + 20 < 21). Tested:
   tests/test_formal.py `test_a_budget_stops_a_bmc_and_reports_its_depth`.
