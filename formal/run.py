@@ -111,8 +111,10 @@ NOTES = """
   and says so. `make formal` took 15 min 59 s on this 2-core machine (the table's run): 21 steps of
   `dcoh_one_response` (step 20 began after 7:02 minutes, step 21 after 10:34; 8:49 and 14:08 in the run
   before) and 18 of `dcoh_swmr` (steps 17 and 18 after 4:01 and 7:43). So the depth-26 SWMR counterexample of the broken harness below
-  is out of reach of the budget, and the 20-cycle answer bound of `dcoh_one_response` is checked only on
-  snoops accepted in its first step (a snoop accepted at step s is checked for s + 20 < 21). Tested:
+  is out of reach of the budget, and so is every violation of `dcoh_one_response`'s 20-cycle answer
+  bound (a snoop accepted at step s can break it at step s + 22 at the earliest): within the budget that
+  proof checks the safety part (one response per snoop) only, and its liveness Assert is exercised by
+  the broken variant with bound 2 alone. Tested:
   tests/test_formal.py `test_a_budget_stops_a_bmc_and_reports_its_depth`.
 - **Gate-level rewriting for the DCOH BMCs.** Their script ends with `abc -g AND` (ABC rewrites the
   combinational logic between the flip-flops into AND gates; flip-flops, asserts and assumes are left
