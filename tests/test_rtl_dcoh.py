@@ -417,7 +417,7 @@ async def _load_filled_from_cache_0(ctx, dut):
 def test_snoop_miss_answered_while_one_cache_holds_back_a_handshake(held):
     """The engine waits in the middle of an internal fill for a cache that holds back the command, its
     answer or the completion (``held``).  A snoop-filter miss needs no cache: the snoop side path answers
-    it (RspIHitI) while the cache still holds back, and the fill completes once it lets go."""
+    it (RspIHitI) within 3 cycles, while the cache still holds back and the engine is still busy."""
     got = {}
 
     async def hold(ctx, dut):
