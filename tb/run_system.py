@@ -355,9 +355,7 @@ def main(argv=None):
     from tb.rtl_caches import STALL_BITS_MAX
     if not 0 <= args.cache_stall <= STALL_BITS_MAX:
         ap.error(f"--cache-stall {args.cache_stall}: must be 0..{STALL_BITS_MAX}")
-    if args.cache_stall:
-        if not args.batch:
-            ap.error("--cache-stall: only the batched testbench's RTL caches stall (--batch K > 0)")
+    if args.cache_stall:                     # (build() refuses it without the batched testbench)
         args.build_root = str(Path(args.build_root) / f"cache-stall{args.cache_stall}")
     if args.seeds > 1:
         from tb.regress import SchedulerUnreachable, run_rtl

@@ -64,7 +64,7 @@ from tb.system_top import UNIT_RESET_CYCLES
 from tb.system_tb import DeviceSide, SystemBench, SystemMismatch, _CACHE_STATE, _DISPATCH, run_bench
 from tb.vip import ChannelCodec, StructCodec
 
-_SNOOP_CODE = _DISPATCH.index(Dispatch.SNOOP)
+_SNOOP_CODE = Dispatch.SNOOP.value
 
 __all__ = ["BatchBench", "run", "SIMULATOR"]
 

@@ -434,6 +434,31 @@ def test_snoop_miss_answered_while_one_cache_holds_back_a_handshake(held):
         f"(response, {held} still held, engine idle): {got['answer']}"
 
 
+async def _snoop_held_then_answered(ctx, dut, line, release, why, not_taken=False, hold=20, cycles=60, uqid=9):
+    """Offer a SnpData to ``line``: for ``hold`` cycles it must not be answered (``why`` names the reason;
+    ``not_taken``: nor taken); then ``release(ctx)`` lets the caches go.  Returns the opcode of its response
+    within ``cycles`` more cycles (None: none)."""
+    ctx.set(dut.h2d_req.valid, 1)
+    ctx.set(dut.h2d_req.p.opcode, H2DReqOpcode.SnpData)
+    ctx.set(dut.h2d_req.p.addr, line)
+    ctx.set(dut.h2d_req.p.uqid, uqid)
+    for _ in range(hold):
+        if not_taken:
+            assert not ctx.get(dut.h2d_req.ready), f"a snoop {why} was taken"
+        assert not ctx.get(dut.d2h_rsp.valid), f"a snoop {why} was answered"
+        await ctx.tick()
+    release(ctx)
+    rsp = None
+    for _ in range(cycles):
+        taken = ctx.get(dut.h2d_req.valid) and ctx.get(dut.h2d_req.ready)
+        if ctx.get(dut.d2h_rsp.valid) and ctx.get(dut.d2h_rsp.p.uqid) == uqid:
+            rsp = ctx.get(dut.d2h_rsp.p.opcode)
+        await ctx.tick()
+        if taken:
+            ctx.set(dut.h2d_req.valid, 0)
+    return rsp
+
+
 def test_snoop_to_the_line_of_a_waiting_eviction_waits_for_it():
     """Cache 0 evicts its S line 0x40 and holds back the command that takes the copy out.  A SnpData to
     0x40 would be answered RspSHitSE from the snoop filter, which still says S; but the eviction is
@@ -457,22 +482,8 @@ def test_snoop_to_the_line_of_a_waiting_eviction_waits_for_it():
         await ctx.tick().until(dut.cpu_req.ready)
         ctx.set(dut.cpu_req.valid, 0)
         await ctx.tick().until(dut.cmd.valid)
-        ctx.set(dut.h2d_req.valid, 1)
-        ctx.set(dut.h2d_req.p.opcode, H2DReqOpcode.SnpData)
-        ctx.set(dut.h2d_req.p.addr, 0x40)
-        ctx.set(dut.h2d_req.p.uqid, 9)
-        for _ in range(20):
-            assert not ctx.get(dut.h2d_req.ready), "a snoop to the waiting eviction's line was taken"
-            assert not ctx.get(dut.d2h_rsp.valid), "a snoop to the waiting eviction's line was answered"
-            await ctx.tick()
-        ctx.set(dut.cmd.ready, 1)
-        for _ in range(40):
-            taken = ctx.get(dut.h2d_req.valid) and ctx.get(dut.h2d_req.ready)
-            if ctx.get(dut.d2h_rsp.valid) and ctx.get(dut.d2h_rsp.p.uqid) == 9:
-                got["rsp"] = ctx.get(dut.d2h_rsp.p.opcode)
-            await ctx.tick()
-            if taken:
-                ctx.set(dut.h2d_req.valid, 0)
+        got["rsp"] = await _snoop_held_then_answered(ctx, dut, 0x40, lambda ctx: ctx.set(dut.cmd.ready, 1),
+                                                     "to the waiting eviction's line", not_taken=True, cycles=40)
 
     _bench(dut, body)
     assert got.get("rsp") == SNOOP_TABLE[(DevState.SI_A, H2DReqOpcode.SnpData)][0] == D2HRspOpcode.RspIHitI
@@ -537,21 +548,8 @@ def test_snoop_waits_while_an_access_waits_for_the_rescan_after_the_event():
         await ctx.tick()
         ctx.set(dut.h2d_data.valid, 0)
         await wait_for(ctx, dut.cpu_rsp.valid, "cpu_rsp of the completed load")
-        ctx.set(dut.h2d_req.valid, 1)
-        ctx.set(dut.h2d_req.p.opcode, H2DReqOpcode.SnpData)
-        ctx.set(dut.h2d_req.p.addr, 0x80)
-        ctx.set(dut.h2d_req.p.uqid, 9)
-        for _ in range(20):
-            assert not ctx.get(dut.d2h_rsp.valid), "a snoop was answered while the rescan after the event waits"
-            await ctx.tick()
-        ctx.set(dut.cpu_rsp.ready, 1)
-        for _ in range(60):
-            taken = ctx.get(dut.h2d_req.valid) and ctx.get(dut.h2d_req.ready)
-            if ctx.get(dut.d2h_rsp.valid) and ctx.get(dut.d2h_rsp.p.uqid) == 9:
-                got["rsp"] = ctx.get(dut.d2h_rsp.p.opcode)
-            await ctx.tick()
-            if taken:
-                ctx.set(dut.h2d_req.valid, 0)
+        got["rsp"] = await _snoop_held_then_answered(ctx, dut, 0x80, lambda ctx: ctx.set(dut.cpu_rsp.ready, 1),
+                                                     "while the rescan after the event waits")
 
     _bench(dut, body)
     assert got.get("rsp") == D2HRspOpcode.RspIHitI, f"SnpData to the evicted line answered {got.get('rsp')}"

@@ -1431,6 +1431,10 @@ class DCOH(wiring.Component):
         # engine finds the lookup port free when it leaves the wait; a chained dispatch in that cycle
         # sees the result and leaves the dispatch to IDLE (chain()), the one cycle this path can cost.
         def waiting(states, handshake_pending):
+            # (FSM.ongoing of a name the FSM does not have adds a state that is never entered: a misspelt
+            # name would switch the side path off there without a word)
+            unknown = [st for st in states if st not in engine.encoding]
+            assert not unknown, f"snoop side path: no engine state {unknown}"
             return Cat(engine.ongoing(st) for st in states).any() & handshake_pending
         cmd_waits = ("SNP_QUERY", "ANSWER", "W_GO", "C_FILL")
         cmd_rsp_waits = ("SNP_QUERY_RSP", "ANSWER_RSP", "EV_RSP", "C_INV_RSP")
