@@ -607,11 +607,14 @@ class DCOH(wiring.Component):
         copies_rw = r_maybe_m0 & q_done & q_excl
         s_stall, s_rsp, s_nxt, s_data = snoop_table(r_state, snp.opcode)
         a_stall, a_rsp, a_nxt, a_data = snoop_table(a_state, a_op)      # ANSWER: how to command the copies
-        # ANSWER_FINAL settles the line's state (E -> M if a copy was dirty) and registers the snoop
-        # table's verdict on it, which ANSWER_SEND / ANSWER_DATA use (their SF and tracker updates then
-        # start from flops, not from the table)
+        _, _, w_nxt, _ = snoop_table(r_state, a_op)       # W_GO: the same, a cycle before a_state is loaded
+        # The cycle that ends the command of the copies (ANSWER_RSP as the caches answer, or ANSWER when
+        # there is nothing to command) settles the line's state (E -> M if a copy was dirty) and registers
+        # the snoop table's verdict on it, which ANSWER_SEND / ANSWER_DATA use (their SF and tracker
+        # updates then start from flops, not from the table)
         f_state = Signal(_STATE_BITS)
-        m.d.comb += f_state.eq(Mux(a_maybe_m & cmd_dirty, STATE_CODE[D.M], a_state))
+        settle_dirty = Signal()          # a copy was dirty: the caches' answer, in the cycle it comes
+        m.d.comb += f_state.eq(Mux(a_maybe_m & settle_dirty, STATE_CODE[D.M], a_state))
         _, f_rsp, f_nxt, f_data = snoop_table(f_state, a_op)
         v_rsp, v_nxt, v_data = Signal.like(f_rsp), Signal.like(f_nxt), Signal.like(f_data)
         v_none, v_changed = Signal(), Signal()
@@ -794,6 +797,14 @@ class DCOH(wiring.Component):
         cw_work, cw_scan = Signal(), Signal()      # chain_work's dispatch
         readies_work = Signal()         # this cycle readies a work entry again (see chain_work)
 
+        def work_next():
+            """A work item is dispatched: its lookup is issued with the dispatch (below the FSM) unless a
+            lookup result is still held, then W_LOOK issues it."""
+            with m.If(sf.result.valid):
+                m.next = "W_LOOK"
+            with m.Else():
+                m.next = "W_RES"
+
         def chain_work():
             """The last cycle of a work item inside a run of work: dispatch what IDLE would in the next
             cycle (more work while some is ready, else the SCAN that ends the run), unless this cycle
@@ -807,7 +818,7 @@ class DCOH(wiring.Component):
             with m.If(~readies_work):
                 with m.If(work_ready.any()):
                     m.d.comb += cw_work.eq(1)
-                    m.next = "W_LOOK"
+                    work_next()
                 with m.Else():
                     m.d.comb += cw_scan.eq(1)
                     with m.If(q_len != 0):
@@ -822,7 +833,7 @@ class DCOH(wiring.Component):
             transition."""
             m.d.comb += [go_any.eq(1), go_q.eq(q_now)]
             with m.If(dec_work):
-                m.next = "W_LOOK"
+                work_next()
             with m.Elif((dec_scan & (q_len != 0)) | (dec_cpu & ~dec_cpu_look)):
                 m.next = "SCAN"
             with m.Elif(dec_rsp):
@@ -1014,30 +1025,38 @@ class DCOH(wiring.Component):
                         m.d.comb += readies_work.eq(1)
                 rescan_next(replay_go.eq(1), writes_t=r_t)
 
+            # E from the snoop filter is M if a copy was dirty
+            settle = [a_state.eq(f_state), a_maybe_m.eq(0),
+                      v_rsp.eq(f_rsp), v_nxt.eq(f_nxt), v_data.eq(f_data), v_none.eq(perm_none(f_nxt)),
+                      v_changed.eq(f_nxt != f_state)]
+
+            def command_copies(nxt):
+                """Offer the command that gives the line's copies what the snoop leaves them (state ``nxt``)."""
+                m.d.comb += [self.cmd.valid.eq(1), self.cmd.p.line.eq(r.line),
+                             self.cmd.p.caches.eq(r.entry.presence)]
+                with m.If(perm_none(nxt)):
+                    m.d.comb += self.cmd.p.op.eq(CmdOp.INV)
+                with m.Elif(nxt == STATE_CODE[D.S]):
+                    m.d.comb += self.cmd.p.op.eq(CmdOp.TO_S)
+                with m.Else():
+                    m.d.comb += self.cmd.p.op.eq(CmdOp.KEEP)
+
             with m.State("ANSWER"):
                 # command the copies (probed lines only) and collect dirty/data
                 with m.If(a_probed & (r.hit & (r.entry.presence != 0))):
-                    m.d.comb += [self.cmd.valid.eq(1), self.cmd.p.line.eq(r.line),
-                                 self.cmd.p.caches.eq(r.entry.presence)]
-                    with m.If(perm_none(a_nxt)):
-                        m.d.comb += self.cmd.p.op.eq(CmdOp.INV)
-                    with m.Elif(a_nxt == STATE_CODE[D.S]):
-                        m.d.comb += self.cmd.p.op.eq(CmdOp.TO_S)
-                    with m.Else():
-                        m.d.comb += self.cmd.p.op.eq(CmdOp.KEEP)
+                    command_copies(a_nxt)
                     with m.If(self.cmd.ready):
                         m.next = "ANSWER_RSP"
                 with m.Else():
-                    m.d.sync += [cmd_dirty.eq(0), cmd_data.eq(0)]
-                    m.next = "ANSWER_FINAL"
-            await_cmd_rsp("ANSWER_RSP", "ANSWER_FINAL", latch_line)
-            with m.State("ANSWER_FINAL"):
-                # E from the snoop filter is M if a copy was dirty
-                m.d.sync += [a_state.eq(f_state), a_maybe_m.eq(0),
-                             v_rsp.eq(f_rsp), v_nxt.eq(f_nxt), v_data.eq(f_data), v_none.eq(perm_none(f_nxt)),
-                             v_changed.eq(f_nxt != f_state)]
+                    m.d.sync += [cmd_dirty.eq(0), cmd_data.eq(0), *settle]
+                    m.next = "ANSWER_SEND"
                 m.d.comb += buf_r.addr.eq(r_t)           # MI_A: the write-back buffer holds the line
-                m.next = "ANSWER_SEND"
+            with m.State("ANSWER_RSP"):
+                m.d.comb += [self.cmd_rsp.ready.eq(1), settle_dirty.eq(self.cmd_rsp.p.dirty),
+                             buf_r.addr.eq(r_t)]
+                with m.If(self.cmd_rsp.valid):
+                    m.d.sync += [*latch_line, *settle]
+                    m.next = "ANSWER_SEND"
             with m.State("ANSWER_SEND"):
                 m.d.comb += [rsp_valid.eq(1), self.d2h_rsp.p.opcode.eq(v_rsp), self.d2h_rsp.p.uqid.eq(a_uqid),
                              buf_r.addr.eq(r_t)]             # (before apply_answer: a chained dispatch
@@ -1067,9 +1086,14 @@ class DCOH(wiring.Component):
             with m.State("W_GO"):
                 w = wk[cur_w]
                 with m.If(w.snoop):
-                    m.d.sync += [a_op.eq(w.snp_op), a_uqid.eq(w.snp_uqid), a_state.eq(r_state),
-                                 a_maybe_m.eq(r_maybe_m), a_probed.eq(1), a_fromwork.eq(1)]
+                    # (a_op and a_uqid were loaded with the dispatch) ANSWER's command of the copies, offered
+                    # here already: a probed snoop always has one unless a snoop took the copies meanwhile
+                    m.d.sync += [a_state.eq(r_state), a_maybe_m.eq(r_maybe_m), a_probed.eq(1), a_fromwork.eq(1)]
                     m.next = "ANSWER"
+                    with m.If(r.hit & (r.entry.presence != 0)):
+                        command_copies(w_nxt)
+                        with m.If(self.cmd.ready):
+                            m.next = "ANSWER_RSP"
                 with m.Elif(~r.hit):                      # a snoop took the line: nothing to evict
                     m.d.comb += [cqids.free_valid.eq(1), cqids.free_cqid.eq(w.evict_cqid)]
                     m.d.sync += [w.valid.eq(0), rescan.eq(1), replay_go.eq(1)]
@@ -1394,7 +1418,12 @@ class DCOH(wiring.Component):
         with m.If(go["snoop"]):
             m.d.comb += self.dispatch.eq(Mux(sf.lookup.ready, Dispatch.SNOOP, Dispatch.NONE))
         with m.If(go["work"]):
-            m.d.sync += [cur_w.eq(work_ready_idx), in_work.eq(1)]
+            # the work item's snoop and its lookup (work_next)
+            w_next = wk[work_ready_idx]
+            m.d.sync += [cur_w.eq(work_ready_idx), in_work.eq(1), w_next.ready.eq(0),
+                         a_op.eq(w_next.snp_op), a_uqid.eq(w_next.snp_uqid)]
+            with m.If(~sf.result.valid):
+                m.d.comb += [look_valid.eq(1), look_line.eq(w_next.line)]
         with m.If(go["scan"]):
             m.d.sync += [rescan.eq(0), scan_i.eq(0), progress.eq(0), in_work.eq(0)]
         with m.If(go["rsp"]):
