@@ -252,6 +252,37 @@ def test_rotating_priority_keeps_a_response_from_starving_behind_a_read_stream()
     assert protocol_flits <= 3
 
 
+def d2h_req(seed):
+    return F.random_msg(random.Random(seed), Channel.D2H_REQ)
+
+
+def test_headers_first_a_chunk_no_rule_places_waits_for_a_later_slot():
+    """A G-slot that no rollover or next-data-slot rule gives to a chunk carries messages while any
+    fit (the chunk rolls over into the next flit); G0 only when nothing else would fill it."""
+    tx, rx = Packer(UP), Unpacker(UP)
+    tx.push(d2h_data(1))
+    tx.push(d2h_req(1))
+    tx.push(d2h_req(2))
+    first, second = tx.drain()
+    h = headers([first])[0]
+    # H1 (Req + Data Header), G0 (its first chunk: forced), G1 (the second Req, not a chunk), G0.
+    assert (h["slot0"], h["slot1"], h["slot2"], h["slot3"]) == (1, 0, 1, 0)
+    assert sum(m.chan is Channel.D2H_REQ for m in rx.receive(first).messages) == 2
+    assert [m.chan for m in rx.receive(second).messages] == [Channel.D2H_DATA]     # two chunks rolled over
+
+
+def test_a_request_is_worth_more_than_a_slot_of_data_headers():
+    """cxl.flit.SLOT_WEIGHT: with no priority channel to place, slot 0 takes H1 (a Req and a Data
+    Header, worth 4 + 1) over H2 (four Data Headers, more messages but worth 4)."""
+    tx = Packer(UP)
+    tx.push(d2h_rsp(1))
+    assert tx.next_flit() is not None               # the first flit (REQ priority) sends the response
+    tx.push(d2h_req(1))
+    for i in range(4):
+        tx.push(d2h_data(i))
+    assert headers([tx.next_flit()])[0]["slot0"] == 1     # RSP priority, no response queued
+
+
 def test_ak_and_credits_ride_in_headers_then_llcrd():
     tx = Packer(UP)
     tx.push(d2h_rsp(1))

@@ -331,10 +331,13 @@ def test_rule_error_retry_no_hang():
 # ---------------------------------------------------------------- malformed flit between two ports
 class _Pair(Elaboratable):
     """Two ``LinkPort``s: device -> host over a wire the testbench carries (so it can put any flit on
-    it, here a CRC-good malformed one), host -> device joined directly."""
+    it, here a CRC-good malformed one), host -> device joined directly.  The eager packer
+    (``pack_wait=0``): a flit goes as soon as a message waits, so with every source offering a message
+    per cycle a flit with messages follows the malformed one in the next cycle (with the default wait
+    the device holds flits until they are full, here every 3-4 cycles)."""
 
     def __init__(self):
-        self.dev, self.host = LinkPort(True), LinkPort(False)
+        self.dev, self.host = LinkPort(True, pack_wait=0), LinkPort(False, pack_wait=0)
 
     def elaborate(self, platform):
         m = Module()

@@ -64,8 +64,9 @@ Structure.
   before it, the G0 slots before it and the totals; the credit step per class, Ak, the LLCRD ack count.
   The slot choice depends only on ``avail`` = min(queued, MAX_PER_FLIT) per channel, the priority
   index and the chunks owed (0..3): never on message contents.  So the whole slot 0 -> 3 chain (every
-  H-format for slot 0 scored (carries the priority channel, message count), ties to the lower code;
-  then per G-slot G0 while a chunk is owed, else the G-format with most messages) is enumerated in
+  H-format for slot 0 scored (carries the priority channel, weighted messages), ties to the lower
+  code; then per G-slot G0 where a rule forces it, else the G-format with the most weighted messages,
+  or G0 if none carries one and a chunk is owed) is enumerated in
   Python at elaboration time (``_plans``, from ``SLOT_FORMATS``/``MAX_PER_FLIT``) into one table
   indexed by that small state (900 entries for the default parameters), which synthesizes to a few
   LUT levels instead of the former 13-level combinational slot chain.  The chunks-owed count is a
@@ -112,7 +113,8 @@ from cxl.control import CONTROL_KINDS, control, encode_control
 from cxl.credits import CREDIT_CLASSES, CREDIT_VALUES, encode_credit
 from cxl.flit import (ACKS_DUE, AK_FLITS, CREDITS_DUE, MAX_PACK_WAIT, CHUNKS_PER_LINE,
                       DATA_CHANNELS, H_SLOT_BITS, HEADER_BITS, HEADER_FIELDS, MAX_PER_FLIT,
-                      ORDERED_BEHIND, S2M_NDR, SLOT_BITS, SLOT_FORMATS, SLOTS, Direction)
+                      ORDERED_BEHIND, S2M_NDR, SLOT_BITS, SLOT_FORMATS, SLOT_WEIGHT, SLOTS,
+                      Direction)
 
 __all__ = ["FlitPacker", "AK_FLITS", "COUNTER_BITS"]
 
@@ -248,31 +250,47 @@ class FlitPacker(wiring.Component):
         chans = self.channels
         counts = dict.fromkeys(chans, 0)
         slots = []
-        best = None
-        for f in h_formats:                           # code order: a tie keeps the lower code
-            taken = {ch: min(self._positions(f, ch), avail[ch]) for ch in chans}
-            score = (taken[chans[prio]] > 0, sum(taken.values()))
-            if best is None or score > best[0]:
-                best = (score, f, taken)
-        slots.append((best[1].code, best[2], dict(counts), 0))
-        for ch in chans:
-            counts[ch] += best[2][ch]
-        g_used = 0
-        g0 = SLOT_FORMATS[self.direction, "G", 0]
-        for _s in range(1, SLOTS):
-            if owed + CHUNKS_PER_LINE * counts[data_ch] - g_used != 0:
-                slots.append((g0.code, dict.fromkeys(chans, 0), dict(counts), g_used))
-                g_used += 1
-                continue
+        hdr_slot = None                               # the slot with this flit's Data Headers
+
+        def best_of(formats, priority):
+            # ``Packer._best``: legal formats in code order (a tie keeps the lower code), scored
+            # (carries the priority channel, weighted messages); Data Headers only in one slot a flit.
             best = None
-            for f in g_formats:
+            for f in formats:
                 taken = {ch: min(self._positions(f, ch), max(0, avail[ch] - counts[ch])) for ch in chans}
-                score = sum(taken.values())
+                if hdr_slot is not None:
+                    taken[data_ch] = 0
+                if f.mdh and taken[data_ch] < 2:
+                    continue
+                score = (priority is not None and taken[priority] > 0,
+                         sum(SLOT_WEIGHT[ch] * n for ch, n in taken.items()))
                 if best is None or score > best[0]:
                     best = (score, f, taken)
-            slots.append((best[1].code, best[2], dict(counts), g_used))
+            return best
+
+        def place(s, f, taken, g_used):
+            nonlocal hdr_slot
+            slots.append((f.code, taken, dict(counts), g_used))
             for ch in chans:
-                counts[ch] += best[2][ch]
+                counts[ch] += taken[ch]
+            if taken[data_ch]:
+                hdr_slot = s
+
+        _, f, taken = best_of(h_formats, chans[prio])
+        place(0, f, taken, 0)
+        g_used = 0
+        g0 = SLOT_FORMATS[self.direction, "G", 0]
+        for s in range(1, SLOTS):
+            pending = owed + CHUNKS_PER_LINE * counts[data_ch] - g_used
+            # ``Packer.choose_g``: G0 where a rule forces it (a rollover chunk; the next slot for data
+            # after the Data Header slot), else headers first, G0 only if no format carries a message.
+            forced = s <= owed or (hdr_slot is not None and s == max(hdr_slot + 1, owed + 1))
+            score, f, taken = best_of(g_formats, None)
+            if forced or (pending and score[1] == 0):
+                slots.append((g0.code, dict.fromkeys(chans, 0), dict(counts), g_used))
+                g_used += 1
+            else:
+                place(s, f, taken, g_used)
         return slots, counts, g_used, owed + CHUNKS_PER_LINE * counts[data_ch] - g_used
 
     # ------------------------------------------------------------------ elaborate

@@ -13,13 +13,19 @@ Packing policy (:class:`Packer`), one flit at a time:
 1. ``P >= 4`` chunks owed: all-data flit.
 2. Otherwise, if any message or chunk is queued, a protocol flit.  Slot 0: the H-format whose greedy fill
    (each position takes the next message of its channel, within the per-flit maximum of facts §2.2)
-   scores highest, where the score is (carries a message of the *priority channel*, number of
-   messages); ties go to the lower format code.  The priority channel rotates REQ -> RSP -> DATA after
-   every protocol flit, so a busy channel cannot starve the others (a plain message count would always
-   pick 4 x DataHdr over DataHdr + 2 x Rsp, and GOs would wait behind a read stream).
-   Slots 1-3: G0 whenever a chunk is owed (data first: the rollover rule forces it in the next flit
-   anyway, and D2H data must make progress, facts §1.1); otherwise the G-format carrying the most
-   messages, ties to the lower code.  An empty slot is H0 / G1 with every message invalid.
+   scores highest, where the score is (carries a message of the *priority channel*, weighted
+   messages: ``cxl.flit.SLOT_WEIGHT``, a request 4 and any other message 1); ties go to the lower
+   format code.  The priority channel rotates REQ -> RSP -> DATA after every protocol flit, so a busy
+   channel cannot starve the others (a plain message count would always pick 4 x DataHdr over
+   DataHdr + 2 x Rsp, and GOs would wait behind a read stream).
+   Slots 1-3: G0 where a rule forces it (a rollover chunk in slots 1..P, or the next slot for data
+   after this flit's Data Header: CXL 1.1 / 3.x §4.2.5); otherwise *headers first*: the G-format with
+   the most weighted messages, ties to the lower code, and G0 only when no format carries a message
+   and a chunk is owed.  A chunk left out this way rolls over into the next flit, whose first slots
+   (or an all-data flit) must take it, so data still moves every flit (D2H data must make progress,
+   facts §1.1), while a slot that can carry messages is not spent on a chunk that could wait: on the
+   mixed workload the chunks then fill the flits the requests leave.  An empty slot is H0 / G1 with
+   every message invalid.
    (``Packer.choose_slot0`` / ``Packer.choose_g`` hold this policy; a test swaps in a random legal one.)
 3. Otherwise, if credits or acks are waiting, an LLCRD control flit.
 4. Otherwise nothing (the link would send idle flits; that is outside this model).
@@ -67,7 +73,7 @@ from cxl.control import control, encode_control
 from cxl.credits import CREDIT_CLASSES, CreditProtocol, Credits, credit_step, encode_credit
 from cxl.flit import (ACKS_DUE, AK_FLITS, CREDITS_DUE, MAX_PACK_WAIT, CHUNK_BYTES, ORDERED_BEHIND,
                       CHUNKS_PER_LINE, HEADER_BITS, MAX_PER_FLIT, S2M_NDR, SLOT_BITS, SLOT_FORMATS,
-                      SLOTS, Direction, encode_header)
+                      SLOT_WEIGHT, SLOTS, Direction, encode_header)
 from cxl.messages import CODECS, LINE_BYTES
 
 from .crc import seal
@@ -264,26 +270,30 @@ class Packer:
         return [f for f in formats if not f.mdh or self._fill(f, counts)[1][data_chan] >= 2]
 
     def _best(self, formats, counts, priority=None):
+        """The format with the best (carries the priority channel, weighted messages) score, and that
+        score; a tie keeps the lower code."""
         best = None
         for fmt in self.legal(formats, counts):  # in code order: a tie keeps the lower code
             placed, taken = self._fill(fmt, counts)
-            n = sum(taken.values())
-            score = (priority is not None and taken[priority] > 0, n)
+            worth = sum(SLOT_WEIGHT[ch] * n for ch, n in taken.items())
+            score = (priority is not None and taken[priority] > 0, worth)
             if best is None or score > best[0]:
                 best = (score, fmt)
-        return best[1]
+        return best[1], best[0][1]
 
     # -- the policy: two hooks, so that a test can swap in another legal policy and check the unpacker
     def choose_slot0(self, counts, priority):
-        """The H-format for slot 0: most messages, the priority channel's first."""
-        return self._best(self.h_formats, counts, priority)
+        """The H-format for slot 0: the priority channel's first, then the most weighted messages."""
+        return self._best(self.h_formats, counts, priority)[0]
 
     def choose_g(self, slot, rollover, counts):
         """The format for G-slot ``slot``; ``rollover`` means a rule forces G0 (a rollover chunk, or the
-        first chunk of this flit's Data Header).  Data first."""
-        if self.chunks:
+        first chunk of this flit's Data Header).  Headers first: a chunk that no rule forces here goes
+        only where no message can."""
+        if rollover:
             return self.g0
-        return self._best(self.g_formats, counts)
+        fmt, worth = self._best(self.g_formats, counts)
+        return self.g0 if self.chunks and worth == 0 else fmt
 
     def _commit(self, fmt, placed, taken, counts, slot):
         """Pop what ``fmt`` carries, queue the chunks of its data headers; return the slot bits."""
