@@ -247,6 +247,15 @@ class FlitPacker(wiring.Component):
                 raise AssertionError(f"TX plan {key}: slot {nxt} after the Data Header in slot {h} is not G0")
 
     def _plan(self, avail, prio, owed, h_formats, g_formats, data_ch):
+        # ``Packer._protocol_flit``: the priority channel counts only where the flit planned without
+        # one would carry none of its messages.
+        chan = self.channels[prio]
+        plan = self._plan_with(avail, None, owed, h_formats, g_formats, data_ch)
+        if avail[chan] and not plan[1][chan]:
+            plan = self._plan_with(avail, chan, owed, h_formats, g_formats, data_ch)
+        return plan
+
+    def _plan_with(self, avail, priority, owed, h_formats, g_formats, data_ch):
         chans = self.channels
         counts = dict.fromkeys(chans, 0)
         slots = []
@@ -276,7 +285,7 @@ class FlitPacker(wiring.Component):
             if taken[data_ch]:
                 hdr_slot = s
 
-        _, f, taken = best_of(h_formats, chans[prio])
+        _, f, taken = best_of(h_formats, priority)
         place(0, f, taken, 0)
         g_used = 0
         g0 = SLOT_FORMATS[self.direction, "G", 0]

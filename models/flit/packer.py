@@ -197,19 +197,32 @@ class Packer:
         """How many messages the protocol flit would carry now, with one more message of channel
         ``extra`` that may join it (queued right behind the ones that may: :meth:`visible`) if given;
         the packer's state is left as it was (a dry run)."""
+        def run():
+            if extra is not None:
+                at = self.visible()[extra]
+                self.queues[extra].insert(at, _template(extra))
+                if self.ordered is not None and extra is self.ordered[0]:
+                    self.req_after.insert(at, 0)
+            return sum(self._dry_flit().values())
+        return self._dry_run(run)
+
+    def _dry_run(self, fn):
+        """``fn()``, then the packer's state as it was before it."""
         saved = ({ch: q.copy() for ch, q in self.queues.items()}, self.chunks.copy(), self.priority,
-                 self.hdr_slot, self.acks, dict(self.credits), self.req_after.copy(), self.rsp_packed)
-        if extra is not None:
-            at = self.visible()[extra]
-            self.queues[extra].insert(at, _template(extra))
-            if self.ordered is not None and extra is self.ordered[0]:
-                self.req_after.insert(at, 0)
-        before = sum(map(len, self.queues.values()))
-        self._protocol_flit()
-        taken = before - sum(map(len, self.queues.values()))
-        (self.queues, self.chunks, self.priority, self.hdr_slot, self.acks, self.credits, self.req_after,
-         self.rsp_packed) = saved
-        return taken
+                 self.hdr_slot, self.acks, dict(self.credits), self.req_after.copy(), self.rsp_packed,
+                 self.limit)
+        try:
+            return fn()
+        finally:
+            (self.queues, self.chunks, self.priority, self.hdr_slot, self.acks, self.credits, self.req_after,
+             self.rsp_packed, self.limit) = saved
+
+    def _dry_flit(self, plain=False):
+        """Build the protocol flit (``plain``: with no priority channel); the messages it took per
+        channel.  Changes the packer's state: call it inside :meth:`_dry_run`."""
+        before = {ch: len(q) for ch, q in self.queues.items()}
+        self._protocol_flit(plain)
+        return {ch: before[ch] - len(q) for ch, q in self.queues.items()}
 
     def full(self):
         """True when one more message of no channel that has messages queued (and is below its
@@ -317,9 +330,12 @@ class Packer:
             self.rsp_packed += taken[rsp]
         return bits
 
-    def _protocol_flit(self):
+    def _protocol_flit(self, plain=False):
         counts = dict.fromkeys(self.direction.channels, 0)
         priority = self.direction.channels[self.priority]
+        # The priority channel counts only where the flit would otherwise carry none of its messages.
+        if plain or not self.visible()[priority] or self._dry_run(lambda: self._dry_flit(plain=True))[priority]:
+            priority = None
         self.priority = (self.priority + 1) % len(self.direction.channels)
         rollover = len(self.chunks)               # owed at the start: slots 1..rollover must be G0
         self.hdr_slot = None                      # the slot of this flit that carries Data Headers
