@@ -65,8 +65,9 @@ Structure.
   The slot choice depends only on ``avail`` = min(queued, MAX_PER_FLIT) per channel, the priority
   index and the chunks owed (0..3): never on message contents.  So the whole slot 0 -> 3 chain (every
   H-format for slot 0 scored (carries the priority channel, weighted messages), ties to the lower
-  code; then per G-slot G0 where a rule forces it, else the G-format with the most weighted messages,
-  or G0 if none carries one and a chunk is owed) is enumerated in
+  code, the priority channel counting only if the flit planned without it carries none of its
+  messages; then per G-slot G0 where a rule forces it, else the G-format with the most weighted
+  messages, or G0 if none carries one and a chunk is owed) is enumerated in
   Python at elaboration time (``_plans``, from ``SLOT_FORMATS``/``MAX_PER_FLIT``) into one table
   indexed by that small state (900 entries for the default parameters), which synthesizes to a few
   LUT levels instead of the former 13-level combinational slot chain.  The chunks-owed count is a
@@ -199,9 +200,7 @@ class FlitPacker(wiring.Component):
         taken takes ``min(positions, avail - base)`` of them: the plan depends on these few numbers
         only, never on message contents.  Value: per slot the format code, the messages taken per
         channel and the messages of each channel taken before the slot, the G0 slots before it; and
-        the totals.  Slot 0: every H-format, score (carries the priority channel, count), ties to the
-        lower code; slots 1-3: G0 while a chunk is owed (owed at the start, plus the lines of the
-        headers taken so far, minus chunks sent), else the G-format with most messages."""
+        the totals.  The choices are ``_plan``'s (the golden model's policy, module docstring)."""
         chans = self.channels
         data_ch = chans[2]
         ranges = [range(min(self._window(ch), MAX_PER_FLIT[ch]) + 1) for ch in chans]

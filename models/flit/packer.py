@@ -17,7 +17,10 @@ Packing policy (:class:`Packer`), one flit at a time:
    messages: ``cxl.flit.SLOT_WEIGHT``, a request 4 and any other message 1); ties go to the lower
    format code.  The priority channel rotates REQ -> RSP -> DATA after every protocol flit, so a busy
    channel cannot starve the others (a plain message count would always pick 4 x DataHdr over
-   DataHdr + 2 x Rsp, and GOs would wait behind a read stream).
+   DataHdr + 2 x Rsp, and GOs would wait behind a read stream).  It counts only when the flit
+   planned without one would carry none of the priority channel's messages (a dry run of the flit):
+   a channel with a message visible still gets into one of every three protocol flits, and a flit
+   that carries it anyway keeps the format that carries the most.
    Slots 1-3: G0 where a rule forces it (a rollover chunk in slots 1..P, or the next slot for data
    after this flit's Data Header: CXL 1.1 / 3.x §4.2.5); otherwise *headers first*: the G-format with
    the most weighted messages, ties to the lower code, and G0 only when no format carries a message
