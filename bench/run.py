@@ -250,6 +250,9 @@ def markdown(res):
     for w, e in r["link_efficiency"].items():
         lines.append(f"| link payload efficiency, {w}, link port defaults (packer wait "
                      f"{r['link'].get('efficiency_wait', 0)}) | {e['measured']:.4f} | {e['optimum']:.4f} (optimum) | {ratio(e['measured'], e['optimum'])} |")
+    for w, e in r["link"].get("efficiency_paced", {}).items():
+        lines.append(f"| link payload efficiency, {w}, link port defaults, paced sources (every channel kept to "
+                     f"its share) | {e['efficiency']:.4f} | {e['optimum']:.4f} (optimum) | {ratio(e['efficiency'], e['optimum'])} |")
     for cfg in r["link"].get("efficiency_by_config", []):
         setting = f"packer wait {cfg['pack_wait']}" + (f", {cfg['tx_depth']}-deep queues" if "tx_depth" in cfg else "")
         for w, e in cfg["efficiency"].items():
@@ -296,8 +299,13 @@ def markdown(res):
               "header flit). The `packer wait 0` rows are the eager packer (a flit as soon as one message waits), "
               "which sends half-empty flits when about one message comes per cycle. The mixed optimum is a bound "
               "by counting slots (`models.flit.fewest_flits`); the Python packer, fed whole queues, reaches the "
-              "snoop-storm optimum and 91 % of the mixed bound (`python -m models.flit --efficiency`); "
-              "docs/link_layer.md, \"Waiting to fill a flit\", has the sweep of waits and their latency.",
+              "snoop-storm optimum and 97 % of the mixed bound (`python -m models.flit --efficiency`); "
+              "docs/link_layer.md, \"Waiting to fill a flit\", has the sweep of waits and their latency. "
+              "The loopback's receive queues (each channel's credit pool) are 32 deep (`bench.link_bench.RX_DEPTH`): "
+              "a credit's round trip through two link ports is about 20 cycles. Unpaced, every source offers a "
+              "message per cycle and the mixed workload's channels with fewer messages finish first (the last "
+              "third upstream is requests alone, with an LLCRD for the downstream's credits in its idle cycles); "
+              "the paced row keeps every channel to its share of its direction's messages.",
               f"- Verilator BER runs share `--verilator-budget` ({r['link_verilator']['params'].get('budget_s')} s "
               "here) over four rates; `python -m bench.link_verilator --budget 240 --reuse` gives 2-3.6 M flits "
               "per rate (0 mismatches at every rate).",
