@@ -35,6 +35,7 @@ import json
 import random
 import sys
 import time
+from collections import Counter
 
 from tb.reused_sim import ReusedSimulator
 
@@ -42,7 +43,7 @@ from hdl.link.loopback import LinkLoopback, flit_error_probability
 from hdl.link.ports import direction_channels
 from cxl.messages import CODECS
 from cxl.credits import CREDIT_CLASSES
-from cxl.flit import DEFAULT_PACK_WAIT, ORDERED_BEHIND, Direction
+from cxl.flit import DEFAULT_PACK_WAIT, FLIT_BYTES, ORDERED_BEHIND, Direction
 from models.flit import (MIXED, WIRE_BYTES, WORKLOADS, LINE_BYTES, Packer, Unpacker, optimum, random_msg,
                          stream_payload as encode)
 
@@ -94,6 +95,9 @@ class Bench(ReusedSimulator):
                 ctx.set(ins[ch].valid, 1)
                 ctx.set(ins[ch].payload.as_value(), send[ch][0])
         force_at = set(job.get("force_up", ()))  # up-wire flit numbers to corrupt
+        # Flits per kind on each wire (error-free runs only: the golden receiver decodes each one).
+        kinds = {"up": Counter(), "down": Counter()} if job.get("kinds") else None
+        kind_rx = {"up": Unpacker(Direction.UPSTREAM), "down": Unpacker(Direction.DOWNSTREAM)}
         recov, pending_err, was_waiting = [], None, False
         cycle, limit = 0, job["limit"]
         while not all(got[ch] == len(send[ch]) for ch in send):
@@ -128,7 +132,14 @@ class Bench(ReusedSimulator):
                     recov.append(cycle - pending_err[1])
                     pending_err = None
                 was_waiting = waiting
+            if kinds is not None:           # the flit each wire offers now, and its count before the edge
+                seen = {w: (ctx.get(getattr(dut, f"{w}_wire").payload), ctx.get(getattr(dut, f"{w}_flits")))
+                        for w in kinds if ctx.get(getattr(dut, f"{w}_wire").valid)}
             await ctx.tick()
+            if kinds is not None:           # taken at this edge: its kind, as the golden receiver sees it
+                for w, (flit, count) in seen.items():
+                    if ctx.get(getattr(dut, f"{w}_flits")) != count:
+                        kinds[w][kind_rx[w].receive(flit.to_bytes(FLIT_BYTES, "little")).kind] += 1
             cycle += 1
             for ch in took:                     # the handshake happened at this edge: next message
                 idx[ch] += 1
@@ -144,6 +155,8 @@ class Bench(ReusedSimulator):
             res[k] = ctx.get(getattr(dut, k))
         if force_at:
             res["recovery_cycles"] = recov
+        if kinds is not None:
+            res["flit_kinds"] = {w: dict(k) for w, k in kinds.items()}
         self.result = res
 
 
@@ -253,7 +266,7 @@ def rtl_efficiency(bench, runs, n, rng, paced=False):
     eff = {}
     for w, counts in runs.items():
         send = {ch: messages(ch, counts.get(ch, 0), rng) for ch in D2H + H2D}
-        r = bench.run({"send": send, "limit": 20 * n + 1000, "paced": paced})
+        r = bench.run({"send": send, "limit": 20 * n + 1000, "paced": paced, "kinds": True})
         assert r["complete"], (w, r)
         payload = sum(payload_bytes(ch, k) for ch, k in counts.items())
         if w == "streaming_writes":
@@ -266,7 +279,8 @@ def rtl_efficiency(bench, runs, n, rng, paced=False):
         eff[w] = {"n": n, "cycles": r["cycles"], "wire_flits": flits, "up_flits": r["up_flits"],
                   "down_flits": r["down_flits"], "efficiency": payload / (WIRE_BYTES * flits),
                   "optimum": opt["efficiency"], "optimum_flits": opt["flits"],
-                  "flits_per_cycle": flits / r["cycles"], "sim_cycles_per_s": r["cycles"] / r["wall_s"]}
+                  "flits_per_cycle": flits / r["cycles"], "sim_cycles_per_s": r["cycles"] / r["wall_s"],
+                  "flit_kinds": r["flit_kinds"]}
     return eff
 
 
