@@ -283,6 +283,22 @@ def test_a_request_is_worth_more_than_a_slot_of_data_headers():
     assert headers([tx.next_flit()])[0]["slot0"] == 1     # RSP priority, no response queued
 
 
+def test_the_priority_channel_counts_only_where_the_flit_would_miss_it():
+    """RSP priority, two Reqs, a Rsp and a Data Header queued: the flit planned without a priority
+    carries the Rsp anyway (in G1 beside the second Req), so slot 0 keeps H1 (Req + Data Header);
+    putting the priority channel into slot 0 regardless would take H0 (Data Header + Rsp) and push a
+    Req out of the flit."""
+    tx, rx = Packer(UP), Unpacker(UP)
+    tx.push(d2h_rsp(9))
+    rx.receive(tx.next_flit())                        # the first flit (REQ priority) sends it
+    for m in (d2h_req(1), d2h_req(2), d2h_rsp(1), d2h_data(1)):
+        tx.push(m)
+    flit = tx.next_flit()
+    assert headers([flit])[0]["slot0"] == 1
+    # (the Data Header comes out of the receiver with its line, once the rolled-over chunks arrive)
+    assert sorted(m.chan for m in rx.receive(flit).messages) == [Channel.D2H_REQ, Channel.D2H_REQ, Channel.D2H_RSP]
+
+
 def test_ak_and_credits_ride_in_headers_then_llcrd():
     tx = Packer(UP)
     tx.push(d2h_rsp(1))
