@@ -15,9 +15,10 @@ Reports, as JSON on stdout (and ``--out FILE``):
   (``efficiency_wait``), and ``efficiency_by_config`` the same RTL runs with the link ports built
   with another packer wait and queue depth (``LinkPort(pack_wait=W, tx_depth=D)``) for each of
   ``--rtl-configs`` (default ``0x4,3x4``: the eager packer with 4-deep queues, and W = 3 with them);
-  ``efficiency_paced``: the mixed workload at the defaults with *paced* sources, each channel kept to
-  its share of its direction's messages all through the run (:func:`paced_offers`), where the runs
-  above let every source offer a message per cycle;
+  ``efficiency_paced``: the mixed workload at the defaults (and in each ``efficiency_by_config`` entry,
+  at that setting) with *paced* sources, each channel kept to its share of its direction's messages all
+  through the run (:func:`paced_offers`), where the runs above let every source offer a message per
+  cycle;
 * ``recovery``: retry recovery time in cycles, from the cycle a corrupted flit crosses the wire to the
   first replayed flit the receiver accepts (``rx_good`` after the receiver left its wait state),
   for single errors injected into a data stream;
@@ -311,10 +312,14 @@ def main(argv=None):
     out["efficiency"] = eff
     out["efficiency_wait"] = DEFAULT_PACK_WAIT      # the link ports build their packers with the default
     # The same RTL runs with the packers holding flits and deeper packer queues, one loopback per setting.
-    out["efficiency_by_config"] = [{**cfg, "efficiency": rtl_efficiency(Bench(**cfg), runs, n, rng)}
-                                   for cfg in args.rtl_configs]
     # The mixed workload again with paced sources (the channels keep its proportions all through).
     out["efficiency_paced"] = rtl_efficiency(b, {"mixed": runs["mixed"]}, n, rng, paced=True)
+    out["efficiency_by_config"] = []
+    for cfg in args.rtl_configs:
+        bc = Bench(**cfg)
+        out["efficiency_by_config"].append({**cfg, "efficiency": rtl_efficiency(bc, runs, n, rng),
+                                            "efficiency_paced": rtl_efficiency(bc, {"mixed": runs["mixed"]}, n,
+                                                                               rng, paced=True)})
 
     # -------------------------------------------------- packer wait sweep (golden model)
     sweep = {}
