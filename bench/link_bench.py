@@ -170,8 +170,8 @@ def paced_offers(send, idx):
     far (``len(send[ch]) / total`` of them).  So every channel of a direction keeps the workload's
     proportions all through the run, as transactions interleaved in that mix would hand them in;
     unpaced, every source offers a message per cycle and the channels with fewer messages finish
-    first, leaving the rest of the run to the others alone (for ``mixed``: the last third upstream is
-    D2H Req only)."""
+    first, leaving the rest of the run to the others alone (for ``mixed``: after the first third the
+    upstream carries D2H Req only)."""
     offer = {}
     for chans in (D2H, H2D):
         total = sum(len(send.get(ch, ())) for ch in chans)
