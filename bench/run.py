@@ -303,8 +303,9 @@ def markdown(res):
               "docs/link_layer.md, \"Waiting to fill a flit\", has the sweep of waits and their latency. "
               "The loopback's receive queues (each channel's credit pool) are 32 deep (`bench.link_bench.RX_DEPTH`): "
               "a credit's round trip through two link ports is about 20 cycles. Unpaced, every source offers a "
-              "message per cycle and the mixed workload's channels with fewer messages finish first (the last "
-              "third upstream is requests alone, with an LLCRD for the downstream's credits in its idle cycles); "
+              "message per cycle and the mixed workload's channels with fewer messages finish first (after the first "
+              "third the upstream carries requests alone, and once they run out it returns the downstream's credits "
+              "in an LLCRD in its idle cycles); "
               "the paced row keeps every channel to its share of its direction's messages.",
               f"- Verilator BER runs share `--verilator-budget` ({r['link_verilator']['params'].get('budget_s')} s "
               "here) over four rates; `python -m bench.link_verilator --budget 240 --reuse` gives 2-3.6 M flits "
