@@ -160,7 +160,7 @@ MAX_PACK_WAIT = 255     # an assumption: a bound for the hold counter, far above
 # 0.98 of the optimum on streaming and on snoop storms; no wait brings the mixed workload there.
 DEFAULT_PACK_WAIT = 3
 
-# What a message is worth to the packer's choice of slot format (models.flit.packer; hdl/link/tx.py tabulates it; a
+# What a message is worth to the packers' choice of slot format (models.flit.packer, hdl/link/tx.py; a
 # policy of this model, not of the specification): a request 4, any other message 1, so a format's score
 # is about a quarter slot per unit.  A request takes a slot position of its own in every format that
 # carries one (one per slot, both directions), while responses and data headers share a slot four (or
