@@ -92,7 +92,7 @@ earlier flit (a GO before the snoop behind it, ``cxl.flit.ORDERED_BEHIND``; an H
 same cycle as an H2D Req counts as before it): per Req entry a count of the Rsps still ahead of it,
 and the plan's Req count is limited to the prefix of entries with none ahead.  With ``wait`` > 0 the
 protocol flit may be held instead (the model's "Waiting to fill"): the plan stage decides the hold
-from a *full* bit of the plan table (``plan_is_full``, enumerated like the plans), the chunks owed, the due
+from a *full* bit of the plan table (``_full``, enumerated like the plans), the chunks owed, the due
 acks and credits and a counter of decisions since the last protocol flit; a held
 decision offers no flit and changes nothing but that counter.  At ``wait`` = 0 none of this logic is
 built.
@@ -114,8 +114,8 @@ from cxl.control import CONTROL_KINDS, control, encode_control
 from cxl.credits import CREDIT_CLASSES, CREDIT_VALUES, encode_credit
 from cxl.flit import (ACKS_DUE, AK_FLITS, CREDITS_DUE, MAX_PACK_WAIT, CHUNKS_PER_LINE,
                       DATA_CHANNELS, H_SLOT_BITS, HEADER_BITS, HEADER_FIELDS, MAX_PER_FLIT,
-                      ORDERED_BEHIND, S2M_NDR, SLOT_BITS, SLOT_FORMATS, SLOTS, Direction)
-from models.flit.packer import plan_is_full, plan_protocol_flit
+                      ORDERED_BEHIND, S2M_NDR, SLOT_BITS, SLOT_FORMATS, SLOT_WEIGHT, SLOTS,
+                      Direction)
 
 __all__ = ["FlitPacker", "AK_FLITS", "COUNTER_BITS"]
 
@@ -191,7 +191,7 @@ class FlitPacker(wiring.Component):
         """Message positions of channel ``ch`` in slot format ``fmt`` (CXL.mem positions excluded)."""
         return sum(1 for item, _, _ in fmt.fields if item == ch)
 
-    def _plans(self):
+    def _plans(self, h_formats, g_formats):
         """The protocol-flit plan for every visible state, enumerated at elaboration time.
 
         Key: (``avail`` per channel = min(queued, MAX_PER_FLIT), priority index, chunks owed 0..3).
@@ -200,8 +200,7 @@ class FlitPacker(wiring.Component):
         taken takes ``min(positions, avail - base)`` of them: the plan depends on these few numbers
         only, never on message contents.  Value: per slot the format code, the messages taken per
         channel and the messages of each channel taken before the slot, the G0 slots before it; and
-        the totals: ``models.flit.packer.plan_protocol_flit``, the golden model's own policy run on
-        template messages, so the table cannot drift from the model."""
+        the totals.  The choices are ``_plan``'s (the golden model's policy, module docstring)."""
         chans = self.channels
         data_ch = chans[2]
         ranges = [range(min(self._window(ch), MAX_PER_FLIT[ch]) + 1) for ch in chans]
@@ -212,10 +211,21 @@ class FlitPacker(wiring.Component):
                     avail = dict(zip(chans, (a0, a1, a2)))
                     for prio in range(len(chans)):
                         for owed in range(CHUNKS_PER_LINE):
-                            plan = plan_protocol_flit(self.direction, avail, prio, owed)
+                            plan = self._plan(avail, prio, owed, h_formats, g_formats, data_ch)
                             self._check_plan(plan, data_ch, (a0, a1, a2, prio, owed))
                             plans[a0, a1, a2, prio, owed] = plan
         return plans
+
+    def _full(self, avail, prio, h_formats, g_formats, data_ch):
+        """Whether the protocol flit planned for ``avail`` (no chunks owed) is full: one more message
+        of no channel that has messages queued (below its per-flit maximum) would make it carry more
+        (``models.flit.Packer.full``).  ``avail`` may exceed the queue window here: the model's queue
+        would hold that message, so the plan is the one it would make."""
+        def total(a):
+            return sum(self._plan(a, prio, 0, h_formats, g_formats, data_ch)[1].values())
+        now = total(avail)
+        return all(avail[ch] == 0 or avail[ch] >= MAX_PER_FLIT[ch] or total({**avail, ch: avail[ch] + 1}) <= now
+                   for ch in self.channels)
 
     def _check_plan(self, plan, data_ch, key):
         """Elaboration-time check of the 68B packing rules on Data Headers (CXL 1.1 / CXL 3.x §4.2.5),
@@ -234,6 +244,62 @@ class FlitPacker(wiring.Component):
             nxt = max(h + 1, owed + 1)
             if nxt < SLOTS and not SLOT_FORMATS[self.direction, "G", slots[nxt][0]].data:
                 raise AssertionError(f"TX plan {key}: slot {nxt} after the Data Header in slot {h} is not G0")
+
+    def _plan(self, avail, prio, owed, h_formats, g_formats, data_ch):
+        # ``Packer._protocol_flit``: the priority channel counts only where the flit planned without
+        # one would carry none of its messages.
+        chan = self.channels[prio]
+        plan = self._plan_with(avail, None, owed, h_formats, g_formats, data_ch)
+        if avail[chan] and not plan[1][chan]:
+            plan = self._plan_with(avail, chan, owed, h_formats, g_formats, data_ch)
+        return plan
+
+    def _plan_with(self, avail, priority, owed, h_formats, g_formats, data_ch):
+        chans = self.channels
+        counts = dict.fromkeys(chans, 0)
+        slots = []
+        hdr_slot = None                               # the slot with this flit's Data Headers
+
+        def best_of(formats, priority):
+            # ``Packer._best``: legal formats in code order (a tie keeps the lower code), scored
+            # (carries the priority channel, weighted messages); Data Headers only in one slot a flit.
+            best = None
+            for f in formats:
+                taken = {ch: min(self._positions(f, ch), max(0, avail[ch] - counts[ch])) for ch in chans}
+                if hdr_slot is not None:
+                    taken[data_ch] = 0
+                if f.mdh and taken[data_ch] < 2:
+                    continue
+                score = (priority is not None and taken[priority] > 0,
+                         sum(SLOT_WEIGHT[ch] * n for ch, n in taken.items()))
+                if best is None or score > best[0]:
+                    best = (score, f, taken)
+            return best
+
+        def place(s, f, taken, g_used):
+            nonlocal hdr_slot
+            slots.append((f.code, taken, dict(counts), g_used))
+            for ch in chans:
+                counts[ch] += taken[ch]
+            if taken[data_ch]:
+                hdr_slot = s
+
+        _, f, taken = best_of(h_formats, priority)
+        place(0, f, taken, 0)
+        g_used = 0
+        g0 = SLOT_FORMATS[self.direction, "G", 0]
+        for s in range(1, SLOTS):
+            pending = owed + CHUNKS_PER_LINE * counts[data_ch] - g_used
+            # ``Packer.choose_g``: G0 where a rule forces it (a rollover chunk; the next slot for data
+            # after the Data Header slot), else headers first, G0 only if no format carries a message.
+            forced = s <= owed or (hdr_slot is not None and s == max(hdr_slot + 1, owed + 1))
+            score, f, taken = best_of(g_formats, None)
+            if forced or (pending and score[1] == 0):
+                slots.append((g0.code, dict.fromkeys(chans, 0), dict(counts), g_used))
+                g_used += 1
+            else:
+                place(s, f, taken, g_used)
+        return slots, counts, g_used, owed + CHUNKS_PER_LINE * counts[data_ch] - g_used
 
     # ------------------------------------------------------------------ elaborate
     def elaborate(self, platform):
@@ -512,10 +578,10 @@ class FlitPacker(wiring.Component):
         key_widths = [Shape.cast(range(caps[ch] + 1)).width for ch in chans] + \
                      [Shape.cast(range(n_prio)).width, Shape.cast(range(cpl)).width]
         table = []                                 # (key, word), enumerated once for both lookups
-        for (a0, a1, a2, p, o), plan in self._plans().items():
+        for (a0, a1, a2, p, o), plan in self._plans(h_formats, g_formats).items():
             if self.wait:
                 avail_key = dict(zip(chans, (a0, a1, a2)))
-                plan = (*plan, o == 0 and plan_is_full(self.direction, avail_key, p))
+                plan = (*plan, o == 0 and self._full(avail_key, p, h_formats, g_formats, data_ch))
             value, shift = 0, 0
             for (sig, get), w in zip(fields, widths):
                 v = get(plan)

@@ -81,7 +81,7 @@ from cxl.messages import CODECS, LINE_BYTES
 
 from .crc import seal
 
-__all__ = ["Packer", "pack", "plan_protocol_flit", "plan_is_full"]
+__all__ = ["Packer", "pack"]
 
 
 class Packer:
@@ -379,60 +379,6 @@ def _template(chan):
         from .vectors import random_msg          # here: models.flit.vectors imports this module
         _TEMPLATES[chan] = random_msg(random.Random(0), chan)
     return _TEMPLATES[chan]
-
-
-class _Planner(Packer):
-    """The packer on template messages (``avail[ch]`` of each channel, all visible), ``owed`` chunks and
-    priority index ``priority``, recording what each slot of its next protocol flit takes: the policy
-    as a function of those counts, which is all it depends on (hdl/link/tx.py tabulates it)."""
-
-    def __init__(self, direction, avail, priority, owed=0):
-        super().__init__(direction)
-        first = self.ordered[0] if self.ordered is not None else None
-        for ch in sorted(self.direction.channels, key=lambda c: c is not first):   # Reqs ahead of no Rsp
-            for _ in range(avail[ch]):
-                self.push(_template(ch))
-        self.chunks.extend(bytes(CHUNK_BYTES) for _ in range(owed))
-        self.priority = priority
-        self.slots = {}            # slot -> (format code, taken per channel, taken before it per channel)
-        self._dry_depth = 0
-
-    def _dry_run(self, fn):
-        self._dry_depth += 1
-        try:
-            return super()._dry_run(fn)
-        finally:
-            self._dry_depth -= 1
-
-    def _commit(self, fmt, placed, taken, counts, slot):
-        if not self._dry_depth:
-            self.slots[slot] = (fmt.code, dict(taken), dict(counts))
-        return super()._commit(fmt, placed, taken, counts, slot)
-
-
-def plan_protocol_flit(direction, avail, priority, owed):
-    """The protocol flit :class:`Packer` sends with ``avail[ch]`` messages of each channel visible,
-    ``owed`` chunks (0..3) owed and priority index ``priority``: per slot (format code, messages taken
-    per channel, messages of each channel taken before the slot, G0 slots before it); the totals per
-    channel; the G0 slots; the chunks owed after it."""
-    planner = _Planner(direction, avail, priority, owed)
-    planner._protocol_flit()
-    chans = planner.direction.channels
-    slots, counts, g_used = [], dict.fromkeys(chans, 0), 0
-    for s in range(SLOTS):
-        if s in planner.slots:                  # a message slot (slot 0 always)
-            code, taken, before = planner.slots[s]
-            slots.append((code, taken, before, g_used))
-            counts = {ch: counts[ch] + taken[ch] for ch in chans}
-        else:                                   # a chunk
-            slots.append((planner.g0.code, dict.fromkeys(chans, 0), dict(counts), g_used))
-            g_used += 1
-    return slots, counts, g_used, len(planner.chunks)
-
-
-def plan_is_full(direction, avail, priority):
-    """:meth:`Packer.full` with ``avail[ch]`` messages of each channel visible and no chunk owed."""
-    return _Planner(direction, avail, priority).full()
 
 
 def pack(direction, messages, credits=Credits(), acks=0, wait=0):
