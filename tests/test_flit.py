@@ -15,8 +15,8 @@ from hypothesis import given, strategies as st
 from cxl.messages import CODECS, Channel, D2HRspOpcode, H2DReqOpcode, H2DRspOpcode
 from models import flit as F
 from models.flit import (CONTROL_KINDS, DATA_CHANNELS, MAX_PER_FLIT, SLOT_FORMATS, Credits, Direction, FlitError,
-                         Packer, Unpacker, control, decode_control, decode_credit, decode_header, encode_control,
-                         encode_credit, encode_header, make_msg, pack, seal, unpack)
+                         Packer, RandomPolicy, Unpacker, control, decode_control, decode_credit, decode_header,
+                         encode_control, encode_credit, encode_header, make_msg, pack, seal, unpack)
 
 UP, DOWN = Direction.UPSTREAM, Direction.DOWNSTREAM
 
@@ -131,24 +131,6 @@ def test_round_trip_with_messages_arriving_between_flits(schedule, wait):
             got += rx[d].receive(f).messages
         assert rx[d].owed == 0
     assert per_channel(Channel, got) == per_channel(Channel, sent)
-
-
-class RandomPolicy(Packer):
-    """Another legal transmitter: random slot formats among the legal ones, and data not always first
-    (only the rules that force G0 -- rollover, the next data slot after a Data Header -- are obeyed).  The unpacker must decode any legal stream, not just the reference packer's choices; this
-    reaches formats the reference policy never picks (upstream G2 and G3, empty slots, late chunks)."""
-
-    def __init__(self, direction, rng):
-        super().__init__(direction)
-        self.rng = rng
-
-    def choose_slot0(self, counts, priority):
-        return self.rng.choice(self.legal(self.h_formats, counts))
-
-    def choose_g(self, slot, rollover, counts):
-        if rollover or (self.chunks and self.rng.random() < 0.5):
-            return self.g0
-        return self.rng.choice(self.legal(self.g_formats, counts))
 
 
 @given(msgs=st.lists(ANY_MESSAGE, max_size=30), seed=st.integers(0, 2**32 - 1))
@@ -708,3 +690,16 @@ def test_no_snoop_overtakes_a_go(order, wait):
             before = [where[p] for p in pushed[:k] if p[0] == "rsp"]
             assert all(f < where[what, ident] for f in before), (
                 f"snoop {ident} in flit {where[what, ident]}, an earlier GO in flit {max(before)}")
+
+
+def test_slot_plan_names_bad_counts():
+    """The shared slot planner (cxl.packing) says which count is wrong rather than planning nonsense."""
+    from cxl.packing import flit_full, plan_flit
+    with pytest.raises(ValueError, match="avail"):
+        plan_flit(UP, (1, 2), 0, 0)                   # two counts for three channels
+    with pytest.raises(ValueError, match="avail"):
+        flit_full(DOWN, (1, -1, 0), 0)
+    with pytest.raises(ValueError, match="owed"):
+        plan_flit(UP, (1, 0, 0), 0, 4)                # four chunks owed make an all-data flit
+    plan = plan_flit(UP, (9, 9, 9), 0, 0)             # counts above the per-flit maxima are capped
+    assert plan == plan_flit(UP, tuple(MAX_PER_FLIT[ch] for ch in UP.channels), 0, 0)

@@ -26,7 +26,7 @@ from hdl.link.ports import channel_shape
 from hdl.link.rx import CONTROL_KIND_NAMES, FlitKind, FlitUnpacker, RxError
 from cxl.messages import CODECS, D2HReqOpcode, D2HRspOpcode
 from models import flit as F
-from models.flit import (CONTROL_KINDS, Credits, Direction, FlitError, Packer, Unpacker,
+from models.flit import (CONTROL_KINDS, Credits, Direction, FlitError, Packer, RandomPolicy, Unpacker,
                          control, deframe, encode_control, encode_header, msg_from_json, seal)
 
 DIRS = {True: Direction.UPSTREAM, False: Direction.DOWNSTREAM}
@@ -212,22 +212,6 @@ def check(direction, flits, data=None, rng=None, depth=4):
 
 
 # ---------------------------------------------------------------- stimulus
-class RandomPolicy(Packer):
-    """A legal transmitter with random slot formats (reaches formats the reference policy never picks)."""
-
-    def __init__(self, direction, rng):
-        super().__init__(direction)
-        self.rng = rng
-
-    def choose_slot0(self, counts, priority):
-        return self.rng.choice(self.legal(self.h_formats, counts))
-
-    def choose_g(self, slot, rollover, counts):
-        if rollover or (self.chunks and self.rng.random() < 0.5):
-            return self.g0
-        return self.rng.choice(self.legal(self.g_formats, counts))
-
-
 def random_control(rng):
     kind = rng.choice(CONTROL_KIND_NAMES)
     spec = CONTROL_KINDS[kind][2]

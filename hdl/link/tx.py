@@ -63,13 +63,9 @@ Structure.
   flit the format code of every slot, the messages each slot takes per channel and how many were taken
   before it, the G0 slots before it and the totals; the credit step per class, Ak, the LLCRD ack count.
   The slot choice depends only on ``avail`` = min(queued, MAX_PER_FLIT) per channel, the priority
-  index and the chunks owed (0..3): never on message contents.  So the whole slot 0 -> 3 chain (every
-  H-format for slot 0 scored (carries the priority channel, weighted messages), ties to the lower
-  code, the priority channel counting only if the flit planned without it carries none of its
-  messages; then per G-slot G0 where a rule forces it, else the G-format with the most weighted
-  messages, or G0 if none carries one and a chunk is owed) is enumerated in
-  Python at elaboration time (``_plans``, from ``SLOT_FORMATS``/``MAX_PER_FLIT``) into one table
-  indexed by that small state (900 entries for the default parameters), which synthesizes to a few
+  index and the chunks owed (0..3): never on message contents.  So the whole slot 0 -> 3 chain, the
+  golden packer's own policy (``cxl.packing.plan_flit``, defined there once for both), is enumerated
+  in Python at elaboration time (``_plans``) into one table indexed by that small state (900 entries for the default parameters), which synthesizes to a few
   LUT levels instead of the former 13-level combinational slot chain.  The chunks-owed count is a
   register of its own, and the plan carries its value after the planned flit.  The whole plan (the
   table lookup, the kind, the credit steps and codes, Ak, the LLCRD acks) is formed for both outcomes
@@ -92,7 +88,7 @@ earlier flit (a GO before the snoop behind it, ``cxl.flit.ORDERED_BEHIND``; an H
 same cycle as an H2D Req counts as before it): per Req entry a count of the Rsps still ahead of it,
 and the plan's Req count is limited to the prefix of entries with none ahead.  With ``wait`` > 0 the
 protocol flit may be held instead (the model's "Waiting to fill"): the plan stage decides the hold
-from a *full* bit of the plan table (``_full``, enumerated like the plans), the chunks owed, the due
+from a *full* bit of the plan table (``cxl.packing.flit_full``, enumerated like the plans), the chunks owed, the due
 acks and credits and a counter of decisions since the last protocol flit; a held
 decision offers no flit and changes nothing but that counter.  At ``wait`` = 0 none of this logic is
 built.
@@ -114,8 +110,8 @@ from cxl.control import CONTROL_KINDS, control, encode_control
 from cxl.credits import CREDIT_CLASSES, CREDIT_VALUES, encode_credit
 from cxl.flit import (ACKS_DUE, AK_FLITS, CREDITS_DUE, MAX_PACK_WAIT, CHUNKS_PER_LINE,
                       DATA_CHANNELS, H_SLOT_BITS, HEADER_BITS, HEADER_FIELDS, MAX_PER_FLIT,
-                      ORDERED_BEHIND, S2M_NDR, SLOT_BITS, SLOT_FORMATS, SLOT_WEIGHT, SLOTS,
-                      Direction)
+                      ORDERED_BEHIND, S2M_NDR, SLOT_BITS, SLOTS, Direction)
+from cxl.packing import flit_full, plan_flit, positions, slot_formats
 
 __all__ = ["FlitPacker", "AK_FLITS", "COUNTER_BITS"]
 
@@ -186,120 +182,23 @@ class FlitPacker(wiring.Component):
         """How many queued messages of ``ch`` the packer looks at: no flit takes more."""
         return min(self.depths[ch], MAX_PER_FLIT[ch])
 
-    @staticmethod
-    def _positions(fmt, ch):
-        """Message positions of channel ``ch`` in slot format ``fmt`` (CXL.mem positions excluded)."""
-        return sum(1 for item, _, _ in fmt.fields if item == ch)
-
-    def _plans(self, h_formats, g_formats):
-        """The protocol-flit plan for every visible state, enumerated at elaboration time.
-
-        Key: (``avail`` per channel = min(queued, MAX_PER_FLIT), priority index, chunks owed 0..3).
-        The greedy fill takes the next queued message of a position's channel unless the queue is out
-        or the per-flit maximum is reached, so a format placed with ``base`` messages of ``ch`` already
-        taken takes ``min(positions, avail - base)`` of them: the plan depends on these few numbers
-        only, never on message contents.  Value: per slot the format code, the messages taken per
-        channel and the messages of each channel taken before the slot, the G0 slots before it; and
-        the totals.  The choices are ``_plan``'s (the golden model's policy, module docstring)."""
-        chans = self.channels
-        data_ch = chans[2]
-        ranges = [range(min(self._window(ch), MAX_PER_FLIT[ch]) + 1) for ch in chans]
+    def _plans(self):
+        """The protocol-flit plan (``cxl.packing.plan_flit``, the golden packer's own policy) for every
+        visible state, enumerated at elaboration time, with its *full* bit (``cxl.packing.flit_full``,
+        used by ``wait`` only; a flit with chunks owed is never held).  Key: (``avail`` per channel =
+        min(queued, MAX_PER_FLIT), priority index, chunks owed 0..3): the plan depends on these few
+        numbers only, never on message contents."""
+        ranges = [range(min(self._window(ch), MAX_PER_FLIT[ch]) + 1) for ch in self.channels]
         plans = {}
         for a0 in ranges[0]:
             for a1 in ranges[1]:
                 for a2 in ranges[2]:
-                    avail = dict(zip(chans, (a0, a1, a2)))
-                    for prio in range(len(chans)):
+                    for prio in range(len(self.channels)):
                         for owed in range(CHUNKS_PER_LINE):
-                            plan = self._plan(avail, prio, owed, h_formats, g_formats, data_ch)
-                            self._check_plan(plan, data_ch, (a0, a1, a2, prio, owed))
-                            plans[a0, a1, a2, prio, owed] = plan
+                            avail = (a0, a1, a2)
+                            plans[a0, a1, a2, prio, owed] = (plan_flit(self.direction, avail, prio, owed),
+                                                             owed == 0 and flit_full(self.direction, avail, prio))
         return plans
-
-    def _full(self, avail, prio, h_formats, g_formats, data_ch):
-        """Whether the protocol flit planned for ``avail`` (no chunks owed) is full: one more message
-        of no channel that has messages queued (below its per-flit maximum) would make it carry more
-        (``models.flit.Packer.full``).  ``avail`` may exceed the queue window here: the model's queue
-        would hold that message, so the plan is the one it would make."""
-        def total(a):
-            return sum(self._plan(a, prio, 0, h_formats, g_formats, data_ch)[1].values())
-        now = total(avail)
-        return all(avail[ch] == 0 or avail[ch] >= MAX_PER_FLIT[ch] or total({**avail, ch: avail[ch] + 1}) <= now
-                   for ch in self.channels)
-
-    def _check_plan(self, plan, data_ch, key):
-        """Elaboration-time check of the 68B packing rules on Data Headers (CXL 1.1 / CXL 3.x §4.2.5),
-        which the greedy fill keeps by construction: an MDH slot carries 2 or more Data Headers, one
-        slot of a flit at most carries Data Headers, and the next slot for data after them is G0."""
-        slots, _, _, _ = plan
-        owed = key[-1]
-        with_hdrs = [s for s, (code, taken, _, _) in enumerate(slots) if taken[data_ch]]
-        for s, (code, taken, _, _) in enumerate(slots):
-            fmt = SLOT_FORMATS[self.direction, "H" if s == 0 else "G", code]
-            if fmt.mdh and taken[data_ch] < 2:
-                raise AssertionError(f"TX plan {key}: slot {s} is {fmt.name} (MDH) with {taken[data_ch]} Data Headers")
-        if len(with_hdrs) > 1:
-            raise AssertionError(f"TX plan {key}: Data Headers in slots {with_hdrs}")
-        for h in with_hdrs:
-            nxt = max(h + 1, owed + 1)
-            if nxt < SLOTS and not SLOT_FORMATS[self.direction, "G", slots[nxt][0]].data:
-                raise AssertionError(f"TX plan {key}: slot {nxt} after the Data Header in slot {h} is not G0")
-
-    def _plan(self, avail, prio, owed, h_formats, g_formats, data_ch):
-        # ``Packer._protocol_flit``: the priority channel counts only where the flit planned without
-        # one would carry none of its messages.
-        chan = self.channels[prio]
-        plan = self._plan_with(avail, None, owed, h_formats, g_formats, data_ch)
-        if avail[chan] and not plan[1][chan]:
-            plan = self._plan_with(avail, chan, owed, h_formats, g_formats, data_ch)
-        return plan
-
-    def _plan_with(self, avail, priority, owed, h_formats, g_formats, data_ch):
-        chans = self.channels
-        counts = dict.fromkeys(chans, 0)
-        slots = []
-        hdr_slot = None                               # the slot with this flit's Data Headers
-
-        def best_of(formats, priority):
-            # ``Packer._best``: legal formats in code order (a tie keeps the lower code), scored
-            # (carries the priority channel, weighted messages); Data Headers only in one slot a flit.
-            best = None
-            for f in formats:
-                taken = {ch: min(self._positions(f, ch), max(0, avail[ch] - counts[ch])) for ch in chans}
-                if hdr_slot is not None:
-                    taken[data_ch] = 0
-                if f.mdh and taken[data_ch] < 2:
-                    continue
-                score = (priority is not None and taken[priority] > 0,
-                         sum(SLOT_WEIGHT[ch] * n for ch, n in taken.items()))
-                if best is None or score > best[0]:
-                    best = (score, f, taken)
-            return best
-
-        def place(s, f, taken, g_used):
-            nonlocal hdr_slot
-            slots.append((f.code, taken, dict(counts), g_used))
-            for ch in chans:
-                counts[ch] += taken[ch]
-            if taken[data_ch]:
-                hdr_slot = s
-
-        _, f, taken = best_of(h_formats, priority)
-        place(0, f, taken, 0)
-        g_used = 0
-        g0 = SLOT_FORMATS[self.direction, "G", 0]
-        for s in range(1, SLOTS):
-            pending = owed + CHUNKS_PER_LINE * counts[data_ch] - g_used
-            # ``Packer.choose_g``: G0 where a rule forces it (a rollover chunk; the next slot for data
-            # after the Data Header slot), else headers first, G0 only if no format carries a message.
-            forced = s <= owed or (hdr_slot is not None and s == max(hdr_slot + 1, owed + 1))
-            score, f, taken = best_of(g_formats, None)
-            if forced or (pending and score[1] == 0):
-                slots.append((g0.code, dict.fromkeys(chans, 0), dict(counts), g_used))
-                g_used += 1
-            else:
-                place(s, f, taken, g_used)
-        return slots, counts, g_used, owed + CHUNKS_PER_LINE * counts[data_ch] - g_used
 
     # ------------------------------------------------------------------ elaborate
     def elaborate(self, platform):
@@ -307,10 +206,7 @@ class FlitPacker(wiring.Component):
         chans = self.channels
         data_ch = chans[2]
         ports = dict(zip(chans, (self.req, self.rsp, self.data)))
-        mine = sorted((f for (d, _, _), f in SLOT_FORMATS.items() if d is self.direction), key=lambda f: f.code)
-        h_formats = [f for f in mine if f.kind == "H"]
-        g_formats = [f for f in mine if f.kind == "G" and not f.data]
-        g0 = SLOT_FORMATS[self.direction, "G", 0]
+        h_formats, g_formats, g0 = slot_formats(self.direction)
         chunk_bits = SLOT_BITS                     # a data chunk fills one G-slot
         cpl = CHUNKS_PER_LINE
         n_prio = len(chans)
@@ -557,31 +453,28 @@ class FlitPacker(wiring.Component):
             m.d.sync += since.eq(Mux(decide, since_dec, since))
 
         # The plan table: every visible state -> (codes, takes, bases, G0 counts, totals), one word.
-        fields = []                                # (target register, python getter)
+        fields = []                        # (target register, python getter of (plan, full))
         for s in range(SLOTS):
-            fields.append((d_code[s], lambda p, s=s: p[0][s][0]))
-            fields.append((d_gb[s], lambda p, s=s: p[0][s][3]))
-            for ch in chans:
-                fields.append((d_take[s][ch], lambda p, s=s, ch=ch: p[0][s][1][ch]))
-                fields.append((d_base[s][ch], lambda p, s=s, ch=ch: p[0][s][2][ch]))
-        for ch in chans:
-            fields.append((d_total[ch], lambda p, ch=ch: p[1][ch]))
-        fields.append((d_gtotal, lambda p: p[2]))
+            fields.append((d_code[s], lambda p, s=s: p[0].slots[s].fmt.code))
+            fields.append((d_gb[s], lambda p, s=s: p[0].slots[s].g0_before))
+            for i, ch in enumerate(chans):
+                fields.append((d_take[s][ch], lambda p, s=s, i=i: p[0].slots[s].taken[i]))
+                fields.append((d_base[s][ch], lambda p, s=s, i=i: p[0].slots[s].before[i]))
+        for i, ch in enumerate(chans):
+            fields.append((d_total[ch], lambda p, i=i: p[0].totals[i]))
+        fields.append((d_gtotal, lambda p: p[0].g0))
         owed_field = object()                      # the owed count after the planned protocol flit
         full_field = object()                      # the plan is full (``wait`` only)
-        fields.append((owed_field, lambda p: p[3]))
+        fields.append((owed_field, lambda p: p[0].owed))
         if self.wait:
-            fields.append((full_field, lambda p: p[4]))
+            fields.append((full_field, lambda p: int(p[1])))
         widths = [len(sig) if sig is not owed_field and sig is not full_field else
                   (Shape.cast(range(owed_max + 1)).width if sig is owed_field else 1) for sig, _ in fields]
         caps = {ch: min(self._window(ch), MAX_PER_FLIT[ch]) for ch in chans}
         key_widths = [Shape.cast(range(caps[ch] + 1)).width for ch in chans] + \
                      [Shape.cast(range(n_prio)).width, Shape.cast(range(cpl)).width]
         table = []                                 # (key, word), enumerated once for both lookups
-        for (a0, a1, a2, p, o), plan in self._plans(h_formats, g_formats).items():
-            if self.wait:
-                avail_key = dict(zip(chans, (a0, a1, a2)))
-                plan = (*plan, o == 0 and self._full(avail_key, p, h_formats, g_formats, data_ch))
+        for (a0, a1, a2, p, o), plan in self._plans().items():
             value, shift = 0, 0
             for (sig, get), w in zip(fields, widths):
                 v = get(plan)
@@ -661,7 +554,7 @@ class FlitPacker(wiring.Component):
             msgs = {}
             for ch in chans:
                 limit = self._window(ch)
-                most = max([self._positions(f, ch) for f in formats] + [0])
+                most = max([positions(f, ch) for f in formats] + [0])
                 for r in range(most):
                     name = f"s{s}_{ch.name.lower()}_at{r}"
                     if s == 0:

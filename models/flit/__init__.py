@@ -9,7 +9,7 @@ cxl/credits.py, cxl/crc.py); this package implements the link layer on it, one r
 * :mod:`models.flit.messages` -- :class:`FlitMsg` and its JSON form;
 * :mod:`models.flit.packer` -- :class:`Packer` (per-channel FIFOs in, flits out; the packing policy);
 * :mod:`models.flit.unpacker` -- :class:`Unpacker` (checks every rule, decodes flits back);
-* :mod:`models.flit.vectors` -- seeded random mixes and ``make vectors``;
+* :mod:`models.flit.vectors` -- seeded random mixes, ``make vectors`` and a random legal packer;
 * :mod:`models.flit.efficiency` -- payload efficiency beside the analytic optimum;
 * :mod:`models.flit.json_form` -- flits as JSON: the flit decoder for people;
 * :mod:`models.flit.cli` -- ``python -m models.flit``: ``decode`` / ``encode``, ``--vectors``, ``--efficiency``.
@@ -33,8 +33,8 @@ from .efficiency import MIXED, WORKLOADS, efficiency, fewest_flits, optimum, wor
 from .messages import FlitMsg, make_msg, msg_from_json, msg_to_json, stream_payload
 from .packer import Packer, pack
 from .unpacker import RxFlit, Unpacked, Unpacker, unpack
-from .vectors import random_mix, random_msg, write_vectors
+from .vectors import RandomPolicy, random_mix, random_msg, write_vectors
 
 __all__ = ["crc16", "crc16_serial", "seal", "frame", "deframe", "FlitMsg", "make_msg", "stream_payload", "msg_to_json",
            "msg_from_json", "Packer", "pack", "RxFlit", "Unpacked", "Unpacker", "unpack", "random_msg",
-           "random_mix", "write_vectors", "WORKLOADS", "MIXED", "workload_streams", "efficiency", "fewest_flits", "optimum", "main"]
+           "random_mix", "write_vectors", "RandomPolicy", "WORKLOADS", "MIXED", "workload_streams", "efficiency", "fewest_flits", "optimum", "main"]

@@ -18,7 +18,7 @@ Packing policy (:class:`Packer`), one flit at a time:
    format code.  The priority channel rotates REQ -> RSP -> DATA after every protocol flit, so a busy
    channel cannot starve the others (a plain message count would always pick 4 x DataHdr over
    DataHdr + 2 x Rsp, and GOs would wait behind a read stream).  It counts only when the flit
-   planned without one would carry none of the priority channel's messages (a dry run of the flit):
+   planned without one would carry none of the priority channel's messages:
    a channel with a message visible still gets into one of every three protocol flits, and a flit
    that carries it anyway keeps the format that carries the most.
    Slots 1-3: G0 where a rule forces it (a rollover chunk in slots 1..P, or the next slot for data
@@ -29,7 +29,9 @@ Packing policy (:class:`Packer`), one flit at a time:
    facts §1.1), while a slot that can carry messages is not spent on a chunk that could wait: on the
    mixed workload the chunks then fill the flits the requests leave.  An empty slot is H0 / G1 with
    every message invalid.
-   (``Packer.choose_slot0`` / ``Packer.choose_g`` hold this policy; a test swaps in a random legal one.)
+   The policy works on counts alone and is defined once, in :mod:`cxl.packing` (``plan_flit``), for
+   this packer and the RTL's plan table; ``Packer.choose_slot0`` / ``Packer.choose_g`` read its plan,
+   and :class:`models.flit.RandomPolicy` overrides them with a random legal choice.
 3. Otherwise, if credits or acks are waiting, an LLCRD control flit.
 4. Otherwise nothing (the link would send idle flits; that is outside this model).
 
@@ -69,14 +71,14 @@ The RTL packer (hdl/link/tx.py) makes the same choices, bit for bit.
 #      §2.4 (credits); CXL 1.1 / CXL 3.x §4.2.5 (packing rules, docs/conformance.md).
 """
 
-import random
 from collections import deque
 
 from cxl.control import control, encode_control
 from cxl.credits import CREDIT_CLASSES, CreditProtocol, Credits, credit_step, encode_credit
 from cxl.flit import (ACKS_DUE, AK_FLITS, CREDITS_DUE, MAX_PACK_WAIT, CHUNK_BYTES, ORDERED_BEHIND,
-                      CHUNKS_PER_LINE, HEADER_BITS, MAX_PER_FLIT, S2M_NDR, SLOT_BITS, SLOT_FORMATS,
-                      SLOT_WEIGHT, SLOTS, Direction, encode_header)
+                      CHUNKS_PER_LINE, HEADER_BITS, MAX_PER_FLIT, S2M_NDR, SLOT_BITS, SLOTS, Direction,
+                      encode_header)
+from cxl.packing import flit_full, legal, plan_flit, slot_formats
 from cxl.messages import CODECS, LINE_BYTES
 
 from .crc import seal
@@ -110,10 +112,9 @@ class Packer:
         self.rsp_pushed = 0
         self.rsp_packed = 0
         self.limit = self.visible()    # while a protocol flit is built: what may join it
-        mine = sorted((f for (d, _, _), f in SLOT_FORMATS.items() if d is self.direction), key=lambda f: f.code)
-        self.h_formats = [f for f in mine if f.kind == "H"]                 # in code order
-        self.g_formats = [f for f in mine if f.kind == "G" and not f.data]
-        self.g0 = SLOT_FORMATS[self.direction, "G", 0]
+        self.h_formats, self.g_formats, self.g0 = slot_formats(self.direction)    # each in code order
+        self.plan = None               # while a protocol flit is built: cxl.packing's plan for it,
+        self.on_plan = False           # and whether every slot so far follows it
 
     def push(self, msg):
         if Direction.of(msg.chan) is not self.direction:
@@ -196,46 +197,19 @@ class Packer:
             return False
         return not self.full()
 
-    def _takes(self, extra=None):
-        """How many messages the protocol flit would carry now, with one more message of channel
-        ``extra`` that may join it (queued right behind the ones that may: :meth:`visible`) if given;
-        the packer's state is left as it was (a dry run)."""
-        def run():
-            if extra is not None:
-                at = self.visible()[extra]
-                self.queues[extra].insert(at, _template(extra))
-                if self.ordered is not None and extra is self.ordered[0]:
-                    self.req_after.insert(at, 0)
-            return sum(self._dry_flit().values())
-        return self._dry_run(run)
-
-    def _dry_run(self, fn):
-        """``fn()``, then the packer's state as it was before it."""
-        saved = ({ch: q.copy() for ch, q in self.queues.items()}, self.chunks.copy(), self.priority,
-                 self.hdr_slot, self.acks, dict(self.credits), self.req_after.copy(), self.rsp_packed,
-                 self.limit)
-        try:
-            return fn()
-        finally:
-            (self.queues, self.chunks, self.priority, self.hdr_slot, self.acks, self.credits, self.req_after,
-             self.rsp_packed, self.limit) = saved
-
-    def _dry_flit(self, plain=False):
-        """Build the protocol flit (``plain``: with no priority channel); the messages it took per
-        channel.  Changes the packer's state: call it inside :meth:`_dry_run`."""
-        before = {ch: len(q) for ch, q in self.queues.items()}
-        self._protocol_flit(plain)
-        return {ch: before[ch] - len(q) for ch, q in self.queues.items()}
-
     def full(self):
         """True when one more message of no channel that has messages queued (and is below its
-        per-flit maximum) would join the protocol flit the packer would send now.  Idle channels do
-        not count: a channel that streams at its per-flit maximum (2 snoops a flit) must not wait for
-        traffic that is not there."""
-        now = self._takes()
+        per-flit maximum) would join the protocol flit the packer would send now
+        (``cxl.packing.flit_full``).  Idle channels do not count: a channel that streams at its
+        per-flit maximum (2 snoops a flit) must not wait for traffic that is not there.  With four or
+        more chunks owed the next flit is all data, which is full."""
+        if len(self.chunks) >= CHUNKS_PER_LINE:
+            return True
+        return flit_full(self.direction, self._avail(), self.priority, len(self.chunks))
+
+    def _avail(self):
         n = self.visible()
-        return all(not n[ch] or n[ch] >= MAX_PER_FLIT[ch] or self._takes(ch) <= now
-                   for ch in self.direction.channels)
+        return tuple(n[ch] for ch in self.direction.channels)
 
     # -- flit builders
     def _all_data(self):
@@ -283,33 +257,20 @@ class Packer:
         """The formats that may be chosen now: an MDH format only if it would carry 2 or more Data
         Headers (CXL 1.1 / 3.x §4.2.5).  Never empty: H0 and G1 are not MDH formats."""
         data_chan = self.direction.data_channel
-        return [f for f in formats if not f.mdh or self._fill(f, counts)[1][data_chan] >= 2]
-
-    def _best(self, formats, counts, priority=None):
-        """The format with the best (carries the priority channel, weighted messages) score, and that
-        score; a tie keeps the lower code."""
-        best = None
-        for fmt in self.legal(formats, counts):  # in code order: a tie keeps the lower code
-            placed, taken = self._fill(fmt, counts)
-            worth = sum(SLOT_WEIGHT[ch] * n for ch, n in taken.items())
-            score = (priority is not None and taken[priority] > 0, worth)
-            if best is None or score > best[0]:
-                best = (score, fmt)
-        return best[1], best[0][1]
+        return [f for f in formats if legal(f, (0, 0, self._fill(f, counts)[1][data_chan]))]
 
     # -- the policy: two hooks, so that a test can swap in another legal policy and check the unpacker
+    # (override both: the defaults read the plan ``cxl.packing.plan_flit`` made for the whole flit)
     def choose_slot0(self, counts, priority):
-        """The H-format for slot 0: the priority channel's first, then the most weighted messages."""
-        return self._best(self.h_formats, counts, priority)[0]
+        """The H-format for slot 0 (``priority``: the channel whose priority counted, or None)."""
+        return self.plan.slots[0].fmt
 
     def choose_g(self, slot, rollover, counts):
         """The format for G-slot ``slot``; ``rollover`` means a rule forces G0 (a rollover chunk, or the
-        first chunk of this flit's Data Header).  Headers first: a chunk that no rule forces here goes
-        only where no message can."""
-        if rollover:
-            return self.g0
-        fmt, worth = self._best(self.g_formats, counts)
-        return self.g0 if self.chunks and worth == 0 else fmt
+        first chunk of this flit's Data Header)."""
+        fmt = self.plan.slots[slot].fmt
+        assert fmt.data or not rollover, f"plan has {fmt.name} in slot {slot}, where a rule forces G0"
+        return fmt
 
     def _commit(self, fmt, placed, taken, counts, slot):
         """Pop what ``fmt`` carries, queue the chunks of its data headers; return the slot bits."""
@@ -333,33 +294,43 @@ class Packer:
             self.rsp_packed += taken[rsp]
         return bits
 
-    def _protocol_flit(self, plain=False):
+    def _place(self, fmt, counts, slot):
+        """Commit the messages ``fmt`` takes in ``slot``; while the flit follows its plan, they are the
+        plan's counts (the greedy fill by counts and the fill of the queues agree)."""
+        placed, taken = self._fill(fmt, counts)
+        if self.on_plan:
+            want = self.plan.slots[slot].taken
+            assert tuple(taken[ch] for ch in self.direction.channels) == want, \
+                f"slot {slot} ({fmt.name}) takes {taken}, the plan {want}"
+        return self._commit(fmt, placed, taken, counts, slot)
+
+    def _protocol_flit(self):
         counts = dict.fromkeys(self.direction.channels, 0)
-        priority = self.direction.channels[self.priority]
-        # The priority channel counts only where the flit would otherwise carry none of its messages.
-        if plain or not self.visible()[priority] or self._dry_run(lambda: self._dry_flit(plain=True))[priority]:
-            priority = None
+        self.plan = plan_flit(self.direction, self._avail(), self.priority, len(self.chunks))
+        priority = self.plan.priority
         self.priority = (self.priority + 1) % len(self.direction.channels)
         rollover = len(self.chunks)               # owed at the start: slots 1..rollover must be G0
         self.hdr_slot = None                      # the slot of this flit that carries Data Headers
         self.limit = self.visible()               # what may join this flit (GO before snoop), fixed for it
         header = {"type": 0}
         fmt = self.choose_slot0(counts, priority)
+        self.on_plan = fmt is self.plan.slots[0].fmt     # every slot so far as planned
         header["slot0"] = fmt.code
         assert fmt in self.legal([fmt], counts), f"policy chose {fmt.name} for too few Data Headers"
-        payload = self._commit(fmt, *self._fill(fmt, counts), counts, 0) << HEADER_BITS
+        payload = self._place(fmt, counts, 0) << HEADER_BITS
         for s in range(1, SLOTS):
             # Forced G0: a rollover chunk, or the next slot for data after this flit's Data Header.
             forced = s <= rollover or (self.hdr_slot is not None and s == max(self.hdr_slot + 1, rollover + 1))
             fmt = self.choose_g(s, forced, counts)
             header[f"slot{s}"] = fmt.code
+            self.on_plan = self.on_plan and fmt is self.plan.slots[s].fmt
             if fmt.data:
                 assert self.chunks, "policy chose G0 with no data chunk owed"
                 payload |= int.from_bytes(self.chunks.popleft(), "little") << (SLOT_BITS * s)
             else:
                 assert not forced, "policy broke the rollover or next-data-slot rule"
                 assert fmt in self.legal([fmt], counts), f"policy chose {fmt.name} for too few Data Headers"
-                payload |= self._commit(fmt, *self._fill(fmt, counts), counts, s) << (SLOT_BITS * s)
+                payload |= self._place(fmt, counts, s) << (SLOT_BITS * s)
         header["sz"] = int(counts[self.direction.data_channel] > 0)   # data headers are 64 B lines
         if self.acks >= AK_FLITS:                                   # Ak acknowledges 8 flits
             header["ak"] = 1
@@ -367,18 +338,6 @@ class Packer:
         codes = self._take_credits()
         header.update(req_crd=codes["req"], rsp_crd=codes["rsp"], data_crd=codes["data"])
         return payload | encode_header(header)
-
-
-
-_TEMPLATES = {}
-
-
-def _template(chan):
-    """A message of ``chan`` for dry runs: the packing choice depends on queue lengths, not contents."""
-    if chan not in _TEMPLATES:
-        from .vectors import random_msg          # here: models.flit.vectors imports this module
-        _TEMPLATES[chan] = random_msg(random.Random(0), chan)
-    return _TEMPLATES[chan]
 
 
 def pack(direction, messages, credits=Credits(), acks=0, wait=0):

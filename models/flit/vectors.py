@@ -11,9 +11,9 @@ from cxl.messages import CODECS, LINE_BYTES
 
 from .crc import frame
 from .messages import make_msg, msg_to_json
-from .packer import pack
+from .packer import Packer, pack
 
-__all__ = ["random_msg", "random_mix", "write_vectors"]
+__all__ = ["random_msg", "random_mix", "write_vectors", "RandomPolicy"]
 
 
 def random_msg(rng, chan):
@@ -25,6 +25,25 @@ def random_msg(rng, chan):
         fields[name] = rng.choice(list(enum_cls)) if enum_cls is not None else rng.getrandbits(width)
     data = rng.randbytes(LINE_BYTES) if chan in DATA_CHANNELS else None
     return make_msg(chan, fields, data)
+
+
+class RandomPolicy(Packer):
+    """Another legal transmitter, for the receivers' tests: random slot formats among the legal ones, and
+    data not always first (it obeys only the rules that force G0: rollover, the next data slot after a
+    Data Header).  A receiver must decode any legal stream, not just the reference packer's choices; this
+    reaches formats the reference policy never picks (upstream G2 and G3, empty slots, late chunks)."""
+
+    def __init__(self, direction, rng):
+        super().__init__(direction)
+        self.rng = rng
+
+    def choose_slot0(self, counts, priority):
+        return self.rng.choice(self.legal(self.h_formats, counts))
+
+    def choose_g(self, slot, rollover, counts):
+        if rollover or (self.chunks and self.rng.random() < 0.5):
+            return self.g0
+        return self.rng.choice(self.legal(self.g_formats, counts))
 
 
 def random_mix(rng):
