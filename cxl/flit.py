@@ -39,7 +39,7 @@ __all__ = [
     "RULE_REFS", "FlitError", "PROTOCOL_ID", "SLOTS", "SLOT_BYTES", "SLOT_BITS", "PAYLOAD_BYTES",
     "PAYLOAD_BITS", "CRC_BYTES", "FLIT_BYTES", "WIRE_BYTES", "HEADER_BITS", "H_SLOT_BITS", "CHUNK_BYTES",
     "CHUNKS_PER_LINE", "S2M_NDR_WIDTH", "Direction", "DATA_CHANNELS", "MAX_PER_FLIT", "ORDERED_BEHIND", "AK_FLITS",
-    "ACKS_DUE", "CREDITS_DUE", "MAX_PACK_WAIT", "DEFAULT_PACK_WAIT", "SLOT_WEIGHT", "get_bits",
+    "ACKS_DUE", "CREDITS_DUE", "MAX_PACK_WAIT", "MAX_CREDIT_BATCH", "DEFAULT_PACK_WAIT", "SLOT_WEIGHT", "get_bits",
     "mask_bits", "bits_text", "HEADER_FIELDS", "encode_header", "decode_header", "DATA", "S2M_NDR",
     "SlotFormat", "SLOT_FORMATS", "slot_format",
 ]
@@ -152,6 +152,9 @@ AK_FLITS = 8
 ACKS_DUE = 2 * AK_FLITS
 CREDITS_DUE = 32
 MAX_PACK_WAIT = 255     # an assumption: a bound for the hold counter, far above any useful wait
+# Batching credit returns on a quiet link (the packers' ``credit_batch``): at most the largest amount one
+# credit field returns (64, docs/sources.md §2.4), so a full batch always fits one LLCRD per class.
+MAX_CREDIT_BATCH = 64
 # The link ports' default wait (``LinkPort(pack_wait=...)``; an assumption, chosen by measurement):
 # 3 decisions.  The packers themselves (``Packer``, ``FlitPacker``) default to 0, the eager policy.
 # A packer holds only within ``wait`` decisions of its last protocol flit, so a quiet link sends a lone

@@ -703,3 +703,28 @@ def test_slot_plan_names_bad_counts():
         plan_flit(UP, (1, 0, 0), 0, 4)                # four chunks owed make an all-data flit
     plan = plan_flit(UP, (9, 9, 9), 0, 0)             # counts above the per-flit maxima are capped
     assert plan == plan_flit(UP, tuple(MAX_PER_FLIT[ch] for ch in UP.channels), 0, 0)
+
+
+def test_an_idle_packer_gathers_credits_into_batches():
+    """``credit_batch`` = 4: a packer quiet since reset returns a credit at once; after that LLCRD it
+    gathers credits for 3 decisions before the next, unless 4 of one class wait; B = 1 never gathers."""
+    def returned(flit):
+        got = Unpacker(UP).receive(flit)
+        assert got.kind == "control" and got.control.kind == "LLCRD"
+        return got.credits
+    tx = Packer(UP, credit_batch=4)
+    tx.return_credits(rsp=1)
+    assert returned(tx.next_flit()) == Credits(0, 1, 0)
+    tx.return_credits(rsp=1)
+    assert [tx.next_flit() for _ in range(3)] == [None] * 3
+    tx.return_credits(req=2)
+    assert returned(tx.next_flit()) == Credits(2, 1, 0)
+    tx.return_credits(data=4)                                 # a whole batch: at once
+    assert returned(tx.next_flit()) == Credits(0, 0, 4)
+    eager = Packer(UP)
+    eager.return_credits(rsp=1)
+    eager.next_flit()
+    eager.return_credits(rsp=1)
+    assert returned(eager.next_flit()) == Credits(0, 1, 0)
+    with pytest.raises(ValueError, match="credit_batch"):
+        Packer(UP, credit_batch=0)

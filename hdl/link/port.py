@@ -137,10 +137,10 @@ from hdl.link.rx import CONTROL_KIND_NAMES, CONTROL_TABLES, FlitUnpacker, RxErro
 from hdl.link.tx import AK_FLITS, FlitPacker
 from cxl.control import CONTROL_KINDS, control, encode_control
 from cxl.credits import CREDIT_CLASSES
-from cxl.flit import DEFAULT_PACK_WAIT, MAX_PACK_WAIT, MAX_PER_FLIT
+from cxl.flit import DEFAULT_PACK_WAIT, MAX_CREDIT_BATCH, MAX_PACK_WAIT, MAX_PER_FLIT
 
 __all__ = ["LinkPort", "RETRY_KINDS", "RX_ERROR_KINDS", "LinkErrorCause", "default_credits",
-           "rx_errors_signature"]
+           "default_credit_batch", "CREDIT_ROUND_TRIP", "rx_errors_signature"]
 
 RETRY_KINDS = ("RETRY.Idle", "RETRY.Req", "RETRY.Ack", "RETRY.Frame")   # facts §2.5: not retryable
 SEQ_FIELD_BITS = 8          # Ref: docs/sources.md §2.5 (Eseq / WrPtr 8 b, wrap <= 256)
@@ -149,6 +149,11 @@ MAX_POOL = 1023             # Ref: docs/sources.md §2.4 (10-bit credit counters
 # Per-kind counters of bad input from the peer: the unpacker's rule codes, CRC, and two RETRY kinds.
 RX_ERROR_KINDS = tuple(e.name.lower() for e in RxError if e is not RxError.NONE) + ("retry_ignored", "retry_unused")
 RX_ERROR_BITS = 32
+# Cycles from a receiving end's consumer taking a message to the sender holding that credit again, through
+# two link ports (the packer's plan and two output stages, the wire, the peer's CRC pre-check and
+# unpacker, its credit counter) and back: about 20, measured on the loopback (bench/link_bench.py,
+# docs/link_layer.md "Batching credit returns").  A property of this RTL, not of the specification.
+CREDIT_ROUND_TRIP = 20
 
 
 class LinkErrorCause(enum.IntFlag):
@@ -171,6 +176,15 @@ def default_credits(upstream, rx_depth):
     peer_rx = direction_channels(upstream)
     return {cls: (1 if cls == "data" else MAX_PER_FLIT[ch]) * rx_depth
             for cls, ch in zip(CREDIT_CLASSES, peer_rx)}
+
+
+def default_credit_batch(rx_depth):
+    """The packer's ``credit_batch`` for an end whose smallest receive pool is ``rx_depth`` (the data lane):
+    the largest power of two (credit fields return 1, 2, 4, ... 64: a batch leaves nothing behind) that
+    still leaves the sender a round trip's worth of credits (``rx_depth - CREDIT_ROUND_TRIP``); 1, the
+    eager rule, when the pool holds no more than a round trip (gathering would then slow the sender)."""
+    room = min(rx_depth - CREDIT_ROUND_TRIP, MAX_CREDIT_BATCH)
+    return 1 << (room.bit_length() - 1) if room >= 1 else 1
 
 
 def _field(value, kind, name):
@@ -198,11 +212,12 @@ class LinkPort(wiring.Component):
     a header flit with Data Headers, 0.965 of the streaming optimum against 0.98, bench/link_bench.py);
     ``retry_limit``, ``ack_timeout``, ``credit_timeout``: see "Link errors"; ``pack_wait``: the packer's
     ``wait`` (hdl/link/tx.py: decisions a partly filled protocol flit may be held; default
-    ``cxl.flit.DEFAULT_PACK_WAIT``, 3)."""
+    ``cxl.flit.DEFAULT_PACK_WAIT``, 3); ``credit_batch``: the packer's (credits an idle packer gathers
+    before an LLCRD; default :func:`default_credit_batch` of ``rx_depth``: 1 up to 20 entries)."""
 
     def __init__(self, upstream, *, retry_depth=64, credits=None, ack_timer=16, retry_timeout=32,
                  rx_depth=8, tx_depth=6, retry_limit=64, ack_timeout=4096, credit_timeout=8192,
-                 pack_wait=DEFAULT_PACK_WAIT):
+                 pack_wait=DEFAULT_PACK_WAIT, credit_batch=None):
         if not isinstance(upstream, bool):
             raise ValueError(f"upstream={upstream!r}: must be True (device end) or False (host end)")
         if retry_depth not in (16, 32, 64, 128, 256):
@@ -231,6 +246,13 @@ class LinkPort(wiring.Component):
             raise ValueError(f"pack_wait={pack_wait!r}: must be an integer 0..{MAX_PACK_WAIT} (the packer's "
                              "wait: decisions a partly filled flit may be held)")
         self.pack_wait = pack_wait
+        if credit_batch is None:
+            credit_batch = default_credit_batch(rx_depth)
+        if not isinstance(credit_batch, int) or isinstance(credit_batch, bool) or \
+                not 1 <= credit_batch <= MAX_CREDIT_BATCH:
+            raise ValueError(f"credit_batch={credit_batch!r}: must be an integer 1..{MAX_CREDIT_BATCH} (credits the "
+                             "packer gathers before an LLCRD)")
+        self.credit_batch = credit_batch
         # Entries kept free for draining the packer (see elaborate): its queues and owed lines, in
         # flits, plus the LLCRD after them.  An assumption sized from the packer's structure.
         self.reserve = 3 * tx_depth + 4
@@ -257,7 +279,7 @@ class LinkPort(wiring.Component):
         D = self.retry_depth
         seq_bits = (D - 1).bit_length()
         m.submodules.packer = pk = FlitPacker(self.upstream, depth=self.tx_depth, data_depth=self.tx_depth,
-                                              wait=self.pack_wait)
+                                              wait=self.pack_wait, credit_batch=self.credit_batch)
         m.submodules.unpacker = up = FlitUnpacker(not self.upstream, depth=self.rx_depth)
 
         # ============================================================ RX: pre-check of every flit

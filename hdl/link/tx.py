@@ -108,7 +108,7 @@ from hdl.link.ports import LINE_BITS, PAYLOAD_BITS, channel_shape, channel_strea
 from cxl.messages import CODECS
 from cxl.control import CONTROL_KINDS, control, encode_control
 from cxl.credits import CREDIT_CLASSES, CREDIT_VALUES, encode_credit
-from cxl.flit import (ACKS_DUE, AK_FLITS, CREDITS_DUE, MAX_PACK_WAIT, CHUNKS_PER_LINE,
+from cxl.flit import (ACKS_DUE, AK_FLITS, CREDITS_DUE, MAX_CREDIT_BATCH, MAX_PACK_WAIT, CHUNKS_PER_LINE,
                       DATA_CHANNELS, H_SLOT_BITS, HEADER_BITS, HEADER_FIELDS, MAX_PER_FLIT,
                       ORDERED_BEHIND, S2M_NDR, SLOT_BITS, SLOTS, Direction)
 from cxl.packing import flit_full, plan_flit, positions, slot_formats
@@ -153,11 +153,13 @@ class FlitPacker(wiring.Component):
     Parameters: ``upstream`` (True: D2H channels, False: H2D), ``depth`` (entries of the req and rsp
     queues), ``data_depth`` (entries of the data queue, each a header and a 64-byte line),
     ``counter_bits`` (width of the pending credit and ack counters and of their add inputs), ``wait``
-    (decisions a partly filled protocol flit may be held for more messages to join it; 0: never).
+    (decisions a partly filled protocol flit may be held for more messages to join it; 0: never),
+    ``credit_batch`` (credits an idle packer gathers before an LLCRD, ``models.flit.packer``
+    "Batching credit returns"; 1: an LLCRD whenever a credit waits).
     """
 
     def __init__(self, upstream, *, depth=4, data_depth=4, counter_bits=COUNTER_BITS,
-                 wait=0):
+                 wait=0, credit_batch=1):
         if not isinstance(upstream, bool):
             raise ValueError(f"upstream={upstream!r}: must be True (D2H) or False (H2D)")
         for name, v in (("depth", depth), ("data_depth", data_depth), ("counter_bits", counter_bits)):
@@ -165,7 +167,12 @@ class FlitPacker(wiring.Component):
                 raise ValueError(f"{name}={v!r}: must be an integer >= 1")
         if not isinstance(wait, int) or isinstance(wait, bool) or not 0 <= wait <= MAX_PACK_WAIT:
             raise ValueError(f"wait={wait!r}: must be an integer 0..{MAX_PACK_WAIT} (decisions a flit may be held)")
+        if not isinstance(credit_batch, int) or isinstance(credit_batch, bool) or \
+                not 1 <= credit_batch <= MAX_CREDIT_BATCH:
+            raise ValueError(f"credit_batch={credit_batch!r}: must be an integer 1..{MAX_CREDIT_BATCH} (credits "
+                             "an idle packer gathers before an LLCRD; 1: at once)")
         self.wait = wait
+        self.credit_batch = credit_batch
         self.upstream = upstream
         self.direction = Direction.UPSTREAM if upstream else Direction.DOWNSTREAM
         self.channels = direction_channels(upstream)
@@ -402,6 +409,7 @@ class FlitPacker(wiring.Component):
         crd_sent = Signal()                        # the flit decided now returns the planned credits
         m.d.comb += crd_sent.eq(dp | dl)
         crd_nz, crd_due = {}, {}                   # after the flit decided now: credits wait / are due
+        crd_batch = {}                             # ... / a batch waits (``credit_batch``)
         for k in CREDIT_CLASSES:
             left = Signal(self.counter_bits, name=f"{k}_crd_left")      # if the planned flit is sent
             m.d.comb += left.eq(crd[k] - d_crd_step[k])
@@ -417,11 +425,13 @@ class FlitPacker(wiring.Component):
                 for v in CREDIT_VALUES[1:]:
                     with m.If(value >= v):
                         m.d.comb += [step_next.eq(v), code_next.eq(encode_credit(v))]
-                outcomes.append((step_next, code_next, value != 0, value >= CREDITS_DUE))
-            (s_step, s_code, s_nz, s_due), (k_step, k_code, k_nz, k_due) = outcomes
+                outcomes.append((step_next, code_next, value != 0, value >= CREDITS_DUE,
+                                 value >= self.credit_batch))
+            (s_step, s_code, s_nz, s_due, s_full), (k_step, k_code, k_nz, k_due, k_full) = outcomes
             m.d.sync += [d_crd_step[k].eq(Mux(crd_sent, s_step, k_step)),
                          d_crd_code[k].eq(Mux(crd_sent, s_code, k_code))]
             crd_nz[k], crd_due[k] = (s_nz, k_nz), (s_due, k_due)       # (if sent, if kept)
+            crd_batch[k] = (s_full, k_full)
         # Acks: three outcomes (protocol flit with Ak sent, LLCRD sent, neither), ``dp``/``dl`` last.
         acks_p = Signal(self.counter_bits)
         acks_l = Signal(self.counter_bits)
@@ -451,6 +461,13 @@ class FlitPacker(wiring.Component):
             since_dec = Signal.like(since)
             m.d.comb += since_dec.eq(Mux(d_proto, 0, Mux(since != self.wait, since + 1, since)))
             m.d.sync += since.eq(Mux(decide, since_dec, since))
+        if self.credit_batch > 1:
+            # decisions since the last flit with credit fields (protocol or LLCRD), up to credit_batch - 1
+            quiet_max = self.credit_batch - 1
+            quiet = Signal(range(quiet_max + 1), init=quiet_max)
+            quiet_dec = Signal.like(quiet)
+            m.d.comb += quiet_dec.eq(Mux(d_proto | d_llcrd, 0, Mux(quiet != quiet_max, quiet + 1, quiet)))
+            m.d.sync += quiet.eq(Mux(decide, quiet_dec, quiet))
 
         # The plan table: every visible state -> (codes, takes, bases, G0 counts, totals), one word.
         fields = []                        # (target register, python getter of (plan, full))
@@ -531,7 +548,14 @@ class FlitPacker(wiring.Component):
                 m.d.comb += hold.eq(busy & (owed_o == 0) & ~out[id(full_field)] & ~due & (since_o != self.wait))
             out[id(d_alldata)] = is_alldata
             out[id(d_proto)] = busy & ~is_alldata & ~hold
-            out[id(d_llcrd)] = ~busy & Cat(acks_nz, *crd_nz_o).any()
+            if self.credit_batch > 1:
+                # Batching credit returns: a class with a batch waiting, or any credit once quiet long enough.
+                quiet_o = quiet_dec if tag == "dec" else quiet
+                ready = (Cat(*[Mux(crd_sent_o, crd_batch[k][0], crd_batch[k][1]) for k in CREDIT_CLASSES]).any()
+                         | (Cat(*crd_nz_o).any() & (quiet_o == self.credit_batch - 1)))
+            else:
+                ready = Cat(*crd_nz_o).any()
+            out[id(d_llcrd)] = ~busy & (acks_nz | ready)
             out[id(d_owed_exec)] = Mux(is_alldata, owed_o - SLOTS, Mux(busy & ~hold, out[id(owed_field)], owed_o))
             return out
 

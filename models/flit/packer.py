@@ -32,7 +32,7 @@ Packing policy (:class:`Packer`), one flit at a time:
    The policy works on counts alone and is defined once, in :mod:`cxl.packing` (``plan_flit``), for
    this packer and the RTL's plan table; ``Packer.choose_slot0`` / ``Packer.choose_g`` read its plan,
    and :class:`models.flit.RandomPolicy` overrides them with a random legal choice.
-3. Otherwise, if credits or acks are waiting, an LLCRD control flit.
+3. Otherwise, if acks are waiting or a credit return is *ready* (below), an LLCRD control flit.
 4. Otherwise nothing (the link would send idle flits; that is outside this model).
 
 Waiting to fill (``wait`` = W >= 0): in rule 2 the packer may instead *hold* the protocol flit, send
@@ -65,6 +65,15 @@ acknowledged (Ak acknowledges 8).  An LLCRD returns the same credit amounts and 
 flits.  The credits a flit carries belong to the channels of the *other* direction (the receiver returns
 them).  All-data flits have no header, so they carry neither.
 
+Batching credit returns on a quiet link (``credit_batch`` = B >= 1): a packer with nothing to send
+returns credits in an LLCRD only when they are *ready*: some class has B or more waiting, or at least
+B - 1 decisions have passed since its last flit with credit fields (protocol or LLCRD), so a packer
+that has been quiet returns the first credit at once and then gathers what follows for up to B - 1
+decisions.  Protocol flits still return whatever waits.  B = 1 is the eager rule (an LLCRD whenever a
+credit waits).  Its use: the direction that has run out of messages while the other streams into it
+would otherwise send an LLCRD for every flit or two it receives; the link port batches only where its
+receive queues leave room for it (``hdl.link.port.LinkPort``, ``credit_batch``).
+
 The RTL packer (hdl/link/tx.py) makes the same choices, bit for bit.
 
 # Ref: docs/sources.md §2.1 (all-data flit and rollover, G0 never in slot 0), §2.2 (per-flit maxima),
@@ -75,7 +84,7 @@ from collections import deque
 
 from cxl.control import control, encode_control
 from cxl.credits import CREDIT_CLASSES, CreditProtocol, Credits, credit_step, encode_credit
-from cxl.flit import (ACKS_DUE, AK_FLITS, CREDITS_DUE, MAX_PACK_WAIT, CHUNK_BYTES, ORDERED_BEHIND,
+from cxl.flit import (ACKS_DUE, AK_FLITS, CREDITS_DUE, MAX_CREDIT_BATCH, MAX_PACK_WAIT, CHUNK_BYTES, ORDERED_BEHIND,
                       CHUNKS_PER_LINE, HEADER_BITS, MAX_PER_FLIT, S2M_NDR, SLOT_BITS, SLOTS, Direction,
                       encode_header)
 from cxl.packing import flit_full, legal, plan_flit, slot_formats
@@ -93,9 +102,15 @@ class Packer:
     ``next_flit`` builds the next 66-byte flit (None when there is nothing to send).
     """
 
-    def __init__(self, direction, wait=0):
+    def __init__(self, direction, wait=0, credit_batch=1):
         if not isinstance(wait, int) or isinstance(wait, bool) or not 0 <= wait <= MAX_PACK_WAIT:
             raise ValueError(f"wait={wait!r}: must be an integer 0..{MAX_PACK_WAIT} (decisions a flit may be held)")
+        if not isinstance(credit_batch, int) or isinstance(credit_batch, bool) or \
+                not 1 <= credit_batch <= MAX_CREDIT_BATCH:
+            raise ValueError(f"credit_batch={credit_batch!r}: must be an integer 1..{MAX_CREDIT_BATCH} (credits "
+                             "an idle packer gathers before an LLCRD; 1: at once)")
+        self.credit_batch = credit_batch
+        self.crd_quiet = credit_batch - 1    # decisions since the last flit with credit fields, up to B - 1
         self.direction = Direction(direction)
         self.wait = wait
         self.since = wait              # decisions since the last protocol flit, up to ``wait`` (cold start)
@@ -172,18 +187,27 @@ class Packer:
     def next_flit(self):
         if not self.busy or len(self.chunks) >= CHUNKS_PER_LINE or self._hold():
             self.since = min(self.since + 1, self.wait)
-            if len(self.chunks) >= CHUNKS_PER_LINE:
-                return seal(self._all_data())
-            if not self.busy and (self.acks or any(self.credits.values())):
+            if not self.busy and (self.acks or self._credits_ready()):
+                self.crd_quiet = 0
                 return seal(encode_control(self._llcrd()))
+            self.crd_quiet = min(self.crd_quiet + 1, self.credit_batch - 1)
+            if len(self.chunks) >= CHUNKS_PER_LINE:
+                return seal(self._all_data())          # no header: no credit fields
             return None
         self.since = 0
+        self.crd_quiet = 0
         return seal(self._protocol_flit())
 
+    def _credits_ready(self):
+        """Whether an idle packer returns its credits now (module docstring, "Batching credit returns")."""
+        return any(n >= self.credit_batch or (n and self.crd_quiet >= self.credit_batch - 1)
+                   for n in self.credits.values())
+
     def drain(self):
-        """Every flit needed to send all that is queued (holds, if ``wait`` > 0, end by themselves)."""
+        """Every flit needed to send all that is queued and every credit and ack waiting (holds, and
+        credits gathered with ``credit_batch`` > 1, end by themselves)."""
         flits = []
-        while (flit := self.next_flit()) is not None or self.busy:
+        while (flit := self.next_flit()) is not None or self.busy or self.acks or any(self.credits.values()):
             if flit is not None:
                 flits.append(flit)
         return flits
