@@ -299,7 +299,7 @@ def main(argv=None):
     rng = random.Random(args.seed)
     b = Bench()
     out = {"params": {"rx_depth": RX_DEPTH, **{k: getattr(b.dut.dev_port, k) for k in
-                                         ("retry_depth", "ack_timer", "retry_timeout", "credits")}},
+                                         ("retry_depth", "ack_timer", "retry_timeout", "credits", "credit_batch")}},
            "elaboration_s": b.elaboration_s}
     n = args.lines
 

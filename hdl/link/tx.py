@@ -82,8 +82,9 @@ Structure.
 Policy, in the golden model's words (``Packer.next_flit``): all-data flit when >= 4 chunks are owed;
 else a protocol flit when a message or chunk is queued (the priority channel rotates req -> rsp ->
 data after each protocol flit; credits: per class the largest of 0, 1, 2, 4, .., 64 not above what
-waits; Ak when >= 8 acks wait, taking 8); else an LLCRD (same credit rule, acks up to 255); else
-no flit.  Downstream an H2D Req joins a flit only after every H2D Rsp queued before it has gone in an
+waits; Ak when >= 8 acks wait, taking 8); else an LLCRD (same credit rule, acks up to 255) when acks
+wait or a credit return is ready (with ``credit_batch`` B > 1: B credits of a class wait, or a
+``quiet`` counter shows B - 1 decisions since the last flit with credit fields); else no flit.  Downstream an H2D Req joins a flit only after every H2D Rsp queued before it has gone in an
 earlier flit (a GO before the snoop behind it, ``cxl.flit.ORDERED_BEHIND``; an H2D Rsp handed in in the
 same cycle as an H2D Req counts as before it): per Req entry a count of the Rsps still ahead of it,
 and the plan's Req count is limited to the prefix of entries with none ahead.  With ``wait`` > 0 the
