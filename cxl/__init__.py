@@ -11,6 +11,9 @@ neither ``hdl`` nor ``models``.
   and the D2H request priority classes (design choices of this project, not of the specification).
 * :mod:`cxl.flit` -- the 68B flit: sizes, the protocol-flit header, the H/G slot formats, the per-flit
   message maxima, and the rules a flit can break with their specification sections.
+* :mod:`cxl.packing` -- the packers' slot policy by counts (which format goes in each slot of a
+  protocol flit), one definition for the golden packer and the RTL's plan table (a design choice of
+  this project within the specification's packing rules).
 * :mod:`cxl.control` -- control flits (LLCRD, RETRY.*, INIT.Param): codes and payload fields.
 * :mod:`cxl.credits` -- credit-return field encodings.
 * :mod:`cxl.crc` -- the flit CRC's polynomial and its per-bit XOR masks.

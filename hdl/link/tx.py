@@ -59,14 +59,16 @@ Structure.
   (the rollover rule finishes an older line within the flit), so the data ring has ``data_depth`` +
   that many entries; ``data.ready`` still counts queued headers against ``data_depth``.
 * Stage 1, the *plan* (registered every cycle): which flit kind (all-data if >= 4 chunks owed, else
-  protocol if anything is queued, else LLCRD if credits or acks wait, else nothing); for a protocol
-  flit the format code of every slot, the messages each slot takes per channel and how many were taken
-  before it, the G0 slots before it and the totals; the credit step per class, Ak, the LLCRD ack count.
+  protocol if anything is queued, else LLCRD if acks wait or a credit return is ready, else nothing);
+  for a protocol flit the format code of every slot, the messages each slot takes per channel and how
+  many were taken before it, the G0 slots before it and the totals; the credit step per class, Ak, the
+  LLCRD ack count.
   The slot choice depends only on ``avail`` = min(queued, MAX_PER_FLIT) per channel, the priority
   index and the chunks owed (0..3): never on message contents.  So the whole slot 0 -> 3 chain, the
   golden packer's own policy (``cxl.packing.plan_flit``, defined there once for both), is enumerated
-  in Python at elaboration time (``_plans``) into one table indexed by that small state (900 entries for the default parameters), which synthesizes to a few
-  LUT levels instead of the former 13-level combinational slot chain.  The chunks-owed count is a
+  in Python at elaboration time (``_plans``) into one table indexed by that small state (900 entries
+  for the default parameters), which synthesizes to a few LUT levels instead of the former 13-level
+  combinational slot chain.  The chunks-owed count is a
   register of its own, and the plan carries its value after the planned flit.  The whole plan (the
   table lookup, the kind, the credit steps and codes, Ak, the LLCRD acks) is formed for both outcomes
   of the cycle's decision (the planned flit decided now, or nothing decided) from registers alone,
@@ -84,13 +86,14 @@ else a protocol flit when a message or chunk is queued (the priority channel rot
 data after each protocol flit; credits: per class the largest of 0, 1, 2, 4, .., 64 not above what
 waits; Ak when >= 8 acks wait, taking 8); else an LLCRD (same credit rule, acks up to 255) when acks
 wait or a credit return is ready (with ``credit_batch`` B > 1: B credits of a class wait, or a
-``quiet`` counter shows B - 1 decisions since the last flit with credit fields); else no flit.  Downstream an H2D Req joins a flit only after every H2D Rsp queued before it has gone in an
-earlier flit (a GO before the snoop behind it, ``cxl.flit.ORDERED_BEHIND``; an H2D Rsp handed in in the
-same cycle as an H2D Req counts as before it): per Req entry a count of the Rsps still ahead of it,
+``quiet`` counter shows B - 1 decisions since the last flit with credit fields); else no flit.
+Downstream an H2D Req joins a flit only after every H2D Rsp queued before it has gone in an earlier
+flit (a GO before the snoop behind it, ``cxl.flit.ORDERED_BEHIND``; an H2D Rsp handed in in the same
+cycle as an H2D Req counts as before it): per Req entry a count of the Rsps still ahead of it,
 and the plan's Req count is limited to the prefix of entries with none ahead.  With ``wait`` > 0 the
 protocol flit may be held instead (the model's "Waiting to fill"): the plan stage decides the hold
-from a *full* bit of the plan table (``cxl.packing.flit_full``, enumerated like the plans), the chunks owed, the due
-acks and credits and a counter of decisions since the last protocol flit; a held
+from a *full* bit of the plan table (``cxl.packing.flit_full``, enumerated like the plans), the
+chunks owed, the due acks and credits and a counter of decisions since the last protocol flit; a held
 decision offers no flit and changes nothing but that counter.  At ``wait`` = 0 none of this logic is
 built.
 

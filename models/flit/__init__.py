@@ -37,4 +37,5 @@ from .vectors import RandomPolicy, random_mix, random_msg, write_vectors
 
 __all__ = ["crc16", "crc16_serial", "seal", "frame", "deframe", "FlitMsg", "make_msg", "stream_payload", "msg_to_json",
            "msg_from_json", "Packer", "pack", "RxFlit", "Unpacked", "Unpacker", "unpack", "random_msg",
-           "random_mix", "write_vectors", "RandomPolicy", "WORKLOADS", "MIXED", "workload_streams", "efficiency", "fewest_flits", "optimum", "main"]
+           "random_mix", "write_vectors", "RandomPolicy", "WORKLOADS", "MIXED", "workload_streams", "efficiency",
+           "fewest_flits", "optimum", "main"]

@@ -84,9 +84,9 @@ from collections import deque
 
 from cxl.control import control, encode_control
 from cxl.credits import CREDIT_CLASSES, CreditProtocol, Credits, credit_step, encode_credit
-from cxl.flit import (ACKS_DUE, AK_FLITS, CREDITS_DUE, MAX_CREDIT_BATCH, MAX_PACK_WAIT, CHUNK_BYTES, ORDERED_BEHIND,
-                      CHUNKS_PER_LINE, HEADER_BITS, MAX_PER_FLIT, S2M_NDR, SLOT_BITS, SLOTS, Direction,
-                      encode_header)
+from cxl.flit import (ACKS_DUE, AK_FLITS, CREDITS_DUE, MAX_CREDIT_BATCH, MAX_PACK_WAIT, CHUNK_BYTES,
+                      ORDERED_BEHIND, CHUNKS_PER_LINE, HEADER_BITS, MAX_PER_FLIT, S2M_NDR, SLOT_BITS, SLOTS,
+                      Direction, encode_header)
 from cxl.packing import flit_full, legal, plan_flit, slot_formats
 from cxl.messages import CODECS, LINE_BYTES
 
