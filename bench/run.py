@@ -258,6 +258,9 @@ def markdown(res):
         for w, e in cfg["efficiency"].items():
             lines.append(f"| link payload efficiency, {w}, {setting} | {e['efficiency']:.4f} | "
                          f"{e['optimum']:.4f} (optimum) | {ratio(e['efficiency'], e['optimum'])} |")
+        for w, e in cfg.get("efficiency_paced", {}).items():
+            lines.append(f"| link payload efficiency, {w}, {setting}, paced sources | {e['efficiency']:.4f} | "
+                         f"{e['optimum']:.4f} (optimum) | {ratio(e['efficiency'], e['optimum'])} |")
     lk = r["link"]
     lines += [
         f"| link flits per cycle, streaming (up / down) | {lk['throughput']['up_flits_per_cycle']:.3f} / {lk['throughput']['down_flits_per_cycle']:.3f} | 1 (target) | {ratio(lk['throughput']['up_flits_per_cycle'], 1)} |",
