@@ -52,9 +52,9 @@ class FlitPlan(NamedTuple):
 
 @lru_cache(maxsize=None)
 def slot_formats(direction):
-    """(H-formats, G-formats without G0, G0) of ``direction``, each list in code order."""
+    """(H-formats, G-formats without G0, G0) of ``direction``, the first two in code order."""
     mine = sorted((f for (d, _, _), f in SLOT_FORMATS.items() if d is direction), key=lambda f: f.code)
-    return ([f for f in mine if f.kind == "H"], [f for f in mine if f.kind == "G" and not f.data],
+    return (tuple(f for f in mine if f.kind == "H"), tuple(f for f in mine if f.kind == "G" and not f.data),
             SLOT_FORMATS[direction, "G", 0])
 
 
@@ -148,6 +148,9 @@ def plan_flit(direction, avail, priority, owed):
     ``priority``: index of the rotating priority channel in ``direction.channels``; ``owed``: data chunks
     owed at the start of the flit (0..3)."""
     direction = Direction(direction)
+    if priority not in range(len(direction.channels)):
+        raise ValueError(f"priority={priority!r}: an index into the {len(direction.channels)} channels of "
+                         f"{direction.value}")
     if not 0 <= owed < CHUNKS_PER_LINE:
         raise ValueError(f"owed={owed!r}: a protocol flit starts with 0..{CHUNKS_PER_LINE - 1} chunks owed")
     return _plan(direction, _avail(direction, avail), priority, owed)

@@ -701,6 +701,8 @@ def test_slot_plan_names_bad_counts():
         flit_full(DOWN, (1, -1, 0), 0)
     with pytest.raises(ValueError, match="owed"):
         plan_flit(UP, (1, 0, 0), 0, 4)                # four chunks owed make an all-data flit
+    with pytest.raises(ValueError, match="priority"):
+        plan_flit(UP, (1, 0, 0), 3, 0)
     plan = plan_flit(UP, (9, 9, 9), 0, 0)             # counts above the per-flit maxima are capped
     assert plan == plan_flit(UP, tuple(MAX_PER_FLIT[ch] for ch in UP.channels), 0, 0)
 
