@@ -213,7 +213,7 @@ class LinkPort(wiring.Component):
     ``retry_limit``, ``ack_timeout``, ``credit_timeout``: see "Link errors"; ``pack_wait``: the packer's
     ``wait`` (hdl/link/tx.py: decisions a partly filled protocol flit may be held; default
     ``cxl.flit.DEFAULT_PACK_WAIT``, 3); ``credit_batch``: the packer's (credits an idle packer gathers
-    before an LLCRD; default :func:`default_credit_batch` of ``rx_depth``: 1 up to 20 entries)."""
+    before an LLCRD; default :func:`default_credit_batch` of ``rx_depth``: 1 up to 21 entries)."""
 
     def __init__(self, upstream, *, retry_depth=64, credits=None, ack_timer=16, retry_timeout=32,
                  rx_depth=8, tx_depth=6, retry_limit=64, ack_timeout=4096, credit_timeout=8192,
