@@ -58,10 +58,10 @@ ROUTES.update({ch: (f"host_{ch.name.lower()}", ch.name.lower()) for ch in H2D})
 
 
 # Receive queues of the loopback's ports, i.e. each channel's credit pool.  A credit goes round two
-# LinkPorts (the message through the packer, its output stages, the wire, the receiver's pre-check and
-# lane, then the credit back the same way) in about 20 cycles, so a pool of 16 holds a streaming channel
-# to about 16/20 of a message per cycle (measured: 0.82 flits per cycle, 0.954 of the optimum, for
-# streaming writes); 32 keeps the pools from binding, as these runs intend.
+# LinkPorts in about ``hdl.link.port.CREDIT_ROUND_TRIP`` (20) cycles, so a pool of 16 holds a streaming
+# channel to about 16/20 of a message per cycle (measured: 0.82 flits per cycle, 0.954 of the optimum,
+# for streaming writes); 32 keeps the pools from binding, as these runs intend, and lets the ports
+# gather their credit returns 8 at a time (``hdl.link.port.default_credit_batch``).
 RX_DEPTH = 32
 
 

@@ -39,7 +39,8 @@ __all__ = [
     "RULE_REFS", "FlitError", "PROTOCOL_ID", "SLOTS", "SLOT_BYTES", "SLOT_BITS", "PAYLOAD_BYTES",
     "PAYLOAD_BITS", "CRC_BYTES", "FLIT_BYTES", "WIRE_BYTES", "HEADER_BITS", "H_SLOT_BITS", "CHUNK_BYTES",
     "CHUNKS_PER_LINE", "S2M_NDR_WIDTH", "Direction", "DATA_CHANNELS", "MAX_PER_FLIT", "ORDERED_BEHIND", "AK_FLITS",
-    "ACKS_DUE", "CREDITS_DUE", "MAX_PACK_WAIT", "MAX_CREDIT_BATCH", "DEFAULT_PACK_WAIT", "SLOT_WEIGHT", "get_bits",
+    "ACKS_DUE", "CREDITS_DUE", "MAX_PACK_WAIT", "MAX_CREDIT_BATCH", "check_pack_wait",
+    "check_credit_batch", "DEFAULT_PACK_WAIT", "SLOT_WEIGHT", "get_bits",
     "mask_bits", "bits_text", "HEADER_FIELDS", "encode_header", "decode_header", "DATA", "S2M_NDR",
     "SlotFormat", "SLOT_FORMATS", "slot_format",
 ]
@@ -155,6 +156,24 @@ MAX_PACK_WAIT = 255     # an assumption: a bound for the hold counter, far above
 # Batching credit returns on a quiet link (the packers' ``credit_batch``): at most the largest amount one
 # credit field returns (64, docs/sources.md §2.4), so a full batch always fits one LLCRD per class.
 MAX_CREDIT_BATCH = 64
+
+
+def check_pack_wait(value, name="wait"):
+    """``value`` if it is a legal packer wait (an integer 0..MAX_PACK_WAIT), else a ValueError naming
+    ``name`` (the packers' ``wait``, the link port's ``pack_wait``)."""
+    return _check_int(name, value, 0, MAX_PACK_WAIT, "decisions a partly filled flit may be held")
+
+
+def check_credit_batch(value, name="credit_batch"):
+    """``value`` if it is a legal credit batch (an integer 1..MAX_CREDIT_BATCH), else a ValueError naming
+    ``name``."""
+    return _check_int(name, value, 1, MAX_CREDIT_BATCH, "credits an idle packer gathers before an LLCRD; 1: at once")
+
+
+def _check_int(name, value, lo, hi, meaning):
+    if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
+        raise ValueError(f"{name}={value!r}: must be an integer {lo}..{hi} ({meaning})")
+    return value
 # The link ports' default wait (``LinkPort(pack_wait=...)``; an assumption, chosen by measurement):
 # 3 decisions.  The packers themselves (``Packer``, ``FlitPacker``) default to 0, the eager policy.
 # A packer holds only within ``wait`` decisions of its last protocol flit, so a quiet link sends a lone

@@ -69,9 +69,10 @@ def _takes(fmt, chans, avail, counts, headers_placed):
     return taken[:2] + (0,) if headers_placed else taken
 
 
-def legal(fmt, taken):
-    """An MDH format may be chosen only when it carries two or more Data Headers (CXL 1.1 / 3.x §4.2.5)."""
-    return not fmt.mdh or taken[2] >= 2
+def legal(fmt, data_headers):
+    """Whether ``fmt`` may carry ``data_headers`` Data Headers: an MDH format only two or more
+    (CXL 1.1 / 3.x §4.2.5)."""
+    return not fmt.mdh or data_headers >= 2
 
 
 def _best(formats, chans, avail, counts, headers_placed, priority):
@@ -79,7 +80,7 @@ def _best(formats, chans, avail, counts, headers_placed, priority):
     best = None
     for fmt in formats:
         taken = _takes(fmt, chans, avail, counts, headers_placed)
-        if not legal(fmt, taken):
+        if not legal(fmt, taken[2]):
             continue
         score = (priority is not None and taken[chans.index(priority)] > 0,
                  sum(SLOT_WEIGHT[ch] * n for ch, n in zip(chans, taken)))
@@ -124,7 +125,7 @@ def _check(plan, direction, key):
     owed = key[-1]
     with_hdrs = [s for s, slot in enumerate(plan.slots) if slot.taken[2]]
     for s, slot in enumerate(plan.slots):
-        if not legal(slot.fmt, slot.taken):
+        if not legal(slot.fmt, slot.taken[2]):
             raise AssertionError(f"{direction.value} plan {key}: slot {s} is {slot.fmt.name} (MDH) with "
                                  f"{slot.taken[2]} Data Headers")
     if len(with_hdrs) > 1:

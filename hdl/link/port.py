@@ -137,7 +137,7 @@ from hdl.link.rx import CONTROL_KIND_NAMES, CONTROL_TABLES, FlitUnpacker, RxErro
 from hdl.link.tx import AK_FLITS, FlitPacker
 from cxl.control import CONTROL_KINDS, control, encode_control
 from cxl.credits import CREDIT_CLASSES
-from cxl.flit import DEFAULT_PACK_WAIT, MAX_CREDIT_BATCH, MAX_PACK_WAIT, MAX_PER_FLIT
+from cxl.flit import DEFAULT_PACK_WAIT, MAX_CREDIT_BATCH, MAX_PER_FLIT, check_credit_batch, check_pack_wait
 
 __all__ = ["LinkPort", "RETRY_KINDS", "RX_ERROR_KINDS", "LinkErrorCause", "default_credits",
            "default_credit_batch", "CREDIT_ROUND_TRIP", "rx_errors_signature"]
@@ -242,17 +242,8 @@ class LinkPort(wiring.Component):
             raise ValueError(f"ack_timeout={ack_timeout}: must exceed ack_timer + retry_timeout "
                              f"({ack_timer + retry_timeout}), or a working link would time out")
         self.rx_depth, self.tx_depth = rx_depth, tx_depth
-        if not isinstance(pack_wait, int) or isinstance(pack_wait, bool) or not 0 <= pack_wait <= MAX_PACK_WAIT:
-            raise ValueError(f"pack_wait={pack_wait!r}: must be an integer 0..{MAX_PACK_WAIT} (the packer's "
-                             "wait: decisions a partly filled flit may be held)")
-        self.pack_wait = pack_wait
-        if credit_batch is None:
-            credit_batch = default_credit_batch(rx_depth)
-        if not isinstance(credit_batch, int) or isinstance(credit_batch, bool) or \
-                not 1 <= credit_batch <= MAX_CREDIT_BATCH:
-            raise ValueError(f"credit_batch={credit_batch!r}: must be an integer 1..{MAX_CREDIT_BATCH} (credits the "
-                             "packer gathers before an LLCRD)")
-        self.credit_batch = credit_batch
+        self.pack_wait = check_pack_wait(pack_wait, "pack_wait")
+        self.credit_batch = check_credit_batch(default_credit_batch(rx_depth) if credit_batch is None else credit_batch)
         # Entries kept free for draining the packer (see elaborate): its queues and owed lines, in
         # flits, plus the LLCRD after them.  An assumption sized from the packer's structure.
         self.reserve = 3 * tx_depth + 4

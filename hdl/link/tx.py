@@ -112,7 +112,7 @@ from hdl.link.ports import LINE_BITS, PAYLOAD_BITS, channel_shape, channel_strea
 from cxl.messages import CODECS
 from cxl.control import CONTROL_KINDS, control, encode_control
 from cxl.credits import CREDIT_CLASSES, CREDIT_VALUES, encode_credit
-from cxl.flit import (ACKS_DUE, AK_FLITS, CREDITS_DUE, MAX_CREDIT_BATCH, MAX_PACK_WAIT, CHUNKS_PER_LINE,
+from cxl.flit import (ACKS_DUE, AK_FLITS, CREDITS_DUE, CHUNKS_PER_LINE, check_credit_batch, check_pack_wait,
                       DATA_CHANNELS, H_SLOT_BITS, HEADER_BITS, HEADER_FIELDS, MAX_PER_FLIT,
                       ORDERED_BEHIND, S2M_NDR, SLOT_BITS, SLOTS, Direction)
 from cxl.packing import flit_full, plan_flit, positions, slot_formats
@@ -169,14 +169,8 @@ class FlitPacker(wiring.Component):
         for name, v in (("depth", depth), ("data_depth", data_depth), ("counter_bits", counter_bits)):
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise ValueError(f"{name}={v!r}: must be an integer >= 1")
-        if not isinstance(wait, int) or isinstance(wait, bool) or not 0 <= wait <= MAX_PACK_WAIT:
-            raise ValueError(f"wait={wait!r}: must be an integer 0..{MAX_PACK_WAIT} (decisions a flit may be held)")
-        if not isinstance(credit_batch, int) or isinstance(credit_batch, bool) or \
-                not 1 <= credit_batch <= MAX_CREDIT_BATCH:
-            raise ValueError(f"credit_batch={credit_batch!r}: must be an integer 1..{MAX_CREDIT_BATCH} (credits "
-                             "an idle packer gathers before an LLCRD; 1: at once)")
-        self.wait = wait
-        self.credit_batch = credit_batch
+        self.wait = check_pack_wait(wait)
+        self.credit_batch = check_credit_batch(credit_batch)
         self.upstream = upstream
         self.direction = Direction.UPSTREAM if upstream else Direction.DOWNSTREAM
         self.channels = direction_channels(upstream)

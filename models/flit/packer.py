@@ -84,7 +84,7 @@ from collections import deque
 
 from cxl.control import control, encode_control
 from cxl.credits import CREDIT_CLASSES, CreditProtocol, Credits, credit_step, encode_credit
-from cxl.flit import (ACKS_DUE, AK_FLITS, CREDITS_DUE, MAX_CREDIT_BATCH, MAX_PACK_WAIT, CHUNK_BYTES,
+from cxl.flit import (ACKS_DUE, AK_FLITS, CREDITS_DUE, CHUNK_BYTES, check_credit_batch, check_pack_wait,
                       ORDERED_BEHIND, CHUNKS_PER_LINE, HEADER_BITS, MAX_PER_FLIT, S2M_NDR, SLOT_BITS, SLOTS,
                       Direction, encode_header)
 from cxl.packing import flit_full, legal, plan_flit, slot_formats
@@ -103,13 +103,8 @@ class Packer:
     """
 
     def __init__(self, direction, wait=0, credit_batch=1):
-        if not isinstance(wait, int) or isinstance(wait, bool) or not 0 <= wait <= MAX_PACK_WAIT:
-            raise ValueError(f"wait={wait!r}: must be an integer 0..{MAX_PACK_WAIT} (decisions a flit may be held)")
-        if not isinstance(credit_batch, int) or isinstance(credit_batch, bool) or \
-                not 1 <= credit_batch <= MAX_CREDIT_BATCH:
-            raise ValueError(f"credit_batch={credit_batch!r}: must be an integer 1..{MAX_CREDIT_BATCH} (credits "
-                             "an idle packer gathers before an LLCRD; 1: at once)")
-        self.credit_batch = credit_batch
+        check_pack_wait(wait)
+        self.credit_batch = check_credit_batch(credit_batch)
         self.crd_quiet = credit_batch - 1    # decisions since the last flit with credit fields, up to B - 1
         self.direction = Direction(direction)
         self.wait = wait
@@ -281,7 +276,7 @@ class Packer:
         """The formats that may be chosen now: an MDH format only if it would carry 2 or more Data
         Headers (CXL 1.1 / 3.x §4.2.5).  Never empty: H0 and G1 are not MDH formats."""
         data_chan = self.direction.data_channel
-        return [f for f in formats if legal(f, (0, 0, self._fill(f, counts)[1][data_chan]))]
+        return [f for f in formats if legal(f, self._fill(f, counts)[1][data_chan])]
 
     # -- the policy: two hooks, so that a test can swap in another legal policy and check the unpacker
     # (override both: the defaults read the plan ``cxl.packing.plan_flit`` made for the whole flit)
