@@ -71,7 +71,8 @@ from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
 
 __all__ = ["SFState", "SFOp", "AllocKind", "SFEntry", "SFWay", "SFRow", "LookupRequest", "LookupResult",
-           "Update", "SnoopFilter"]
+           "Update", "SnoopFilter", "plru_way", "touch_path", "row_write", "answer", "check_no_duplicate_tag",
+           "check_params"]
 
 
 class SFState(enum.Enum, shape=2):
@@ -146,9 +147,146 @@ class Update(data.StructLayout):
         })
 
 
-def _check_pow2(name, value):
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1 or value & (value - 1):
-        raise ValueError(f"SnoopFilter: {name} must be a power of two >= 1, not {value!r}")
+def plru_way(bits, way_bits):
+    """The way the pseudo-LRU bits point at: from the root, go right where a node's bit is 1."""
+    node = Const(1, 1)
+    for _ in range(way_bits):
+        node = Cat(bits.bit_select((node - 1)[:len(node)], 1), node)   # 2 * node + bit
+    return node[:way_bits]                                  # node - ways
+
+
+def touch_path(way, ways):
+    """(mask, value) over the pseudo-LRU bits for a touch of ``way``: every node on the path of the
+    way's leaf is set to point away from it (bit = 1 iff the used child is the left one)."""
+    way_bits = exact_log2(ways)
+    mask, value = [], []
+    for n in range(1, ways):
+        depth = n.bit_length() - 1
+        shift = way_bits - depth                  # leaf >> shift == n iff n is on the path
+        mask.append(way[shift:] == n - (1 << depth))
+        value.append(~way[shift - 1])
+    return Cat(*mask), Cat(*value)
+
+
+def row_write(m, update, row_layout, ways, set_bits):
+    """The masked write of one update (``update``: the update stream, its op applied only while valid):
+    (row data, row bit mask) as signals.  Allocate writes one way and its pseudo-LRU path, modify a
+    way's entry (and the path with ``touch``), free one valid bit, touch only the path."""
+    upd = update.p
+    wdata = Signal(row_layout)
+    wmask = Signal(row_layout)
+    path_mask, path_value = touch_path(upd.way, ways)
+    for w in range(ways):
+        m.d.comb += [
+            wdata.ways[w].valid.eq(upd.op == SFOp.ALLOCATE),
+            wdata.ways[w].tag.eq(upd.line[set_bits:]),
+            wdata.ways[w].entry.eq(upd.entry),
+        ]
+    m.d.comb += wdata.plru.eq(path_value)
+    with m.If(update.valid):
+        with m.Switch(upd.op):
+            with m.Case(SFOp.ALLOCATE):
+                for w in range(ways):
+                    with m.If(upd.way == w):
+                        m.d.comb += wmask.ways[w].eq(-1)
+                m.d.comb += wmask.plru.eq(path_mask)
+            with m.Case(SFOp.MODIFY):
+                for w in range(ways):
+                    with m.If(upd.way == w):
+                        m.d.comb += wmask.ways[w].entry.eq(-1)
+                with m.If(upd.touch):
+                    m.d.comb += wmask.plru.eq(path_mask)
+            with m.Case(SFOp.FREE):
+                for w in range(ways):
+                    with m.If(upd.way == w):
+                        m.d.comb += wmask.ways[w].valid.eq(1)
+            with m.Case(SFOp.TOUCH):
+                m.d.comb += wmask.plru.eq(path_mask)
+    return wdata, wmask
+
+
+def answer(m, row, line, busy, res, ways, set_bits):
+    """Drive the fields of ``res`` (a :class:`LookupResult` view) for a lookup of ``line`` in ``row``
+    (an :class:`SFRow` view of the line's set) with ``busy`` over its ways: the hit and its entry, and
+    the allocation choice (lowest free way, else the pseudo-LRU victim, else the lowest way not busy).
+    Returns the one-hot (or, in a broken store, many-hot) hit vector, for the checks."""
+    way_bits = exact_log2(ways)
+    tag = line[set_bits:]
+    hits = Signal(ways)
+    free = Signal(ways)
+    for w in range(ways):
+        m.d.comb += [
+            hits[w].eq(row.ways[w].valid & (row.ways[w].tag == tag)),
+            free[w].eq(~row.ways[w].valid),
+        ]
+    # hit_clean_s as deep as hit: each way's state compared beside its tag, not after the hit-way select
+    clean_s = Cat(hits[w] & (row.ways[w].entry.state == SFState.S) & ~row.ways[w].entry.dirty
+                  for w in range(ways))
+    m.d.comb += [res.line.eq(line), res.hit.eq(hits.any()), res.hit_clean_s.eq(clean_s.any())]
+    for w in reversed(range(ways)):                    # lowest-numbered wins (last assignment)
+        with m.If(hits[w]):
+            m.d.comb += [res.hit_way.eq(w), res.entry.eq(row.ways[w].entry)]
+
+    victim_way = Signal(way_bits)
+    m.d.comb += victim_way.eq(plru_way(row.plru, way_bits))
+    free_way = Signal(way_bits)
+    idle_way = Signal(way_bits)                         # lowest-numbered way that is not busy
+    for w in reversed(range(ways)):
+        with m.If(free[w]):
+            m.d.comb += free_way.eq(w)
+        with m.If(~busy[w]):
+            m.d.comb += idle_way.eq(w)
+    # The allocation decision goes into signals of its own, and the victim is selected by those: read
+    # back from the packed result, ``res.alloc_way`` would make the result signal depend on itself
+    # (a false combinational loop for a simulator that sees the struct as one vector).
+    alloc = Signal(AllocKind)
+    alloc_way = Signal(way_bits)
+    with m.If(free.any()):
+        m.d.comb += [alloc.eq(AllocKind.FREE), alloc_way.eq(free_way)]
+    with m.Elif(~busy.bit_select(victim_way, 1)):
+        m.d.comb += [alloc.eq(AllocKind.VICTIM), alloc_way.eq(victim_way)]
+    with m.Elif(~busy.all()):
+        m.d.comb += [alloc.eq(AllocKind.VICTIM), alloc_way.eq(idle_way)]
+    with m.Else():
+        m.d.comb += [alloc.eq(AllocKind.NONE), alloc_way.eq(0)]
+    m.d.comb += [res.alloc.eq(alloc), res.alloc_way.eq(alloc_way)]
+    victim = row.ways[alloc_way]
+    m.d.comb += [
+        res.victim_line.eq(Cat(line[:set_bits], victim.tag)),
+        res.victim.eq(victim.entry),
+    ]
+    return hits
+
+
+def check_no_duplicate_tag(m, mem, wp, sets, ways, row_layout):
+    """``Assert``: the set written in cycle N, read back in cycle N+1 through a read port of its own
+    (transparent to the write port), holds no valid tag twice.  Every write is checked, so the
+    invariant holds for every set by induction from reset (all invalid)."""
+    cp = mem.read_port(transparent_for=(wp,))
+    m.d.comb += [cp.en.eq(1), cp.addr.eq(wp.addr)]
+    # at least one bit wide: with one set the address is 0 bits, which Verilog cannot print ({0{...}})
+    check_set = Signal(range(max(sets, 2)))
+    m.d.sync += check_set.eq(wp.addr)
+    crow = data.View(row_layout, cp.data)
+    dup = Const(0)
+    for a in range(ways):
+        for b in range(a + 1, ways):
+            dup = dup | (crow.ways[a].valid & crow.ways[b].valid & (crow.ways[a].tag == crow.ways[b].tag))
+    m.d.sync += Assert(~dup, Format("snoop filter: set {} holds a valid tag twice", check_set))
+
+
+def check_params(cls, sets, ways, caches, addr_width):
+    """The constructor's checks shared by the snoop filters; returns log2(sets)."""
+    for name, value in (("sets", sets), ("ways", ways)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1 or value & (value - 1):
+            raise ValueError(f"{cls}: {name} must be a power of two >= 1, not {value!r}")
+    if not isinstance(caches, int) or isinstance(caches, bool) or not 1 <= caches <= 32:
+        raise ValueError(f"{cls}: caches must be an integer in 1..32, not {caches!r}")
+    set_bits = exact_log2(sets)
+    if not isinstance(addr_width, int) or isinstance(addr_width, bool) or addr_width <= set_bits:
+        raise ValueError(f"{cls}: addr_width must be an integer > log2(sets) = {set_bits}, "
+                         f"not {addr_width!r}")
+    return set_bits
 
 
 class SnoopFilter(wiring.Component):
@@ -178,14 +316,7 @@ class SnoopFilter(wiring.Component):
     """
 
     def __init__(self, sets, ways, caches, addr_width=46, busy_at_result=False):
-        _check_pow2("sets", sets)
-        _check_pow2("ways", ways)
-        if not isinstance(caches, int) or isinstance(caches, bool) or not 1 <= caches <= 32:
-            raise ValueError(f"SnoopFilter: caches must be an integer in 1..32, not {caches!r}")
-        set_bits = exact_log2(sets)
-        if not isinstance(addr_width, int) or isinstance(addr_width, bool) or addr_width <= set_bits:
-            raise ValueError(f"SnoopFilter: addr_width must be an integer > log2(sets) = {set_bits}, "
-                             f"not {addr_width!r}")
+        set_bits = check_params("SnoopFilter", sets, ways, caches, addr_width)
         self.sets, self.ways, self.caches, self.addr_width = sets, ways, caches, addr_width
         self.set_bits, self.way_bits = set_bits, exact_log2(ways)
         self.tag_width = addr_width - set_bits
@@ -203,25 +334,6 @@ class SnoopFilter(wiring.Component):
             members["result_busy"] = In(ways)
         super().__init__(members)
 
-    # -------------------------------------------------------------------------------------------
-    def _plru_way(self, bits):
-        """The way the pseudo-LRU bits point at: from the root, go right where a node's bit is 1."""
-        node = Const(1, 1)
-        for _ in range(self.way_bits):
-            node = Cat(bits.bit_select((node - 1)[:len(node)], 1), node)   # 2 * node + bit
-        return node[:self.way_bits]                             # node - ways
-
-    def _touch_path(self, way):
-        """(mask, value) over the pseudo-LRU bits for a touch of ``way``: every node on the path of
-        the way's leaf is set to point away from it (bit = 1 iff the used child is the left one)."""
-        mask, value = [], []
-        for n in range(1, self.ways):
-            depth = n.bit_length() - 1
-            shift = self.way_bits - depth             # leaf >> shift == n iff n is on the path
-            mask.append(way[shift:] == n - (1 << depth))
-            value.append(~way[shift - 1])
-        return Cat(*mask), Cat(*value)
-
     def elaborate(self, platform):
         m = Module()
         ways = self.ways
@@ -229,48 +341,15 @@ class SnoopFilter(wiring.Component):
         m.submodules.mem = mem = Memory(data=self.storage)
         wp = mem.write_port(granularity=1)
         rp = mem.read_port(transparent_for=(wp,))          # lookup
-        cp = mem.read_port(transparent_for=(wp,))          # duplicate-tag check
 
         def set_of(line):
             return line[:self.set_bits]
 
-        def tag_of(line):
-            return line[self.set_bits:]
-
         # ---- update: one masked write per cycle ------------------------------------------------
-        upd = self.update.p
         m.d.comb += self.update.ready.eq(1)
-        wdata = Signal(self.row_layout)
-        wmask = Signal(self.row_layout)
-        path_mask, path_value = self._touch_path(upd.way)
-        for w in range(ways):
-            m.d.comb += [
-                wdata.ways[w].valid.eq(upd.op == SFOp.ALLOCATE),
-                wdata.ways[w].tag.eq(tag_of(upd.line)),
-                wdata.ways[w].entry.eq(upd.entry),
-            ]
-        m.d.comb += wdata.plru.eq(path_value)
-        with m.If(self.update.valid):
-            with m.Switch(upd.op):
-                with m.Case(SFOp.ALLOCATE):
-                    for w in range(ways):
-                        with m.If(upd.way == w):
-                            m.d.comb += wmask.ways[w].eq(-1)
-                    m.d.comb += wmask.plru.eq(path_mask)
-                with m.Case(SFOp.MODIFY):
-                    for w in range(ways):
-                        with m.If(upd.way == w):
-                            m.d.comb += wmask.ways[w].entry.eq(-1)
-                    with m.If(upd.touch):
-                        m.d.comb += wmask.plru.eq(path_mask)
-                with m.Case(SFOp.FREE):
-                    for w in range(ways):
-                        with m.If(upd.way == w):
-                            m.d.comb += wmask.ways[w].valid.eq(1)
-                with m.Case(SFOp.TOUCH):
-                    m.d.comb += wmask.plru.eq(path_mask)
+        wdata, wmask = row_write(m, self.update, self.row_layout, ways, self.set_bits)
         m.d.comb += [
-            wp.addr.eq(set_of(upd.line)),
+            wp.addr.eq(set_of(self.update.p.line)),
             wp.data.eq(wdata),
             wp.en.eq(wmask),
         ]
@@ -295,64 +374,10 @@ class SnoopFilter(wiring.Component):
 
         busy = Signal(ways)
         m.d.comb += busy.eq(self.result_busy if self.busy_at_result else s1_busy)
-
-        row = data.View(self.row_layout, rp.data)
-        hits = Signal(ways)
-        free = Signal(ways)
-        for w in range(ways):
-            m.d.comb += [
-                hits[w].eq(row.ways[w].valid & (row.ways[w].tag == tag_of(s1_line))),
-                free[w].eq(~row.ways[w].valid),
-            ]
-
-        # hit_clean_s as deep as hit: each way's state compared beside its tag, not after the hit-way select
-        clean_s = Cat(hits[w] & (row.ways[w].entry.state == SFState.S) & ~row.ways[w].entry.dirty
-                      for w in range(ways))
-        m.d.comb += [res.line.eq(s1_line), res.hit.eq(hits.any()), res.hit_clean_s.eq(clean_s.any())]
-        for w in reversed(range(ways)):                    # lowest-numbered wins (last assignment)
-            with m.If(hits[w]):
-                m.d.comb += [res.hit_way.eq(w), res.entry.eq(row.ways[w].entry)]
-
-        plru_way = Signal(self.way_bits)
-        m.d.comb += plru_way.eq(self._plru_way(row.plru))
-        free_way = Signal(self.way_bits)
-        idle_way = Signal(self.way_bits)                    # lowest-numbered way that is not busy
-        for w in reversed(range(ways)):
-            with m.If(free[w]):
-                m.d.comb += free_way.eq(w)
-            with m.If(~busy[w]):
-                m.d.comb += idle_way.eq(w)
-        # The allocation decision goes into signals of its own, and the victim is selected by those: read
-        # back from the packed result, ``res.alloc_way`` would make the result signal depend on itself
-        # (a false combinational loop for a simulator that sees the struct as one vector).
-        alloc = Signal(AllocKind)
-        alloc_way = Signal(self.way_bits)
-        with m.If(free.any()):
-            m.d.comb += [alloc.eq(AllocKind.FREE), alloc_way.eq(free_way)]
-        with m.Elif(~busy.bit_select(plru_way, 1)):
-            m.d.comb += [alloc.eq(AllocKind.VICTIM), alloc_way.eq(plru_way)]
-        with m.Elif(~busy.all()):
-            m.d.comb += [alloc.eq(AllocKind.VICTIM), alloc_way.eq(idle_way)]
-        with m.Else():
-            m.d.comb += [alloc.eq(AllocKind.NONE), alloc_way.eq(0)]
-        m.d.comb += [res.alloc.eq(alloc), res.alloc_way.eq(alloc_way)]
-        victim = row.ways[alloc_way]
-        m.d.comb += [
-            res.victim_line.eq(Cat(set_of(s1_line), victim.tag)),
-            res.victim.eq(victim.entry),
-        ]
+        hits = answer(m, data.View(self.row_layout, rp.data), s1_line, busy, res, ways, self.set_bits)
 
         # ---- invariants -------------------------------------------------------------------------
-        m.d.comb += [cp.en.eq(1), cp.addr.eq(wp.addr)]
-        # at least one bit wide: with one set the address is 0 bits, which Verilog cannot print ({0{...}})
-        check_set = Signal(range(max(self.sets, 2)))
-        m.d.sync += check_set.eq(wp.addr)
-        crow = data.View(self.row_layout, cp.data)
-        dup = Const(0)
-        for a in range(ways):
-            for b in range(a + 1, ways):
-                dup = dup | (crow.ways[a].valid & crow.ways[b].valid & (crow.ways[a].tag == crow.ways[b].tag))
-        m.d.sync += Assert(~dup, Format("snoop filter: set {} holds a valid tag twice", check_set))
+        check_no_duplicate_tag(m, mem, wp, self.sets, ways, self.row_layout)
         m.d.sync += Assert(~self.result.valid | ((hits & (hits - 1)) == 0),
                            Format("snoop filter: line {:#x} hits ways {:#b}", s1_line, hits))
         return m
