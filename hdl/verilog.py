@@ -28,6 +28,12 @@ TOPS = {
     "link_rx": ("hdl.link.rx", "FlitUnpacker", {"upstream": False}),  # device RX: H2D flits
     "link":    ("hdl.link.port", "LinkPort", {"upstream": True}),     # device end: TX + RX + credits + retry
     "device":  ("hdl.device", "Device", {}),                          # DCOH + device link end
+    # the DCOH's snoop filter alone (its default size and mode), and the pipelined one beside it
+    "snoop_filter": ("hdl.dcoh.snoop_filter", "SnoopFilter", {"sets": 64, "ways": 4, "caches": 2,
+                                                               "busy_at_result": True}),
+    "sf_pipe": ("hdl.dcoh.sf_pipe", "PipelinedSnoopFilter", {"sets": 64, "ways": 4, "caches": 2}),
+    "sf_pipe_nostall": ("hdl.dcoh.sf_pipe", "PipelinedSnoopFilter", {"sets": 64, "ways": 4, "caches": 2,
+                                                                     "stall": False}),
 }
 
 
