@@ -23,6 +23,31 @@ from formal.common import Proof, drive_inputs, no_reset
 SETS, WAYS, CACHES, ADDR_WIDTH = 2, 2, 2, 6
 
 
+def assume_fresh_allocations(m, dut, rows):
+    """The caller's guarantee (``Assume``): an ``ALLOCATE`` targets a way that is not valid, with a tag
+    not already valid in that set.  ``rows[s]``: the stored row of set s."""
+    upd = dut.update.p
+    tag = upd.line[dut.set_bits:]
+    for s, row in enumerate(rows):
+        allocate_here = dut.update.valid & (upd.op == SFOp.ALLOCATE) & (upd.line[:dut.set_bits] == s)
+        for w in range(dut.ways):
+            m.d.comb += [
+                Assume(~(allocate_here & row.ways[w].valid & (row.ways[w].tag == tag))),
+                Assume(~(allocate_here & (upd.way == w) & row.ways[w].valid)),
+            ]
+
+
+def assert_no_duplicate_tags(m, rows, ways):
+    """``Assert`` over every stored row that no two valid ways hold the same tag (the block's own
+    Assert sees one set per cycle; this makes the invariant inductive)."""
+    for s, row in enumerate(rows):
+        for a in range(ways):
+            for b in range(a + 1, ways):
+                m.d.comb += Assert(~(row.ways[a].valid & row.ways[b].valid &
+                                     (row.ways[a].tag == row.ways[b].tag)),
+                                   f"harness: set {s} holds a valid tag in ways {a} and {b}")
+
+
 class _ObservedSnoopFilter(SnoopFilter):
     """SnoopFilter + one comb read port per set for the harness (``self.rows[s]``: row of set s)."""
 
@@ -50,20 +75,9 @@ class SnoopFilterNoDupTag(Elaboratable):
         m.submodules.dut = dut.elaborate(platform)
         drive_inputs(m, dut)
         no_reset(m)
-        upd = dut.update.p
-        tag = upd.line[dut.set_bits:]
-        for s, row in enumerate(dut.rows):
-            allocate_here = dut.update.valid & (upd.op == SFOp.ALLOCATE) & (upd.line[:dut.set_bits] == s)
-            for w in range(dut.ways if self.assume_fresh_tag else 0):
-                m.d.comb += [
-                    Assume(~(allocate_here & row.ways[w].valid & (row.ways[w].tag == tag))),
-                    Assume(~(allocate_here & (upd.way == w) & row.ways[w].valid)),
-                ]
-            for a in range(dut.ways):
-                for b in range(a + 1, dut.ways):
-                    m.d.comb += Assert(~(row.ways[a].valid & row.ways[b].valid &
-                                         (row.ways[a].tag == row.ways[b].tag)),
-                                       f"harness: set {s} holds a valid tag in ways {a} and {b}")
+        if self.assume_fresh_tag:
+            assume_fresh_allocations(m, dut, dut.rows)
+        assert_no_duplicate_tags(m, dut.rows, dut.ways)
         return m
 
 

@@ -68,6 +68,11 @@ NOTES = """
 - Parameters are small on purpose (BMC/induction only look `depth` steps deep): SnoopFilter sets=2,
   ways=2, caches=2, addr_width=6; CreditCounter initial=3; CQIDAllocator depth=4. The CRC proof is
   over the real 512-bit payload and 16-bit CRC (the full 528-bit flit).
+- The pipelined snoop filter's proofs (`sf_pipe_forwarding*`) check the block's own forwarding
+  Asserts (each stage's row against the stored row, read through an asynchronous port per stage
+  that only the checks use) by induction; the three stages' equalities strengthen each other,
+  so depth 4 closes it. The broken variant forwards no write into a row in flight (a subclass
+  overrides `_forward_mask`) and fails at step 2.
 - The snoop-filter proof adds one asynchronous read port per set to the block's memory (in a harness
   subclass; the RTL file is unchanged) so that the no-duplicate-tag invariant is asserted over every
   row, which makes it inductive; the block's own Assert only checks the set written in the previous

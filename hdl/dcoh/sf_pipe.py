@@ -43,7 +43,10 @@ Update: one masked write per cycle, ``update.ready`` tied to 1, the same operati
 filter (:class:`~hdl.dcoh.snoop_filter.SFOp`).
 
 Checks (``Assert``): no valid tag twice in a set (every written set read back the next cycle), at
-most one hit way in an offered result.
+most one hit way in an offered result, and the forwarding itself: in every cycle, each stage's row
+(R: the RAM's output with its accumulated writes; F: the flop with them; A: the row register) equals
+the row the memory holds now, read through an asynchronous port per stage that only these checks use
+(formal/proof_sf_pipe_forwarding.py proves them by induction).
 """
 
 from amaranth.hdl import Assert, Format, Module, Mux, Signal
@@ -92,6 +95,11 @@ class PipelinedSnoopFilter(wiring.Component):
             "update": In(stream.Signature(Update(addr_width, ways, caches))),
         })
 
+    def _forward_mask(self, w_set, w_mask, line_set):
+        """This cycle's write mask (``w_mask``, to set ``w_set``) where ``line_set`` is that set, else 0:
+        the bits of a row in flight that the write replaces."""
+        return Mux(w_set == line_set, w_mask, 0)
+
     def elaborate(self, platform):
         m = Module()
         ways, row_bits = self.ways, self.row_layout.size
@@ -115,8 +123,7 @@ class PipelinedSnoopFilter(wiring.Component):
             return (row & ~mask) | (data_ & mask)
 
         def own(line_set):
-            """This cycle's write mask where its set is ``line_set``, else 0."""
-            return Mux(w_set == line_set, w_mask, 0)
+            return self._forward_mask(w_set, w_mask, line_set)
 
         # ---- pipeline registers and moves ------------------------------------------------------
         # Each lookup in flight carries the writes made to its set since its read (``acc``: data and
@@ -168,6 +175,17 @@ class PipelinedSnoopFilter(wiring.Component):
 
         # ---- invariants ------------------------------------------------------------------------
         check_no_duplicate_tag(m, mem, wp, self.sets, ways, self.row_layout)
+        # Forwarding, checked in every cycle: each stage's row (the RAM's output with the writes since
+        # the read, or the row register) is the set as the memory holds it now, read through an
+        # asynchronous port of its own (simulation and proofs only: synthesis removes the checks and
+        # the ports that feed nothing else, synth/run.py).
+        for name, valid, line, row in (("R", r_valid, r_line, merge(rp.data, r_acc_data, r_acc_mask)),
+                                       ("F", f_valid, f_line, f_row), ("A", a_valid, a_line, a_row)):
+            now = mem.read_port(domain="comb")
+            m.d.comb += now.addr.eq(set_of(line))
+            m.d.sync += Assert(~valid | (row == now.data),
+                               Format(f"snoop filter: stage {name}'s row for line {{:#x}} is not the stored row",
+                                      line))
         if not self.stall:
             m.d.sync += Assert(~a_valid | self.result.ready,
                                Format("snoop filter (stall=False): the result for line {:#x} was not taken", a_line))
