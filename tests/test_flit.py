@@ -730,3 +730,16 @@ def test_an_idle_packer_gathers_credits_into_batches():
     assert returned(eager.next_flit()) == Credits(0, 1, 0)
     with pytest.raises(ValueError, match="credit_batch"):
         Packer(UP, credit_batch=0)
+
+
+def test_drain_worst_placement_is_every_req_behind_every_rsp():
+    """models/flit/drain.py's shortcut: of every placement of the H2D Reqs among the H2D Rsps at depth 4,
+    every Req behind every Rsp takes the most flits to drain, as the shortcut assumes."""
+    from models.flit.drain import drain_flits, worst_drain
+    every = worst_drain(Direction.DOWNSTREAM, 4, orders="all")
+    assert worst_drain(Direction.DOWNSTREAM, 4, orders="worst")[0] == every[0]
+    # and the placement matters: with every Req first the same state drains in fewer flits
+    owed, prio, _ = every[1]
+    assert drain_flits(Direction.DOWNSTREAM, 4, owed, prio, (0, 0, 0, 0)) < every[0]
+    with pytest.raises(ValueError, match="orders"):
+        worst_drain(Direction.UPSTREAM, 4, orders="some")

@@ -483,3 +483,23 @@ def test_rule_error_between_ports_no_duplicates(times):
     assert res["retries"][1] >= times, res              # the host's RETRY.Req(s)
     assert res["flits_replayed"][0] >= 2 * times, res    # the bad flit and the one behind it, each time
     assert res["waiting"] == 0, res
+
+
+# The retry-buffer entries a port keeps free for draining its packer (LinkPort.reserve) against the
+# flits the golden packer needs to drain a full packer (models/flit/drain.py).  When the port stops
+# taking messages, one flit has just been written, so reserve - 1 entries can still be written before
+# the buffer's last-but-one limit; up to 2 flits the packer has already decided sit in its plan and
+# CRC output stages and need entries too.  So the reserve must be at least the drain + 3.
+DRAIN_MARGIN = 3
+
+
+@pytest.mark.parametrize("tx_depth", [4, 6, 8])
+def test_reserve_covers_the_worst_drain(tx_depth):
+    from models.flit.drain import worst_drain
+    for upstream in (True, False):
+        port = LinkPort(upstream, tx_depth=tx_depth, retry_depth=64)
+        direction = Direction.UPSTREAM if upstream else Direction.DOWNSTREAM
+        flits, state = worst_drain(direction, tx_depth)
+        assert port.reserve >= flits + DRAIN_MARGIN, \
+            f"tx_depth={tx_depth} {direction.value}: reserve {port.reserve} < {flits} flits to drain {state} " \
+            f"+ {DRAIN_MARGIN}"
