@@ -14,11 +14,10 @@ over every set, which makes it inductive).  Mode prove (k-induction).
 """
 
 from amaranth.hdl import Assume, Elaboratable, Module
-from amaranth.lib import data
 
 from hdl.dcoh.sf_pipe import PipelinedSnoopFilter
 from formal.common import Proof, drive_inputs, no_reset
-from formal.proof_snoop_filter_no_dup_tag import assert_no_duplicate_tags, assume_fresh_allocations
+from formal.proof_snoop_filter_no_dup_tag import assert_no_duplicate_tags, assume_fresh_allocations, observe_rows
 
 SETS, WAYS, CACHES, ADDR_WIDTH = 2, 2, 1, 4
 
@@ -28,12 +27,7 @@ class Observed(PipelinedSnoopFilter):
 
     def elaborate(self, platform):
         m = super().elaborate(platform)
-        mem = m.submodules.mem
-        self.rows = []
-        for s in range(self.sets):
-            port = mem.read_port(domain="comb")
-            m.d.comb += port.addr.eq(s)
-            self.rows.append(data.View(self.row_layout, port.data))
+        observe_rows(m, self)
         return m
 
 

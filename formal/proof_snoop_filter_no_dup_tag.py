@@ -48,17 +48,23 @@ def assert_no_duplicate_tags(m, rows, ways):
                                    f"harness: set {s} holds a valid tag in ways {a} and {b}")
 
 
+def observe_rows(m, dut):
+    """One asynchronous read port per set on ``dut``'s memory, for a harness: ``dut.rows[s]`` is the
+    row of set s as stored now (an :class:`hdl.dcoh.snoop_filter.SFRow` view)."""
+    mem = m.submodules.mem
+    dut.rows = []
+    for s in range(dut.sets):
+        port = mem.read_port(domain="comb")
+        m.d.comb += port.addr.eq(s)
+        dut.rows.append(data.View(dut.row_layout, port.data))
+
+
 class _ObservedSnoopFilter(SnoopFilter):
     """SnoopFilter + one comb read port per set for the harness (``self.rows[s]``: row of set s)."""
 
     def elaborate(self, platform):
         m = super().elaborate(platform)
-        mem = m.submodules.mem
-        self.rows = []
-        for s in range(self.sets):
-            port = mem.read_port(domain="comb")
-            m.d.comb += port.addr.eq(s)
-            self.rows.append(data.View(self.row_layout, port.data))
+        observe_rows(m, self)
         return m
 
 

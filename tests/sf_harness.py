@@ -4,7 +4,10 @@ the model's rules, and a comparison of the whole tag store."""
 
 from amaranth.hdl import Shape
 from amaranth.lib import data, enum
+from amaranth.sim import Simulator
 from hypothesis import strategies as st
+
+from tb.reused_sim import ReusedSimulator
 
 from hdl.dcoh.snoop_filter import AllocKind, SFOp, SFState
 from cxl.coherence import DevState as D
@@ -184,3 +187,34 @@ def set_update(ctx, dut, c, u):
         ctx.set(dut.update.p.as_value(), c.update.encode(op=op, line=line, way=way, entry__state=TO_RTL[state],
                                                          entry__dirty=dirty, entry__presence=presence,
                                                          touch=bool(u[4:] and u[4])))
+
+
+class ModelBench(ReusedSimulator):
+    """A snoop filter under Hypothesis: one elaborated DUT and simulator per configuration, reset
+    between examples (building a simulator costs more than a whole example).  ``run((model, draw))``;
+    subclasses write ``_bench``."""
+
+    def __init__(self, dut, sets, ways, max_cycles=40):
+        self.codecs = Codecs(dut)
+        self.lines = line_pool(sets, ways)
+        self.max_cycles = max_cycles
+        super().__init__(dut, period=1e-6)
+
+
+_BENCHES = {}
+
+
+def cached_bench(key, make):
+    """The bench built by ``make()`` for ``key``, built once per test process (the test modules share
+    this table: put the bench class in the key)."""
+    if key not in _BENCHES:
+        _BENCHES[key] = make()
+    return _BENCHES[key]
+
+
+def simulate(dut, tb):
+    """Run testbench ``tb`` on ``dut`` once."""
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(tb)
+    sim.run()

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 from amaranth.back import verilog
-from amaranth.sim import Simulator
 from hypothesis import given, strategies as st
 
 from hdl.dcoh.sf_pipe import LATENCY, PipelinedSnoopFilter
@@ -24,34 +23,19 @@ from cxl.coherence import DevState as D
 
 sys.path.insert(0, str(Path(__file__).parent))
 from sf_harness import (ADDR_WIDTH, CACHES, CONFIGS, Codecs, apply_update, compare_storage,  # noqa: E402
-                        draw_update, expected_answer, got_answer, line_pool, set_update)
+                        ModelBench, cached_bench, draw_update, expected_answer, got_answer,
+                        set_update, simulate)
 
 
-class _Bench:
-    """One elaborated DUT and Simulator per configuration, reset between Hypothesis examples."""
-
+class _Bench(ModelBench):
     def __init__(self, sets, ways, max_cycles=40, stall=True):
-        self.dut = PipelinedSnoopFilter(sets, ways, CACHES, addr_width=ADDR_WIDTH, stall=stall)
         self.stall = stall
-        self.codecs = Codecs(self.dut)
-        self.lines = line_pool(sets, ways)
-        self.max_cycles = max_cycles
-        self.example = None
-        self.fresh = True
-        self.sim = Simulator(self.dut)
-        self.sim.add_clock(1e-6)
-        self.sim.add_testbench(self._tb)
+        super().__init__(PipelinedSnoopFilter(sets, ways, CACHES, addr_width=ADDR_WIDTH, stall=stall), sets, ways,
+                         max_cycles)
 
-    def run(self, model, draw):
-        self.example = (model, draw)
-        if not self.fresh:
-            self.sim.reset()
-        self.fresh = False
-        self.sim.run()
-
-    async def _tb(self, ctx):
+    async def _bench(self, ctx):
         dut, c, lines = self.dut, self.codecs, self.lines
-        model, draw = self.example
+        model, draw = self.job
         queue = deque()            # updates queued by an eviction
         pending = None             # line presented and not yet accepted
         inflight = deque()         # (line, cycle accepted)
@@ -99,26 +83,20 @@ class _Bench:
             cycle += 1
 
 
-_BENCHES = {}
-
 
 @pytest.mark.parametrize("sets,ways", CONFIGS)
 @given(data_=st.data())
 def test_matches_golden_model(sets, ways, data_):
-    bench = _BENCHES.get((sets, ways))
-    if bench is None:
-        bench = _BENCHES[(sets, ways)] = _Bench(sets, ways)
-    bench.run(ModelSF(sets, ways), data_.draw)
+    bench = cached_bench((_Bench, sets, ways), lambda: _Bench(sets, ways))
+    bench.run((ModelSF(sets, ways), data_.draw))
 
 
 @pytest.mark.parametrize("sets,ways", [(1, 4), (2, 2)])
 @given(data_=st.data())
 def test_without_stalls_matches_golden_model(sets, ways, data_):
     """``stall=False``: every result taken in the cycle it is offered; the same answers."""
-    bench = _BENCHES.get((sets, ways, "nostall"))
-    if bench is None:
-        bench = _BENCHES[(sets, ways, "nostall")] = _Bench(sets, ways, stall=False)
-    bench.run(ModelSF(sets, ways), data_.draw)
+    bench = cached_bench((_Bench, sets, ways, "nostall"), lambda: _Bench(sets, ways, stall=False))
+    bench.run((ModelSF(sets, ways), data_.draw))
 
 
 def test_without_stalls_a_result_not_taken_is_reported():
@@ -133,14 +111,8 @@ def test_without_stalls_a_result_not_taken_is_reported():
             await ctx.tick()
 
     with pytest.raises(AssertionError, match="was not taken"):
-        _simulate(dut, tb)
+        simulate(dut, tb)
 
-
-def _simulate(dut, tb):
-    sim = Simulator(dut)
-    sim.add_clock(1e-6)
-    sim.add_testbench(tb)
-    sim.run()
 
 
 def test_one_lookup_per_cycle_with_writes_to_the_same_set():
@@ -173,7 +145,7 @@ def test_one_lookup_per_cycle_with_writes_to_the_same_set():
             await ctx.tick()
         assert answers == [True, True, True, False, True, True, False, False]    # 108, 110: never allocated
 
-    _simulate(dut, tb)
+    simulate(dut, tb)
 
 
 @pytest.mark.parametrize("kwargs,name", [
@@ -202,7 +174,7 @@ def test_duplicate_tag_assert_fires():
             await ctx.tick()
 
     with pytest.raises(AssertionError, match="holds a valid tag twice"):
-        _simulate(dut, tb)
+        simulate(dut, tb)
 
 
 @pytest.mark.parametrize("sets,ways,caches", [(64, 4, 2), (1, 1, 1)])

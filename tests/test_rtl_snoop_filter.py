@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 from amaranth.back import verilog
-from amaranth.sim import Simulator
 from hypothesis import given, strategies as st
 
 from hdl.dcoh.snoop_filter import SFOp, SnoopFilter
@@ -23,34 +22,19 @@ from cxl.coherence import DevState as D
 
 sys.path.insert(0, str(Path(__file__).parent))
 from sf_harness import (ADDR_WIDTH, CACHES, CONFIGS, Codecs, apply_update, compare_storage,  # noqa: E402
-                        draw_update, expected_answer, got_answer, line_pool, set_update)
+                        ModelBench, cached_bench, draw_update, expected_answer, got_answer,
+                        set_update, simulate)
 
-class _Bench:
-    """One elaborated DUT and Simulator per configuration, reset between Hypothesis examples (building
-    a Simulator costs more than a whole example).  ``example`` holds the current model and draw."""
 
+class _Bench(ModelBench):
     def __init__(self, sets, ways, max_cycles=40, busy_at_result=False):
-        self.dut = SnoopFilter(sets, ways, CACHES, addr_width=ADDR_WIDTH, busy_at_result=busy_at_result)
         self.late = busy_at_result
-        self.codecs = Codecs(self.dut)
-        self.lines = line_pool(sets, ways)
-        self.max_cycles = max_cycles
-        self.example = None
-        self.fresh = True          # the testbench added below has not run yet: no reset needed
-        self.sim = Simulator(self.dut)
-        self.sim.add_clock(1e-6)
-        self.sim.add_testbench(self._tb)
+        super().__init__(SnoopFilter(sets, ways, CACHES, addr_width=ADDR_WIDTH, busy_at_result=busy_at_result),
+                         sets, ways, max_cycles)
 
-    def run(self, model, draw):
-        self.example = (model, draw)
-        if not self.fresh:
-            self.sim.reset()
-        self.fresh = False
-        self.sim.run()
-
-    async def _tb(self, ctx):
+    async def _bench(self, ctx):
         dut, c, lines = self.dut, self.codecs, self.lines
-        model, draw = self.example
+        model, draw = self.job
         queue = deque()            # updates queued by an eviction
         pending = None             # lookup presented and not yet accepted: (line, busy)
         expected = deque()         # results in flight: (line, expected fields)
@@ -107,16 +91,12 @@ class _Bench:
             cycle += 1
 
 
-_BENCHES = {}
-
 
 @pytest.mark.parametrize("sets,ways", CONFIGS)
 @given(data_=st.data())
 def test_matches_golden_model(sets, ways, data_):
-    bench = _BENCHES.get((sets, ways))
-    if bench is None:
-        bench = _BENCHES[(sets, ways)] = _Bench(sets, ways)
-    bench.run(ModelSF(sets, ways), data_.draw)
+    bench = cached_bench((_Bench, sets, ways), lambda: _Bench(sets, ways))
+    bench.run((ModelSF(sets, ways), data_.draw))
 
 
 @pytest.mark.parametrize("sets,ways", [(1, 4), (4, 2)])
@@ -124,17 +104,9 @@ def test_matches_golden_model(sets, ways, data_):
 def test_busy_at_result_matches_golden_model(sets, ways, data_):
     """``busy_at_result=True``: the busy mask is read from ``result_busy`` in the result's cycle (held
     with a stalled result) and the request's own mask is ignored; the same golden model decides."""
-    bench = _BENCHES.get((sets, ways, "late"))
-    if bench is None:
-        bench = _BENCHES[(sets, ways, "late")] = _Bench(sets, ways, busy_at_result=True)
-    bench.run(ModelSF(sets, ways), data_.draw)
+    bench = cached_bench((_Bench, sets, ways, "late"), lambda: _Bench(sets, ways, busy_at_result=True))
+    bench.run((ModelSF(sets, ways), data_.draw))
 
-
-def _simulate(dut, tb):
-    sim = Simulator(dut)
-    sim.add_clock(1e-6)
-    sim.add_testbench(tb)
-    sim.run()
 
 
 def test_back_to_back_lookups_one_per_cycle():
@@ -165,7 +137,7 @@ def test_back_to_back_lookups_one_per_cycle():
             await ctx.tick()
         assert seen == list(range(8))
 
-    _simulate(dut, tb)
+    simulate(dut, tb)
 
 
 @pytest.mark.parametrize("kwargs,name", [
@@ -200,7 +172,7 @@ def test_duplicate_tag_assert_fires():
             await ctx.tick()
 
     with pytest.raises(AssertionError, match="holds a valid tag twice"):
-        _simulate(dut, tb)
+        simulate(dut, tb)
 
 
 def test_same_tag_in_different_sets_is_fine():
@@ -215,7 +187,7 @@ def test_same_tag_in_different_sets_is_fine():
         for _ in range(3):
             await ctx.tick()
 
-    _simulate(dut, tb)
+    simulate(dut, tb)
 
 
 @pytest.mark.parametrize("sets,ways,caches", [(64, 4, 2), (1, 1, 1), (16, 8, 32)])
