@@ -493,7 +493,7 @@ def test_rule_error_between_ports_no_duplicates(times):
 DRAIN_MARGIN = 3
 
 
-@pytest.mark.parametrize("tx_depth", [4, 6, 8])
+@pytest.mark.parametrize("tx_depth", range(1, 11))
 def test_reserve_covers_the_worst_drain(tx_depth):
     from models.flit.drain import worst_drain
     for upstream in (True, False):

@@ -18,11 +18,13 @@ direction) and adds, around them and without changing them:
   sends (protocol, all-data, LLCRD: all retryable) is written at the TX sequence number and stays until
   the peer acknowledges it (acks free entries oldest first).  New flits wait while ``retry_depth - 1``
   entries are in use, and new *messages* stop entering the packer while fewer than ``reserve`` =
-  ``3 * tx_depth + 4`` entries are free (enough flits to drain the packer's queues and owed chunks
-  and then send an LLCRD: the golden packer's worst drain of a full packer, ``models/flit/drain.py``, is
-  12, 15 and 19 flits at depths 4, 6 and 8, and the reserve must exceed it by 3, which
-  ``tests/test_rtl_link_port.py::test_reserve_covers_the_worst_drain`` checks).  So an end whose buffer is nearly full still gets its pending acks
-  out (in Ak or the packer's LLCRD, always at legal points of the flit stream), and two nearly full ends
+  ``2 * tx_depth + 8`` entries are free: enough to drain the packer's queues and owed chunks and then
+  send an LLCRD.  The golden packer's worst drain of a full packer (``models/flit/drain.py``) is 7, 12,
+  15 and 19 flits at depths 1, 4, 6 and 8, and the reserve must exceed it by 3 (the flit written as the
+  port stops taking messages, 2 flits in the packer's output stages), which
+  ``tests/test_rtl_link_port.py::test_reserve_covers_the_worst_drain`` checks for depths 1 to 10.  So an
+  end whose buffer is nearly full still gets its pending acks out (in Ak or the packer's LLCRD, always
+  at legal points of the flit stream), and two nearly full ends
   cannot deadlock waiting for each other's acks.  Without this rule both ends of a link at BER 1e-3
   deadlocked with full buffers and the acks stuck inside the packers (seen in the BER test).
 * **LLR** (below).
@@ -249,7 +251,7 @@ class LinkPort(wiring.Component):
         # Entries kept free for draining the packer (see elaborate): its queues and owed lines, in
         # flits, plus the LLCRD after them; sized from the packer's structure, and checked against the
         # golden packer's worst drain (module docstring).
-        self.reserve = 3 * tx_depth + 4
+        self.reserve = 2 * tx_depth + 8
         if self.reserve + 8 > retry_depth:
             raise ValueError(f"retry_depth={retry_depth} too small for tx_depth={tx_depth}: need > "
                              f"{self.reserve + 8} entries")
