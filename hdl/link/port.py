@@ -24,9 +24,9 @@ direction) and adds, around them and without changing them:
   port stops taking messages, 2 flits in the packer's output stages), which
   ``tests/test_rtl_link_port.py::test_reserve_covers_the_worst_drain`` checks for depths 1 to 10.  So an
   end whose buffer is nearly full still gets its pending acks out (in Ak or the packer's LLCRD, always
-  at legal points of the flit stream), and two nearly full ends
-  cannot deadlock waiting for each other's acks.  Without this rule both ends of a link at BER 1e-3
-  deadlocked with full buffers and the acks stuck inside the packers (seen in the BER test).
+  at legal points of the flit stream), and two nearly full ends cannot deadlock waiting for each
+  other's acks.  Without this rule both ends of a link at BER 1e-3 deadlocked with full buffers and the
+  acks stuck inside the packers (seen in the BER test).
 * **LLR** (below).
 
 Ports (channel names lower case, shapes from :mod:`hdl.link.ports`): ``In`` streams for the three
