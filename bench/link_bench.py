@@ -14,8 +14,8 @@ Reports, as JSON on stdout (and ``--out FILE``):
   (:func:`wait_sweep`); ``efficiency`` above is the RTL at the packer's default W
   (``efficiency_wait``), and ``efficiency_by_config`` the same RTL runs with the link ports built
   with another packer wait and queue depth (``LinkPort(pack_wait=W, tx_depth=D)``) for each of
-  ``--rtl-configs`` (default ``0x4,3x4,3x8``: the eager packer with 4-deep queues, W = 3 with them, and
-  W = 3 with 8-deep queues);
+  ``--rtl-configs`` (default ``0x4,3x4,3x6``: the eager packer with 4-deep queues, W = 3 with them, and
+  W = 3 with the former default's 6-deep queues);
   ``efficiency_paced``: the mixed workload at the defaults (and in each ``efficiency_by_config`` entry,
   at that setting) with *paced* sources, each channel kept to its share of its direction's messages all
   through the run (:func:`paced_offers`), where the runs above let every source offer a message per
@@ -291,9 +291,9 @@ def main(argv=None):
     ap.add_argument("--budget", type=float, default=300.0, help="seconds for the BER runs (default 300)")
     ap.add_argument("--lines", type=int, default=512, help="lines / snoops per efficiency workload")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--rtl-configs", type=parse_configs, default=parse_configs("0x4,3x4,3x8"),
+    ap.add_argument("--rtl-configs", type=parse_configs, default=parse_configs("0x4,3x4,3x6"),
                     help="link-port settings to measure the RTL's efficiency at besides the defaults: a comma "
-                         "list of W (LinkPort pack_wait) or WxD (pack_wait W, tx_depth D); default 0x4,3x4,3x8; "
+                         "list of W (LinkPort pack_wait) or WxD (pack_wait W, tx_depth D); default 0x4,3x4,3x6; "
                          "empty for none")
     ap.add_argument("--out", help="also write the JSON here")
     args = ap.parse_args(argv)

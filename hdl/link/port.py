@@ -212,15 +212,16 @@ class LinkPort(wiring.Component):
     16..256), ``credits`` ({"req", "rsp", "data"}: credit pools of the sent channels; default: what the
     peer's unpacker buffers, :func:`default_credits`), ``ack_timer`` (cycles), ``retry_timeout``
     (cycles between RETRY.Req re-sends), ``rx_depth`` (unpacker lane depth), ``tx_depth`` (packer queue
-    depth; 6 by default: with the default ``pack_wait`` a 4-deep packer has too few lines queued to fill
-    a header flit with Data Headers, 0.965 of the streaming optimum against 0.98, bench/link_bench.py);
+    depth; 8 by default: with the default ``pack_wait`` a 4-deep packer has too few lines queued to fill
+    a header flit with Data Headers, 0.961 of the streaming optimum against 0.996, and at 8 rather than
+    6 the paced mixed workload reaches 0.976 of its bound rather than 0.959, bench/link_bench.py);
     ``retry_limit``, ``ack_timeout``, ``credit_timeout``: see "Link errors"; ``pack_wait``: the packer's
     ``wait`` (hdl/link/tx.py: decisions a partly filled protocol flit may be held; default
     ``cxl.flit.DEFAULT_PACK_WAIT``, 3); ``credit_batch``: the packer's (credits an idle packer gathers
     before an LLCRD; default :func:`default_credit_batch` of ``rx_depth``: 1 up to 21 entries)."""
 
     def __init__(self, upstream, *, retry_depth=64, credits=None, ack_timer=16, retry_timeout=32,
-                 rx_depth=8, tx_depth=6, retry_limit=64, ack_timeout=4096, credit_timeout=8192,
+                 rx_depth=8, tx_depth=8, retry_limit=64, ack_timeout=4096, credit_timeout=8192,
                  pack_wait=DEFAULT_PACK_WAIT, credit_batch=None):
         if not isinstance(upstream, bool):
             raise ValueError(f"upstream={upstream!r}: must be True (device end) or False (host end)")
