@@ -17,18 +17,12 @@ from amaranth.hdl import Assume, Elaboratable, Module
 
 from hdl.dcoh.sf_pipe import PipelinedSnoopFilter
 from formal.common import Proof, drive_inputs, no_reset
-from formal.proof_snoop_filter_no_dup_tag import assert_no_duplicate_tags, assume_fresh_allocations, observe_rows
+from formal.proof_snoop_filter_no_dup_tag import assert_no_duplicate_tags, assume_fresh_allocations, observed
 
 SETS, WAYS, CACHES, ADDR_WIDTH = 2, 2, 1, 4
 
 
-class Observed(PipelinedSnoopFilter):
-    """The filter + one asynchronous read port per set for the harness's assumptions."""
-
-    def elaborate(self, platform):
-        m = super().elaborate(platform)
-        observe_rows(m, self)
-        return m
+Observed = observed(PipelinedSnoopFilter)      # + one asynchronous read port per set for the harness
 
 
 class SfPipeForwarding(Elaboratable):

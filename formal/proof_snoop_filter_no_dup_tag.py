@@ -59,13 +59,18 @@ def observe_rows(m, dut):
         dut.rows.append(data.View(dut.row_layout, port.data))
 
 
-class _ObservedSnoopFilter(SnoopFilter):
-    """SnoopFilter + one comb read port per set for the harness (``self.rows[s]``: row of set s)."""
+def observed(filter_cls):
+    """``filter_cls`` (a snoop filter) + one comb read port per set for a harness (:func:`observe_rows`)."""
+    class Observed(filter_cls):
+        def elaborate(self, platform):
+            m = super().elaborate(platform)
+            observe_rows(m, self)
+            return m
+    Observed.__name__ = f"Observed{filter_cls.__name__}"
+    return Observed
 
-    def elaborate(self, platform):
-        m = super().elaborate(platform)
-        observe_rows(m, self)
-        return m
+
+_ObservedSnoopFilter = observed(SnoopFilter)
 
 
 class SnoopFilterNoDupTag(Elaboratable):

@@ -189,6 +189,25 @@ def set_update(ctx, dut, c, u):
                                                          touch=bool(u[4:] and u[4])))
 
 
+def draw_lookup_line(draw, model, lines):
+    """A line to look up: mostly one the model holds, else any of ``lines``."""
+    if model.entries and draw(st.booleans(), label="present"):
+        return draw(st.sampled_from(sorted(model.entries)), label="line")
+    return draw(st.sampled_from(lines), label="line")
+
+
+def draw_busy(draw, model):
+    """A busy mask over a set's ways."""
+    return draw(st.integers(0, (1 << model.ways) - 1), label="busy")
+
+
+async def end_cycle(ctx, dut, c, model):
+    """The clock edge, then the model's own checks and the whole tag store against the model's."""
+    await ctx.tick()
+    model.check()
+    compare_storage(ctx, dut, c, model)
+
+
 class ModelBench(ReusedSimulator):
     """A snoop filter under Hypothesis: one elaborated DUT and simulator per configuration, reset
     between examples (building a simulator costs more than a whole example).  ``run((model, draw))``;

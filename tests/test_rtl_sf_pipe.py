@@ -22,9 +22,9 @@ from models.dcoh import SnoopFilter as ModelSF
 from cxl.coherence import DevState as D
 
 sys.path.insert(0, str(Path(__file__).parent))
-from sf_harness import (ADDR_WIDTH, CACHES, CONFIGS, Codecs, apply_update, compare_storage,  # noqa: E402
-                        ModelBench, cached_bench, draw_update, expected_answer, got_answer,
-                        set_update, simulate)
+from sf_harness import (ADDR_WIDTH, CACHES, CONFIGS, Codecs, ModelBench, apply_update,  # noqa: E402
+                        cached_bench, draw_busy, draw_lookup_line, draw_update, end_cycle, expected_answer,
+                        got_answer, set_update, simulate)
 
 
 class _Bench(ModelBench):
@@ -45,12 +45,9 @@ class _Bench(ModelBench):
             draining = cycle >= n
             u = None if draining else draw_update(draw, model, lines, CACHES, queue)
             if pending is None and not draining and draw(st.booleans(), label="lookup"):
-                if model.entries and draw(st.booleans(), label="present"):
-                    pending = draw(st.sampled_from(sorted(model.entries)), label="line")
-                else:
-                    pending = draw(st.sampled_from(lines), label="line")
+                pending = draw_lookup_line(draw, model, lines)
             ready = True if draining or not self.stall else draw(st.integers(0, 3), label="ready") > 0
-            busy = draw(st.integers(0, (1 << model.ways) - 1), label="busy")
+            busy = draw_busy(draw, model)
             set_update(ctx, dut, c, u)
             ctx.set(dut.lookup.valid, pending is not None)
             if pending is not None:
@@ -77,11 +74,8 @@ class _Bench(ModelBench):
                 pending = None
             if u is not None:
                 apply_update(model, u)         # this cycle's update shows from the next cycle on
-            await ctx.tick()
-            model.check()
-            compare_storage(ctx, dut, c, model)
+            await end_cycle(ctx, dut, c, model)
             cycle += 1
-
 
 
 @pytest.mark.parametrize("sets,ways", CONFIGS)

@@ -21,9 +21,9 @@ from models.dcoh import SnoopFilter as ModelSF
 from cxl.coherence import DevState as D
 
 sys.path.insert(0, str(Path(__file__).parent))
-from sf_harness import (ADDR_WIDTH, CACHES, CONFIGS, Codecs, apply_update, compare_storage,  # noqa: E402
-                        ModelBench, cached_bench, draw_update, expected_answer, got_answer,
-                        set_update, simulate)
+from sf_harness import (ADDR_WIDTH, CACHES, CONFIGS, Codecs, ModelBench, apply_update,  # noqa: E402
+                        cached_bench, draw_busy, draw_lookup_line, draw_update, end_cycle, expected_answer,
+                        got_answer, set_update, simulate)
 
 
 class _Bench(ModelBench):
@@ -45,11 +45,8 @@ class _Bench(ModelBench):
             draining = cycle >= n
             u = None if draining else draw_update(draw, model, lines, CACHES, queue)
             if pending is None and not draining and draw(st.booleans(), label="lookup"):
-                if model.entries and draw(st.booleans(), label="present"):
-                    line = draw(st.sampled_from(sorted(model.entries)), label="line")
-                else:
-                    line = draw(st.sampled_from(lines), label="line")
-                pending = (line, draw(st.integers(0, (1 << model.ways) - 1), label="busy"))
+                line = draw_lookup_line(draw, model, lines)
+                pending = (line, draw_busy(draw, model))
             ready = True if draining else draw(st.integers(0, 3), label="ready") > 0
             set_update(ctx, dut, c, u)
             ctx.set(dut.lookup.valid, pending is not None)
@@ -85,11 +82,8 @@ class _Bench(ModelBench):
             if accepted:
                 expected.append((pending[0], expected_answer(model, *pending), pending[1]))
                 pending = None
-            await ctx.tick()
-            model.check()
-            compare_storage(ctx, dut, c, model)
+            await end_cycle(ctx, dut, c, model)
             cycle += 1
-
 
 
 @pytest.mark.parametrize("sets,ways", CONFIGS)

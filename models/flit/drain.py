@@ -30,10 +30,13 @@ __all__ = ["drain_flits", "worst_drain", "MAX_OWED_CHUNKS"]
 MAX_OWED_CHUNKS = 16         # four lines owed after any flit (hdl/link/tx.py, the data ring)
 
 
-def _message(ch, _cache={}):
-    if ch not in _cache:
-        _cache[ch] = random_msg(random.Random(ch.value), ch)
-    return _cache[ch]
+_MESSAGES = {}              # one fixed legal message per channel: the policy looks at counts only
+
+
+def _message(ch):
+    if ch not in _MESSAGES:
+        _MESSAGES[ch] = random_msg(random.Random(ch.value), ch)
+    return _MESSAGES[ch]
 
 
 def drain_flits(direction, depth, owed, priority, req_after, wait=3):
