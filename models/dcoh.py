@@ -319,6 +319,12 @@ class Device:
         self.stats = stats if stats is not None else {}
         self.coverage = {}      # (state, event) -> times taken, for race tests and coverage reports
         self.now = 0
+        # The waiting accesses are tried after every event (``service``), as part of it.  The shadow of
+        # an RTL DCOH sets this: the engine rescans as a step of its own (its ``dispatch`` shows SCAN),
+        # and snoops it answers on its side path in between must find the accesses not yet tried, so
+        # the testbench calls ``service`` at that step instead (a completion and a probe's work then
+        # leave it to the caller; an accepted access is still tried at once, as the engine does).
+        self.defer_service = False
 
     # ---------------------------------------------------------------- state queries
     def name(self):
@@ -651,10 +657,22 @@ class Device:
     def flush(self, block, now, only=None):
         """The coalescer sends the merged probes of ``block`` (``only``: of just those lines, see
         ``Coalescer.pop``); their acknowledgements finish the snoops and back-invalidations that waited
-        for them."""
+        for them (:meth:`close_probe`, then :meth:`finish_probe`)."""
+        self.finish_probe(self.close_probe(block, only), now)
+
+    def close_probe(self, block, only=None):
+        """The caches take the merged probe of ``block`` (``only``: of just those lines): its group is
+        closed, so a later probe to the block opens a new one.  Returns the probe's lines; their work is
+        still pending until :meth:`finish_probe`.  (Apart only for the shadow of an RTL DCOH, whose
+        engine works the lines some cycles after the caches took the probe.)"""
+        return self.coal.pop(block, only)
+
+    def finish_probe(self, lines, now):
+        """The work of an acknowledged probe's ``lines``: answer the snoops and finish the
+        back-invalidations that waited for them; then the waiting accesses (unless ``defer_service``)."""
         self.now = now
         extra = self.cfg.probe_latency
-        for line in self.coal.pop(block, only):
+        for line in lines:
             self.checker.touched.add(line)
             w = self.work.pop(line, None)
             if w is None:
@@ -663,7 +681,8 @@ class Device:
                 self._answer_snoop(w.snoop, now, extra)
             if w.evict is not None:
                 self._evict_after_back_invalidation(line, w.evict, now)
-        self.service(now)
+        if not self.defer_service:
+            self.service(now)
 
     def _evict_after_back_invalidation(self, line, cqid, now):
         state = self.line_state(line)
@@ -749,7 +768,8 @@ class Device:
             self.checker.read_at_serialization(line, t.data, f"{self.name()} RdCurr data")
         if op is not None:
             self._finish_op(op)
-        self.service(now)
+        if not self.defer_service:
+            self.service(now)
 
     # ---------------------------------------------------------------- invariants and state
     def check_line(self, line):

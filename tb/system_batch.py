@@ -97,6 +97,7 @@ class BatchedSide(DeviceSide):
         dut = bench.dut
         self.h = lambda name: getattr(dut, f"d{d}_{name}")
         self.shadow = bench.sysm.devices[d]
+        self.shadow.defer_service = True                  # service() at the engine's SCAN (DeviceSide.dispatch)
         self.link = bench.sysm.links[d]
         self.bfm = CacheBFM(bench.cfg.caches)             # the mirror of the RTL's caches
         self.codec = {c: ChannelCodec(c, Shape.cast(channel_shape(c)).width, f"d{d}_{c.name.lower()}") for c in H2D_CHANNELS + D2H_CHANNELS}
@@ -112,6 +113,7 @@ class BatchedSide(DeviceSide):
         self.held = None
         self.cpu_cur = None
         self.probe_phase = None
+        self.probe_lines = ()
         self.fed = [deque() for _ in range(bench.cfg.caches)]   # accesses pushed, not started
         self.to_send = 0                                   # misses not yet taken by the DCOH
         self.owed = deque()                                # the answers the RTL's caches owe (mirror's)

@@ -14,10 +14,12 @@ Who is who
   earlier H2D Rsp to its line is still on its way to the DCOH.
 * **Shadow devices**: the System's ``Device`` objects are not simulated on their own; each one is
   the shadow of RTL device ``d`` and takes the events the RTL engine takes, in the order and cycle it
-  takes them (the DCOH's ``dispatch`` port: snoop, held-snoop replay, H2D Rsp, H2D Data, CPU access),
-  plus the probes the internal caches acknowledge (``flush`` of exactly the lines the RTL's probe
-  names).  The DCOH serializes its events and makes each event + rescan atomic, so the RTL and its
-  shadow must agree message for message.
+  takes them (the DCOH's ``dispatch`` port: snoop, held-snoop replay, H2D Rsp, H2D Data, CPU access,
+  a probe's work, the rescan of the waiting accesses), plus the probes the internal caches acknowledge
+  (``close_probe`` of exactly the lines the RTL's probe names, worked at the engine's next WORK).  The
+  shadow tries its waiting accesses only at the engine's SCAN (``Device.defer_service``), so the snoops
+  the DCOH's side path answers while an event waits come before that rescan in both; the DCOH
+  serializes everything else, so the RTL and its shadow must agree message for message.
 * **Internal caches**: ``tb.cache_bfm.CacheBFM`` per device (the model's MESI rules), fed by the
   model's seeded ``Workload`` (true/false sharing, set conflicts, a random pool; layouts rotate per
   seed).  A cache hit touches no DCOH state, so the BFM takes one only while the DCOH is idle, and
@@ -126,6 +128,7 @@ class DeviceSide:
             return x
         self.h = h
         self.shadow = bench.sysm.devices[d]
+        self.shadow.defer_service = True                # service() at the engine's SCAN (dispatch below)
         self.link = bench.sysm.links[d]
         self.bfm = CacheBFM(bench.cfg.caches)
         self.codec = {c: ChannelCodec(c, len(h(f"{c.name.lower()}__payload")), f"d{d}_{c.name.lower()}")
@@ -138,6 +141,7 @@ class DeviceSide:
         self.cpu_cur = None
         self.cmd_rsp = None                             # (dirty, excl, data) being offered
         self.probe_phase = None                         # None, "acked", "working"
+        self.probe_lines = ()                           # the acknowledged probe's lines, worked at WORK
         self.probe_ready = 0
         self.pending_op = [None] * bench.cfg.caches     # a generated hit waiting for an idle DCOH
         self.next_issue = [bench.rng.randrange(bench.think + 1) for _ in range(bench.cfg.caches)]
@@ -212,16 +216,16 @@ class DeviceSide:
             if not dev.accept(op, now):
                 self.fail(f"the shadow refuses {op!r}: its cache {op.k} is busy")
         elif code == Dispatch.WORK:
-            if self.probe_phase == "acked":
+            if self.probe_phase == "acked":     # the run of the acknowledged probe's work starts
                 self.probe_phase = "working"
-            return
+                dev.finish_probe(self.probe_lines, now)
+                self.probe_lines = ()
         elif code == Dispatch.SCAN:
             if self.probe_phase == "working":
                 self.probe_phase = None
-            return
+            dev.service(now)
         else:
             return
-        dev.service(now)
         dev.transmit(now)
 
     # ------------------------------------------------------------------ host side
@@ -409,7 +413,8 @@ class DeviceSide:
         return changed
 
     def probe_acked(self, payload, now):
-        """The caches took the DCOH's probe message ``payload``: the shadow flushes exactly those lines."""
+        """The caches took the DCOH's probe message ``payload``: the shadow closes the probe of exactly those
+        lines, and works them when the engine does (its first WORK after this)."""
         bench = self.bench
         p = bench.probe_codec.decode(payload)
         block = p["block"]
@@ -418,7 +423,7 @@ class DeviceSide:
         if block not in self.shadow.coal.groups or not lines & set(self.shadow.coal.groups[block][1]):
             self.fail(f"the RTL probes block {block:#x} lines {sorted(lines)}, but the shadow has no "
                       f"such probe open (its groups: {self.shadow.coal.groups})")
-        self.shadow.flush(block, now, lines)
+        self.probe_lines = self.shadow.close_probe(block, lines)
         self.probe_phase = "acked"
 
     def hit_taken(self, op, now):

@@ -26,7 +26,7 @@ import scenario as scenario_mod                                    # noqa: E402
 import test_races                                                  # noqa: E402
 from dcoh_cosim import CONFIG, CosimMismatch, make_dut, run_cosim  # noqa: E402
 from cxl.coherence import SNOOP_TABLE, STALL, DevState              # noqa: E402
-from hdl.dcoh.dcoh import DCOH, CacheState, CpuKind, ErrorKind     # noqa: E402
+from hdl.dcoh.dcoh import DCOH, CacheState, CpuKind, Dispatch, ErrorKind  # noqa: E402
 from cxl.messages import D2HReqOpcode, D2HRspOpcode, H2DReqOpcode, H2DRspOpcode  # noqa: E402
 from models.config import Config                                   # noqa: E402
 
@@ -489,18 +489,20 @@ def test_snoop_to_the_line_of_a_waiting_eviction_waits_for_it():
     assert got.get("rsp") == SNOOP_TABLE[(DevState.SI_A, H2DReqOpcode.SnpData)][0] == D2HRspOpcode.RspIHitI
 
 
-def test_snoop_waits_while_an_access_waits_for_the_rescan_after_the_event():
-    """The rescan after an event may change a line the event itself does not touch.  Cache 2 evicts its S
-    line 0x80 while caches 0 and 1 hold both CQIDs: the eviction waits, and so does cache 3's load after it
-    (the engine's last try, so the line registers the side path keeps away from hold 0x43, not 0x80).  A
-    GO-S and the data complete cache 0's load; its cpu_rsp is held back, so the engine waits in the
-    completion with the eviction still waiting for the rescan.  A shadow model has taken the completion and its rescan whole (the eviction
-    issued, the line SI_A), so a SnpData to 0x80 must be answered RspIHitI, not RspSHitSE from the snoop
-    filter (still S): the side path must leave snoops alone while an access waits (without its ``q_len``
-    condition this test fails), and the engine answers it after the eviction."""
+def test_snoop_answered_while_an_access_waits_for_the_rescan_after_the_event():
+    """The rescan after an event is a step of its own (``dispatch`` SCAN), and the side path answers
+    snoops before it.  Cache 2 evicts its S line 0x80 while caches 0 and 1 hold both CQIDs: the eviction
+    waits, and so does cache 3's load after it.  A GO-S and the data complete cache 0's load; its cpu_rsp
+    is held back, so the engine waits in the completion with the eviction still waiting for the rescan.
+    A SnpData to 0x80 offered then is answered at once, RspSHitSE from the line as it is (S, the eviction
+    not yet issued), and ``dispatch`` shows it (SNOOP) before the completion's SCAN: a shadow model that
+    rescans at SCAN answers it alike (tb/system_tb.py).  Once the cpu_rsp goes, the rescan issues the
+    eviction of the S line, CleanEvictNoData.  Without the SCAN step the side path would have to leave
+    such snoops alone (it did: the ``q_len`` condition), and a SCAN shown before the snoop, or none, fails
+    the order checked here."""
     dut = DCOH(caches=4, sf_sets=4, sf_ways=2, tracker=2, work=2, coalesce_window=0, coalesce_groups=1,
                credits=64)
-    got = {}
+    got = {"codes": [], "reqs": []}
 
     async def wait_for(ctx, signal, what, cycles=100):
         for _ in range(cycles):
@@ -548,11 +550,31 @@ def test_snoop_waits_while_an_access_waits_for_the_rescan_after_the_event():
         await ctx.tick()
         ctx.set(dut.h2d_data.valid, 0)
         await wait_for(ctx, dut.cpu_rsp.valid, "cpu_rsp of the completed load")
-        got["rsp"] = await _snoop_held_then_answered(ctx, dut, 0x80, lambda ctx: ctx.set(dut.cpu_rsp.ready, 1),
-                                                     "while the rescan after the event waits")
+        ctx.set(dut.h2d_req.valid, 1)
+        ctx.set(dut.h2d_req.p.opcode, H2DReqOpcode.SnpData)
+        ctx.set(dut.h2d_req.p.addr, 0x80)
+        ctx.set(dut.h2d_req.p.uqid, 9)
+        for cycle in range(60):
+            if cycle == 20:
+                assert "rsp" in got, "the snoop was not answered while the completion's cpu_rsp was held"
+                ctx.set(dut.cpu_rsp.ready, 1)
+            code = ctx.get(dut.dispatch)
+            if code != Dispatch.NONE:
+                got["codes"].append(code)
+            if ctx.get(dut.d2h_rsp.valid) and ctx.get(dut.d2h_rsp.p.uqid) == 9:
+                got.setdefault("rsp", ctx.get(dut.d2h_rsp.p.opcode))
+            if ctx.get(dut.d2h_req.valid):
+                got["reqs"].append((ctx.get(dut.d2h_req.p.opcode), ctx.get(dut.d2h_req.p.addr)))
+            taken = ctx.get(dut.h2d_req.valid) and ctx.get(dut.h2d_req.ready)
+            await ctx.tick()
+            if taken:
+                ctx.set(dut.h2d_req.valid, 0)
 
     _bench(dut, body)
-    assert got.get("rsp") == D2HRspOpcode.RspIHitI, f"SnpData to the evicted line answered {got.get('rsp')}"
+    assert got.get("rsp") == SNOOP_TABLE[(DevState.S, H2DReqOpcode.SnpData)][0] == D2HRspOpcode.RspSHitSE, got
+    assert got["codes"][:2] == [Dispatch.SNOOP, Dispatch.SCAN], \
+        f"dispatch after the snoop was offered: {[c.name for c in got['codes']]}"
+    assert (D2HReqOpcode.CleanEvictNoData, 0x80) in got["reqs"], f"D2H requests after the snoop: {got['reqs']}"
 
 
 @pytest.mark.parametrize("data_first", [True, False], ids=["data_first", "data_last"])

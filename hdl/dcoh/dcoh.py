@@ -39,11 +39,12 @@ Micro-architecture
 ------------------
 One engine (an FSM) serializes every event -- the model's event order -- with this priority: the
 rescan of the waiting accesses in arrival order that follows every event (the model's ``service``;
-first, so an event and its service are atomic as in the model even if a probe is acknowledged
+first, so that an event's rescan comes right after it as in the model even if a probe is acknowledged
 meanwhile), probes acknowledged (work on their lines; once started, all ready work runs before its
-rescan, so a probe's work and its service are atomic too, the model's ``flush``), H2D Rsp, H2D Data, the held snoop's replay,
+rescan, the model's ``finish_probe`` and its service), H2D Rsp, H2D Data, the held snoop's replay,
 snoops, new CPU accesses.  ``dispatch`` (:class:`Dispatch`) names what the engine starts in each
-cycle: a testbench feeds a shadow golden model the events in exactly that order (tb/system_tb.py).  The last
+cycle, the rescan after an event included (SCAN, in its first cycle): a testbench feeds a shadow
+golden model the steps in exactly that order (tb/system_tb.py, ``Device.defer_service``).  The last
 cycle of an event outside a run of work, with no access waiting, dispatches the next one itself
 (``chain``), so events follow each other without an IDLE cycle; the hazards that rule needs are listed
 there.  The snoop filter has
@@ -765,8 +766,15 @@ class DCOH(wiring.Component):
 
         s_keeps, s_keep_rsp = keeps_s(snp.opcode)
 
+        # The rescan that follows an event is a step of its own for a shadow model: ``dispatch`` shows
+        # SCAN in its first cycle (the cycle after the event's last; no dispatch and no side-path take
+        # can fall in that cycle), so that the snoops the side path answered while the event waited come
+        # before it there too (docs/dcoh.md, "Snoop side path").
+        scan_report = Signal()
+        m.d.sync += scan_report.eq(0)
+
         def rescan_next(*also, writes_t=None, forwards_data=False):
-            """The end of an event: the model's service() follows it.  Outside a run of work nothing
+            """The end of an event: the model's service() follows it (reported: ``scan_report``).  Outside a run of work nothing
             outranks a pending rescan in IDLE, so go to SCAN at once when accesses wait, and drop the
             rescan (a no-op) when none does, dispatching the next event in this same cycle
             (:func:`chain`; ``writes_t``: the tracker entry this cycle writes, if any); inside a run of
@@ -777,7 +785,7 @@ class DCOH(wiring.Component):
                 m.next = "IDLE"
                 chain_work()
             with m.Elif(q_len != 0):
-                m.d.sync += [scan_i.eq(0), progress.eq(0)]
+                m.d.sync += [scan_i.eq(0), progress.eq(0), scan_report.eq(1)]
                 m.next = "SCAN"
             with m.Else():
                 chain(writes_t, forwards_data)
@@ -1417,6 +1425,8 @@ class DCOH(wiring.Component):
                 m.d.comb += self.dispatch.eq(code)
         with m.If(go["snoop"]):
             m.d.comb += self.dispatch.eq(Mux(sf.lookup.ready, Dispatch.SNOOP, Dispatch.NONE))
+        with m.If(scan_report):
+            m.d.comb += self.dispatch.eq(Dispatch.SCAN)
         with m.If(go["work"]):
             # the work item's snoop and its lookup (work_next)
             w_next = wk[work_ready_idx]
@@ -1451,12 +1461,11 @@ class DCOH(wiring.Component):
         # it (a miss in the snoop filter, the tracker and the work table, or an S line the snoop leaves
         # in S) and its line is none the waiting event touches (r, ct, cur), and commits the answer into
         # a response register that goes out before any response of the engine's.  It is dispatched
-        # (SNOOP) in that cycle: the shadow model has taken the waiting event whole at its dispatch, so
-        # the snoop comes after it there too, and it answers alike because the event changes no other
-        # line.  That holds only if no access waits to be rescanned after the event (its rescan could
-        # issue a request for the snoop's line, which the model has done and the RTL not yet): none may
-        # wait, or, in a rescan's own states, only the access being tried.  No snoop is held (replay:
-        # later snoops wait behind it).  The lookup result is always taken in the next cycle, so the
+        # (SNOOP) in that cycle: the shadow model has taken the waiting event at its dispatch and takes
+        # the rescan after it at its SCAN (scan_report), so the snoop comes between them there too, and
+        # it answers alike because the event changes no other line and no waiting access has been tried
+        # in either.  In a rescan's own states only the access being tried may wait (the shadow takes a
+        # rescan whole).  No snoop is held (replay: later snoops wait behind it).  The lookup result is always taken in the next cycle, so the
         # engine finds the lookup port free when it leaves the wait; a chained dispatch in that cycle
         # sees the result and leaves the dispatch to IDLE (chain()), the one cycle this path can cost.
         def waiting(states, handshake_pending):
@@ -1477,7 +1486,7 @@ class DCOH(wiring.Component):
         scan_wait = (waiting(scan_cmd_waits, cmd_pending) | waiting(scan_cmd_rsp_waits, cmd_rsp_pending) |
                      waiting(("S_REPLY",), cpu_rsp_pending))
         side_window = Signal()
-        m.d.comb += side_window.eq(((event_wait & (q_len == 0)) | (scan_wait & (q_len == 1))) & ~replay)
+        m.d.comb += side_window.eq((event_wait | (scan_wait & (q_len == 1))) & ~replay)
         side_look = Signal()            # the side path looked the offered snoop up in the last cycle
         side_issue = side_window & ~side_look & ~side_rsp & self.h2d_req.valid & sf.lookup.ready
         with m.If(side_issue):
@@ -1494,7 +1503,7 @@ class DCOH(wiring.Component):
             touched = (res.line == r.line) | (res.line == ct.line) | (res.line == cur.line)
             unchanged = ~res.hit | (res.hit_clean_s & side_keeps)
             m.d.comb += side_take.eq(offered & ~tcam(res.line).any() & ~wcam(res.line).any() & ~touched &
-                                     unchanged & ~engine_dispatch)
+                                     unchanged & ~engine_dispatch & ~scan_report)
         with m.If(side_take):
             m.d.comb += [self.h2d_req.ready.eq(1), self.dispatch.eq(Dispatch.SNOOP)]
             m.d.sync += [side_rsp.eq(1), side_rsp_op.eq(Mux(res.hit, side_keep_rsp, Rsp.RspIHitI)),
