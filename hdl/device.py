@@ -3,7 +3,7 @@
 ``Device(dcoh=..., link=...)``: a :class:`hdl.dcoh.dcoh.DCOH` whose six host-side channels go through a
 :class:`hdl.link.port.LinkPort` (``upstream=True``: it sends D2H and receives H2D flits).  Ports: the
 link's ``tx_flit`` (out) / ``rx_flit`` (in), the DCOH's internal-cache ports (``cpu_req``, ``cpu_rsp``,
-``probe``, ``cmd``, ``cmd_rsp``) and status (``idle``, ``dispatch``, ``devload``, ``protocol_errors``, the link's
+``probe``, ``cmd``, ``cmd_rsp``) and status (``idle``, ``dispatch`` with ``work_line``, ``devload``, ``protocol_errors``, the link's
 ``retries``/``crc_errors``/``rule_errors``, its per-kind counters of bad input from the host ``rx_errors``
 and its ``link_error`` / ``link_error_cause``: see hdl/link/port.py).
 
@@ -36,7 +36,8 @@ class Device(wiring.Component):
         members = {"tx_flit": Out(flit_stream()), "rx_flit": In(flit_stream())}
         for name in _CACHE_PORTS:
             members[name] = self.dcoh.signature.members[name]
-        members.update(idle=Out(1), dispatch=self.dcoh.signature.members["dispatch"], devload=Out(2),
+        members.update(idle=Out(1), dispatch=self.dcoh.signature.members["dispatch"],
+                       work_line=self.dcoh.signature.members["work_line"], devload=Out(2),
                        protocol_errors=Out(16),
                        retries=Out(32), crc_errors=Out(32), rule_errors=Out(32),
                        rx_errors=Out(rx_errors_signature()), link_error=Out(1),
@@ -68,7 +69,7 @@ class Device(wiring.Component):
                 wiring.connect(m, wiring.flipped(port), inner)
             else:
                 wiring.connect(m, inner, wiring.flipped(port))
-        m.d.comb += [self.idle.eq(dcoh.idle), self.dispatch.eq(dcoh.dispatch), self.devload.eq(dcoh.devload),
+        m.d.comb += [self.idle.eq(dcoh.idle), self.dispatch.eq(dcoh.dispatch), self.work_line.eq(dcoh.work_line), self.devload.eq(dcoh.devload),
                      self.protocol_errors.eq(dcoh.protocol_errors), self.retries.eq(link.retries),
                      self.crc_errors.eq(link.crc_errors), self.rule_errors.eq(link.rule_errors),
                      self.link_error.eq(link.link_error), self.link_error_cause.eq(link.link_error_cause),

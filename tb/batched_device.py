@@ -19,11 +19,12 @@ two looks:
   :class:`tb.stamped.EventRecorder` with one port per window record) stamps and keeps them; it is a
   component of its own, beside the device in the batched unit (tb/system_top.py ``build_batched_unit``),
   and the window is 16 records of ~1.6 kbit.  A line in a record
-  (D2H data, a cmd's answer, a cpu_rsp) is its low ``VALUE_BITS`` and a ``wide`` bit (a bit above them is
+  (D2H data, a cmd's answer, a cpu_rsp, the line of a WORK) is its low ``VALUE_BITS`` and a ``wide`` bit (a bit above them is
   set): the model's line values are below 2^64, so nothing a check compares is lost, and a record is about
   half as wide;
 * ``now`` counts cycles from reset; ``status`` packs what a testbench polls once per look (free entries
-  per queue, error, drained, the DCOH's idle).
+  per queue, error, drained, the DCOH's idle); ``snoops_while_held`` is the caches' count of the snoops
+  the DCOH took while they held it up (its snoop side path).
 
 ``error`` is the linked device's (a link error, a DCOH protocol error, a rejected flit) or any sticky error
 of the caches (``cache_errors``) or of a queue (``overflows``: ops, req, rsp, data); the recorder has its
@@ -84,15 +85,15 @@ class BatchedDevice(wiring.Component):
             members[f"{_name(c)}_push"] = In(self.queues[c].signature.members["push"].shape)
             members[f"{_name(c)}_seq"] = In(1)
         members.update(link_error_cause=Out(len(LinkErrorCause)), host_link_error_cause=Out(len(LinkErrorCause)),
-                       protocol_errors=Out(16), rule_errors=Out(32), cache_errors=Out(CacheErrors()),
+                       protocol_errors=Out(16), rule_errors=Out(32), cache_errors=Out(CacheErrors()), snoops_while_held=Out(32),
                        overflows=Out(4))
         super().__init__(members)
 
     @staticmethod
     def record_layout(caches, addr_width, coalesce_block):
         block_bits = coalesce_block.bit_length() - 1
-        fields = {"dispatch": Dispatch, "h2d_taken": 3}
         line = {"data": VALUE_BITS, "wide": 1}
+        fields = {"dispatch": Dispatch, "work_line": data.StructLayout(line), "h2d_taken": 3}
         for c in D2H_CHANNELS:
             fields[f"{_name(c)}_valid"] = 1
             fields[_name(c)] = channel_shape(c)
@@ -172,7 +173,7 @@ class BatchedDevice(wiring.Component):
                      *line_of(r.cmd_rsp, lk.cmd_rsp.p.data),
                      r.cpu_rsp.cache.eq(lk.cpu_rsp.p.cache), r.cpu_rsp.line.eq(lk.cpu_rsp.p.line),
                      r.cpu_rsp.state.eq(lk.cpu_rsp.p.state), *line_of(r.cpu_rsp, lk.cpu_rsp.p.data),
-                     r.cmd.eq(lk.cmd.payload), r.probe.eq(lk.probe.payload)]
+                     r.cmd.eq(lk.cmd.payload), r.probe.eq(lk.probe.payload), *line_of(r.work_line, lk.work_line)]
         for name, stream_ in (("cmd", lk.cmd), ("cmd_rsp", lk.cmd_rsp), ("cpu_rsp", lk.cpu_rsp), ("probe", lk.probe)):
             fire = stream_.valid & stream_.ready
             m.d.comb += getattr(r, f"{name}_valid").eq(fire)
@@ -188,7 +189,7 @@ class BatchedDevice(wiring.Component):
         s = self.status
         m.d.comb += [s.ops_space.eq(oq.space), s.error.eq(error),
                      s.drained.eq(ca.drained & queues_empty & lk.idle), s.dcoh_idle.eq(lk.dcoh_idle),
-                     self.overflows.eq(overflows), self.cache_errors.eq(ca.errors),
+                     self.overflows.eq(overflows), self.cache_errors.eq(ca.errors), self.snoops_while_held.eq(ca.snoops_while_held),
                      self.link_error_cause.eq(lk.link_error_cause), self.host_link_error_cause.eq(lk.host_link_error_cause),
                      self.protocol_errors.eq(lk.protocol_errors), self.rule_errors.eq(lk.rule_errors)]
         for c, q in self.queues.items():

@@ -18,16 +18,16 @@ same work in the simulator, so a testbench only has to feed accesses and read wh
   taken and answered the next cycle on ``cmd_rsp`` with ``dirty`` (a copy was M), ``excl`` (a copy was E
   or M) and the line (the M copy's, else the last holder's: tb/cache_bfm.py's rule); its change is written
   in that answer's first cycle;
-* ``probe`` is acknowledged at once while no earlier probe is being worked through (until the DCOH's
-  ``dispatch`` shows WORK and then SCAN for it, as the Python testbench does);
+* ``probe`` is acknowledged at once: it is a notice, the copies change only with the DCOH's commands
+  when it works the lines (a shadow model works each line at the DCOH's WORK of it, tb/system_tb.py);
 * slow caches (``stall_bits`` > 0; 0, the default, never stalls): a fixed pseudo-random sequence holds
   ``cmd`` and ``cpu_rsp`` back (ready low) in about a quarter of the cycles and offers each cmd's answer
   0 .. 2**stall_bits - 1 cycles late, so that the DCOH meets caches that hold it up in the middle of an
   event (the snoops it answers meanwhile, docs/dcoh.md).
 
 ``quiet`` = the DCOH is idle, dispatches nothing, has no ``cmd`` or ``cpu_rsp`` out, no ``cmd_rsp`` is
-owed or being written, and no probe is open: the Python testbench's rule, one cycle more conservative
-after a ``cmd`` (the cycle its change is written).
+owed or being written: the Python testbench's rule, one cycle more conservative after a ``cmd`` (the
+cycle its change is written).
 
 No access decides while a ``cmd`` is out or in the cycle its change is written (the line read then may be
 the old one: an eviction must not go to the DCOH for a line the cmd has just invalidated).
@@ -40,11 +40,13 @@ another line, or two changes to one line of one cache in one cycle (the cmd's ch
 of its own).
 
 Status for a testbench: ``hit``/``miss`` (per cache, this cycle), ``busy`` (per cache: an access waits
-for the DCOH), ``drained`` (no access queued, started or owed, no ``cmd_rsp`` owed, no probe open).
+for the DCOH), ``drained`` (no access queued, started or owed, no ``cmd_rsp`` owed), ``snoops_while_held``
+(the snoops the DCOH took, ``dispatch`` SNOOP, in cycles in which these caches held it up: a ``cmd`` or a
+``cpu_rsp`` not taken, or a command's answer owed and not offered).
 """
 
 from amaranth.hdl import Cat, Const, MemoryData, Module, Mux, Signal
-from amaranth.lib import data, enum, fifo, wiring, stream
+from amaranth.lib import data, fifo, wiring, stream
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
@@ -70,12 +72,6 @@ class CacheErrors(data.StructLayout):
                           "rsp_line": 1,         # cpu_rsp names another line than the one waited on
                           "write_clash": 1,      # two changes to one line of one cache in one cycle
                           "op_cache": 1})        # an access for a cache that does not exist (it is dropped)
-
-
-class _Probe(enum.Enum, shape=2):
-    NONE = 0
-    ACKED = 1          # acknowledged; the DCOH has not dispatched its work yet
-    WORKING = 2        # the DCOH works through it (until its SCAN)
 
 
 STALL_BITS_MAX = 6       # a cmd's answer held back up to 2**6 - 1 cycles
@@ -118,6 +114,7 @@ class InternalCaches(wiring.Component):
             "cmd_rsp": Out(stream.Signature(CacheCmdRsp())),
             "dcoh_idle": In(1), "dispatch": In(Dispatch),
             "quiet": Out(1), "hit": Out(caches), "miss": Out(caches), "busy": Out(caches), "drained": Out(1),
+            "snoops_while_held": Out(32),
             "errors": Out(CacheErrors()),
         })
 
@@ -131,17 +128,9 @@ class InternalCaches(wiring.Component):
         def in_range(line):
             return line[IB:] == 0
 
-        # ---------------------------------------------------------------- probes
-        phase = Signal(_Probe)
-        phase_next = Signal(_Probe)
-        m.d.comb += [self.probe.ready.eq(phase == _Probe.NONE), phase_next.eq(phase)]
-        with m.If((phase == _Probe.ACKED) & (self.dispatch == Dispatch.WORK)):
-            m.d.comb += phase_next.eq(_Probe.WORKING)
-        with m.Elif((phase == _Probe.WORKING) & (self.dispatch == Dispatch.SCAN)):
-            m.d.comb += phase_next.eq(_Probe.NONE)
-        with m.If(self.probe.valid & self.probe.ready):
-            m.d.comb += phase_next.eq(_Probe.ACKED)
-        m.d.sync += phase.eq(phase_next)
+        # ---------------------------------------------------------------- probes: taken at once (a probe
+        # is a notice: the copies change with the DCOH's commands when it works the lines)
+        m.d.comb += self.probe.ready.eq(1)
 
         # ---------------------------------------------------------------- slow caches (stall_bits > 0)
         # A pseudo-random sequence (a 16-bit LFSR from a fixed seed: the same run every time) holds back
@@ -176,10 +165,18 @@ class InternalCaches(wiring.Component):
                 m.d.sync += rsp_pending.eq(0)
         m.d.comb += self.cmd_rsp.valid.eq(rsp_pending & (rsp_wait == 0))
 
+        # the snoops the DCOH takes while these caches hold it up (a cmd or a cpu_rsp not taken, a cmd's
+        # answer owed and not offered): the ones its snoop side path answers (docs/dcoh.md)
+        held_up = ((self.cmd.valid & ~self.cmd.ready) | (self.cpu_rsp.valid & ~self.cpu_rsp.ready) |
+                   (rsp_pending & ~self.cmd_rsp.valid))
+        snoops_held = Signal(32)
+        with m.If(held_up & (self.dispatch == Dispatch.SNOOP)):
+            m.d.sync += snoops_held.eq(snoops_held + 1)
+        m.d.comb += self.snoops_while_held.eq(snoops_held)
+
         quiet = Signal()
         m.d.comb += [quiet.eq(self.dcoh_idle & (self.dispatch == Dispatch.NONE) & ~self.cmd.valid &
-                              ~self.cpu_rsp.valid & ~(rsp_pending & ~self.cmd_rsp.ready) & ~fresh &
-                              (phase_next == _Probe.NONE)),
+                              ~self.cpu_rsp.valid & ~(rsp_pending & ~self.cmd_rsp.ready) & ~fresh),
                      self.quiet.eq(quiet)]
 
         # ---------------------------------------------------------------- cpu_req: one register
@@ -316,6 +313,5 @@ class InternalCaches(wiring.Component):
         with m.If(self.ops.valid & ~in_range(self.ops.p.line)):
             m.d.sync += err.line_range.eq(1)
         m.d.comb += [self.hit.eq(Cat(hits)), self.miss.eq(Cat(misses)),
-                     self.drained.eq(Cat(drained).all() & ~busy.any() & ~req_valid & ~want.any() & ~rsp_pending &
-                                     (phase == _Probe.NONE))]
+                     self.drained.eq(Cat(drained).all() & ~busy.any() & ~req_valid & ~want.any() & ~rsp_pending)]
         return m

@@ -65,6 +65,7 @@ from tb.system_tb import DeviceSide, SystemBench, SystemMismatch, _CACHE_STATE, 
 from tb.vip import ChannelCodec, StructCodec
 
 _SNOOP_CODE = Dispatch.SNOOP.value
+_WORK_CODE = Dispatch.WORK.value
 
 __all__ = ["BatchBench", "run", "SIMULATOR"]
 
@@ -112,8 +113,8 @@ class BatchedSide(DeviceSide):
         self.pop_seq = 0
         self.held = None
         self.cpu_cur = None
-        self.probe_phase = None
-        self.probe_lines = ()
+        self.acked = set()                                 # as DeviceSide's: probes' lines not yet worked
+        self.worked = set()
         self.fed = [deque() for _ in range(bench.cfg.caches)]   # accesses pushed, not started
         self.to_send = 0                                   # misses not yet taken by the DCOH
         self.owed = deque()                                # the answers the RTL's caches owe (mirror's)
@@ -220,7 +221,12 @@ class BatchedSide(DeviceSide):
             bench.dispatch_count[code] += 1
             if code == _SNOOP_CODE and self.owed:     # the engine waits for that answer: the side path took it
                 bench.snoops_while_cmd_owed += 1
-            self.dispatch(_DISPATCH[code], t)
+            if code == _WORK_CODE:
+                line = bench.line_codec["work_line"].decode(f(v, "work_line"))
+                self._narrow(line, "the WORK line")
+                self.dispatch(_DISPATCH[code], t, line["data"])
+            else:
+                self.dispatch(_DISPATCH[code], t)
         self.cpu_cur = None
         taken = f(v, "h2d_taken")
         if taken:
@@ -332,7 +338,7 @@ class BatchedSide(DeviceSide):
 
     def drained(self):
         return (all(b is None for b in self.bfm.busy) and not any(self.fed) and not self.to_send and
-                not self.owed and self.probe_phase is None and self.held is None and
+                not self.owed and not self.acked and self.held is None and
                 not any(self.pending.values()) and not any(self.queued.values()) and not any(self.in_rtl.values()))
 
 
@@ -391,7 +397,7 @@ class BatchBench(SystemBench):
         self.space_fields = [(c, status_fields[f"{c.name.lower()}_space"]) for c in H2D_CHANNELS]
         self.ops_space_field = status_fields["ops_space"]
         # the records' lines: low VALUE_BITS and a "wide" bit (tb/batched_device.py)
-        self.line_codec = {n: StructCodec(dev.layout[n].shape) for n in ("d2h_data", "cmd_rsp", "cpu_rsp")}
+        self.line_codec = {n: StructCodec(dev.layout[n].shape) for n in ("d2h_data", "cmd_rsp", "cpu_rsp", "work_line")}
         self.d2h_hdr_bits = data.Layout.cast(dev.layout["d2h_data"].shape)["hdr"].width
         self.status_bits = dev.status_layout.size
         self.status_mask = (1 << self.status_bits) - 1
@@ -573,6 +579,8 @@ class BatchBench(SystemBench):
         s["batch"] = {"cycles": self.batch, "host_delay": self.host_delay, "late": self.late,
                       "pipeline": self.pipeline, "model_s": round(self.dut.model_seconds(), 3)}
         s["simulator"] = SIMULATOR
+        # the snoops each DCOH took while its RTL caches held it up (tb/rtl_caches.py)
+        s["snoops_while_held"] = sum(int(dev.h("snoops_while_held").value) for dev in self.devs)
         return s
 
 

@@ -16,7 +16,8 @@ Who is who
   the shadow of RTL device ``d`` and takes the events the RTL engine takes, in the order and cycle it
   takes them (the DCOH's ``dispatch`` port: snoop, held-snoop replay, H2D Rsp, H2D Data, CPU access,
   a probe's work, the rescan of the waiting accesses), plus the probes the internal caches acknowledge
-  (``close_probe`` of exactly the lines the RTL's probe names, worked at the engine's next WORK).  The
+  (``close_probe`` of exactly the lines the RTL's probe names, each worked at the engine's WORK of it,
+  ``work_line``; the caches take every probe at once).  The
   shadow tries its waiting accesses only at the engine's SCAN (``Device.defer_service``), so the snoops
   the DCOH's side path answers while an event waits come before that rescan in both; the DCOH
   serializes everything else, so the RTL and its shadow must agree message for message.
@@ -110,6 +111,7 @@ _READY = {Channel.H2D_REQ: _BIT["h2d_req__ready"], Channel.H2D_RSP: _BIT["h2d_rs
 _VALID = {Channel.D2H_REQ: _BIT["d2h_req__valid"], Channel.D2H_RSP: _BIT["d2h_rsp__valid"],
           Channel.D2H_DATA: _BIT["d2h_data__valid"]}
 _DISPATCH = list(Dispatch)                      # code -> member (Amaranth enums are not ints)
+_WORK_CODE = Dispatch.WORK.value
 _CACHE_STATE = {CacheState.I: "I", CacheState.S: "S", CacheState.E: "E", CacheState.M: "M"}
 
 
@@ -140,9 +142,8 @@ class DeviceSide:
         self.cpu_queue = deque()                        # misses waiting for the cpu_req port
         self.cpu_cur = None
         self.cmd_rsp = None                             # (dirty, excl, data) being offered
-        self.probe_phase = None                         # None, "acked", "working"
-        self.probe_lines = ()                           # the acknowledged probe's lines, worked at WORK
-        self.probe_ready = 0
+        self.acked = set()                              # lines of acknowledged probes, each worked at its WORK
+        self.worked = set()                             # lines worked since the last SCAN
         self.pending_op = [None] * bench.cfg.caches     # a generated hit waiting for an idle DCOH
         self.next_issue = [bench.rng.randrange(bench.think + 1) for _ in range(bench.cfg.caches)]
         self.was_idle = False
@@ -156,9 +157,9 @@ class DeviceSide:
         self.h2d_idle = True                            # no H2D message offered or queued
         for c in _D2H:
             bench.write(h(f"{c.name.lower()}__ready"), 1)
-        for name in ("cpu_rsp__ready", "cmd__ready"):
+        for name in ("cpu_rsp__ready", "cmd__ready", "probe__ready"):
             bench.write(h(name), 1)
-        for name in ("cpu_req__valid", "cmd_rsp__valid", "probe__ready", "cpu_req__payload",
+        for name in ("cpu_req__valid", "cmd_rsp__valid", "cpu_req__payload",
                      "cmd_rsp__payload") + tuple(f"{c.name.lower()}__{x}" for c in _H2D for x in ("valid", "payload")):
             bench.write(h(name), 0)
 
@@ -188,7 +189,8 @@ class DeviceSide:
                       f"{q[0][1] if q else 'nothing'} first")
         q.popleft()
 
-    def dispatch(self, code, now):
+    def dispatch(self, code, now, work_line=None):
+        """The RTL engine started ``code`` (``work_line``: the line of a WORK) in cycle ``now``."""
         dev = self.shadow
         if code == Dispatch.SNOOP or code == Dispatch.REPLAY:
             if code == Dispatch.SNOOP:
@@ -216,13 +218,15 @@ class DeviceSide:
             if not dev.accept(op, now):
                 self.fail(f"the shadow refuses {op!r}: its cache {op.k} is busy")
         elif code == Dispatch.WORK:
-            if self.probe_phase == "acked":     # the run of the acknowledged probe's work starts
-                self.probe_phase = "working"
-                dev.finish_probe(self.probe_lines, now)
-                self.probe_lines = ()
+            if work_line in self.acked:
+                self.acked.discard(work_line)
+                dev.finish_probe((work_line,), now)
+                self.worked.add(work_line)
+            elif work_line not in self.worked:   # (a line worked again in its run: a snoop's answer, then
+                self.fail(f"the DCOH works line {work_line:#x}, whose probe its caches have not "   # its eviction,
+                          f"acknowledged (acknowledged, not worked: {sorted(self.acked)})")   # both done above)
         elif code == Dispatch.SCAN:
-            if self.probe_phase == "working":
-                self.probe_phase = None
+            self.worked.clear()
             dev.service(now)
         else:
             return
@@ -307,7 +311,7 @@ class DeviceSide:
         code = (bits >> _DISPATCH_SHIFT) & 7
         if code:
             bench.dispatch_count[code] += 1
-            self.dispatch(_DISPATCH[code], now)
+            self.dispatch(_DISPATCH[code], now, int(h("work_line").value) if code == _WORK_CODE else None)
         # H2D sources: a transfer happened at the edge ending this cycle if valid & ready now.  With
         # nothing offered or queued (h2d_idle) every valid is already 0 and there is nothing to do.
         if not self.h2d_idle:
@@ -358,19 +362,14 @@ class DeviceSide:
             self.next_issue[op.k] = now + 1 + bench.rng.randrange(bench.think + 1)
             bench.touch(c["line"])
             changed = True
-        if bits & _BIT["probe__valid"] and self.probe_ready:
+        if bits & _BIT["probe__valid"]:                 # the caches take every probe at once
             self.probe_acked(int(h("probe__payload").value), now)
-        ready = int(self.probe_phase is None)
-        if ready != self.probe_ready:
-            self.probe_ready = ready
-            write(h("probe__ready"), ready)
         if self.cpu_cur is not None and bits & _BIT["cpu_req__ready"]:
             self.cpu_cur = None
-        # A probe acknowledged (this cycle or earlier) and not yet worked through counts as busy: the
-        # shadow has flushed its lines already, the RTL's caches lose them only with the INV/WB command
-        # a few cycles later, and a hit in that window would read a line the model no longer has.
+        # (A probe acknowledged and not yet worked changes neither the RTL's caches nor the shadow's: the
+        # engine's WORK of a line does both, so a hit in between reads the same line in both.)
         idle = bool(bits & _BIT["dcoh_idle"]) and not code and self.cmd_rsp is None \
-            and self.probe_phase is None and not bits & (_BIT["cmd__valid"] | _BIT["cpu_rsp__valid"])
+            and not bits & (_BIT["cmd__valid"] | _BIT["cpu_rsp__valid"])
         # traffic: each idle internal cache starts its next access when its think time is over
         for k in range(bench.cfg.caches):
             if self.bfm.busy[k] is not None or now < self.next_issue[k]:
@@ -414,7 +413,7 @@ class DeviceSide:
 
     def probe_acked(self, payload, now):
         """The caches took the DCOH's probe message ``payload``: the shadow closes the probe of exactly those
-        lines, and works them when the engine does (its first WORK after this)."""
+        lines, and works each when the engine does (its WORK of that line)."""
         bench = self.bench
         p = bench.probe_codec.decode(payload)
         block = p["block"]
@@ -423,8 +422,8 @@ class DeviceSide:
         if block not in self.shadow.coal.groups or not lines & set(self.shadow.coal.groups[block][1]):
             self.fail(f"the RTL probes block {block:#x} lines {sorted(lines)}, but the shadow has no "
                       f"such probe open (its groups: {self.shadow.coal.groups})")
-        self.probe_lines = self.shadow.close_probe(block, lines)
-        self.probe_phase = "acked"
+        work = self.shadow.work
+        self.acked.update(line for line in self.shadow.close_probe(block, lines) if line in work)
 
     def hit_taken(self, op, now):
         """Access ``op`` hit in the RTL's cache (``self.bfm`` has applied it): it must hit in the shadow too."""
@@ -467,7 +466,7 @@ class DeviceSide:
 
     def drained(self):
         return (all(b is None for b in self.bfm.busy) and not self.cpu_queue and self.cpu_cur is None
-                and self.cmd_rsp is None and self.probe_phase is None and self.held is None
+                and self.cmd_rsp is None and not self.acked and self.held is None
                 and not any(self.h2d_queue.values()) and not any(self.h2d_cur.values())
                 and not any(self.in_rtl.values()))
 

@@ -327,7 +327,7 @@ def test_second_snoop_to_a_line_is_counted_and_still_answered():
 def test_rescan_back_invalidations_with_no_free_coalescer_group_finish():
     """A rescan that must back-invalidate three victims (in three blocks) while the coalescer has one group,
     and the caches take one probe message at a time, the next only once the engine has dispatched the work
-    and the rescan after it (tb/system_tb.py's rule).  Three snoops to three E lines of one block leave
+    and the rescan after it (slow caches).  Three snoops to three E lines of one block leave
     their work in the whole work table (3 entries); three loads, each needing a victim of the full 8-way
     set, wait for a work entry; when the caches take the snoops' message the work frees all three entries
     and the rescan after it back-invalidates three victims.  All must finish (tests/dcoh_liveness.py's

@@ -90,7 +90,7 @@ LIVENESS_EDGES = {
     # work table and tracker smaller than the lines in play
     "work1-tracker2-8lines": dict(dut=dict(work=1, tracker=2), lines=8),
     "work1-groups1-8lines": dict(dut=dict(work=1, groups=1), lines=8),
-    # the caches take one probe at a time (tb/system_tb.py's rule) and the coalescer has one group
+    # caches that take one probe at a time, the next once its work and rescan are done, and one coalescer group
     "work2-groups1-probe-one-at-a-time": dict(dut=dict(work=2, groups=1), lines=8, probe_rule="one_at_a_time"),
     # 4- and 8-way snoop filters of one set with a work table of 1 and 2
     "sf1x4-work1-tracker3": dict(dut=dict(sf_sets=1, sf_ways=4, work=1, tracker=3, caches=3), lines=8),

@@ -111,6 +111,7 @@ def test_batched_slow_caches(tmp_path, seed):
     assert not s.get("violations"), f"seed {seed}: {s.get('error')}"
     assert s["transactions"] >= 20000
     assert s["snoops_while_cmd_owed"] > 0, f"seed {seed}: no snoop was taken while a cache owed an answer"
+    assert s["snoops_while_held"] > 0, f"seed {seed}: no snoop was taken while the caches held the DCOH up"
 
 
 @pytest.mark.slow

@@ -27,7 +27,8 @@ Device side (the internal caches; the cache decides its own hits, the DCOH sees 
     decision to the copies of one line (answering a snoop, evicting after a back-invalidation, an
     internal fill) it tells the holders to keep, downgrade to S or invalidate them, and they answer with
     ``dirty`` (one held M), ``excl`` (one held E or M) and ``data`` (the M copy's line, or any copy's).
-Status: ``dispatch`` (the event the engine starts this cycle, see below),
+Status: ``dispatch`` (the event the engine starts this cycle, see below; ``work_line``: the line of
+  the work item it starts with WORK),
   ``idle`` (the engine has nothing it can do: no event in progress, no rescan or replay due, no
   D2H request queued; work waiting for the caches to take its probe does not count),
   ``devload`` (2-bit level from tracker occupancy), ``protocol_errors`` (messages from the host that
@@ -236,7 +237,7 @@ class DCOH(wiring.Component):
                                                   coalesce_block, caches))),
             "cmd": Out(stream.Signature(CacheCmd(caches, addr_width))),
             "cmd_rsp": In(stream.Signature(CacheCmdRsp())),
-            "idle": Out(1), "dispatch": Out(Dispatch), "devload": Out(2),
+            "idle": Out(1), "dispatch": Out(Dispatch), "work_line": Out(addr_width), "devload": Out(2),
             "protocol_errors": Out(16), "last_error": Out(ErrorKind),
             "msgs_in": Out(32), "msgs_out": Out(32),
         })
@@ -820,9 +821,7 @@ class DCOH(wiring.Component):
             ``readies_work``: IDLE would then choose among the entries ready at the edge; without this
             guard tests/test_rtl_dcoh.py's race replays fail).  Work that a probe taken in this cycle
             readies is not seen here: it runs after the work chosen now, or in the next run, after this
-            SCAN, which is the model's order too (a flush and its service per probe); the testbenches'
-            caches take no probe while a run is under way (tb/rtl_caches.py), and the DCOH bench's,
-            which do, measure the same cycles either way."""
+            SCAN; a shadow model follows either, as ``work_line`` names the line of each WORK."""
             with m.If(~readies_work):
                 with m.If(work_ready.any()):
                     m.d.comb += cw_work.eq(1)
@@ -1427,6 +1426,8 @@ class DCOH(wiring.Component):
             m.d.comb += self.dispatch.eq(Mux(sf.lookup.ready, Dispatch.SNOOP, Dispatch.NONE))
         with m.If(scan_report):
             m.d.comb += self.dispatch.eq(Dispatch.SCAN)
+        # the line of the work item WORK dispatches (for testbenches: a shadow model works that line then)
+        m.d.comb += self.work_line.eq(wk[work_ready_idx].line)
         with m.If(go["work"]):
             # the work item's snoop and its lookup (work_next)
             w_next = wk[work_ready_idx]
