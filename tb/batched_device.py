@@ -8,9 +8,10 @@ two looks:
   rules), fed through a :class:`tb.stamped.ReleaseQueue` of accesses (``ops_push``);
 * each H2D channel of the host end is fed by a ``ReleaseQueue`` (``h2d_req_push``, ...): the host's
   messages, each with the cycle at which the host sends it and a gate: a snoop carries the number of
-  the last earlier H2D Rsp to its line (it goes once the DCOH has taken that many H2D Rsps: the link's
-  ordering rule, models/link.py), a GO the number of the data the host sent before it for the same CQID
-  (it goes once the DCOH has taken that many H2D Data);
+  the last earlier H2D Rsp to its line (it goes once that many H2D Rsps have entered the link: the host's
+  order, which the link and the DCOH must keep by themselves, models/link.py's ordering rule), a GO the
+  number of the data the host sent before it for the same CQID (it goes once the DCOH has taken that
+  many H2D Data);
 * ``record`` (:meth:`record_layout`) with ``record_write`` in every cycle in which something a testbench
   checks happens: the DCOH's dispatch, an H2D message taken by the host end, a D2H message out of it
   (always taken), the caches' hits, misses, commands and answers, cpu_req/cpu_rsp, probes acknowledged, a
@@ -130,15 +131,19 @@ class BatchedDevice(wiring.Component):
         m.d.comb += [ca.dcoh_idle.eq(lk.dcoh_idle), ca.dispatch.eq(lk.dispatch)]
 
         # the accesses and the host's messages, released at their cycles
-        rsp_taken = Signal(STAMP_BITS)          # H2D Rsps / Data the DCOH has taken: the queues' gates
+        # the queues' gates: H2D Rsps that entered the link (a snoop goes in behind the last earlier H2D Rsp
+        # to its line, as the host sent them; the link and the DCOH keep them in order from there), H2D
+        # Data the DCOH has taken (a GO goes in once the data sent before it reached the DCOH)
+        rsp_in = Signal(STAMP_BITS)
         data_taken = Signal(STAMP_BITS)
-        with m.If(lk.dispatch == Dispatch.RSP):
-            m.d.sync += rsp_taken.eq(rsp_taken + 1)
+        rsp_port = lk.h2d_rsp
+        with m.If(rsp_port.valid & rsp_port.ready):
+            m.d.sync += rsp_in.eq(rsp_in + 1)
         with m.If(lk.dispatch == Dispatch.DATA):
             m.d.sync += data_taken.eq(data_taken + 1)
         m.d.comb += [oq.now.eq(now), oq.gate_count.eq(0), oq.push.eq(self.ops_push), oq.push_seq.eq(self.ops_seq)]
         wiring.connect(m, oq.o, ca.ops)
-        gates = {Channel.H2D_REQ: rsp_taken, Channel.H2D_RSP: data_taken, Channel.H2D_DATA: 0}
+        gates = {Channel.H2D_REQ: rsp_in, Channel.H2D_RSP: data_taken, Channel.H2D_DATA: 0}
         taken = []
         for c, q in self.queues.items():
             m.d.comb += [q.now.eq(now), q.gate_count.eq(gates[c]), q.push.eq(getattr(self, f"{_name(c)}_push")),

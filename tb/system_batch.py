@@ -232,7 +232,7 @@ class BatchedSide(DeviceSide):
         if taken:
             for i, c in enumerate(H2D_CHANNELS):
                 if (taken >> i) & 1:
-                    self.in_rtl[c].append(self.queued[c].popleft())
+                    self.entered_link(c, self.queued[c].popleft())
         for c, valid, name in (bench.d2h_fields if v & bench.d2h_mask else ()):
             if v & valid:
                 payload = f(v, name)

@@ -10,8 +10,8 @@ Who is who
   sends to device ``d`` goes into the model link's in-flight list *and* is driven into the RTL at
   ``d<d>_h2d_*`` (polled VIP ports, encodings from ``cxl.messages`` via ``models.link.encode``); what
   the RTL delivers at ``d<d>_d2h_*`` is matched with the model's in-flight message and handed to the
-  Host.  The host keeps the ordering rule of models/link.py: a snoop enters the RTL link only when no
-  earlier H2D Rsp to its line is still on its way to the DCOH.
+  Host.  A snoop enters the RTL link once every earlier H2D Rsp to its line has entered it (the host's
+  order); from there the link and the DCOH must keep the ordering rule of models/link.py by themselves.
 * **Shadow devices**: the System's ``Device`` objects are not simulated on their own; each one is
   the shadow of RTL device ``d`` and takes the events the RTL engine takes, in the order and cycle it
   takes them (the DCOH's ``dispatch`` port: snoop, held-snoop replay, H2D Rsp, H2D Data, CPU access,
@@ -181,6 +181,16 @@ class DeviceSide:
                 return
         raise AssertionError("entry vanished from the model link")
 
+    def entered_link(self, chan, entry):
+        """The RTL link took ``entry`` on ``chan`` from the host.  A snoop that finds an H2D Rsp to its line
+        still in the link (taken by it, not yet by the DCOH) is counted: the link and the DCOH must keep
+        the two in order by themselves."""
+        if chan is Channel.H2D_REQ:
+            line = entry[1].line
+            if any(e[1].line == line for e in self.in_rtl[Channel.H2D_RSP]):
+                self.bench.snoops_behind_rsp += 1
+        self.in_rtl[chan].append(entry)
+
     def _took(self, chan, entry):
         """The DCOH took ``entry`` off ``chan``: it must be the next one the RTL link delivered."""
         q = self.in_rtl[chan]
@@ -270,8 +280,9 @@ class DeviceSide:
         """The next host message to drive into the RTL link on ``chan``, or None while it must wait:
         each channel is driven in the order the host sent it, and the head waits
           * for its release cycle (the lag the host gave it on purpose, Config.host_data_lag);
-          * (a snoop) while an earlier H2D Rsp to its line has not reached the DCOH (the ordering rule of
-            models/link.py, docs/sources.md §1.1);
+          * (a snoop) while an earlier H2D Rsp to its line has not entered the RTL link (the host's order;
+            from there the link and the DCOH must keep it by themselves: models/link.py's ordering rule,
+            docs/sources.md §1.1);
           * (a GO) while the data the host sent before it for the same CQID (Config.host_data_first) has not
             reached the DCOH: the RTL link gives the two channels no order, and a GO and its data
             offered in the same cycle reach the DCOH GO first, so without this rule the DCOH never takes
@@ -287,9 +298,10 @@ class DeviceSide:
             msg = entry[1]
             for i, e in enumerate(flight):
                 if e is entry:
-                    if chan is Channel.H2D_REQ and self.link.blocked(flight, i):
-                        return None      # a GO to its line has not reached the DCOH yet
                     break
+                if chan is Channel.H2D_REQ and e[1].chan is Channel.H2D_RSP and e[1].line == msg.line \
+                        and not any(x is e for x in self.in_rtl[Channel.H2D_RSP]):
+                    return None          # an earlier H2D Rsp to its line has not entered the RTL link yet
                 if chan is Channel.H2D_RSP and e[1].chan is Channel.H2D_DATA and e[1].uid == msg.uid:
                     return None          # its data went first and has not reached the DCOH yet
         q.popleft()
@@ -321,7 +333,7 @@ class DeviceSide:
                 if cur is not None:
                     if not bits & ready:
                         continue
-                    self.in_rtl[chan].append(cur)
+                    self.entered_link(chan, cur)
                     h2d_cur[chan] = None
                 if not h2d_queue[chan]:
                     write(valid, 0)
@@ -522,6 +534,8 @@ class SystemBench:
         self.dispatch_count = [0] * 8
         self.snoops_while_cmd_owed = 0     # batched testbench: snoops the DCOH took while a cache owed it a
                                            # cmd's answer (the DCOH's snoop side path, docs/dcoh.md)
+        self.snoops_behind_rsp = 0         # snoops that entered the RTL link behind an H2D Rsp to their line
+                                           # still in it (DeviceSide.entered_link)
         self._last_done, self._last_done_at = 0, 0      # for watch()
         self.touched = set()
         self.devs = [self.side_class(self, d) for d in range(self.devices)]
@@ -722,6 +736,7 @@ class SystemBench:
             "latency_cycles": {op: latency_entry(Counter(v)) for op, v in sorted(self.latency.items())},
             "dispatch": {Dispatch(i).name: n for i, n in enumerate(self.dispatch_count) if i},
             "snoops_while_cmd_owed": self.snoops_while_cmd_owed,
+            "snoops_behind_rsp": self.snoops_behind_rsp,
             "coverage": {"state_event": coverage,
                          "flits": dict(sorted(self.flit_coverage.items())),
                          "closure": closure_report(coverage, self.flit_coverage)},

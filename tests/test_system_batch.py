@@ -43,6 +43,8 @@ def test_batched_system_is_clean_and_the_same_for_any_k(native_build, tmp_path):
         assert not s.get("violations"), f"seed {SEED} {name}: {s.get('error')}"
         assert s["batch"]["late"] == 0, (name, s["batch"])
         assert s["transactions"] >= 400, f"seed {SEED} {name}: {s['transactions']} transactions, 400 asked for"
+        # snoops went into the link right behind a GO to their line (the link and the DCOH keep the order)
+        assert s["snoops_behind_rsp"] > 0, f"seed {SEED} {name}: no snoop entered the link behind an H2D Rsp"
         out[name] = s
     for name in ("k9", "k4_pipelined"):
         diff = [key for key in SAME if out["k2"].get(key) != out[name].get(key)]
