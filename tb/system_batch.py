@@ -397,7 +397,8 @@ class BatchBench(SystemBench):
         self.space_fields = [(c, status_fields[f"{c.name.lower()}_space"]) for c in H2D_CHANNELS]
         self.ops_space_field = status_fields["ops_space"]
         # the records' lines: low VALUE_BITS and a "wide" bit (tb/batched_device.py)
-        self.line_codec = {n: StructCodec(dev.layout[n].shape) for n in ("d2h_data", "cmd_rsp", "cpu_rsp", "work_line")}
+        self.line_codec = {n: StructCodec(dev.layout[n].shape)
+                           for n in ("d2h_data", "cmd_rsp", "cpu_rsp", "work_line")}
         self.d2h_hdr_bits = data.Layout.cast(dev.layout["d2h_data"].shape)["hdr"].width
         self.status_bits = dev.status_layout.size
         self.status_mask = (1 << self.status_bits) - 1

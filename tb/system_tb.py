@@ -17,10 +17,10 @@ Who is who
   takes them (the DCOH's ``dispatch`` port: snoop, held-snoop replay, H2D Rsp, H2D Data, CPU access,
   a probe's work, the rescan of the waiting accesses), plus the probes the internal caches acknowledge
   (``close_probe`` of exactly the lines the RTL's probe names, each worked at the engine's WORK of it,
-  ``work_line``; the caches take every probe at once).  The
-  shadow tries its waiting accesses only at the engine's SCAN (``Device.defer_service``), so the snoops
-  the DCOH's side path answers while an event waits come before that rescan in both; the DCOH
-  serializes everything else, so the RTL and its shadow must agree message for message.
+  ``work_line``; the caches take every probe at once).  The shadow tries its waiting accesses only at
+  the engine's SCAN (``Device.defer_service``), so the snoops the DCOH's side path answers while an
+  event waits come before that rescan in both; the DCOH serializes everything else, so the RTL and its
+  shadow must agree message for message.
 * **Internal caches**: ``tb.cache_bfm.CacheBFM`` per device (the model's MESI rules), fed by the
   model's seeded ``Workload`` (true/false sharing, set conflicts, a random pool; layouts rotate per
   seed).  A cache hit touches no DCOH state, so the BFM takes one only while the DCOH is idle, and
@@ -232,9 +232,11 @@ class DeviceSide:
                 self.acked.discard(work_line)
                 dev.finish_probe((work_line,), now)
                 self.worked.add(work_line)
-            elif work_line not in self.worked:   # (a line worked again in its run: a snoop's answer, then
-                self.fail(f"the DCOH works line {work_line:#x}, whose probe its caches have not "   # its eviction,
-                          f"acknowledged (acknowledged, not worked: {sorted(self.acked)})")   # both done above)
+            elif work_line not in self.worked:
+                # (a line worked again in its run is the eviction after its snoop's answer: the shadow
+                # did both at the first)
+                self.fail(f"the DCOH works line {work_line:#x}, whose probe its caches have not "
+                          f"acknowledged (acknowledged, not worked: {sorted(self.acked)})")
         elif code == Dispatch.SCAN:
             self.worked.clear()
             dev.service(now)
@@ -296,7 +298,7 @@ class DeviceSide:
         if chan is not Channel.H2D_DATA:
             flight = self.link.flight[False]
             msg = entry[1]
-            for i, e in enumerate(flight):
+            for e in flight:
                 if e is entry:
                     break
                 if chan is Channel.H2D_REQ and e[1].chan is Channel.H2D_RSP and e[1].line == msg.line \

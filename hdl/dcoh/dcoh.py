@@ -775,11 +775,11 @@ class DCOH(wiring.Component):
         m.d.sync += scan_report.eq(0)
 
         def rescan_next(*also, writes_t=None, forwards_data=False):
-            """The end of an event: the model's service() follows it (reported: ``scan_report``).  Outside a run of work nothing
-            outranks a pending rescan in IDLE, so go to SCAN at once when accesses wait, and drop the
-            rescan (a no-op) when none does, dispatching the next event in this same cycle
-            (:func:`chain`; ``writes_t``: the tracker entry this cycle writes, if any); inside a run of
-            work IDLE decides (more work first, then the SCAN that marks the run's end)."""
+            """The end of an event: the model's service() follows it (reported: ``scan_report``).  Outside
+            a run of work nothing outranks a pending rescan in IDLE, so go to SCAN at once when accesses
+            wait, and drop the rescan (a no-op) when none does, dispatching the next event in this same
+            cycle (:func:`chain`; ``writes_t``: the tracker entry this cycle writes, if any); inside a run
+            of work IDLE decides (more work first, then the SCAN that marks the run's end)."""
             m.d.sync += list(also)
             with m.If(in_work):
                 m.d.sync += rescan.eq(1)
@@ -1466,9 +1466,10 @@ class DCOH(wiring.Component):
         # the rescan after it at its SCAN (scan_report), so the snoop comes between them there too, and
         # it answers alike because the event changes no other line and no waiting access has been tried
         # in either.  In a rescan's own states only the access being tried may wait (the shadow takes a
-        # rescan whole).  No snoop is held (replay: later snoops wait behind it).  The lookup result is always taken in the next cycle, so the
-        # engine finds the lookup port free when it leaves the wait; a chained dispatch in that cycle
-        # sees the result and leaves the dispatch to IDLE (chain()), the one cycle this path can cost.
+        # rescan whole).  No snoop is held (replay: later snoops wait behind it).  The lookup result is
+        # always taken in the next cycle, so the engine finds the lookup port free when it leaves the
+        # wait; a chained dispatch in that cycle sees the result and leaves the dispatch to IDLE
+        # (chain()), the one cycle this path can cost.
         def waiting(states, handshake_pending):
             # (FSM.ongoing of a name the FSM does not have adds a state that is never entered: a misspelt
             # name would switch the side path off there without a word)
