@@ -13,11 +13,12 @@ allocations, assumed as formal/proof_snoop_filter_no_dup_tag.py assumes it (with
 over every set, which makes it inductive).  Mode prove (k-induction).
 """
 
-from amaranth.hdl import Assume, Elaboratable, Module
+from amaranth.hdl import Assume, Elaboratable
 
 from hdl.dcoh.sf_pipe import PipelinedSnoopFilter
-from formal.common import Proof, drive_inputs, no_reset
-from formal.proof_snoop_filter_no_dup_tag import assert_no_duplicate_tags, assume_fresh_allocations, observed
+from formal.common import Proof
+from formal.proof_snoop_filter_no_dup_tag import (assert_no_duplicate_tags, assume_fresh_allocations, harness_module,
+                                                  observed)
 
 SETS, WAYS, CACHES, ADDR_WIDTH = 2, 2, 1, 4
 
@@ -28,15 +29,11 @@ Observed = observed(PipelinedSnoopFilter)      # + one asynchronous read port pe
 class SfPipeForwarding(Elaboratable):
     def __init__(self, stall=True, dut_cls=Observed):
         self.dut = dut_cls(SETS, WAYS, CACHES, ADDR_WIDTH, stall=stall)
-        self.dut._MustUse__silence = True        # elaborated by hand below
         self.stall = stall
 
     def elaborate(self, platform):
-        m = Module()
         dut = self.dut
-        m.submodules.dut = dut.elaborate(platform)
-        drive_inputs(m, dut)
-        no_reset(m)
+        m = harness_module(dut, platform)
         if not self.stall:
             m.d.comb += Assume(dut.result.ready)      # the contract of stall=False
         # the caller's guarantee for allocations, which keeps the block's duplicate-tag Assert true, and

@@ -70,22 +70,28 @@ def observed(filter_cls):
     return Observed
 
 
+def harness_module(dut, platform):
+    """A harness module around ``dut`` (an :func:`observed` filter): the block elaborated here, once, so
+    that ``dut.rows`` exists (the returned Module is the submodule), every input free, reset low."""
+    dut._MustUse__silence = True        # elaborated by hand, not by Fragment.get
+    m = Module()
+    m.submodules.dut = dut.elaborate(platform)
+    drive_inputs(m, dut)
+    no_reset(m)
+    return m
+
+
 _ObservedSnoopFilter = observed(SnoopFilter)
 
 
 class SnoopFilterNoDupTag(Elaboratable):
     def __init__(self, assume_fresh_tag=True):
         self.dut = _ObservedSnoopFilter(SETS, WAYS, CACHES, ADDR_WIDTH)
-        self.dut._MustUse__silence = True        # elaborated by hand below, not by Fragment.get
         self.assume_fresh_tag = assume_fresh_tag   # False: drop the caller's guarantee (the proof must FAIL)
 
     def elaborate(self, platform):
-        m = Module()
         dut = self.dut
-        # Elaborate the block here (once) so that dut.rows exists; the returned Module is the submodule.
-        m.submodules.dut = dut.elaborate(platform)
-        drive_inputs(m, dut)
-        no_reset(m)
+        m = harness_module(dut, platform)
         if self.assume_fresh_tag:
             assume_fresh_allocations(m, dut, dut.rows)
         assert_no_duplicate_tags(m, dut.rows, dut.ways)

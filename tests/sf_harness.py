@@ -237,3 +237,38 @@ def simulate(dut, tb):
     sim.add_clock(1e-6)
     sim.add_testbench(tb)
     sim.run()
+
+
+# Geometries both filters reject (hdl/dcoh/snoop_filter.py ``check_params``): (keyword arguments, the
+# parameter the error must name); each test module adds its own class's extra parameters.
+BAD_GEOMETRY = [
+    (dict(sets=3, ways=2, caches=2), "sets"),
+    (dict(sets=0, ways=2, caches=2), "sets"),
+    (dict(sets=True, ways=2, caches=2), "sets"),
+    (dict(sets=4, ways=6, caches=2), "ways"),
+    (dict(sets=4, ways=0, caches=2), "ways"),
+    (dict(sets=4, ways=2.0, caches=2), "ways"),
+    (dict(sets=4, ways=2, caches=0), "caches"),
+    (dict(sets=4, ways=2, caches=33), "caches"),
+    (dict(sets=16, ways=2, caches=2, addr_width=4), "addr_width"),
+]
+
+
+def duplicate_tag_trips_the_assert(dut):
+    """Allocate one line into both ways of set 0 of ``dut`` (a 2-set x 2-way filter) through its update
+    port: the filter's duplicate-tag Assert must stop the simulation."""
+    c = Codecs(dut)
+
+    async def tb(ctx):
+        for way in (0, 1):
+            set_update(ctx, dut, c, (SFOp.ALLOCATE, 6, way, (D.S, False, 1)))
+            await ctx.tick()
+        set_update(ctx, dut, c, None)
+        for _ in range(3):
+            await ctx.tick()
+
+    try:
+        simulate(dut, tb)
+    except AssertionError as e:
+        return "holds a valid tag twice" in str(e)
+    return False

@@ -22,9 +22,10 @@ from models.dcoh import SnoopFilter as ModelSF
 from cxl.coherence import DevState as D
 
 sys.path.insert(0, str(Path(__file__).parent))
-from sf_harness import (ADDR_WIDTH, CACHES, CONFIGS, Codecs, ModelBench, apply_update,  # noqa: E402
-                        cached_bench, draw_busy, draw_lookup_line, draw_update, end_cycle, expected_answer,
-                        got_answer, set_update, simulate)
+from sf_harness import (ADDR_WIDTH, BAD_GEOMETRY, CACHES, CONFIGS, Codecs, ModelBench,  # noqa: E402
+                        apply_update, cached_bench, draw_busy, draw_lookup_line, draw_update,
+                        duplicate_tag_trips_the_assert, end_cycle, expected_answer, got_answer, set_update,
+                        simulate)
 
 
 class _Bench(ModelBench):
@@ -142,11 +143,7 @@ def test_one_lookup_per_cycle_with_writes_to_the_same_set():
     simulate(dut, tb)
 
 
-@pytest.mark.parametrize("kwargs,name", [
-    (dict(sets=3, ways=2, caches=2), "sets"),
-    (dict(sets=4, ways=6, caches=2), "ways"),
-    (dict(sets=4, ways=2, caches=0), "caches"),
-    (dict(sets=16, ways=2, caches=2, addr_width=4), "addr_width"),
+@pytest.mark.parametrize("kwargs,name", BAD_GEOMETRY + [
     (dict(sets=4, ways=2, caches=2, stall=0), "stall"),
 ])
 def test_bad_parameters_rejected(kwargs, name):
@@ -156,19 +153,7 @@ def test_bad_parameters_rejected(kwargs, name):
 
 
 def test_duplicate_tag_assert_fires():
-    dut = PipelinedSnoopFilter(2, 2, CACHES)
-    c = Codecs(dut)
-
-    async def tb(ctx):
-        for way in (0, 1):
-            set_update(ctx, dut, c, (SFOp.ALLOCATE, 6, way, (D.S, False, 1)))
-            await ctx.tick()
-        set_update(ctx, dut, c, None)
-        for _ in range(3):
-            await ctx.tick()
-
-    with pytest.raises(AssertionError, match="holds a valid tag twice"):
-        simulate(dut, tb)
+    assert duplicate_tag_trips_the_assert(PipelinedSnoopFilter(2, 2, CACHES))
 
 
 @pytest.mark.parametrize("sets,ways,caches", [(64, 4, 2), (1, 1, 1)])

@@ -21,9 +21,10 @@ from models.dcoh import SnoopFilter as ModelSF
 from cxl.coherence import DevState as D
 
 sys.path.insert(0, str(Path(__file__).parent))
-from sf_harness import (ADDR_WIDTH, CACHES, CONFIGS, Codecs, ModelBench, apply_update,  # noqa: E402
-                        cached_bench, draw_busy, draw_lookup_line, draw_update, end_cycle, expected_answer,
-                        got_answer, set_update, simulate)
+from sf_harness import (ADDR_WIDTH, BAD_GEOMETRY, CACHES, CONFIGS, Codecs, ModelBench,  # noqa: E402
+                        apply_update, cached_bench, draw_busy, draw_lookup_line, draw_update,
+                        duplicate_tag_trips_the_assert, end_cycle, expected_answer, got_answer, set_update,
+                        simulate)
 
 
 class _Bench(ModelBench):
@@ -134,16 +135,7 @@ def test_back_to_back_lookups_one_per_cycle():
     simulate(dut, tb)
 
 
-@pytest.mark.parametrize("kwargs,name", [
-    (dict(sets=3, ways=2, caches=2), "sets"),
-    (dict(sets=0, ways=2, caches=2), "sets"),
-    (dict(sets=True, ways=2, caches=2), "sets"),
-    (dict(sets=4, ways=6, caches=2), "ways"),
-    (dict(sets=4, ways=0, caches=2), "ways"),
-    (dict(sets=4, ways=2.0, caches=2), "ways"),
-    (dict(sets=4, ways=2, caches=0), "caches"),
-    (dict(sets=4, ways=2, caches=33), "caches"),
-    (dict(sets=16, ways=2, caches=2, addr_width=4), "addr_width"),
+@pytest.mark.parametrize("kwargs,name", BAD_GEOMETRY + [
     (dict(sets=4, ways=2, caches=2, busy_at_result=1), "busy_at_result"),
 ])
 def test_bad_parameters_rejected(kwargs, name):
@@ -154,19 +146,7 @@ def test_bad_parameters_rejected(kwargs, name):
 
 def test_duplicate_tag_assert_fires():
     """Allocating one line into two ways of its set through the update port trips the RTL Assert."""
-    dut = SnoopFilter(2, 2, CACHES)
-    c = Codecs(dut)
-
-    async def tb(ctx):
-        for way in (0, 1):
-            set_update(ctx, dut, c, (SFOp.ALLOCATE, 6, way, (D.S, False, 1)))
-            await ctx.tick()
-        set_update(ctx, dut, c, None)
-        for _ in range(3):
-            await ctx.tick()
-
-    with pytest.raises(AssertionError, match="holds a valid tag twice"):
-        simulate(dut, tb)
+    assert duplicate_tag_trips_the_assert(SnoopFilter(2, 2, CACHES))
 
 
 def test_same_tag_in_different_sets_is_fine():
