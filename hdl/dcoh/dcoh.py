@@ -555,10 +555,65 @@ class DCOH(wiring.Component):
                 m.d.comb += st.eq(STATE_CODE[D.I])
             return st, maybe_m
 
+        # ---- the tracker's write ports ----------------------------------------------------------------
+        # Every write of the tracker goes through one of three ports, each an index and the fields it
+        # writes, driven by the FSM state that writes (the states are exclusive, so a port has one
+        # writer per cycle): *new* writes a whole entry, *set* an entry's state (and, for a GO, which
+        # grant it carried), *free* clears an entry's valid bit.  Each entry then has one enable per
+        # port in front of its registers, and the FSM's choice of what to write is made once, on the
+        # port, not again in front of every entry (written entry by entry from every state, the
+        # tracker's input multiplexers were the largest logic of the DCOH).
+        t_new, t_new_idx, t_new_entry = Signal(), Signal(range(max(T, 2))), Signal(TEntry)
+        t_set, t_set_idx, t_set_state = Signal(), Signal(range(max(T, 2))), Signal(_STATE_BITS)
+        t_set_grant, t_set_grant_e = Signal(), Signal()        # write granted_e, and its value
+        t_free, t_free_idx = Signal(), Signal(range(max(T, 2)))
+        for i in range(T):
+            with m.If(t_new & (t_new_idx == i)):
+                m.d.sync += trk[i].eq(t_new_entry)
+            with m.If(t_set & (t_set_idx == i)):
+                m.d.sync += trk[i].state.eq(t_set_state)
+                with m.If(t_set_grant):
+                    m.d.sync += trk[i].granted_e.eq(t_set_grant_e)
+            with m.If(t_free & (t_free_idx == i)):
+                m.d.sync += trk[i].valid.eq(0)
+
+        def set_state(idx, state):
+            m.d.comb += [t_set.eq(1), t_set_idx.eq(idx), t_set_state.eq(state)]
+
+        # ---- the work table's write ports (after the probe-taken readies above, which they override) ----
+        # The same rule as the tracker's: *new* fills the free entry ``w_free_idx`` (a snoop's probes or a
+        # back-invalidation; the fields the other kind leaves unused are written as zeros), *snoop*
+        # attaches a snoop to the entry ``r_w`` its line already has, and the finishing states change
+        # the entry ``cur_w`` they work on through four strobes.
+        w_new, w_new_entry = Signal(), Signal(WEntry)
+        w_snoop, w_snoop_op, w_snoop_uqid = Signal(), Signal(Snp, init=Snp.SnpData), Signal(ID_WIDTH)
+        w_clr_valid, w_clr_snoop, w_set_ready, w_clr_ready = Signal(), Signal(), Signal(), Signal()
+        for i in range(W):
+            with m.If(w_new & (w_free_idx == i)):
+                m.d.sync += wk[i].eq(w_new_entry)
+            with m.If(w_snoop & (r_w == i)):
+                m.d.sync += [wk[i].snoop.eq(1), wk[i].snp_op.eq(w_snoop_op), wk[i].snp_uqid.eq(w_snoop_uqid)]
+            with m.If(cur_w == i):
+                with m.If(w_clr_valid):
+                    m.d.sync += wk[i].valid.eq(0)
+                with m.If(w_clr_snoop):
+                    m.d.sync += wk[i].snoop.eq(0)
+                with m.If(w_set_ready):
+                    m.d.sync += wk[i].ready.eq(1)
+                with m.If(w_clr_ready):
+                    m.d.sync += wk[i].ready.eq(0)
+
+        def new_work(line, way, snoop=0, snp_op=Snp.SnpData, snp_uqid=0, evict=0, evict_cqid=0):
+            e = w_new_entry
+            m.d.comb += [w_new.eq(1), e.valid.eq(1), e.ready.eq(0), e.line.eq(line), e.way.eq(way),
+                         e.snoop.eq(snoop), e.snp_op.eq(snp_op), e.snp_uqid.eq(snp_uqid), e.evict.eq(evict),
+                         e.evict_cqid.eq(evict_cqid)]
+
         # ---- new tracker entry (a D2H request) -----------------------------------------------------
         def new_txn(cqid, op, line, state, cache, cpu, store, has_way, way):
-            e = trk[t_idx(cqid)]
-            m.d.sync += [e.valid.eq(1), e.op.eq(op), e.line.eq(line), e.state.eq(state), e.cache.eq(cache),
+            e = t_new_entry
+            m.d.comb += [t_new.eq(1), t_new_idx.eq(t_idx(cqid)),
+                         e.valid.eq(1), e.op.eq(op), e.line.eq(line), e.state.eq(state), e.cache.eq(cache),
                          e.cpu.eq(cpu), e.store.eq(store), e.granted_e.eq(0), e.has_way.eq(has_way),
                          e.way.eq(way)]
             m.d.comb += [push.eq(1), push_cqid.eq(cqid)]
@@ -709,7 +764,7 @@ class DCOH(wiring.Component):
             an H2D Rsp, whose line (if any) RSP loads only at this cycle's edge."""
             with m.If(is_stable(new_state)):
                 m.d.comb += [cqids.free_valid.eq(1), cqids.free_cqid.eq(cur_t)]
-                m.d.sync += ct.valid.eq(0)
+                m.d.comb += [t_free.eq(1), t_free_idx.eq(cur_t)]
                 with m.If((new_state != STATE_CODE[D.I]) & ct.store):
                     # a store's fill must know the other holders (an upgrade from S leaves S copies
                     # to invalidate): look the line up
@@ -977,18 +1032,14 @@ class DCOH(wiring.Component):
                             count_error(ErrorKind.SECOND_SNOOP)
                         m.d.sync += [replay.eq(1), replay_go.eq(0), second_held.eq(1)]
                     with m.Else():
-                        m.d.sync += [wk[r_w].snoop.eq(1), wk[r_w].snp_op.eq(snp.opcode),
-                                     wk[r_w].snp_uqid.eq(snp.uqid)]
+                        m.d.comb += [w_snoop.eq(1), w_snoop_op.eq(snp.opcode), w_snoop_uqid.eq(snp.uqid)]
                     m.next = "IDLE"
                 with m.Elif(s_stall):
                     m.d.sync += [replay.eq(1), replay_go.eq(0)]
                     m.next = "IDLE"
                 with m.Elif(need_probe):
                     with m.If(w_free.any()):
-                        e = wk[w_free_idx]
-                        m.d.sync += [e.valid.eq(1), e.ready.eq(0), e.line.eq(r.line), e.way.eq(r.hit_way),
-                                     e.snoop.eq(1), e.snp_op.eq(snp.opcode), e.snp_uqid.eq(snp.uqid),
-                                     e.evict.eq(0)]
+                        new_work(r.line, r.hit_way, snoop=1, snp_op=snp.opcode, snp_uqid=snp.uqid)
                         m.d.sync += [coal_line.eq(r.line), coal_caches.eq(presence)]
                         m.next = "PROBE"
                     with m.Else():                      # no work entry: hold the snoop until one frees
@@ -1015,7 +1066,7 @@ class DCOH(wiring.Component):
             def apply_answer():
                 """The snoop's answer goes out this cycle: its state change commits with it."""
                 with m.If(r_th):
-                    m.d.sync += trk[r_t].state.eq(v_nxt)
+                    set_state(r_t, v_nxt)
                     with m.If(v_none & r.hit & (r.entry.presence != 0)):
                         sf_update(SFOp.MODIFY, r.line, r.hit_way, SFState.PLACEHOLDER, 0, 0)
                 with m.Elif(r.hit & v_changed):
@@ -1024,11 +1075,11 @@ class DCOH(wiring.Component):
                     with m.Elif(v_nxt == STATE_CODE[D.I]):
                         sf_update(SFOp.FREE, r.line, r.hit_way)
                 with m.If(a_fromwork):
-                    m.d.sync += wk[cur_w].snoop.eq(0)
+                    m.d.comb += w_clr_snoop.eq(1)
                     with m.If(~wk[cur_w].evict):
-                        m.d.sync += wk[cur_w].valid.eq(0)
+                        m.d.comb += w_clr_valid.eq(1)
                     with m.Else():
-                        m.d.sync += wk[cur_w].ready.eq(1)      # the eviction follows (a fresh lookup)
+                        m.d.comb += w_set_ready.eq(1)          # the eviction follows (a fresh lookup)
                         m.d.comb += readies_work.eq(1)
                 rescan_next(replay_go.eq(1), writes_t=r_t)
 
@@ -1082,7 +1133,7 @@ class DCOH(wiring.Component):
             # ---------------------------------------------------------------- work after its probes
             with m.State("W_LOOK"):
                 m.d.comb += [look_valid.eq(1), look_line.eq(wk[cur_w].line)]
-                m.d.sync += wk[cur_w].ready.eq(0)
+                m.d.comb += w_clr_ready.eq(1)
                 m.next = "W_RES"
             with m.State("W_RES"):
                 th = tcam(res.line)
@@ -1103,7 +1154,8 @@ class DCOH(wiring.Component):
                             m.next = "ANSWER_RSP"
                 with m.Elif(~r.hit):                      # a snoop took the line: nothing to evict
                     m.d.comb += [cqids.free_valid.eq(1), cqids.free_cqid.eq(w.evict_cqid)]
-                    m.d.sync += [w.valid.eq(0), rescan.eq(1), replay_go.eq(1)]
+                    m.d.comb += w_clr_valid.eq(1)
+                    m.d.sync += [rescan.eq(1), replay_go.eq(1)]
                     m.next = "IDLE"
                 with m.Else():
                     with m.If(r.entry.presence != 0):
@@ -1126,7 +1178,8 @@ class DCOH(wiring.Component):
                     new_txn(w.evict_cqid, Req.CleanEvict, r.line, STATE_CODE[D.EI_A], 0, 0, 0, 0, 0)
                 with m.Else():
                     new_txn(w.evict_cqid, Req.CleanEvictNoData, r.line, STATE_CODE[D.SI_A], 0, 0, 0, 0, 0)
-                m.d.sync += [w.valid.eq(0), rescan.eq(1), replay_go.eq(1)]
+                m.d.comb += w_clr_valid.eq(1)
+                m.d.sync += [rescan.eq(1), replay_go.eq(1)]
                 m.next = "IDLE"
 
             # ---------------------------------------------------------------- host responses
@@ -1142,11 +1195,11 @@ class DCOH(wiring.Component):
                     count_error(ErrorKind.UNDECLARED)
                     m.next = "IDLE"
                 with m.Else():
-                    m.d.sync += ct.state.eq(e_new)
+                    set_state(cur_t, e_new)
                     with m.If(ev_code == _EVENT_CODE["GO-S"]):
-                        m.d.sync += ct.granted_e.eq(0)
+                        m.d.comb += [t_set_grant.eq(1), t_set_grant_e.eq(0)]
                     with m.If(ev_code == _EVENT_CODE["GO-E"]):
-                        m.d.sync += ct.granted_e.eq(1)
+                        m.d.comb += [t_set_grant.eq(1), t_set_grant_e.eq(1)]
                     with m.If(e_send):
                         m.d.sync += bogus.eq(e_bogus)
                         m.next = "RSP_DATA"
@@ -1167,7 +1220,7 @@ class DCOH(wiring.Component):
                     m.next = "IDLE"
                 with m.Else():
                     m.d.comb += [buf_w.en.eq(1), buf_w.addr.eq(dv_cqid)]
-                    m.d.sync += ct.state.eq(d_new)
+                    set_state(cur_t, d_new)
                     advance(d_new, line_ready=True)     # cmd_data has the line (since IDLE)
             with m.State("ADVANCE"):                    # after RSP_DATA
                 # the completed line goes to the cache from cmd_data: RSP_DATA read the buffer at this
@@ -1242,11 +1295,9 @@ class DCOH(wiring.Component):
                             kind == CpuKind.STORE, has_way, way)
 
                 def back_invalidate(line, way, presence):
-                    e = wk[w_free_idx]
                     m.d.comb += cqids.alloc.ready.eq(1)
-                    m.d.sync += [e.valid.eq(1), e.ready.eq(0), e.line.eq(line), e.way.eq(way), e.snoop.eq(0),
-                                 e.evict.eq(1), e.evict_cqid.eq(cqids.alloc.payload),
-                                 coal_line.eq(line), coal_caches.eq(presence)]
+                    new_work(line, way, evict=1, evict_cqid=cqids.alloc.payload)
+                    m.d.sync += [coal_line.eq(line), coal_caches.eq(presence)]
                     m.next = "S_PROBE"
 
                 def miss(code):
