@@ -88,6 +88,8 @@ from cxl.device import ACCESS_KINDS, REQUEST_PRIORITY
 
 from .coalescer import InvalidationCoalescer, Message
 from .cqid import CQIDAllocator
+from .tracker import TrackerTable, tracker_entry
+from .work_table import WorkTable, work_entry
 from .qos import CreditCounter, PriorityArbiter, DevLoad
 from .snoop_filter import SnoopFilter, SFState, SFOp, AllocKind
 
@@ -267,21 +269,17 @@ class DCOH(wiring.Component):
                      dl.occupancy.eq(cqids.count), self.devload.eq(dl.level),
                      self.msgs_in.eq(coal.msgs_in), self.msgs_out.eq(coal.msgs_out)]
 
-        # ---- tracker (registers) and its data buffer (a memory: one line per CQID) ----------------
-        TEntry = data.StructLayout({
-            "valid": 1, "op": Req, "line": AW, "state": _STATE_BITS, "cache": range(max(K, 2)), "cpu": 1,
-            "store": 1, "granted_e": 1, "has_way": 1, "way": max(way_bits, 1)})
-        trk = self.trk = Signal(data.ArrayLayout(TEntry, T))   # tests read it (tracker states)
+        # ---- tracker (registers, hdl/dcoh/tracker.py) and its data buffer (a memory: one line per CQID)
+        m.submodules.tracker = tracker = TrackerTable(T, tracker_entry(K, AW, way_bits, _STATE_BITS))
+        trk = self.trk = tracker.entries                       # tests read it (tracker states)
         m.submodules.buf = buf = Memory(shape=LINE_BITS, depth=T, init=[])
         buf_w = buf.write_port()
         buf_r = buf.read_port()
         m.d.comb += buf_r.en.eq(1)
 
         # ---- work table: lines with probes outstanding (a held snoop and/or a back-invalidation) --
-        WEntry = data.StructLayout({
-            "valid": 1, "ready": 1, "line": AW, "way": max(way_bits, 1), "snoop": 1, "snp_op": Snp,
-            "snp_uqid": ID_WIDTH, "evict": 1, "evict_cqid": ID_WIDTH})
-        wk = Signal(data.ArrayLayout(WEntry, W))
+        m.submodules.work_table = work_table = WorkTable(W, work_entry(AW, way_bits))
+        wk = work_table.entries
 
         # ---- waiting CPU accesses: one per cache, a queue of cache indices in arrival order --------
         ops = Signal(data.ArrayLayout(data.StructLayout({
@@ -419,8 +417,7 @@ class DCOH(wiring.Component):
             line = wk[i].line
             covered = (line[bb:] == coal.messages.p.block) & coal.messages.p.lines.bit_select(line[:bb], 1) \
                 if bb else (line == coal.messages.p.block) & coal.messages.p.lines[0]
-            with m.If(probe_taken & wk[i].valid & covered):
-                m.d.sync += wk[i].ready.eq(1)
+            m.d.comb += work_table.readied[i].eq(probe_taken & wk[i].valid & covered)
         # The engine hands a probe on and goes on: it never waits for the coalescer.  A probe the coalescer
         # cannot take at once (no free group) waits in a queue in front of it, in order; the coalescer's
         # groups free only when the caches take a message, and caches may take the next message only once
@@ -555,64 +552,24 @@ class DCOH(wiring.Component):
                 m.d.comb += st.eq(STATE_CODE[D.I])
             return st, maybe_m
 
-        # ---- the tracker's write ports ----------------------------------------------------------------
-        # Every write of the tracker goes through one of three ports, each an index and the fields it
-        # writes, driven by the FSM state that writes (the states are exclusive, so a port has one
-        # writer per cycle): *new* writes a whole entry, *set* an entry's state (and, for a GO, which
-        # grant it carried), *free* clears an entry's valid bit.  Each entry then has one enable per
-        # port in front of its registers, and the FSM's choice of what to write is made once, on the
-        # port, not again in front of every entry (written entry by entry from every state, the
-        # tracker's input multiplexers were the largest logic of the DCOH).
-        t_new, t_new_idx, t_new_entry = Signal(), Signal(range(max(T, 2))), Signal(TEntry)
-        t_set, t_set_idx, t_set_state = Signal(), Signal(range(max(T, 2))), Signal(_STATE_BITS)
-        t_set_grant, t_set_grant_e = Signal(), Signal()        # write granted_e, and its value
-        t_free, t_free_idx = Signal(), Signal(range(max(T, 2)))
-        for i in range(T):
-            with m.If(t_new & (t_new_idx == i)):
-                m.d.sync += trk[i].eq(t_new_entry)
-            with m.If(t_set & (t_set_idx == i)):
-                m.d.sync += trk[i].state.eq(t_set_state)
-                with m.If(t_set_grant):
-                    m.d.sync += trk[i].granted_e.eq(t_set_grant_e)
-            with m.If(t_free & (t_free_idx == i)):
-                m.d.sync += trk[i].valid.eq(0)
-
+        # ---- the tables' write ports, driven by the FSM below (hdl/dcoh/tracker.py, work_table.py) --------
         def set_state(idx, state):
-            m.d.comb += [t_set.eq(1), t_set_idx.eq(idx), t_set_state.eq(state)]
-
-        # ---- the work table's write ports (after the probe-taken readies above, which they override) ----
-        # The same rule as the tracker's: *new* fills the free entry ``w_free_idx`` (a snoop's probes or a
-        # back-invalidation; the fields the other kind leaves unused are written as zeros), *snoop*
-        # attaches a snoop to the entry ``r_w`` its line already has, and the finishing states change
-        # the entry ``cur_w`` they work on through four strobes.
-        w_new, w_new_entry = Signal(), Signal(WEntry)
-        w_snoop, w_snoop_op, w_snoop_uqid = Signal(), Signal(Snp, init=Snp.SnpData), Signal(ID_WIDTH)
-        w_clr_valid, w_clr_snoop, w_set_ready, w_clr_ready = Signal(), Signal(), Signal(), Signal()
-        for i in range(W):
-            with m.If(w_new & (w_free_idx == i)):
-                m.d.sync += wk[i].eq(w_new_entry)
-            with m.If(w_snoop & (r_w == i)):
-                m.d.sync += [wk[i].snoop.eq(1), wk[i].snp_op.eq(w_snoop_op), wk[i].snp_uqid.eq(w_snoop_uqid)]
-            with m.If(cur_w == i):
-                with m.If(w_clr_valid):
-                    m.d.sync += wk[i].valid.eq(0)
-                with m.If(w_clr_snoop):
-                    m.d.sync += wk[i].snoop.eq(0)
-                with m.If(w_set_ready):
-                    m.d.sync += wk[i].ready.eq(1)
-                with m.If(w_clr_ready):
-                    m.d.sync += wk[i].ready.eq(0)
+            m.d.comb += [tracker.set.valid.eq(1), tracker.set.idx.eq(idx), tracker.set.state.eq(state)]
 
         def new_work(line, way, snoop=0, snp_op=Snp.SnpData, snp_uqid=0, evict=0, evict_cqid=0):
-            e = w_new_entry
-            m.d.comb += [w_new.eq(1), e.valid.eq(1), e.ready.eq(0), e.line.eq(line), e.way.eq(way),
-                         e.snoop.eq(snoop), e.snp_op.eq(snp_op), e.snp_uqid.eq(snp_uqid), e.evict.eq(evict),
+            e = work_table.new.entry
+            m.d.comb += [work_table.new.valid.eq(1), work_table.new.idx.eq(w_free_idx),
+                         e.valid.eq(1), e.ready.eq(0), e.line.eq(line), e.way.eq(way), e.snoop.eq(snoop),
+                         e.snp_op.eq(snp_op), e.snp_uqid.eq(snp_uqid), e.evict.eq(evict),
                          e.evict_cqid.eq(evict_cqid)]
+
+        wcur = work_table.cur
+        m.d.comb += wcur.idx.eq(cur_w)
 
         # ---- new tracker entry (a D2H request) -----------------------------------------------------
         def new_txn(cqid, op, line, state, cache, cpu, store, has_way, way):
-            e = t_new_entry
-            m.d.comb += [t_new.eq(1), t_new_idx.eq(t_idx(cqid)),
+            e = tracker.new.entry
+            m.d.comb += [tracker.new.valid.eq(1), tracker.new.idx.eq(t_idx(cqid)),
                          e.valid.eq(1), e.op.eq(op), e.line.eq(line), e.state.eq(state), e.cache.eq(cache),
                          e.cpu.eq(cpu), e.store.eq(store), e.granted_e.eq(0), e.has_way.eq(has_way),
                          e.way.eq(way)]
@@ -764,7 +721,7 @@ class DCOH(wiring.Component):
             an H2D Rsp, whose line (if any) RSP loads only at this cycle's edge."""
             with m.If(is_stable(new_state)):
                 m.d.comb += [cqids.free_valid.eq(1), cqids.free_cqid.eq(cur_t)]
-                m.d.comb += [t_free.eq(1), t_free_idx.eq(cur_t)]
+                m.d.comb += [tracker.free.valid.eq(1), tracker.free.idx.eq(cur_t)]
                 with m.If((new_state != STATE_CODE[D.I]) & ct.store):
                     # a store's fill must know the other holders (an upgrade from S leaves S copies
                     # to invalidate): look the line up
@@ -1032,7 +989,8 @@ class DCOH(wiring.Component):
                             count_error(ErrorKind.SECOND_SNOOP)
                         m.d.sync += [replay.eq(1), replay_go.eq(0), second_held.eq(1)]
                     with m.Else():
-                        m.d.comb += [w_snoop.eq(1), w_snoop_op.eq(snp.opcode), w_snoop_uqid.eq(snp.uqid)]
+                        m.d.comb += [work_table.snoop.valid.eq(1), work_table.snoop.idx.eq(r_w),
+                                     work_table.snoop.op.eq(snp.opcode), work_table.snoop.uqid.eq(snp.uqid)]
                     m.next = "IDLE"
                 with m.Elif(s_stall):
                     m.d.sync += [replay.eq(1), replay_go.eq(0)]
@@ -1075,11 +1033,11 @@ class DCOH(wiring.Component):
                     with m.Elif(v_nxt == STATE_CODE[D.I]):
                         sf_update(SFOp.FREE, r.line, r.hit_way)
                 with m.If(a_fromwork):
-                    m.d.comb += w_clr_snoop.eq(1)
+                    m.d.comb += wcur.clr_snoop.eq(1)
                     with m.If(~wk[cur_w].evict):
-                        m.d.comb += w_clr_valid.eq(1)
+                        m.d.comb += wcur.clr_valid.eq(1)
                     with m.Else():
-                        m.d.comb += w_set_ready.eq(1)          # the eviction follows (a fresh lookup)
+                        m.d.comb += wcur.set_ready.eq(1)          # the eviction follows (a fresh lookup)
                         m.d.comb += readies_work.eq(1)
                 rescan_next(replay_go.eq(1), writes_t=r_t)
 
@@ -1133,7 +1091,7 @@ class DCOH(wiring.Component):
             # ---------------------------------------------------------------- work after its probes
             with m.State("W_LOOK"):
                 m.d.comb += [look_valid.eq(1), look_line.eq(wk[cur_w].line)]
-                m.d.comb += w_clr_ready.eq(1)
+                m.d.comb += wcur.clr_ready.eq(1)
                 m.next = "W_RES"
             with m.State("W_RES"):
                 th = tcam(res.line)
@@ -1154,7 +1112,7 @@ class DCOH(wiring.Component):
                             m.next = "ANSWER_RSP"
                 with m.Elif(~r.hit):                      # a snoop took the line: nothing to evict
                     m.d.comb += [cqids.free_valid.eq(1), cqids.free_cqid.eq(w.evict_cqid)]
-                    m.d.comb += w_clr_valid.eq(1)
+                    m.d.comb += wcur.clr_valid.eq(1)
                     m.d.sync += [rescan.eq(1), replay_go.eq(1)]
                     m.next = "IDLE"
                 with m.Else():
@@ -1178,7 +1136,7 @@ class DCOH(wiring.Component):
                     new_txn(w.evict_cqid, Req.CleanEvict, r.line, STATE_CODE[D.EI_A], 0, 0, 0, 0, 0)
                 with m.Else():
                     new_txn(w.evict_cqid, Req.CleanEvictNoData, r.line, STATE_CODE[D.SI_A], 0, 0, 0, 0, 0)
-                m.d.comb += w_clr_valid.eq(1)
+                m.d.comb += wcur.clr_valid.eq(1)
                 m.d.sync += [rescan.eq(1), replay_go.eq(1)]
                 m.next = "IDLE"
 
@@ -1197,9 +1155,9 @@ class DCOH(wiring.Component):
                 with m.Else():
                     set_state(cur_t, e_new)
                     with m.If(ev_code == _EVENT_CODE["GO-S"]):
-                        m.d.comb += [t_set_grant.eq(1), t_set_grant_e.eq(0)]
+                        m.d.comb += [tracker.set.grant.eq(1), tracker.set.granted_e.eq(0)]
                     with m.If(ev_code == _EVENT_CODE["GO-E"]):
-                        m.d.comb += [t_set_grant.eq(1), t_set_grant_e.eq(1)]
+                        m.d.comb += [tracker.set.grant.eq(1), tracker.set.granted_e.eq(1)]
                     with m.If(e_send):
                         m.d.sync += bogus.eq(e_bogus)
                         m.next = "RSP_DATA"
@@ -1482,7 +1440,8 @@ class DCOH(wiring.Component):
         with m.If(go["work"]):
             # the work item's snoop and its lookup (work_next)
             w_next = wk[work_ready_idx]
-            m.d.sync += [cur_w.eq(work_ready_idx), in_work.eq(1), w_next.ready.eq(0),
+            m.d.comb += [work_table.take.valid.eq(1), work_table.take.idx.eq(work_ready_idx)]
+            m.d.sync += [cur_w.eq(work_ready_idx), in_work.eq(1),
                          a_op.eq(w_next.snp_op), a_uqid.eq(w_next.snp_uqid)]
             with m.If(~sf.result.valid):
                 m.d.comb += [look_valid.eq(1), look_line.eq(w_next.line)]
