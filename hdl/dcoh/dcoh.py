@@ -282,11 +282,22 @@ class DCOH(wiring.Component):
         wk = work_table.entries
 
         # ---- waiting CPU accesses: one per cache, a queue of cache indices in arrival order --------
+        # The line a store or an uncached write brings waits apart, in a memory indexed by cache
+        # (``store_data``), not beside the access in flip-flops: the rescan reads it by index into the
+        # line register (S_RES), through the memory's registered read port.
+        AccessReq = data.StructLayout({"kind": CpuKind, "cache": range(max(K, 2)), "line": AW, "variant": 1})
         ops = Signal(data.ArrayLayout(data.StructLayout({
-            "valid": 1, "req": CpuReq(K, AW), "victim_valid": 1, "victim": AW}), K))
+            "valid": 1, "req": AccessReq, "victim_valid": 1, "victim": AW}), K))
         queue = Signal(data.ArrayLayout(range(max(K, 2)), K))
         q_len = Signal(range(K + 1))
         self.ops, self.queue, self.q_len = ops, queue, q_len         # tests read them
+        m.submodules.store_data = store_data = Memory(shape=LINE_BITS, depth=max(K, 2), init=[])
+        sd_w = store_data.write_port()
+        # read at the index the access being tried will have (``cur_k``'s next value: SCAN and the CPU
+        # dispatch drive it, below), so S_RES finds its line; transparent, for a store taken and looked
+        # up in the same cycle
+        sd_r = store_data.read_port(transparent_for=(sd_w,))
+        m.d.comb += [sd_w.addr.eq(self.cpu_req.p.cache), sd_w.data.eq(self.cpu_req.p.data), sd_r.en.eq(1)]
 
         tbits = (T - 1).bit_length()
 
@@ -586,6 +597,7 @@ class DCOH(wiring.Component):
         # (queue and scan_i do not move until the try is over), so S_TRY and the states after it select
         # the access through one register, not through queue[scan_i]
         cur_k = Signal(range(max(K, 2)))
+        m.d.comb += sd_r.addr.eq(cur_k)            # (SCAN and the CPU dispatch override it)
         cur_op = ops[cur_k]
         # ... and S_RES copies that access (all but its line of data, which it loads into cmd_data) into
         # flops, so S_TRY's decision and the states after it start from registers, not from ops' K-way select
@@ -1217,14 +1229,15 @@ class DCOH(wiring.Component):
                     with m.Else():
                         m.next = "IDLE"
                 with m.Else():
-                    m.d.comb += [look_valid.eq(1), look_line.eq(ops[queue[scan_i]].req.line)]
+                    m.d.comb += [look_valid.eq(1), look_line.eq(ops[queue[scan_i]].req.line),
+                                 sd_r.addr.eq(queue[scan_i])]
                     m.d.sync += cur_k.eq(queue[scan_i])
                     m.next = "S_RES"
             with m.State("S_RES"):
                 th, wh = tcam(res.line), wcam(res.line)
                 m.d.comb += sf.result.ready.eq(1)
                 m.d.sync += [r.eq(res), *hit_entry(th), r_wh.eq(wh.any()),
-                             cmd_data.eq(cur_op.req.data),     # a store's / uncached write's line
+                             cmd_data.eq(sd_r.data),           # a store's / uncached write's line
                              cur.kind.eq(cur_op.req.kind), cur.line.eq(cur_op.req.line),
                              cur.variant.eq(cur_op.req.variant), cur.victim_valid.eq(cur_op.victim_valid),
                              cur.victim.eq(cur_op.victim)]
@@ -1398,8 +1411,11 @@ class DCOH(wiring.Component):
             m.d.sync += cmd_data.eq(data_in_.data)
         with m.If(take_snp):
             m.d.sync += snp.eq(self.h2d_req.p)
+        m.d.comb += sd_w.en.eq(take_cpu)
         with m.If(take_cpu):
-            m.d.sync += ops[self.cpu_req.p.cache].req.eq(self.cpu_req.p)
+            k_in = self.cpu_req.p.cache
+            m.d.sync += [ops[k_in].req.kind.eq(self.cpu_req.p.kind), ops[k_in].req.cache.eq(k_in),
+                         ops[k_in].req.line.eq(self.cpu_req.p.line), ops[k_in].req.variant.eq(self.cpu_req.p.variant)]
         # IDLE's dispatch (idle_dispatch), driven here for every state that runs it, and chain_work's.
         # These assignments come after the FSM, so they take precedence over a state's own in the same
         # cycle, as the dispatch's did when it came last in that state.
@@ -1462,6 +1478,7 @@ class DCOH(wiring.Component):
                          rescan.eq(0), scan_i.eq(0), progress.eq(0)]
         with m.If(go["cpu_look"]):
             m.d.sync += cur_k.eq(self.cpu_req.p.cache)
+            m.d.comb += sd_r.addr.eq(self.cpu_req.p.cache)
 
         # ---- the snoop side path: snoops that change nothing, answered while the engine waits on a cache
         # The engine waits for an internal cache's handshake in the middle of an event (a command, its
