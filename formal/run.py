@@ -106,6 +106,13 @@ NOTES = """
   snoop filter to the harness's caches; PDR does not find them in that time, and the harnesses do not
   state them. ABC's `bmc3` is no way round the BMC cost either: on the same model it reached step 18
   after 7 minutes, slower than boolector.
+- **The tables' own Asserts ride along in every DCOH proof.** The tracker and the work table
+  (hdl/dcoh/tracker.py, hdl/dcoh/work_table.py) assert that the engine never starts a request or work
+  in an entry in use, writes a state into a free entry, frees an entry twice, stores a snoop over
+  another or takes up work that is not ready. The DCOH harnesses check them to their depth with the
+  rest: with the tracker's free check made to fail on any free, `dcoh_slow_caches` FAILs in 13 s.
+  (Bounded like the harnesses; that no entry is *leaked*, never freed, is a liveness property no proof
+  here covers.)
 - **The two DCOH BMCs run on a time budget.** Their cost doubles about every 1.6-2 steps on the present
   DCOH (below), so their full depths (24 and 27) no longer fit `make formal`'s 20 minutes. Each has a
   budget (`Proof.budget_s`, 900 s, `formal/dcoh_env.py` `DCOH_BUDGET_S`); `make formal` runs them side by

@@ -21,11 +21,18 @@ def _idle(ctx, ports):
         ctx.set(p, 0)
 
 
+def _check_entries(ctx, dut, fields, model):
+    """Every entry that is valid in the model or in the RTL has the model's fields (a freed entry's other
+    fields are don't-cares)."""
+    for i in range(ENTRIES):
+        e = dut.entries[i]
+        got = {k: ctx.get(getattr(e, k)) for k in fields}
+        if model[i]["valid"] or got["valid"]:
+            assert got == model[i], (i, got, model[i])
+
+
 # ------------------------------------------------------------------------------------------------ tracker
-def _tracker_fields(ctx, dut, i):
-    e = dut.entries[i]
-    return {"valid": ctx.get(e.valid), "line": ctx.get(e.line), "state": ctx.get(e.state),
-            "granted_e": ctx.get(e.granted_e), "way": ctx.get(e.way)}
+TRACKER_FIELDS = ("valid", "line", "state", "granted_e", "way")
 
 
 @given(st.data())
@@ -70,35 +77,44 @@ def test_tracker_matches_its_model(data):
                     model[set_i]["granted_e"] = ge
             if free_i is not None:
                 model[free_i]["valid"] = 0
-            for i in range(ENTRIES):
-                got = _tracker_fields(ctx, dut, i)
-                if model[i]["valid"] or got["valid"]:
-                    assert got == model[i], (i, got, model[i])
+            _check_entries(ctx, dut, TRACKER_FIELDS, model)
     run_clocked(dut, bench)
 
 
-def _tracker_break(setup, bad):
-    """Run the ``setup`` writes, one per cycle (port, idx), then the ``bad`` cycle's writes."""
-    dut = TrackerTable(ENTRIES, TRK)
-
+def _run_writes(dut, idle, cycles):
+    """Drive ``cycles`` into table ``dut``, one per clock: each a list of (port, idx, fields) writes
+    (``fields`` of the port, or of its ``entry`` for ``new``; ``readied``: the bit ``idx``); the ports
+    in ``idle`` are low where a cycle does not drive them."""
     async def bench(ctx):
-        for cycle in [*setup, bad]:
-            _idle(ctx, (dut.new.valid, dut.set.valid, dut.free.valid))
-            for port, idx in cycle:
+        for cycle in cycles:
+            _idle(ctx, idle)
+            for port, idx, fields in cycle:
                 p = getattr(dut, port)
-                ctx.set(p.valid, 1)
+                if port == "readied":
+                    ctx.set(p, 1 << idx)
+                    continue
+                if port != "cur":
+                    ctx.set(p.valid, 1)
                 ctx.set(p.idx, idx)
-                if port == "new":
-                    ctx.set(p.entry.valid, 1)
+                for k, v in fields.items():
+                    ctx.set(getattr(p.entry if port == "new" else p, k), v)
             await ctx.tick()
     run_clocked(dut, bench)
 
 
+def _tracker_break(setup, bad):
+    dut = TrackerTable(ENTRIES, TRK)
+    _run_writes(dut, (dut.new.valid, dut.set.valid, dut.free.valid), [*setup, bad])
+
+
+NEW1, NEW2 = ("new", 1, {"valid": 1}), ("new", 2, {"valid": 1})
+
+
 @pytest.mark.parametrize("setup, bad, message", [
-    ([[("new", 1)]], [("new", 1)], "started in an entry in use"),
-    ([[("new", 1)], [("free", 1)]], [("set", 1)], "state written into a free entry"),
-    ([[("new", 1)], [("free", 1)]], [("free", 1)], "freed that is not in use"),
-    ([[("new", 2)]], [("new", 1), ("set", 1)], "started and written in the same cycle"),
+    ([[NEW1]], [NEW1], "started in an entry in use"),
+    ([[NEW1], [("free", 1, {})]], [("set", 1, {})], "state written into a free entry"),
+    ([[NEW1], [("free", 1, {})]], [("free", 1, {})], "freed that is not in use"),
+    ([[NEW2]], [NEW1, ("set", 1, {})], "started and written in the same cycle"),
 ])
 def test_tracker_asserts_fire(setup, bad, message):
     _tracker_break(setup, [])        # the same writes without the bad cycle pass
@@ -107,9 +123,7 @@ def test_tracker_asserts_fire(setup, bad, message):
 
 
 # ------------------------------------------------------------------------------------------------ work table
-def _work_fields(ctx, dut, i):
-    e = dut.entries[i]
-    return {k: ctx.get(getattr(e, k)) for k in ("valid", "ready", "line", "snoop", "snp_uqid", "evict")}
+WORK_FIELDS = ("valid", "ready", "line", "snoop", "snp_uqid", "evict")
 
 
 @given(st.data())
@@ -173,33 +187,14 @@ def test_work_table_matches_its_model(data):
                     after[cur]["ready"] = 0
             await ctx.tick()
             model = after
-            for i in range(ENTRIES):
-                got = _work_fields(ctx, dut, i)
-                if model[i]["valid"] or got["valid"]:
-                    assert got == model[i], (i, got, model[i])
+            _check_entries(ctx, dut, WORK_FIELDS, model)
     run_clocked(dut, bench)
 
 
 def _work_break(setup, bad):
-    """``setup`` and ``bad``: cycles, each a list of (port, idx, fields) writes."""
     dut = WorkTable(ENTRIES, WRK)
-
-    async def bench(ctx):
-        for cycle in [*setup, bad]:
-            _idle(ctx, (dut.new.valid, dut.snoop.valid, dut.take.valid, dut.readied, dut.cur.clr_valid,
-                        dut.cur.clr_snoop, dut.cur.set_ready, dut.cur.clr_ready))
-            for port, idx, fields in cycle:
-                p = getattr(dut, port)
-                if port == "readied":
-                    ctx.set(p, 1 << idx)
-                    continue
-                if port != "cur":
-                    ctx.set(p.valid, 1)
-                ctx.set(p.idx, idx)
-                for k, v in fields.items():
-                    ctx.set(getattr(p, k) if port != "new" else getattr(p.entry, k), v)
-            await ctx.tick()
-    run_clocked(dut, bench)
+    _run_writes(dut, (dut.new.valid, dut.snoop.valid, dut.take.valid, dut.readied, dut.cur.clr_valid,
+                      dut.cur.clr_snoop, dut.cur.set_ready, dut.cur.clr_ready), [*setup, bad])
 
 
 NEW0 = [("new", 0, {"valid": 1})]
