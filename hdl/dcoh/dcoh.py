@@ -1,5 +1,8 @@
 """The DCOH top: snoop filter, request tracker, snoop handler, invalidation coalescer and QoS, with the
-six CXL.cache channel ports on the host side and the internal-cache ports on the device side.
+six CXL.cache channel ports on the host side and the internal-cache ports on the device side.  The
+engine here (its FSM) drives the blocks beside it: the tracker and the work table are registers written
+through ports (hdl/dcoh/tracker.py, hdl/dcoh/work_table.py), the snoop filter, CQID allocator,
+coalescer and QoS blocks have files of their own.
 
 RTL counterpart of :class:`models.dcoh.Device` (the golden model).  Its transitions are not restated:
 the snoop table, the request start states, the response table and the permission of each device state
