@@ -3,9 +3,9 @@
 ``Device(dcoh=..., link=...)``: a :class:`hdl.dcoh.dcoh.DCOH` whose six host-side channels go through a
 :class:`hdl.link.port.LinkPort` (``upstream=True``: it sends D2H and receives H2D flits).  Ports: the
 link's ``tx_flit`` (out) / ``rx_flit`` (in), the DCOH's internal-cache ports (``cpu_req``, ``cpu_rsp``,
-``probe``, ``cmd``, ``cmd_rsp``) and status (``idle``, ``dispatch`` with ``work_line``, ``devload``, ``protocol_errors``, the link's
-``retries``/``crc_errors``/``rule_errors``, its per-kind counters of bad input from the host ``rx_errors``
-and its ``link_error`` / ``link_error_cause``: see hdl/link/port.py).
+``probe``, ``cmd``, ``cmd_rsp``) and status (``idle``, ``dispatch`` with ``work_line``, ``devload``,
+``protocol_errors``, the link's ``retries``/``crc_errors``/``rule_errors``, its per-kind counters of bad
+input from the host ``rx_errors`` and its ``link_error`` / ``link_error_cause``: see hdl/link/port.py).
 
 Credits: the link end holds the real D2H credits (returned by the host in its flits) and takes a
 message only while its channel has one.  The DCOH's own D2H credit counters then only count messages
@@ -69,7 +69,8 @@ class Device(wiring.Component):
                 wiring.connect(m, wiring.flipped(port), inner)
             else:
                 wiring.connect(m, inner, wiring.flipped(port))
-        m.d.comb += [self.idle.eq(dcoh.idle), self.dispatch.eq(dcoh.dispatch), self.work_line.eq(dcoh.work_line), self.devload.eq(dcoh.devload),
+        m.d.comb += [self.idle.eq(dcoh.idle), self.dispatch.eq(dcoh.dispatch), self.work_line.eq(dcoh.work_line),
+                     self.devload.eq(dcoh.devload),
                      self.protocol_errors.eq(dcoh.protocol_errors), self.retries.eq(link.retries),
                      self.crc_errors.eq(link.crc_errors), self.rule_errors.eq(link.rule_errors),
                      self.link_error.eq(link.link_error), self.link_error_cause.eq(link.link_error_cause),

@@ -86,8 +86,8 @@ class BatchedDevice(wiring.Component):
             members[f"{_name(c)}_push"] = In(self.queues[c].signature.members["push"].shape)
             members[f"{_name(c)}_seq"] = In(1)
         members.update(link_error_cause=Out(len(LinkErrorCause)), host_link_error_cause=Out(len(LinkErrorCause)),
-                       protocol_errors=Out(16), rule_errors=Out(32), cache_errors=Out(CacheErrors()), snoops_while_held=Out(32),
-                       overflows=Out(4))
+                       protocol_errors=Out(16), rule_errors=Out(32), cache_errors=Out(CacheErrors()),
+                       snoops_while_held=Out(32), overflows=Out(4))
         super().__init__(members)
 
     @staticmethod
@@ -194,7 +194,8 @@ class BatchedDevice(wiring.Component):
         s = self.status
         m.d.comb += [s.ops_space.eq(oq.space), s.error.eq(error),
                      s.drained.eq(ca.drained & queues_empty & lk.idle), s.dcoh_idle.eq(lk.dcoh_idle),
-                     self.overflows.eq(overflows), self.cache_errors.eq(ca.errors), self.snoops_while_held.eq(ca.snoops_while_held),
+                     self.overflows.eq(overflows), self.cache_errors.eq(ca.errors),
+                     self.snoops_while_held.eq(ca.snoops_while_held),
                      self.link_error_cause.eq(lk.link_error_cause), self.host_link_error_cause.eq(lk.host_link_error_cause),
                      self.protocol_errors.eq(lk.protocol_errors), self.rule_errors.eq(lk.rule_errors)]
         for c, q in self.queues.items():

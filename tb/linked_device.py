@@ -96,7 +96,8 @@ class LinkedDevice(wiring.Component):
         m.d.comb += [self.up_flit.eq(up.valid & up.ready), self.up_word.eq(up.payload),
                      self.down_flit.eq(down.valid & down.ready), self.down_word.eq(down.payload)]
         m.d.comb += [self.idle.eq(dev.idle & (quiet == QUIET)),
-                     self.dcoh_idle.eq(dev.idle), self.dispatch.eq(dev.dispatch), self.work_line.eq(dev.work_line), self.devload.eq(dev.devload),
+                     self.dcoh_idle.eq(dev.idle), self.dispatch.eq(dev.dispatch), self.work_line.eq(dev.work_line),
+                     self.devload.eq(dev.devload),
                      self.protocol_errors.eq(dev.protocol_errors),
                      self.retries.eq(dev.retries + host.retries),
                      self.injected.eq(injected),

@@ -157,16 +157,15 @@ def test_work_table_matches_its_model(data):
                 ctx.set(dut.new.entry, {"valid": 1, "ready": 0, "line": line, "way": 0, "snoop": snoop,
                                         "snp_op": SNOOPS[0], "snp_uqid": uqid, "evict": evict, "evict_cqid": 0})
                 after[i] = dict(valid=1, ready=0, line=line, snoop=snoop, snp_uqid=uqid, evict=evict)
-            elif kind == "snoop" and [i for i in live if not model[i]["snoop"]]:
-                i = [i for i in live if not model[i]["snoop"]][r % len([i for i in live if not model[i]["snoop"]])]
+            elif kind == "snoop" and (unsnooped := [i for i in live if not model[i]["snoop"]]):
+                i = unsnooped[r % len(unsnooped)]
                 uqid = (r >> 4) & 0xFFF
                 ctx.set(dut.snoop.valid, 1)
                 ctx.set(dut.snoop.idx, i)
                 ctx.set(dut.snoop.op, SNOOPS[r % len(SNOOPS)])
                 ctx.set(dut.snoop.uqid, uqid)
                 after[i].update(snoop=1, snp_uqid=uqid)
-            elif kind == "take" and [i for i in live if model[i]["ready"]]:
-                ready = [i for i in live if model[i]["ready"]]
+            elif kind == "take" and (ready := [i for i in live if model[i]["ready"]]):
                 i = ready[r % len(ready)]
                 ctx.set(dut.take.valid, 1)
                 ctx.set(dut.take.idx, i)

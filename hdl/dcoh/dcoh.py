@@ -288,7 +288,8 @@ class DCOH(wiring.Component):
         # The line a store or an uncached write brings waits apart, in a memory indexed by cache
         # (``store_data``), not beside the access in flip-flops: the rescan reads it by index into the
         # line register (S_RES), through the memory's registered read port.
-        AccessReq = data.StructLayout({"kind": CpuKind, "cache": range(max(K, 2)), "line": AW, "variant": 1})
+        # (an entry's cache is its index)
+        AccessReq = data.StructLayout({"kind": CpuKind, "line": AW, "variant": 1})
         ops = Signal(data.ArrayLayout(data.StructLayout({
             "valid": 1, "req": AccessReq, "victim_valid": 1, "victim": AW}), K))
         queue = Signal(data.ArrayLayout(range(max(K, 2)), K))
@@ -1417,8 +1418,8 @@ class DCOH(wiring.Component):
         m.d.comb += sd_w.en.eq(take_cpu)
         with m.If(take_cpu):
             k_in = self.cpu_req.p.cache
-            m.d.sync += [ops[k_in].req.kind.eq(self.cpu_req.p.kind), ops[k_in].req.cache.eq(k_in),
-                         ops[k_in].req.line.eq(self.cpu_req.p.line), ops[k_in].req.variant.eq(self.cpu_req.p.variant)]
+            m.d.sync += [ops[k_in].req.kind.eq(self.cpu_req.p.kind), ops[k_in].req.line.eq(self.cpu_req.p.line),
+                         ops[k_in].req.variant.eq(self.cpu_req.p.variant)]
         # IDLE's dispatch (idle_dispatch), driven here for every state that runs it, and chain_work's.
         # These assignments come after the FSM, so they take precedence over a state's own in the same
         # cycle, as the dispatch's did when it came last in that state.
