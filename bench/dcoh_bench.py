@@ -146,17 +146,19 @@ def snoop_hit(window):
         await ctx.tick()
         ctx.set(dut.h2d_req.valid, 0)
         cycles, cache_time, cmd_at = 1, 0, None
-        while not ctx.get(dut.d2h_rsp.valid):
+        while True:
             if ctx.get(dut.cmd.valid) and cmd_at is None:
                 cmd_at = cycles
                 ctx.set(dut.cmd_rsp.valid, 1)          # the cache answers in the next cycle
                 ctx.set(dut.cmd_rsp.p.dirty, 0)
-            if ctx.get(dut.cmd_rsp.valid) and ctx.get(dut.cmd_rsp.ready):
+            answered = ctx.get(dut.cmd_rsp.valid) and ctx.get(dut.cmd_rsp.ready)
+            if answered:
                 cache_time = cycles + 1 - cmd_at
-                await ctx.tick()
+            if ctx.get(dut.d2h_rsp.valid):         # (may be the cycle the cache answers in)
+                break
+            await ctx.tick()
+            if answered:
                 ctx.set(dut.cmd_rsp.valid, 0)
-            else:
-                await ctx.tick()
             cycles += 1
             if cycles > 1000:
                 raise RuntimeError("hit snoop never answered")

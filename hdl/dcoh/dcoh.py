@@ -440,9 +440,14 @@ class DCOH(wiring.Component):
         # could wait forever.  The queue cannot overflow: every probe comes with a work entry of its own
         # that stays valid until a message naming its line is taken, so at most ``work`` probes wait.
         # When the queue is empty and the coalescer ready, the probe goes straight through (no cycle added).
+        # The probe handed on this cycle: a probing snoop's from SNP_SLOW, in its decision's cycle, or a
+        # back-invalidation's, which S_TRY registers (``bi_line``, ``bi_caches``) for S_PROBE.
         coal_push = Signal()
         coal_line = Signal(AW)
         coal_caches = Signal(K)
+        bi_line = Signal(AW)
+        bi_caches = Signal(K)
+        m.d.comb += [coal_line.eq(bi_line), coal_caches.eq(bi_caches)]     # (SNP_SLOW overrides them)
         m.submodules.probe_q = probe_q = fifo.SyncFIFO(width=AW + K, depth=W)
         queued_probe = data.View(data.StructLayout({"line": AW, "caches": K}), probe_q.r_data)
         m.d.comb += [
@@ -1013,9 +1018,11 @@ class DCOH(wiring.Component):
                     m.next = "IDLE"
                 with m.Elif(need_probe):
                     with m.If(w_free.any()):
+                        # the work entry and its probe (to the coalescer or its queue) in this cycle;
+                        # the engine goes on (the caches take the probe later, which readies the work)
                         new_work(r.line, r.hit_way, snoop=1, snp_op=snp.opcode, snp_uqid=snp.uqid)
-                        m.d.sync += [coal_line.eq(r.line), coal_caches.eq(presence)]
-                        m.next = "PROBE"
+                        m.d.comb += [coal_push.eq(1), coal_line.eq(r.line), coal_caches.eq(presence)]
+                        rescan_next()
                     with m.Else():                      # no work entry: hold the snoop until one frees
                         m.d.sync += [replay.eq(1), replay_go.eq(0)]
                         m.next = "IDLE"
@@ -1032,21 +1039,19 @@ class DCOH(wiring.Component):
             await_cmd_rsp("SNP_QUERY_RSP", "SNP_SLOW",
                           [q_done.eq(1), q_dirty.eq(self.cmd_rsp.p.dirty), q_excl.eq(self.cmd_rsp.p.excl)])
 
-            with m.State("PROBE"):                      # hand one probe to the coalescer (or its queue)
-                m.d.comb += coal_push.eq(1)
-                rescan_next()
-
             # ---------------------------------------------------------------- answer a snoop
-            def apply_answer():
-                """The snoop's answer goes out this cycle: its state change commits with it."""
+            def apply_answer(nxt=v_nxt, none=v_none, changed=v_changed):
+                """The snoop's answer goes out this cycle: its state change commits with it.  The verdict
+                (next state, no permission left, state changed): the one registered as the answer settled,
+                or given (ANSWER_RSP's early answer)."""
                 with m.If(r_th):
-                    set_state(r_t, v_nxt)
-                    with m.If(v_none & r.hit & (r.entry.presence != 0)):
+                    set_state(r_t, nxt)
+                    with m.If(none & r.hit & (r.entry.presence != 0)):
                         sf_update(SFOp.MODIFY, r.line, r.hit_way, SFState.PLACEHOLDER, 0, 0)
-                with m.Elif(r.hit & v_changed):
-                    with m.If(v_nxt == STATE_CODE[D.S]):
+                with m.Elif(r.hit & changed):
+                    with m.If(nxt == STATE_CODE[D.S]):
                         sf_update(SFOp.MODIFY, r.line, r.hit_way, SFState.S, 0, r.entry.presence)
-                    with m.Elif(v_nxt == STATE_CODE[D.I]):
+                    with m.Elif(nxt == STATE_CODE[D.I]):
                         sf_update(SFOp.FREE, r.line, r.hit_way)
                 with m.If(a_fromwork):
                     m.d.comb += wcur.clr_snoop.eq(1)
@@ -1086,9 +1091,23 @@ class DCOH(wiring.Component):
             with m.State("ANSWER_RSP"):
                 m.d.comb += [self.cmd_rsp.ready.eq(1), settle_dirty.eq(self.cmd_rsp.p.dirty),
                              buf_r.addr.eq(r_t)]
+                # Early answer: when the caches' answer cannot change the verdict (the line's state is
+                # known, not an E line that may have turned M, and the snoop takes no data), the response
+                # goes out in the cycle the caches answer, with the verdict on the registered state (a_*,
+                # = what settle would register), instead of from ANSWER_SEND a cycle later.  (An SnpInv
+                # to an S line: its probe's work is then 3 engine cycles.)  Unless the response cannot
+                # go in this cycle (no credit, the port not ready, a side-path response first): then
+                # ANSWER_SEND, as for any other answer.
+                early = ~a_maybe_m & ~a_data
                 with m.If(self.cmd_rsp.valid):
-                    m.d.sync += [*latch_line, *settle]
-                    m.next = "ANSWER_SEND"
+                    with m.If(early):
+                        m.d.comb += [rsp_valid.eq(1), self.d2h_rsp.p.opcode.eq(a_rsp),
+                                     self.d2h_rsp.p.uqid.eq(a_uqid)]
+                    with m.If(early & rsp_can):
+                        apply_answer(a_nxt, perm_none(a_nxt), a_nxt != a_state)
+                    with m.Else():
+                        m.d.sync += [*latch_line, *settle]
+                        m.next = "ANSWER_SEND"
             with m.State("ANSWER_SEND"):
                 m.d.comb += [rsp_valid.eq(1), self.d2h_rsp.p.opcode.eq(v_rsp), self.d2h_rsp.p.uqid.eq(a_uqid),
                              buf_r.addr.eq(r_t)]             # (before apply_answer: a chained dispatch
@@ -1272,7 +1291,7 @@ class DCOH(wiring.Component):
                 def back_invalidate(line, way, presence):
                     m.d.comb += cqids.alloc.ready.eq(1)
                     new_work(line, way, evict=1, evict_cqid=cqids.alloc.payload)
-                    m.d.sync += [coal_line.eq(line), coal_caches.eq(presence)]
+                    m.d.sync += [bi_line.eq(line), bi_caches.eq(presence)]
                     m.next = "S_PROBE"
 
                 def miss(code):
