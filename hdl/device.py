@@ -36,7 +36,7 @@ class Device(wiring.Component):
         members = {"tx_flit": Out(flit_stream()), "rx_flit": In(flit_stream())}
         for name in _CACHE_PORTS:
             members[name] = self.dcoh.signature.members[name]
-        members.update(idle=Out(1), dispatch=self.dcoh.signature.members["dispatch"],
+        members.update(idle=Out(1), dispatch=self.dcoh.signature.members["dispatch"], scan_before=Out(1),
                        work_line=self.dcoh.signature.members["work_line"], devload=Out(2),
                        protocol_errors=Out(16),
                        retries=Out(32), crc_errors=Out(32), rule_errors=Out(32),
@@ -69,7 +69,8 @@ class Device(wiring.Component):
                 wiring.connect(m, wiring.flipped(port), inner)
             else:
                 wiring.connect(m, inner, wiring.flipped(port))
-        m.d.comb += [self.idle.eq(dcoh.idle), self.dispatch.eq(dcoh.dispatch), self.work_line.eq(dcoh.work_line),
+        m.d.comb += [self.idle.eq(dcoh.idle), self.dispatch.eq(dcoh.dispatch),
+                     self.scan_before.eq(dcoh.scan_before), self.work_line.eq(dcoh.work_line),
                      self.devload.eq(dcoh.devload),
                      self.protocol_errors.eq(dcoh.protocol_errors), self.retries.eq(link.retries),
                      self.crc_errors.eq(link.crc_errors), self.rule_errors.eq(link.rule_errors),

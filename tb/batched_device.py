@@ -94,7 +94,7 @@ class BatchedDevice(wiring.Component):
     def record_layout(caches, addr_width, coalesce_block):
         block_bits = coalesce_block.bit_length() - 1
         line = {"data": VALUE_BITS, "wide": 1}
-        fields = {"dispatch": Dispatch, "work_line": data.StructLayout(line), "h2d_taken": 3}
+        fields = {"dispatch": Dispatch, "scan_before": 1, "work_line": data.StructLayout(line), "h2d_taken": 3}
         for c in D2H_CHANNELS:
             fields[f"{_name(c)}_valid"] = 1
             fields[_name(c)] = channel_shape(c)
@@ -160,7 +160,8 @@ class BatchedDevice(wiring.Component):
         # carry a flit and nothing else, and a testbench without a flit monitor need not read them
         moved = [lk.dispatch != Dispatch.NONE, Cat(taken).any(), ca.hit.any(), ca.miss.any(), ca.quiet != quiet_was,
                  (lk.up_flit | lk.down_flit) & self.record_flits, lk.error]
-        m.d.comb += [r.dispatch.eq(lk.dispatch), r.h2d_taken.eq(Cat(taken)), r.hit.eq(ca.hit), r.miss.eq(ca.miss),
+        m.d.comb += [r.dispatch.eq(lk.dispatch), r.scan_before.eq(lk.scan_before), r.h2d_taken.eq(Cat(taken)),
+                     r.hit.eq(ca.hit), r.miss.eq(ca.miss),
                      r.quiet.eq(ca.quiet), r.up_valid.eq(lk.up_flit), r.up.eq(lk.up_word),
                      r.down_valid.eq(lk.down_flit), r.down.eq(lk.down_word), r.error.eq(lk.error)]
         def line_of(field, value):           # a line as recorded: low bits, and whether any above is set

@@ -7,7 +7,7 @@ passes every flit unchanged in the same cycle, but computes its error masks and 
 about a fifth of a Verilated device's work).  Its ports are the DCOH's, seen from the host: ``h2d_req/rsp/data`` in and
 ``d2h_req/rsp/data`` out (the host end's channel streams), the internal-cache ports, and ``idle``
 (the DCOH is idle and for ``QUIET`` cycles no flit was offered on either wire and no message on the
-host end: nothing is in flight), the DCOH's own ``idle`` (``dcoh_idle``), ``dispatch``, ``work_line``, ``devload`` and ``protocol_errors``,
+host end: nothing is in flight), the DCOH's own ``idle`` (``dcoh_idle``), ``dispatch``, ``scan_before``, ``work_line``, ``devload`` and ``protocol_errors``,
 ``error`` (either end's link has stopped with a link error, or the DCOH has counted a protocol error, or
 either end's receiver has rejected a CRC-good flit; the why in ``link_error_cause`` / ``host_link_error_cause``
 (hdl/link/port.py LinkErrorCause), ``protocol_errors`` and ``rule_errors``, the two ends' sum), and flit
@@ -50,6 +50,7 @@ class LinkedDevice(wiring.Component):
         # flit monitor taps: a flit crossed the wire (handshake) and the flit (payload and CRC)
         members.update(up_flit=Out(1), up_word=Out(FLIT_BITS), down_flit=Out(1), down_word=Out(FLIT_BITS))
         members.update(idle=Out(1), dcoh_idle=Out(1), dispatch=self.device.signature.members["dispatch"],
+                       scan_before=Out(1),
                        work_line=self.device.signature.members["work_line"], devload=Out(2),
                        protocol_errors=Out(16), retries=Out(32), injected=Out(32), crc_errors=Out(32),
                        rule_errors=Out(32), error=Out(1), link_error_cause=Out(len(LinkErrorCause)),
@@ -96,7 +97,8 @@ class LinkedDevice(wiring.Component):
         m.d.comb += [self.up_flit.eq(up.valid & up.ready), self.up_word.eq(up.payload),
                      self.down_flit.eq(down.valid & down.ready), self.down_word.eq(down.payload)]
         m.d.comb += [self.idle.eq(dev.idle & (quiet == QUIET)),
-                     self.dcoh_idle.eq(dev.idle), self.dispatch.eq(dev.dispatch), self.work_line.eq(dev.work_line),
+                     self.dcoh_idle.eq(dev.idle), self.dispatch.eq(dev.dispatch),
+                     self.scan_before.eq(dev.scan_before), self.work_line.eq(dev.work_line),
                      self.devload.eq(dev.devload),
                      self.protocol_errors.eq(dev.protocol_errors),
                      self.retries.eq(dev.retries + host.retries),

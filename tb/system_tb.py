@@ -112,6 +112,8 @@ _VALID = {Channel.D2H_REQ: _BIT["d2h_req__valid"], Channel.D2H_RSP: _BIT["d2h_rs
           Channel.D2H_DATA: _BIT["d2h_data__valid"]}
 _DISPATCH = list(Dispatch)                      # code -> member (Amaranth enums are not ints)
 _WORK_CODE = Dispatch.WORK.value
+_SCAN_CODE = Dispatch.SCAN.value
+_SCAN_BEFORE = _BIT["scan_before"]
 _CACHE_STATE = {CacheState.I: "I", CacheState.S: "S", CacheState.E: "E", CacheState.M: "M"}
 
 
@@ -324,6 +326,9 @@ class DeviceSide:
             self.fail(self.rtl_errors())
         code = (bits >> _DISPATCH_SHIFT) & 7
         if code:
+            if bits & _SCAN_BEFORE:                   # the SCAN that ended a run of work, then ``code``
+                bench.dispatch_count[_SCAN_CODE] += 1
+                self.dispatch(Dispatch.SCAN, now)
             bench.dispatch_count[code] += 1
             self.dispatch(_DISPATCH[code], now, int(h("work_line").value) if code == _WORK_CODE else None)
         # H2D sources: a transfer happened at the edge ending this cycle if valid & ready now.  With

@@ -40,7 +40,8 @@ ROOT = Path(__file__).resolve().parent.parent
 MON_BITS = ("d2h_req__valid", "d2h_rsp__valid", "d2h_data__valid",
             "h2d_req__ready", "h2d_rsp__ready", "h2d_data__ready",
             "cpu_req__ready", "cpu_rsp__valid", "probe__valid", "cmd__valid", "cmd_rsp__ready",
-            "dcoh_idle", "up_flit", "down_flit", "error", "dispatch")   # dispatch is 3 bits, the rest 1
+            "dcoh_idle", "up_flit", "down_flit", "error", "scan_before",
+            "dispatch")                                  # dispatch is 3 bits, the rest 1
 MON_WIDTH = len(MON_BITS) - 1 + 3
 
 # Default RTL parameters of the system testbench.  A small snoop filter (16 sets x 2 ways) so that

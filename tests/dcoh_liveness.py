@@ -294,6 +294,10 @@ async def run_liveness(ctx, dut, seed, *, cycles=3000, lines=6, host_delay=12, p
             probe["phase"] = "acked" if probe_rule == "one_at_a_time" else None
             probe["wait"] = rng.randrange(probe_delay + 1)
         code = ctx.get(dut.dispatch)
+        if ctx.get(dut.scan_before):                 # the SCAN that ended a run of work, then ``code``
+            seen[Dispatch.SCAN] = seen.get(Dispatch.SCAN, 0) + 1
+            if probe["phase"] == "working":
+                probe["phase"] = None
         seen[code] = seen.get(code, 0) + 1
         if code == Dispatch.WORK and probe["phase"] == "acked":
             probe["phase"] = "working"

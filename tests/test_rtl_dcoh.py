@@ -559,6 +559,8 @@ def test_snoop_answered_while_an_access_waits_for_the_rescan_after_the_event():
                 assert "rsp" in got, "the snoop was not answered while the completion's cpu_rsp was held"
                 ctx.set(dut.cpu_rsp.ready, 1)
             code = ctx.get(dut.dispatch)
+            if ctx.get(dut.scan_before):
+                got["codes"].append(Dispatch.SCAN)
             if code != Dispatch.NONE:
                 got["codes"].append(code)
             if ctx.get(dut.d2h_rsp.valid) and ctx.get(dut.d2h_rsp.p.uqid) == 9:

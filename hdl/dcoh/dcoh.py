@@ -31,7 +31,7 @@ Device side (the internal caches; the cache decides its own hits, the DCOH sees 
     internal fill) it tells the holders to keep, downgrade to S or invalidate them, and they answer with
     ``dirty`` (one held M), ``excl`` (one held E or M) and ``data`` (the M copy's line, or any copy's).
 Status: ``dispatch`` (the event the engine starts this cycle, see below; ``work_line``: the line of
-  the work item it starts with WORK),
+  the work item it starts with WORK; ``scan_before``: a SCAN comes before ``dispatch`` in this cycle),
   ``idle`` (the engine has nothing it can do: no event in progress, no rescan or replay due, no
   D2H request queued; work waiting for the caches to take its probe does not count),
   ``devload`` (2-bit level from tracker occupancy), ``protocol_errors`` (messages from the host that
@@ -242,7 +242,8 @@ class DCOH(wiring.Component):
                                                   coalesce_block, caches))),
             "cmd": Out(stream.Signature(CacheCmd(caches, addr_width))),
             "cmd_rsp": In(stream.Signature(CacheCmdRsp())),
-            "idle": Out(1), "dispatch": Out(Dispatch), "work_line": Out(addr_width), "devload": Out(2),
+            "idle": Out(1), "dispatch": Out(Dispatch), "scan_before": Out(1), "work_line": Out(addr_width),
+            "devload": Out(2),
             "protocol_errors": Out(16), "last_error": Out(ErrorKind),
             "msgs_in": Out(32), "msgs_out": Out(32),
         })
@@ -817,7 +818,7 @@ class DCOH(wiring.Component):
             with m.If(in_work):
                 m.d.sync += rescan.eq(1)
                 m.next = "IDLE"
-                chain_work()
+                chain_work(writes_t)
             with m.Elif(q_len != 0):
                 m.d.sync += [scan_i.eq(0), progress.eq(0), scan_report.eq(1)]
                 m.next = "SCAN"
@@ -847,14 +848,17 @@ class DCOH(wiring.Component):
             with m.Else():
                 m.next = "W_RES"
 
-        def chain_work():
+        def chain_work(writes_t=None):
             """The last cycle of a work item inside a run of work: dispatch what IDLE would in the next
             cycle (more work while some is ready, else the SCAN that ends the run), unless this cycle
             readies its own work entry again (a snoop's answer whose line's eviction follows it,
             ``readies_work``: IDLE would then choose among the entries ready at the edge; without this
             guard tests/test_rtl_dcoh.py's race replays fail).  Work that a probe taken in this cycle
             readies is not seen here: it runs after the work chosen now, or in the next run, after this
-            SCAN; a shadow model follows either, as ``work_line`` names the line of each WORK."""
+            SCAN; a shadow model follows either, as ``work_line`` names the line of each WORK.  A SCAN
+            with no access waiting is the run's end mark alone (no access to try), so the event after
+            it is dispatched in this same cycle too (:func:`chain`, with the rescan and the run taken as
+            ended, ``scan_ends``): ``dispatch`` shows that event and ``scan_before`` the SCAN before it."""
             with m.If(~readies_work):
                 with m.If(work_ready.any()):
                     m.d.comb += cw_work.eq(1)
@@ -863,6 +867,8 @@ class DCOH(wiring.Component):
                     m.d.comb += cw_scan.eq(1)
                     with m.If(q_len != 0):
                         m.next = "SCAN"
+                    with m.Else():
+                        chain(writes_t)
 
         def idle_dispatch(q_now):
             """Start the next event (IDLE's dispatch, also run by :func:`chain` in the last cycle of an
@@ -897,11 +903,17 @@ class DCOH(wiring.Component):
         dec_work, dec_scan, dec_rsp, dec_data, dec_replay, dec_snoop, dec_cpu, dec_cpu_look = (
             Signal(name=f"dec_{n}") for n in ("work", "scan", "rsp", "data", "replay", "snoop", "cpu",
                                               "cpu_look"))
+        # (``scan_ends``: chain_work dispatches the SCAN that ends a run of work in this cycle, and the
+        # event after it with it: the decision sees the rescan done and the run over, as IDLE would)
         empty_scan = Signal()
-        m.d.comb += empty_scan.eq(rescan & (q_len == 0) & ~in_work)
-        with m.If(work_ready.any() & in_work):
+        scan_ends = cw_scan
+        rescan_due = Signal()
+        in_work_now = Signal()
+        m.d.comb += [rescan_due.eq(rescan & ~scan_ends), in_work_now.eq(in_work & ~scan_ends),
+                     empty_scan.eq(rescan_due & (q_len == 0) & ~in_work_now)]
+        with m.If(work_ready.any() & in_work_now):
             m.d.comb += dec_work.eq(1)
-        with m.Elif(rescan & ~empty_scan):
+        with m.Elif(rescan_due & ~empty_scan):
             m.d.comb += dec_scan.eq(1)
         with m.Elif(work_ready.any()):
             m.d.comb += dec_work.eq(1)
@@ -941,7 +953,7 @@ class DCOH(wiring.Component):
             # same here, as no chaining state takes a result, but it is driven through the result's
             # ready by the snoop fast path from the snoop filter's output: static timing then reports a
             # path from the block RAM into every chained dispatch, the critical path at 76be68e)
-            hazard = replay | rescan | sf.result.valid
+            hazard = replay | rescan_due | sf.result.valid
             if writes_t is not None:
                 hazard = hazard | (self.h2d_rsp.valid & (t_idx(rsp_in.cqid) == writes_t))
                 if not forwards_data:
@@ -1474,6 +1486,7 @@ class DCOH(wiring.Component):
             m.d.comb += self.dispatch.eq(Mux(sf.lookup.ready, Dispatch.SNOOP, Dispatch.NONE))
         with m.If(scan_report):
             m.d.comb += self.dispatch.eq(Dispatch.SCAN)
+        m.d.comb += self.scan_before.eq(cw_scan & go_any)          # chain_work: the SCAN, then the event
         # the line of the work item WORK dispatches (for testbenches: a shadow model works that line then)
         m.d.comb += self.work_line.eq(wk[work_ready_idx].line)
         with m.If(go["work"]):
