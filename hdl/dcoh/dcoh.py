@@ -1486,7 +1486,14 @@ class DCOH(wiring.Component):
             m.d.comb += self.dispatch.eq(Mux(sf.lookup.ready, Dispatch.SNOOP, Dispatch.NONE))
         with m.If(scan_report):
             m.d.comb += self.dispatch.eq(Dispatch.SCAN)
-        m.d.comb += self.scan_before.eq(cw_scan & go_any)          # chain_work: the SCAN, then the event
+        # chain_work's SCAN, then the event it chained (``dispatch``); a chained dispatch that takes nothing
+        # leaves ``dispatch`` at SCAN alone.  (A chained snoop always has the lookup port: chain() does not
+        # dispatch while a result is held.)
+        m.d.comb += self.scan_before.eq(cw_scan & Cat(go[n] for n in ("work", "rsp", "data", "replay", "snoop",
+                                                                       "cpu")).any())
+        m.d.sync += Assert(~self.scan_before |
+                           ((self.dispatch != Dispatch.NONE) & (self.dispatch != Dispatch.SCAN)),
+                           "scan_before without an event after the SCAN")
         # the line of the work item WORK dispatches (for testbenches: a shadow model works that line then)
         m.d.comb += self.work_line.eq(wk[work_ready_idx].line)
         with m.If(go["work"]):
