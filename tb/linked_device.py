@@ -7,7 +7,8 @@ passes every flit unchanged in the same cycle, but computes its error masks and 
 about a fifth of a Verilated device's work).  Its ports are the DCOH's, seen from the host: ``h2d_req/rsp/data`` in and
 ``d2h_req/rsp/data`` out (the host end's channel streams), the internal-cache ports, and ``idle``
 (the DCOH is idle and for ``QUIET`` cycles no flit was offered on either wire and no message on the
-host end: nothing is in flight), the DCOH's own ``idle`` (``dcoh_idle``), ``dispatch``, ``scan_before``, ``work_line``, ``devload`` and ``protocol_errors``,
+host end: nothing is in flight), the DCOH's own ``idle`` (``dcoh_idle``), ``dispatch``, ``scan_before``,
+``work_line``, ``devload`` and ``protocol_errors``,
 ``error`` (either end's link has stopped with a link error, or the DCOH has counted a protocol error, or
 either end's receiver has rejected a CRC-good flit; the why in ``link_error_cause`` / ``host_link_error_cause``
 (hdl/link/port.py LinkErrorCause), ``protocol_errors`` and ``rule_errors``, the two ends' sum), and flit
