@@ -66,7 +66,6 @@ from tb.vip import ChannelCodec, StructCodec
 
 _SNOOP_CODE = Dispatch.SNOOP.value
 _WORK_CODE = Dispatch.WORK.value
-_SCAN_CODE = Dispatch.SCAN.value
 
 __all__ = ["BatchBench", "run", "SIMULATOR"]
 
@@ -219,9 +218,8 @@ class BatchedSide(DeviceSide):
                 self.fail(f"the DCOH took a cpu_req of cache {k}, whose RTL cache waits on nothing")
             self.to_send -= 1
         if code:
-            if v & bit["scan_before"]:                # the SCAN that ended a run of work, then ``code``
-                bench.dispatch_count[_SCAN_CODE] += 1
-                self.dispatch(Dispatch.SCAN, t)
+            if v & bit["scan_before"]:
+                self.scan_before(t)
             bench.dispatch_count[code] += 1
             if code == _SNOOP_CODE and self.owed:     # the engine waits for that answer: the side path took it
                 bench.snoops_while_cmd_owed += 1

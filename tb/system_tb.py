@@ -201,6 +201,11 @@ class DeviceSide:
                       f"{q[0][1] if q else 'nothing'} first")
         q.popleft()
 
+    def scan_before(self, now):
+        """The engine's ``scan_before``: the SCAN that ended a run of work, before this cycle's ``dispatch``."""
+        self.bench.dispatch_count[_SCAN_CODE] += 1
+        self.dispatch(Dispatch.SCAN, now)
+
     def dispatch(self, code, now, work_line=None):
         """The RTL engine started ``code`` (``work_line``: the line of a WORK) in cycle ``now``."""
         dev = self.shadow
@@ -326,9 +331,8 @@ class DeviceSide:
             self.fail(self.rtl_errors())
         code = (bits >> _DISPATCH_SHIFT) & 7
         if code:
-            if bits & _SCAN_BEFORE:                   # the SCAN that ended a run of work, then ``code``
-                bench.dispatch_count[_SCAN_CODE] += 1
-                self.dispatch(Dispatch.SCAN, now)
+            if bits & _SCAN_BEFORE:
+                self.scan_before(now)
             bench.dispatch_count[code] += 1
             self.dispatch(_DISPATCH[code], now, int(h("work_line").value) if code == _WORK_CODE else None)
         # H2D sources: a transfer happened at the edge ending this cycle if valid & ready now.  With

@@ -858,7 +858,7 @@ class DCOH(wiring.Component):
             SCAN; a shadow model follows either, as ``work_line`` names the line of each WORK.  A SCAN
             with no access waiting is the run's end mark alone (no access to try), so the event after
             it is dispatched in this same cycle too (:func:`chain`, with the rescan and the run taken as
-            ended, ``scan_ends``): ``dispatch`` shows that event and ``scan_before`` the SCAN before it."""
+            ended, ``rescan_due``): ``dispatch`` shows that event and ``scan_before`` the SCAN before it."""
             with m.If(~readies_work):
                 with m.If(work_ready.any()):
                     m.d.comb += cw_work.eq(1)
@@ -903,13 +903,12 @@ class DCOH(wiring.Component):
         dec_work, dec_scan, dec_rsp, dec_data, dec_replay, dec_snoop, dec_cpu, dec_cpu_look = (
             Signal(name=f"dec_{n}") for n in ("work", "scan", "rsp", "data", "replay", "snoop", "cpu",
                                               "cpu_look"))
-        # (``scan_ends``: chain_work dispatches the SCAN that ends a run of work in this cycle, and the
+        # (``cw_scan``: chain_work dispatches the SCAN that ends a run of work in this cycle, and the
         # event after it with it: the decision sees the rescan done and the run over, as IDLE would)
         empty_scan = Signal()
-        scan_ends = cw_scan
         rescan_due = Signal()
         in_work_now = Signal()
-        m.d.comb += [rescan_due.eq(rescan & ~scan_ends), in_work_now.eq(in_work & ~scan_ends),
+        m.d.comb += [rescan_due.eq(rescan & ~cw_scan), in_work_now.eq(in_work & ~cw_scan),
                      empty_scan.eq(rescan_due & (q_len == 0) & ~in_work_now)]
         with m.If(work_ready.any() & in_work_now):
             m.d.comb += dec_work.eq(1)
@@ -1075,9 +1074,12 @@ class DCOH(wiring.Component):
                 rescan_next(replay_go.eq(1), writes_t=r_t)
 
             # E from the snoop filter is M if a copy was dirty
-            settle = [a_state.eq(f_state), a_maybe_m.eq(0),
-                      v_rsp.eq(f_rsp), v_nxt.eq(f_nxt), v_data.eq(f_data), v_none.eq(perm_none(f_nxt)),
-                      v_changed.eq(f_nxt != f_state)]
+            def verdict(state, nxt):
+                """What an answer commits (apply_answer): the next state, whether it leaves the copies no
+                permission, whether the state changes."""
+                return nxt, perm_none(nxt), nxt != state
+            settle = [a_state.eq(f_state), a_maybe_m.eq(0), v_rsp.eq(f_rsp), v_data.eq(f_data),
+                      *(q.eq(v) for q, v in zip((v_nxt, v_none, v_changed), verdict(f_state, f_nxt)))]
 
             def command_copies(nxt):
                 """Offer the command that gives the line's copies what the snoop leaves them (state ``nxt``)."""
@@ -1116,7 +1118,7 @@ class DCOH(wiring.Component):
                         m.d.comb += [rsp_valid.eq(1), self.d2h_rsp.p.opcode.eq(a_rsp),
                                      self.d2h_rsp.p.uqid.eq(a_uqid)]
                     with m.If(early & rsp_can):
-                        apply_answer(a_nxt, perm_none(a_nxt), a_nxt != a_state)
+                        apply_answer(*verdict(a_state, a_nxt))
                     with m.Else():
                         m.d.sync += [*latch_line, *settle]
                         m.next = "ANSWER_SEND"
