@@ -835,7 +835,7 @@ class DCOH(wiring.Component):
         # cycle, in IDLE or chained; ``go_q``: its ``q_now``), then one strobe per outcome.  The
         # narrow registers too: written in each chaining state, they gave each of those states a
         # multiplexer input per bit (yosys: 16 288 LUT4 for the DCOH with only the wide ones moved).
-        go_any = Signal()
+        go_any, go_aft = Signal(), Signal()      # go_aft: chain_work's dispatch after the run's SCAN
         go_q = Signal.like(q_len)
         cw_work, cw_scan = Signal(), Signal()      # chain_work's dispatch
         readies_work = Signal()         # this cycle readies a work entry again (see chain_work)
@@ -858,7 +858,7 @@ class DCOH(wiring.Component):
             SCAN; a shadow model follows either, as ``work_line`` names the line of each WORK.  A SCAN
             with no access waiting is the run's end mark alone (no access to try), so the event after
             it is dispatched in this same cycle too (:func:`chain`, with the rescan and the run taken as
-            ended, ``rescan_due``): ``dispatch`` shows that event and ``scan_before`` the SCAN before it."""
+            ended, ``aft``): ``dispatch`` shows that event and ``scan_before`` the SCAN before it."""
             with m.If(~readies_work):
                 with m.If(work_ready.any()):
                     m.d.comb += cw_work.eq(1)
@@ -868,27 +868,29 @@ class DCOH(wiring.Component):
                     with m.If(q_len != 0):
                         m.next = "SCAN"
                     with m.Else():
-                        chain(writes_t)
+                        chain(writes_t, after_scan=True)
 
-        def idle_dispatch(q_now):
+        def idle_dispatch(q_now, after_scan=False):
             """Start the next event (IDLE's dispatch, also run by :func:`chain` in the last cycle of an
             event).  ``q_now``: the number of waiting accesses after this cycle's own changes (q_len in
-            IDLE; 0 when chained, which only happens once none waits).  The decision (``dec_*``) is
-            worked out once, outside the FSM, and so are the handshakes, the ``dispatch`` code and the
-            registers it loads (below the FSM, from ``go_any``); a state that dispatches only takes the
-            transition."""
-            m.d.comb += [go_any.eq(1), go_q.eq(q_now)]
-            with m.If(dec_work):
+            IDLE; 0 when chained, which only happens once none waits).  ``after_scan``: chain_work's
+            dispatch after the SCAN that ends a run of work, which takes its own decision (``aft``).
+            The decisions are worked out once, outside the FSM, and so are the handshakes, the
+            ``dispatch`` code and the registers it loads (below the FSM, from ``go_any`` / ``go_aft``);
+            a state that dispatches only takes the transition."""
+            d = aft if after_scan else dec
+            m.d.comb += [(go_aft if after_scan else go_any).eq(1), go_q.eq(q_now)]
+            with m.If(d["work"]):
                 work_next()
-            with m.Elif((dec_scan & (q_len != 0)) | (dec_cpu & ~dec_cpu_look)):
+            with m.Elif((d["scan"] & (q_len != 0)) | (d["cpu"] & ~d["cpu_look"])):
                 m.next = "SCAN"
-            with m.Elif(dec_rsp):
+            with m.Elif(d["rsp"]):
                 m.next = "RSP"
-            with m.Elif(dec_data):
+            with m.Elif(d["data"]):
                 m.next = "DATA"
-            with m.Elif(dec_replay | dec_snoop):
+            with m.Elif(d["replay"] | d["snoop"]):
                 m.next = "SNP_RES"
-            with m.Elif(dec_cpu_look):
+            with m.Elif(d["cpu_look"]):
                 m.next = "S_RES"
 
         # IDLE's dispatch decision, in priority order.  Atomic units, as the model's moves: an event and
@@ -899,36 +901,41 @@ class DCOH(wiring.Component):
         # and the same cycle dispatches what comes next.  After a run of work it is still dispatched: its
         # SCAN marks the end of that work for the caches.  A CPU access's rescan starts at once (no run
         # of work is under way when the decision gets that far); when it is the only access waiting, the
-        # scan's first step (its lookup) is issued with it (``dec_cpu_look``).
-        dec_work, dec_scan, dec_rsp, dec_data, dec_replay, dec_snoop, dec_cpu, dec_cpu_look = (
-            Signal(name=f"dec_{n}") for n in ("work", "scan", "rsp", "data", "replay", "snoop", "cpu",
-                                              "cpu_look"))
-        # (``cw_scan``: chain_work dispatches the SCAN that ends a run of work in this cycle, and the
-        # event after it with it: the decision sees the rescan done and the run over, as IDLE would)
-        empty_scan = Signal()
-        rescan_due = Signal()
-        in_work_now = Signal()
-        m.d.comb += [rescan_due.eq(rescan & ~cw_scan), in_work_now.eq(in_work & ~cw_scan),
-                     empty_scan.eq(rescan_due & (q_len == 0) & ~in_work_now)]
-        with m.If(work_ready.any() & in_work_now):
-            m.d.comb += dec_work.eq(1)
-        with m.Elif(rescan_due & ~empty_scan):
-            m.d.comb += dec_scan.eq(1)
-        with m.Elif(work_ready.any()):
-            m.d.comb += dec_work.eq(1)
-        with m.Elif(self.h2d_rsp.valid):
-            m.d.comb += dec_rsp.eq(1)
-        with m.Elif(self.h2d_data.valid):
-            m.d.comb += dec_data.eq(1)
-        with m.Elif(replay & replay_go):
-            m.d.comb += dec_replay.eq(1)
-        with m.Elif(~replay & self.h2d_req.valid):
-            m.d.comb += dec_snoop.eq(1)
-        with m.Elif(self.cpu_req.valid & ~ops[self.cpu_req.p.cache].valid):
-            m.d.comb += dec_cpu.eq(1)
-        m.d.comb += dec_cpu_look.eq(dec_cpu & ~replay & (go_q == 0) & sf.lookup.ready)
+        # scan's first step (its lookup) is issued with it (``cpu_look``).
+        def decide(name, rescan_due, in_work_now, q_now):
+            """The dispatch decision from the registers and the inputs: one strobe per outcome, and
+            whether the pending rescan is dropped as a no-op (``empty_scan``)."""
+            d = {n: Signal(name=f"{name}_{n}") for n in ("work", "scan", "rsp", "data", "replay", "snoop",
+                                                        "cpu", "cpu_look", "empty_scan")}
+            m.d.comb += d["empty_scan"].eq(rescan_due & (q_len == 0) & ~in_work_now)
+            with m.If(work_ready.any() & in_work_now):
+                m.d.comb += d["work"].eq(1)
+            with m.Elif(rescan_due & ~d["empty_scan"]):
+                m.d.comb += d["scan"].eq(1)
+            with m.Elif(work_ready.any()):
+                m.d.comb += d["work"].eq(1)
+            with m.Elif(self.h2d_rsp.valid):
+                m.d.comb += d["rsp"].eq(1)
+            with m.Elif(self.h2d_data.valid):
+                m.d.comb += d["data"].eq(1)
+            with m.Elif(replay & replay_go):
+                m.d.comb += d["replay"].eq(1)
+            with m.Elif(~replay & self.h2d_req.valid):
+                m.d.comb += d["snoop"].eq(1)
+            with m.Elif(self.cpu_req.valid & ~ops[self.cpu_req.p.cache].valid):
+                m.d.comb += d["cpu"].eq(1)
+            m.d.comb += d["cpu_look"].eq(d["cpu"] & ~replay & (q_now == 0) & sf.lookup.ready)
+            return d
 
-        def chain(writes_t=None, forwards_data=False):
+        dec = decide("dec", rescan, in_work, go_q)
+        # chain_work's dispatch after the run's SCAN sees the rescan done and the run over, as IDLE would
+        # in the next cycle.  A decision of its own, so that whether that SCAN goes this cycle (``cw_scan``,
+        # late: it waits for the state's own outcome) selects between two finished decisions and does not
+        # run through the priority chain of every dispatch (with one decision masked by ``cw_scan``, that
+        # was the DCOH's critical path on the ECP5, docs/synth.md).
+        aft = decide("aft", Const(0), Const(0), Const(0))
+
+        def chain(writes_t=None, forwards_data=False, after_scan=False):
             """The last cycle of an event outside a run of work, with no access waiting: dispatch the next
             event in this same cycle, as IDLE would in the next one, so that events follow each other
             without an IDLE cycle between them.  What IDLE reads is as it would be a cycle later except
@@ -952,14 +959,16 @@ class DCOH(wiring.Component):
             # same here, as no chaining state takes a result, but it is driven through the result's
             # ready by the snoop fast path from the snoop filter's output: static timing then reports a
             # path from the block RAM into every chained dispatch, the critical path at 76be68e)
-            hazard = replay | rescan_due | sf.result.valid
+            hazard = replay | sf.result.valid
+            if not after_scan:              # (after the run's SCAN the rescan is done)
+                hazard = hazard | rescan
             if writes_t is not None:
                 hazard = hazard | (self.h2d_rsp.valid & (t_idx(rsp_in.cqid) == writes_t))
                 if not forwards_data:
                     hazard = hazard | (self.h2d_data.valid & (t_idx(data_in_.hdr.cqid) == writes_t))
             m.next = "IDLE"
             with m.If(~hazard):
-                idle_dispatch(0)
+                idle_dispatch(0, after_scan)
 
         def take_copy():
             """An eviction: the evicting cache hands over its copy (a ``cmd`` INV to it alone), offered
@@ -1459,10 +1468,9 @@ class DCOH(wiring.Component):
         go = {n: Signal(name=f"go_{n}") for n in ("work", "scan", "rsp", "data", "replay", "snoop", "cpu",
                                                    "cpu_look")}
         chained_work = {"work": cw_work, "scan": cw_scan}
-        for n, d in (("work", dec_work), ("scan", dec_scan), ("rsp", dec_rsp), ("data", dec_data),
-                     ("replay", dec_replay), ("snoop", dec_snoop), ("cpu", dec_cpu), ("cpu_look", dec_cpu_look)):
-            m.d.comb += go[n].eq((go_any & d) | chained_work.get(n, 0))
-        with m.If(go_any):
+        for n in go:
+            m.d.comb += go[n].eq((go_any & dec[n]) | (go_aft & aft[n]) | chained_work.get(n, 0))
+        with m.If(go_any | go_aft):
             # the line of a lookup issued by the dispatch (a replay, a new snoop, or a new CPU access
             # when neither of those is there), driven whether or not one is issued, so that it does not
             # wait for the priority decision (the snoop's line selected first, then against the CPU
@@ -1474,12 +1482,12 @@ class DCOH(wiring.Component):
             # (its load enable is then the state alone), and the buffer is read at the H2D Rsp's CQID
             # (RSP loads the line from it if the response asks for data)
             m.d.comb += [load_h2d_line.eq(1), buf_r.addr.eq(rsp_in.cqid),
-                         self.h2d_rsp.ready.eq(dec_rsp), self.h2d_data.ready.eq(dec_data),
-                         self.h2d_req.ready.eq(dec_snoop & sf.lookup.ready), self.cpu_req.ready.eq(dec_cpu),
-                         look_valid.eq(dec_replay | dec_snoop | dec_cpu_look),
-                         take_snp.eq(dec_snoop), take_cpu.eq(dec_cpu)]
-            with m.If(empty_scan):
-                m.d.sync += rescan.eq(0)
+                         self.h2d_rsp.ready.eq(go["rsp"]), self.h2d_data.ready.eq(go["data"]),
+                         self.h2d_req.ready.eq(go["snoop"] & sf.lookup.ready), self.cpu_req.ready.eq(go["cpu"]),
+                         look_valid.eq(go["replay"] | go["snoop"] | go["cpu_look"]),
+                         take_snp.eq(go["snoop"]), take_cpu.eq(go["cpu"])]
+        with m.If(go_any & dec["empty_scan"]):
+            m.d.sync += rescan.eq(0)
         for n, code in (("work", Dispatch.WORK), ("scan", Dispatch.SCAN), ("rsp", Dispatch.RSP),
                         ("data", Dispatch.DATA), ("replay", Dispatch.REPLAY), ("cpu", Dispatch.CPU)):
             with m.If(go[n]):
