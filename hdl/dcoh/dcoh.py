@@ -825,12 +825,12 @@ class DCOH(wiring.Component):
             with m.Else():
                 chain(writes_t, forwards_data)
 
-        # The wide registers a dispatch loads (the H2D Data line into cmd_data, the snoop, the CPU
-        # access with its line) are written once, below the FSM, from these strobes: IDLE's dispatch runs
-        # in IDLE and in every state that chains, and writing them in each would give every such state a
-        # 512-bit input multiplexer of its own.  (Below the FSM, these writes take precedence over a
+        # The wide registers a dispatch loads (the H2D Data line into cmd_data, the snoop; the CPU access
+        # with its line goes to its slot whenever that is free) are written once, below the FSM, from
+        # these strobes: IDLE's dispatch runs in IDLE and in every state that chains, and writing them in
+        # each would give every such state a 512-bit input multiplexer of its own.  (Below the FSM, these writes take precedence over a
         # state's own in the same cycle, as the dispatch's did when it came last in that state.)
-        load_h2d_line, take_snp, take_cpu = Signal(), Signal(), Signal()
+        load_h2d_line, take_snp = Signal(), Signal()
         # The same for every other register a dispatch writes: ``go_any`` (a dispatch decision runs this
         # cycle, in IDLE or chained; ``go_q``: its ``q_now``), then one strobe per outcome.  The
         # narrow registers too: written in each chaining state, they gave each of those states a
@@ -902,6 +902,9 @@ class DCOH(wiring.Component):
         # SCAN marks the end of that work for the caches.  A CPU access's rescan starts at once (no run
         # of work is under way when the decision gets that far); when it is the only access waiting, the
         # scan's first step (its lookup) is issued with it (``cpu_look``).
+        cpu_slot_free = Signal()            # the CPU access offered finds its cache's slot free
+        m.d.comb += cpu_slot_free.eq(self.cpu_req.valid & ~ops[self.cpu_req.p.cache].valid)
+
         def decide(name, rescan_due, in_work_now, q_now):
             """The dispatch decision from the registers and the inputs: one strobe per outcome, and
             whether the pending rescan is dropped as a no-op (``empty_scan``)."""
@@ -922,7 +925,7 @@ class DCOH(wiring.Component):
                 m.d.comb += d["replay"].eq(1)
             with m.Elif(~replay & self.h2d_req.valid):
                 m.d.comb += d["snoop"].eq(1)
-            with m.Elif(self.cpu_req.valid & ~ops[self.cpu_req.p.cache].valid):
+            with m.Elif(cpu_slot_free):
                 m.d.comb += d["cpu"].eq(1)
             m.d.comb += d["cpu_look"].eq(d["cpu"] & ~replay & (q_now == 0) & sf.lookup.ready)
             return d
@@ -1457,8 +1460,13 @@ class DCOH(wiring.Component):
             m.d.sync += cmd_data.eq(data_in_.data)
         with m.If(take_snp):
             m.d.sync += snp.eq(self.h2d_req.p)
-        m.d.comb += sd_w.en.eq(take_cpu)
-        with m.If(take_cpu):
+        # The CPU access offered is written into its cache's slot (ops[k].req and the store data) whenever
+        # that slot is free, taken or not: a free slot's request is read by nothing (only the accesses
+        # waiting, ops[k].valid, are tried), and the cycle that takes the access writes it as well.  So
+        # these 600-odd flops' enables wait for no dispatch decision (through cpu_req.ready, the DCOH's
+        # critical path on the ECP5 before, docs/synth.md).
+        m.d.comb += sd_w.en.eq(cpu_slot_free)
+        with m.If(cpu_slot_free):
             k_in = self.cpu_req.p.cache
             m.d.sync += [ops[k_in].req.kind.eq(self.cpu_req.p.kind), ops[k_in].req.line.eq(self.cpu_req.p.line),
                          ops[k_in].req.variant.eq(self.cpu_req.p.variant)]
@@ -1485,7 +1493,7 @@ class DCOH(wiring.Component):
                          self.h2d_rsp.ready.eq(go["rsp"]), self.h2d_data.ready.eq(go["data"]),
                          self.h2d_req.ready.eq(go["snoop"] & sf.lookup.ready), self.cpu_req.ready.eq(go["cpu"]),
                          look_valid.eq(go["replay"] | go["snoop"] | go["cpu_look"]),
-                         take_snp.eq(go["snoop"]), take_cpu.eq(go["cpu"])]
+                         take_snp.eq(go["snoop"])]
         with m.If(go_any & dec["empty_scan"]):
             m.d.sync += rescan.eq(0)
         for n, code in (("work", Dispatch.WORK), ("scan", Dispatch.SCAN), ("rsp", Dispatch.RSP),
