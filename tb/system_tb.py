@@ -209,6 +209,13 @@ class DeviceSide:
     def dispatch(self, code, now, work_line=None):
         """The RTL engine started ``code`` (``work_line``: the line of a WORK) in cycle ``now``."""
         dev = self.shadow
+        if self.worked and code in (Dispatch.RSP, Dispatch.DATA, Dispatch.REPLAY, Dispatch.CPU):
+            # a run of work ends with its SCAN (the model's service() after flushing the probes) before
+            # any other event; only the snoop side path may answer a snoop inside the run, as that
+            # changes nothing.  (A SCAN lost between the run and the next event, ``scan_before`` not
+            # taken, would otherwise go unseen: an empty SCAN changes nothing else in the shadow.)
+            self.fail(f"the DCOH dispatched {code.name} after a run of work (lines "
+                      f"{sorted(hex(x) for x in self.worked)}) without the SCAN that ends it")
         if code == Dispatch.SNOOP or code == Dispatch.REPLAY:
             if code == Dispatch.SNOOP:
                 _, entry = self._first(Channel.H2D_REQ, self.held)
