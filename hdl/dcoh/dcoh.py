@@ -997,10 +997,16 @@ class DCOH(wiring.Component):
                 # snoop filter or the tracker, so the slow path would only reach the same answer later.
                 s_hit = res.hit_clean_s & s_keeps
                 fast = ~th.any() & ~wh.any() & (~res.hit | s_hit)
+                # The result is taken only in a cycle a response can go (``rsp_can``), by either path: so
+                # its ready, and through it the lookup port's ready and the RAM's read enable, do not wait
+                # for the answer worked out from the RAM's output (with the fast path alone waiting, that
+                # was the DCOH's critical path on the ECP5, RAM output -> RAM address, docs/synth.md).
+                # A slow snoop then waits while the response channel is blocked, as the fast one does;
+                # the channel's credits and ready come back whatever the engine does.
+                m.d.comb += sf.result.ready.eq(rsp_can)
                 with m.If(fast):
                     m.d.comb += [rsp_valid.eq(1), self.d2h_rsp.p.opcode.eq(Mux(res.hit, s_keep_rsp, Rsp.RspIHitI)),
-                                 self.d2h_rsp.p.uqid.eq(snp.uqid),
-                                 sf.result.ready.eq(rsp_sent)]
+                                 self.d2h_rsp.p.uqid.eq(snp.uqid)]
                     with m.If(rsp_sent):
                         # stream the next snoop if nothing of higher priority waits
                         with m.If(~work_ready.any() & ~self.h2d_rsp.valid & ~self.h2d_data.valid &
@@ -1010,8 +1016,7 @@ class DCOH(wiring.Component):
                             m.d.sync += [snp.eq(self.h2d_req.p), second_held.eq(0)]
                         with m.Else():
                             m.next = "IDLE"         # no rescan: these snoops changed nothing
-                with m.Else():
-                    m.d.comb += sf.result.ready.eq(1)
+                with m.Elif(rsp_can):
                     m.d.sync += [r.eq(res), *hit_entry(th),
                                  r_wh.eq(wh.any()), r_w.eq(first(wh, W)), q_done.eq(0)]
                     m.next = "SNP_SLOW"
