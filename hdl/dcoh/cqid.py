@@ -7,7 +7,8 @@ edge (a plain pair, not a stream: it cannot be back-pressured, and an always-rea
 ``ready`` cannot be a top-level Verilog port in Amaranth 0.5).  A CQID freed in a cycle is not offered in that
 same cycle (it is offered from the next).  Allocation and free in one cycle are both honoured.
 
-Asserts (checked at the clock edge): no live CQID is handed out again, only live CQIDs are freed.
+Asserts (checked at the clock edge): no live CQID is handed out again, only live CQIDs are freed, and
+the registered flags ``one_free`` / ``two_free`` (at least one / two CQIDs free) agree with ``count``.
 # Ref: docs/sources.md §1.6 (CQID is 12 bits: at most 4096 outstanding requests).
 """
 
@@ -31,6 +32,10 @@ class CQIDAllocator(wiring.Component):
             "free_cqid": In(ID_WIDTH),
             "live": Out(depth),          # bit i: CQID i is in use
             "count": Out(range(depth + 1)),
+            # at least one / two CQIDs free, registered (from the next cycle's count), so that a decision
+            # that reads them starts from a flop rather than from a subtract and compare of ``count``
+            "one_free": Out(1, init=1),
+            "two_free": Out(1, init=int(depth >= 2)),
         })
 
     def elaborate(self, platform):
@@ -50,13 +55,19 @@ class CQIDAllocator(wiring.Component):
         clr_bits = Signal(self.depth)
         m.d.comb += [set_bits[i].eq(took & (alloc_i == i)) for i in range(self.depth)]
         m.d.comb += [clr_bits[i].eq(self.free_valid & (free_i == i)) for i in range(self.depth)]
+        next_count = Signal.like(self.count)
+        m.d.comb += next_count.eq(self.count + took - self.free_valid)
         m.d.sync += [
             self.live.eq((self.live | set_bits) & ~clr_bits),
-            self.count.eq(self.count + took - self.free_valid),
+            self.count.eq(next_count),
+            self.one_free.eq(next_count < self.depth),
+            self.two_free.eq(next_count + 2 <= self.depth),
         ]
         m.d.sync += [
             Assert(~took | ~self.live.bit_select(alloc_i, 1), "live CQID handed out again"),
             Assert(~self.free_valid | (self.free_cqid < self.depth), "freed CQID out of range"),
             Assert(~self.free_valid | self.live.bit_select(free_i, 1), "freed a CQID that is not live"),
+            Assert(self.one_free == (self.count < self.depth), "one_free disagrees with count"),
+            Assert(self.two_free == (self.count + 2 <= self.depth), "two_free disagrees with count"),
         ]
         return m

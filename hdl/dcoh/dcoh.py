@@ -339,8 +339,6 @@ class DCOH(wiring.Component):
             m.d.comb += state.eq(functools.reduce(operator.or_, (Mux(first_oh[i], trk[i].state, 0) for i in range(T))))
             return [r_th.eq(hits.any()), r_t.eq(first(hits, T)), r_tstate.eq(state)]
 
-        free_cqids = Signal(range(T + 1))
-        m.d.comb += free_cqids.eq(T - cqids.count)
         w_free = Cat(~wk[i].valid for i in range(W))
         w_free_idx = first(w_free, W)
 
@@ -1303,7 +1301,7 @@ class DCOH(wiring.Component):
                 m.d.comb += mine.eq(1 << k)
                 hit = r.hit & (r.entry.state != SFState.PLACEHOLDER)
                 peers = r.entry.presence & ~mine
-                have_cqid = free_cqids != 0
+                have_cqid = cqids.one_free
                 kind = req.kind
 
                 def fail():
@@ -1337,7 +1335,7 @@ class DCOH(wiring.Component):
                     with m.Elif(r.alloc == AllocKind.VICTIM):
                         with m.If(cur.victim_valid & victim_busy):
                             fail()                      # our victim is still being back-invalidated
-                        with m.Elif((free_cqids < 2) | ~w_free.any()):
+                        with m.Elif(~cqids.two_free | ~w_free.any()):
                             fail()
                         with m.Else():
                             m.d.sync += [ops[k].victim_valid.eq(1), ops[k].victim.eq(r.victim_line)]
@@ -1383,7 +1381,7 @@ class DCOH(wiring.Component):
                         fail()
                 with m.Else():                          # uncached: flush the device's own copies first
                     with m.If(hit):
-                        with m.If((free_cqids >= 2) & w_free.any()):
+                        with m.If(cqids.two_free & w_free.any()):
                             back_invalidate(req.line, r.hit_way, r.entry.presence)
                         with m.Else():
                             fail()
