@@ -460,7 +460,11 @@ class DCOH(wiring.Component):
         m.d.sync += Assert(~probe_q.w_en | probe_q.w_rdy, "probe queue overflow: a probe without a work entry")
 
         # ---- engine registers ---------------------------------------------------------------------
-        snp = Signal(channel_shape(Channel.H2D_REQ))       # the snoop being looked up / handled
+        snp = Signal(channel_shape(Channel.H2D_REQ))       # the snoop being looked up (SNP_RES)
+        # the snoop the slow path handles, and holds for its replay: SNP_RES copies ``snp`` into it as it
+        # takes the lookup result, so that ``snp`` is free again in that cycle whichever path the snoop
+        # takes, and can load the next snoop offered without waiting for that choice (below the FSM)
+        slow_snp = Signal(channel_shape(Channel.H2D_REQ))
         replay = Signal()                                   # snp is held (stalled) and must be re-run
         replay_go = Signal()                                # something changed since: re-run it
         second_held = Signal()                              # snp is held as a second snoop to its line
@@ -639,7 +643,7 @@ class DCOH(wiring.Component):
         # the most permission the internal copies have (the model's ``copies``): S copies unless an E
         # line's query found an E/M one
         copies_rw = r_maybe_m0 & q_done & q_excl
-        s_stall, s_rsp, s_nxt, s_data = snoop_table(r_state, snp.opcode)
+        s_stall, s_rsp, s_nxt, s_data = snoop_table(r_state, slow_snp.opcode)
         a_stall, a_rsp, a_nxt, a_data = snoop_table(a_state, a_op)      # ANSWER: how to command the copies
         _, _, w_nxt, _ = snoop_table(r_state, a_op)       # W_GO: the same, a cycle before a_state is loaded
         # The cycle that ends the command of the copies (ANSWER_RSP as the caches answer, or ANSWER when
@@ -826,9 +830,11 @@ class DCOH(wiring.Component):
         # The wide registers a dispatch loads (the H2D Data line into cmd_data, the snoop; the CPU access
         # with its line goes to its slot whenever that is free) are written once, below the FSM, from
         # these strobes: IDLE's dispatch runs in IDLE and in every state that chains, and writing them in
-        # each would give every such state a 512-bit input multiplexer of its own.  (Below the FSM, these writes take precedence over a
-        # state's own in the same cycle, as the dispatch's did when it came last in that state.)
+        # each would give every such state a 512-bit input multiplexer of its own.  (Below the FSM, these
+        # writes take precedence over a state's own in the same cycle, as the dispatch's did when it came
+        # last in that state.)
         load_h2d_line, take_snp = Signal(), Signal()
+        stream_snoop, load_snp = Signal(), Signal()       # SNP_RES: the next snoop streams / snp takes it
         # The same for every other register a dispatch writes: ``go_any`` (a dispatch decision runs this
         # cycle, in IDLE or chained; ``go_q``: its ``q_now``), then one strobe per outcome.  The
         # narrow registers too: written in each chaining state, they gave each of those states a
@@ -995,6 +1001,11 @@ class DCOH(wiring.Component):
                 # snoop filter or the tracker, so the slow path would only reach the same answer later.
                 s_hit = res.hit_clean_s & s_keeps
                 fast = ~th.any() & ~wh.any() & (~res.hit | s_hit)
+                # the next snoop streams behind a fast one if nothing of higher priority waits; ``snp``
+                # takes it whenever the result is taken, fast or slow (``load_snp``, below the FSM)
+                m.d.comb += [stream_snoop.eq(~work_ready.any() & ~self.h2d_rsp.valid & ~self.h2d_data.valid &
+                                             self.h2d_req.valid),
+                             load_snp.eq(rsp_can & stream_snoop)]
                 # The result is taken only in a cycle a response can go (``rsp_can``), by either path: so
                 # its ready, and through it the lookup port's ready and the RAM's read enable, do not wait
                 # for the answer worked out from the RAM's output (with the fast path alone waiting, that
@@ -1006,16 +1017,14 @@ class DCOH(wiring.Component):
                     m.d.comb += [rsp_valid.eq(1), self.d2h_rsp.p.opcode.eq(Mux(res.hit, s_keep_rsp, Rsp.RspIHitI)),
                                  self.d2h_rsp.p.uqid.eq(snp.uqid)]
                     with m.If(rsp_sent):
-                        # stream the next snoop if nothing of higher priority waits
-                        with m.If(~work_ready.any() & ~self.h2d_rsp.valid & ~self.h2d_data.valid &
-                                  self.h2d_req.valid):
+                        with m.If(stream_snoop):
                             m.d.comb += [look_valid.eq(1), self.h2d_req.ready.eq(sf.lookup.ready),
                                          self.dispatch.eq(Mux(sf.lookup.ready, Dispatch.SNOOP, Dispatch.NONE))]
-                            m.d.sync += [snp.eq(self.h2d_req.p), second_held.eq(0)]
+                            m.d.sync += second_held.eq(0)
                         with m.Else():
                             m.next = "IDLE"         # no rescan: these snoops changed nothing
                 with m.Elif(rsp_can):
-                    m.d.sync += [r.eq(res), *hit_entry(th),
+                    m.d.sync += [slow_snp.eq(snp), r.eq(res), *hit_entry(th),
                                  r_wh.eq(wh.any()), r_w.eq(first(wh, W)), q_done.eq(0)]
                     m.next = "SNP_SLOW"
 
@@ -1037,7 +1046,7 @@ class DCOH(wiring.Component):
                         m.d.sync += [replay.eq(1), replay_go.eq(0), second_held.eq(1)]
                     with m.Else():
                         m.d.comb += [work_table.snoop.valid.eq(1), work_table.snoop.idx.eq(r_w),
-                                     work_table.snoop.op.eq(snp.opcode), work_table.snoop.uqid.eq(snp.uqid)]
+                                     work_table.snoop.op.eq(slow_snp.opcode), work_table.snoop.uqid.eq(slow_snp.uqid)]
                     m.next = "IDLE"
                 with m.Elif(s_stall):
                     m.d.sync += [replay.eq(1), replay_go.eq(0)]
@@ -1046,14 +1055,14 @@ class DCOH(wiring.Component):
                     with m.If(w_free.any()):
                         # the work entry and its probe (to the coalescer or its queue) in this cycle;
                         # the engine goes on (the caches take the probe later, which readies the work)
-                        new_work(r.line, r.hit_way, snoop=1, snp_op=snp.opcode, snp_uqid=snp.uqid)
+                        new_work(r.line, r.hit_way, snoop=1, snp_op=slow_snp.opcode, snp_uqid=slow_snp.uqid)
                         m.d.comb += [coal_push.eq(1), coal_line.eq(r.line), coal_caches.eq(presence)]
                         rescan_next()
                     with m.Else():                      # no work entry: hold the snoop until one frees
                         m.d.sync += [replay.eq(1), replay_go.eq(0)]
                         m.next = "IDLE"
                 with m.Else():
-                    m.d.sync += [a_op.eq(snp.opcode), a_uqid.eq(snp.uqid), a_state.eq(r_state),
+                    m.d.sync += [a_op.eq(slow_snp.opcode), a_uqid.eq(slow_snp.uqid), a_state.eq(r_state),
                                  a_maybe_m.eq(r_maybe_m), a_probed.eq(0), a_fromwork.eq(0)]
                     m.next = "ANSWER"
 
@@ -1461,7 +1470,7 @@ class DCOH(wiring.Component):
 
         with m.If(load_h2d_line):
             m.d.sync += cmd_data.eq(data_in_.data)
-        with m.If(take_snp):
+        with m.If(take_snp | load_snp):
             m.d.sync += snp.eq(self.h2d_req.p)
         # The CPU access offered is written into its cache's slot (ops[k].req and the store data) whenever
         # that slot is free, taken or not: a free slot's request is read by nothing (only the accesses
@@ -1487,7 +1496,7 @@ class DCOH(wiring.Component):
             # wait for the priority decision (the snoop's line selected first, then against the CPU
             # access's: the same function with the CPU's line innermost mapped to ~1 500 more LUT4 on
             # the ECP5, docs/synth.md)
-            snoop_line = Mux(replay, snp.addr, self.h2d_req.p.addr)
+            snoop_line = Mux(replay, slow_snp.addr, self.h2d_req.p.addr)
             m.d.comb += look_line.eq(Mux(self.h2d_req.valid | replay, snoop_line, self.cpu_req.p.line))
             # cmd_data is dead here: it takes the H2D Data line whether or not the message is taken
             # (its load enable is then the state alone), and the buffer is read at the H2D Rsp's CQID
@@ -1532,7 +1541,10 @@ class DCOH(wiring.Component):
         with m.If(go["data"]):
             m.d.sync += [*latch_data, replay_go.eq(1), cur_t.eq(t_idx(data_in_.hdr.cqid))]
         with m.If(go["replay"]):
-            m.d.sync += [replay.eq(0), replay_go.eq(0)]
+            # the held snoop is looked up again (SNP_RES reads ``snp``; a replay never shares its cycle
+            # with take_snp or load_snp)
+            m.d.sync += [replay.eq(0), replay_go.eq(0), snp.eq(slow_snp)]
+        m.d.sync += Assert(~go["replay"] | ~(take_snp | load_snp), "a replay and a new snoop load snp together")
         with m.If(go["snoop"]):
             m.d.sync += second_held.eq(0)
         with m.If(go["cpu"]):
