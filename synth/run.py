@@ -332,7 +332,7 @@ def run_top(name, out_dir=OUT_DIR, small=False, timeout=STEP_TIMEOUT, component=
     ``lut_mapper``: ``"abc9"`` (synth_ecp5's own; falls back to ``"abc"`` if abc9 crashes) or ``"abc"``.
     ``seeds``: placement seeds (:func:`check_seeds`); the same netlist is placed and routed once per
     seed, one after the other.  ``fmax_mhz`` and the critical path are the fixed SEED's; ``fmax_by_seed``
-    has every seed's, as a routed design's Fmax moves by several per cent with the placement alone
+    has every seed's (None for an extra seed whose run failed or timed out: logged, the top kept), as a routed design's Fmax moves by several per cent with the placement alone
     (docs/toolchain.md pitfall 4), more than many single changes to the RTL."""
     seeds = check_seeds(seeds)
     work = Path(out_dir) / name
@@ -366,7 +366,12 @@ def run_top(name, out_dir=OUT_DIR, small=False, timeout=STEP_TIMEOUT, component=
     t_pnr, fmax, clocks, util, crit = _place_and_route(nextpnr, work, SEED, timeout)
     by_seed = {str(SEED): round(fmax, 2) if fmax is not None else None}
     for seed in seeds[1:]:
-        t, f, *_ = _place_and_route(nextpnr, work, seed, timeout)
+        try:
+            t, f, *_ = _place_and_route(nextpnr, work, seed, timeout)
+        except RuntimeError as exc:      # an extra placement that fails or times out: recorded, not fatal
+            print(f"    {name}: seed {seed}: {exc}", flush=True)
+            by_seed[str(seed)] = None
+            continue
         t_pnr += t
         by_seed[str(seed)] = round(f, 2) if f is not None else None
 

@@ -294,15 +294,13 @@ async def run_liveness(ctx, dut, seed, *, cycles=3000, lines=6, host_delay=12, p
             probe["phase"] = "acked" if probe_rule == "one_at_a_time" else None
             probe["wait"] = rng.randrange(probe_delay + 1)
         code = ctx.get(dut.dispatch)
-        if ctx.get(dut.scan_before):                 # the SCAN that ended a run of work, then ``code``
-            seen[Dispatch.SCAN] = seen.get(Dispatch.SCAN, 0) + 1
-            if probe["phase"] == "working":
+        # the SCAN that ended a run of work (``scan_before``) comes before this cycle's ``code``
+        for step in ([Dispatch.SCAN] if ctx.get(dut.scan_before) else []) + [code]:
+            seen[step] = seen.get(step, 0) + 1
+            if step == Dispatch.WORK and probe["phase"] == "acked":
+                probe["phase"] = "working"
+            elif step == Dispatch.SCAN and probe["phase"] == "working":
                 probe["phase"] = None
-        seen[code] = seen.get(code, 0) + 1
-        if code == Dispatch.WORK and probe["phase"] == "acked":
-            probe["phase"] = "working"
-        elif code == Dispatch.SCAN and probe["phase"] == "working":
-            probe["phase"] = None
         if ctx.get(dut.protocol_errors):
             fail(f"the DCOH counted a protocol error ({ctx.get(dut.last_error)})")
 
