@@ -301,6 +301,8 @@ class LineWork:
 
 
 class Device:
+    verify_wake = False         # (tests) check every rescan the wake-up rule skips, see ``wake``
+
     def __init__(self, index, cfg, link, checker, stats=None):
         self.index, self.cfg, self.link, self.checker = index, cfg, link, checker
         self.caches = [dict() for _ in range(cfg.caches)]   # line -> [MESI, value]
@@ -325,6 +327,16 @@ class Device:
         # the testbench calls ``service`` at that step instead (a completion and a probe's work then
         # leave it to the caller; an accepted access is still tried at once, as the engine does).
         self.defer_service = False
+        # The wake-up rule: the waiting accesses are tried again only after an event that freed what a
+        # failed try waits for (``woken``): a completed request (its CQID, its line, the snoop-filter
+        # fill), a probe's work done (its work entry and line, an eviction's CQID), a snoop answer that
+        # downgraded or freed a snoop-filter entry with no request on its line, a new access.  After any
+        # other event every waiting access would fail its try exactly as in the last rescan, so the
+        # rescan is skipped (docs/dcoh.md, "Waking the waiting accesses").  ``woken`` is False or the last
+        # waking event's kind, for error messages.  ``verify_wake`` (tests):
+        # rescan anyway where the rule skips, and raise if that changes anything.
+        self.woken = False
+        self.skipped_services = 0
 
     # ---------------------------------------------------------------- state queries
     def name(self):
@@ -379,11 +391,24 @@ class Device:
         self.checker.touched.add(op.line)
         self.ops[op.k] = op
         self.queue.append(op)
+        self.woken = "a new access"
         self.service(now)
         return True
 
     def service(self, now):
+        """Try the waiting accesses in arrival order, round again while one issues: the rescan after an
+        event.  Skipped unless the events since the last one woke the waiting accesses (``woken``)."""
         self.now = now
+        if not self.woken:
+            if self.queue:
+                self.skipped_services += 1
+                if self.verify_wake:
+                    self._verify_skip(now)
+            return
+        self.woken = False
+        self._rescan(now)
+
+    def _rescan(self, now):
         progress = True
         while progress and self.queue:
             progress = False
@@ -391,6 +416,16 @@ class Device:
                 if self._try_issue(op, now):
                     self.queue.remove(op)
                     progress = True
+
+    def _verify_skip(self, now):
+        """The rescan the wake-up rule skips, done anyway: it must change nothing (no access issued,
+        no back-invalidation started)."""
+        before = (len(self.queue), len(self.work), len(self.free_cqids))
+        self._rescan(now)
+        after = (len(self.queue), len(self.work), len(self.free_cqids))
+        if after != before:
+            raise AssertionError(f"{self.name()} cycle {now}: the wake-up rule skipped a rescan that changes "
+                                 f"the device (waiting accesses, work entries, free CQIDs: {before} -> {after})")
 
     def _finish_op(self, op):
         self.ops[op.k] = None
@@ -635,6 +670,7 @@ class Device:
                     del self.caches[k][line]
                 e.presence, e.state, e.dirty = 0, None, False
         elif e is not None and nxt is not state:
+            self.woken = "a snoop's answer that changed the snoop filter"     # (a way freed, ...)
             if nxt is _D.S:
                 for k in self._holders(e):
                     self.caches[k][line][0] = _MESI.S
@@ -677,6 +713,7 @@ class Device:
             w = self.work.pop(line, None)
             if w is None:
                 continue
+            self.woken = "a probe's work"   # its line and work entry are free (and an eviction's CQID)
             if w.snoop is not None:
                 self._answer_snoop(w.snoop, now, extra)
             if w.evict is not None:
@@ -746,6 +783,7 @@ class Device:
         line, op = t.line, t.cpu
         del self.txns[t.cqid]
         del self.by_line[line]
+        self.woken = "a completion"     # its line, its CQID and (a fill) its snoop-filter entry settle
         self.free_cqids.append(t.cqid)
         self.free_cqids.sort()
         self.done.append((t.op, now - t.t0))

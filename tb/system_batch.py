@@ -115,6 +115,7 @@ class BatchedSide(DeviceSide):
         self.cpu_cur = None
         self.acked = set()                                 # as DeviceSide's: probes' lines not yet worked
         self.worked = set()
+        self.recent = deque(maxlen=12)                     # as DeviceSide's: the last dispatches
         self.fed = [deque() for _ in range(bench.cfg.caches)]   # accesses pushed, not started
         self.to_send = 0                                   # misses not yet taken by the DCOH
         self.owed = deque()                                # the answers the RTL's caches owe (mirror's)

@@ -113,6 +113,8 @@ _VALID = {Channel.D2H_REQ: _BIT["d2h_req__valid"], Channel.D2H_RSP: _BIT["d2h_rs
 _DISPATCH = list(Dispatch)                      # code -> member (Amaranth enums are not ints)
 _WORK_CODE = Dispatch.WORK.value
 _SCAN_CODE = Dispatch.SCAN.value
+# the events the engine's own dispatch decision takes (not the snoop side path's)
+_ENGINE_EVENTS = (Dispatch.RSP, Dispatch.DATA, Dispatch.REPLAY, Dispatch.CPU)
 _SCAN_BEFORE = _BIT["scan_before"]
 _CACHE_STATE = {CacheState.I: "I", CacheState.S: "S", CacheState.E: "E", CacheState.M: "M"}
 
@@ -146,6 +148,7 @@ class DeviceSide:
         self.cmd_rsp = None                             # (dirty, excl, data) being offered
         self.acked = set()                              # lines of acknowledged probes, each worked at its WORK
         self.worked = set()                             # lines worked since the last SCAN
+        self.recent = deque(maxlen=12)                  # the last dispatches (cycle, code), for failures
         self.pending_op = [None] * bench.cfg.caches     # a generated hit waiting for an idle DCOH
         self.next_issue = [bench.rng.randrange(bench.think + 1) for _ in range(bench.cfg.caches)]
         self.was_idle = False
@@ -209,13 +212,22 @@ class DeviceSide:
     def dispatch(self, code, now, work_line=None):
         """The RTL engine started ``code`` (``work_line``: the line of a WORK) in cycle ``now``."""
         dev = self.shadow
-        if self.worked and code in (Dispatch.RSP, Dispatch.DATA, Dispatch.REPLAY, Dispatch.CPU):
+        self.recent.append((now, code.name))
+        if self.worked and code in _ENGINE_EVENTS:
             # a run of work ends with its SCAN (the model's service() after flushing the probes) before
             # any other event; only the snoop side path may answer a snoop inside the run, as that
             # changes nothing.  (A SCAN lost between the run and the next event, ``scan_before`` not
             # taken, would otherwise go unseen: an empty SCAN changes nothing else in the shadow.)
             self.fail(f"the DCOH dispatched {code.name} after a run of work (lines "
                       f"{sorted(hex(x) for x in self.worked)}) without the SCAN that ends it")
+        if dev.woken and dev.queue and (code in _ENGINE_EVENTS or (code == Dispatch.WORK and not self.worked)):
+            # the engine skips the rescan after an event that freed nothing; the shadow's wake-up rule
+            # (Device.woken, sound by its own check) says whether the last event freed something, so an
+            # engine that skips a rescan the model needs is caught at its next event, before the rescan's
+            # absence could show as a message much later (or as a hang).  Snoops are left out: the side
+            # path answers them between an event and its SCAN.
+            self.fail(f"the DCOH dispatched {code.name} without the rescan that {dev.woken} since its last SCAN "
+                      f"calls for (waiting: {dev.queue}; the last dispatches: {list(self.recent)})")
         if code == Dispatch.SNOOP or code == Dispatch.REPLAY:
             if code == Dispatch.SNOOP:
                 _, entry = self._first(Channel.H2D_REQ, self.held)

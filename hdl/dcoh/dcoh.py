@@ -629,7 +629,7 @@ class DCOH(wiring.Component):
             """After a dequeue: round the queue again, unless that was the last access waiting (then the
             next event is dispatched in this same cycle, :func:`chain`)."""
             with m.If(q_len == 1):
-                chain()
+                chain(q_now=0)
             with m.Else():
                 m.next = "SCAN"
 
@@ -771,10 +771,10 @@ class DCOH(wiring.Component):
                             m.next = "C_DONE"
                     else:
                         m.next = "C_DONE"
-            with m.Else():
+            with m.Else():                  # (the line stays busy, nothing freed: no rescan)
                 if from_rsp:
                     m.d.comb += rsp_fwd.eq(1)
-                rescan_next(writes_t=cur_t, forwards_data=from_rsp)
+                rescan_next(writes_t=cur_t, forwards_data=from_rsp, wakes=0)
 
         def await_cmd_rsp(name, then, latch=()):
             """FSM state ``name``: wait for the caches' answer to a ``cmd``, latch it, go to ``then``."""
@@ -810,18 +810,22 @@ class DCOH(wiring.Component):
         scan_report = Signal()
         m.d.sync += scan_report.eq(0)
 
-        def rescan_next(*also, writes_t=None, forwards_data=False):
+        def rescan_next(*also, writes_t=None, forwards_data=False, wakes=1):
             """The end of an event: the model's service() follows it (reported: ``scan_report``).  Outside
             a run of work nothing outranks a pending rescan in IDLE, so go to SCAN at once when accesses
-            wait, and drop the rescan (a no-op) when none does, dispatching the next event in this same
-            cycle (:func:`chain`; ``writes_t``: the tracker entry this cycle writes, if any); inside a run
-            of work IDLE decides (more work first, then the SCAN that marks the run's end)."""
+            wait and the event woke them (``wakes``: it freed a CQID, a line, a work entry or a
+            snoop-filter way, the model's ``Device.woken``), and drop the rescan (a no-op) otherwise,
+            dispatching the next event in this same cycle (:func:`chain`; ``writes_t``: the tracker entry
+            this cycle writes, if any); inside a run of work IDLE decides (more work first, then the SCAN
+            that marks the run's end).  An event that frees nothing leaves every waiting access failing
+            its try as in the last rescan, so skipping that rescan changes no outcome, only the cycles
+            it took (three per waiting access)."""
             m.d.sync += list(also)
             with m.If(in_work):
                 m.d.sync += rescan.eq(1)
                 m.next = "IDLE"
                 chain_work(writes_t)
-            with m.Elif(q_len != 0):
+            with m.Elif((q_len != 0) & wakes):
                 m.d.sync += [scan_i.eq(0), progress.eq(0), scan_report.eq(1)]
                 m.next = "SCAN"
             with m.Else():
@@ -872,12 +876,13 @@ class DCOH(wiring.Component):
                     with m.If(q_len != 0):
                         m.next = "SCAN"
                     with m.Else():
-                        chain(writes_t, after_scan=True)
+                        chain(writes_t, after_scan=True, q_now=0)
 
         def idle_dispatch(q_now, after_scan=False):
             """Start the next event (IDLE's dispatch, also run by :func:`chain` in the last cycle of an
             event).  ``q_now``: the number of waiting accesses after this cycle's own changes (q_len in
-            IDLE; 0 when chained, which only happens once none waits).  ``after_scan``: chain_work's
+            IDLE and after an event that woke none of them; 0 after the scan's last access issued).
+            ``after_scan``: chain_work's
             dispatch after the SCAN that ends a run of work, which takes its own decision (``aft``).
             The decisions are worked out once, outside the FSM, and so are the handshakes, the
             ``dispatch`` code and the registers it loads (below the FSM, from ``go_any`` / ``go_aft``);
@@ -942,8 +947,10 @@ class DCOH(wiring.Component):
         # was the DCOH's critical path on the ECP5, docs/synth.md).
         aft = decide("aft", Const(0), Const(0), Const(0))
 
-        def chain(writes_t=None, forwards_data=False, after_scan=False):
-            """The last cycle of an event outside a run of work, with no access waiting: dispatch the next
+        def chain(writes_t=None, forwards_data=False, after_scan=False, q_now=None):
+            """The last cycle of an event outside a run of work, with no rescan to follow (no access
+            waiting, or none the event woke; ``q_now``: how many wait after this cycle, default
+            ``q_len``): dispatch the next
             event in this same cycle, as IDLE would in the next one, so that events follow each other
             without an IDLE cycle between them.  What IDLE reads is as it would be a cycle later except
             for what this cycle writes at its edge, so the next event is not started here (IDLE takes it
@@ -975,7 +982,7 @@ class DCOH(wiring.Component):
                     hazard = hazard | (self.h2d_data.valid & (t_idx(data_in_.hdr.cqid) == writes_t))
             m.next = "IDLE"
             with m.If(~hazard):
-                idle_dispatch(0, after_scan)
+                idle_dispatch(q_len if q_now is None else q_now, after_scan)
 
         def take_copy():
             """An eviction: the evicting cache hands over its copy (a ``cmd`` INV to it alone), offered
@@ -1057,7 +1064,7 @@ class DCOH(wiring.Component):
                         # the engine goes on (the caches take the probe later, which readies the work)
                         new_work(r.line, r.hit_way, snoop=1, snp_op=slow_snp.opcode, snp_uqid=slow_snp.uqid)
                         m.d.comb += [coal_push.eq(1), coal_line.eq(r.line), coal_caches.eq(presence)]
-                        rescan_next()
+                        rescan_next(wakes=0)           # (it takes a work entry, frees nothing)
                     with m.Else():                      # no work entry: hold the snoop until one frees
                         m.d.sync += [replay.eq(1), replay_go.eq(0)]
                         m.next = "IDLE"
@@ -1095,7 +1102,10 @@ class DCOH(wiring.Component):
                     with m.Else():
                         m.d.comb += wcur.set_ready.eq(1)          # the eviction follows (a fresh lookup)
                         m.d.comb += readies_work.eq(1)
-                rescan_next(replay_go.eq(1), writes_t=r_t)
+                # an answer wakes the waiting accesses when it changed a snoop-filter entry with no
+                # request on its line (a way freed); on a request's line the line stays busy (a
+                # probe's answer, ``a_fromwork``, is inside a run of work, which always ends in a SCAN)
+                rescan_next(replay_go.eq(1), writes_t=r_t, wakes=~r_th & changed)
 
             # E from the snoop filter is M if a copy was dirty
             def verdict(state, nxt):
