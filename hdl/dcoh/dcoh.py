@@ -1020,6 +1020,12 @@ class DCOH(wiring.Component):
                 # A slow snoop then waits while the response channel is blocked, as the fast one does;
                 # the channel's credits and ready come back whatever the engine does.
                 m.d.comb += sf.result.ready.eq(rsp_can)
+                # The slow path's registers take the snoop and its result whenever the result is taken,
+                # fast or slow (a fast snoop leaves them to be overwritten: nothing reads them after it),
+                # so their clock enables do not wait for the verdict from the RAM's output either.
+                with m.If(rsp_can):
+                    m.d.sync += [slow_snp.eq(snp), r.eq(res), *hit_entry(th),
+                                 r_wh.eq(wh.any()), r_w.eq(first(wh, W)), q_done.eq(0)]
                 with m.If(fast):
                     m.d.comb += [rsp_valid.eq(1), self.d2h_rsp.p.opcode.eq(Mux(res.hit, s_keep_rsp, Rsp.RspIHitI)),
                                  self.d2h_rsp.p.uqid.eq(snp.uqid)]
@@ -1031,8 +1037,6 @@ class DCOH(wiring.Component):
                         with m.Else():
                             m.next = "IDLE"         # no rescan: these snoops changed nothing
                 with m.Elif(rsp_can):
-                    m.d.sync += [slow_snp.eq(snp), r.eq(res), *hit_entry(th),
-                                 r_wh.eq(wh.any()), r_w.eq(first(wh, W)), q_done.eq(0)]
                     m.next = "SNP_SLOW"
 
             with m.State("SNP_SLOW"):
