@@ -240,11 +240,14 @@ def devload_level(occupied, capacity, thresholds):
 
 
 # ------------------------------------------------------------------------------------------------
+_WAIT_CQID = ("cqid",)      # a failed try that waits for a CQID (CpuOp.why)
+
+
 class CpuOp:
     """One access from internal cache ``k``: load, store, evict, or an uncached request
     (rdcurr, itomwr, wrinv, clflush).  ``variant`` picks between equivalent opcodes
     (RdShared/RdAny, RdOwn/RdOwnNoData, CleanEvict/CleanEvictNoData)."""
-    __slots__ = ("kind", "k", "line", "value", "variant", "t0", "victim")
+    __slots__ = ("kind", "k", "line", "value", "variant", "t0", "victim", "why")
     KINDS = ACCESS_KINDS
 
     def __init__(self, kind, k, line, value=0, variant=0, t0=0):
@@ -252,6 +255,7 @@ class CpuOp:
             raise ValueError(f"unknown CPU operation {kind!r}")
         self.kind, self.k, self.line, self.value, self.variant, self.t0 = kind, k, line, value, variant, t0
         self.victim = None
+        self.why = None         # what its last failed try waits for (Device.woken's keys); None: untried
 
     def key(self):
         return (self.kind, self.k, self.line, self.value, self.variant, self.victim)
@@ -327,16 +331,18 @@ class Device:
         # the testbench calls ``service`` at that step instead (a completion and a probe's work then
         # leave it to the caller; an accepted access is still tried at once, as the engine does).
         self.defer_service = False
-        # The wake-up rule: the waiting accesses are tried again only after an event that freed what a
-        # failed try waits for (``woken``): a completed request (its CQID, its line, the snoop-filter
-        # fill), a probe's work done (its work entry and line, an eviction's CQID), a snoop answer that
-        # downgraded or freed a snoop-filter entry with no request on its line, a new access.  After any
-        # other event every waiting access would fail its try exactly as in the last rescan, so the
-        # rescan is skipped (docs/dcoh.md, "Waking the waiting accesses").  ``woken`` is False or the last
-        # waking event's kind, for error messages.  ``verify_wake`` (tests):
-        # rescan anyway where the rule skips, and raise if that changes anything.
-        self.woken = False
-        self.skipped_services = 0
+        # The wake-up rule: a waiting access is tried again only after an event freed what its last
+        # failed try waits for (``CpuOp.why``, keys: a CQID, a work entry, its line, a way in its
+        # snoop-filter set).  The events put the keys they free into ``woken``: a completed request
+        # (a CQID, its line and set), a probe's work done (a work entry, its line and set, an eviction's
+        # CQID), a snoop answer that downgraded or freed a snoop-filter entry with no request on its line
+        # (its line and set); a new access is untried.  An access not woken would fail its try exactly
+        # as in the last rescan, so it is left out of the rescan's first round, and the rescan is
+        # skipped when none is woken (docs/dcoh.md, "Waking the waiting accesses").  ``verify_wake``
+        # (tests): after each rescan, rescan every access, and raise if that changes anything.
+        self.woken = set()
+        self.skipped_services = 0       # rescans skipped with accesses waiting
+        self.skipped_tries = 0          # tries of waiting accesses left out of a rescan's first round
 
     # ---------------------------------------------------------------- state queries
     def name(self):
@@ -391,41 +397,54 @@ class Device:
         self.checker.touched.add(op.line)
         self.ops[op.k] = op
         self.queue.append(op)
-        self.woken = "a new access"
         self.service(now)
         return True
 
+    def woken_accesses(self):
+        """The waiting accesses the next rescan tries first: untried ones, and those whose failed try
+        waits for something an event since the last rescan freed."""
+        woken = self.woken
+        return [op for op in self.queue if op.why is None or not woken.isdisjoint(op.why)]
+
     def service(self, now):
-        """Try the waiting accesses in arrival order, round again while one issues: the rescan after an
-        event.  Skipped unless the events since the last one woke the waiting accesses (``woken``)."""
+        """The rescan after an event: try the woken waiting accesses in arrival order, then, while one
+        issues, every waiting access again (an issue can free a way or change a line that others wait
+        on).  Skipped when none is woken."""
         self.now = now
-        if not self.woken:
-            if self.queue:
-                self.skipped_services += 1
-                if self.verify_wake:
-                    self._verify_skip(now)
+        queue = self.queue
+        if not queue:
+            self.woken.clear()
             return
-        self.woken = False
-        self._rescan(now)
+        first = self.woken_accesses()
+        self.woken = set()
+        self.skipped_tries += len(queue) - len(first)
+        if not first:
+            self.skipped_services += 1
+        elif self._round(first, now):
+            while queue and self._round(list(queue), now):
+                pass
+        if self.verify_wake:
+            self._verify_rescan(now)
 
-    def _rescan(self, now):
-        progress = True
-        while progress and self.queue:
-            progress = False
-            for op in list(self.queue):
-                if self._try_issue(op, now):
-                    self.queue.remove(op)
-                    progress = True
+    def _round(self, ops, now):
+        """Try ``ops`` in order; whether one issued."""
+        progress = False
+        for op in ops:
+            if self._try_issue(op, now):
+                self.queue.remove(op)
+                progress = True
+        return progress
 
-    def _verify_skip(self, now):
-        """The rescan the wake-up rule skips, done anyway: it must change nothing (no access issued,
-        no back-invalidation started)."""
+    def _verify_rescan(self, now):
+        """After a rescan by the wake-up rule: a rescan of every waiting access must change nothing (no
+        access issued, no back-invalidation started)."""
         before = (len(self.queue), len(self.work), len(self.free_cqids))
-        self._rescan(now)
+        self._round(list(self.queue), now)
         after = (len(self.queue), len(self.work), len(self.free_cqids))
         if after != before:
-            raise AssertionError(f"{self.name()} cycle {now}: the wake-up rule skipped a rescan that changes "
-                                 f"the device (waiting accesses, work entries, free CQIDs: {before} -> {after})")
+            raise AssertionError(f"{self.name()} cycle {now}: the wake-up rule left out an access whose try "
+                                 f"changes the device (waiting accesses, work entries, free CQIDs: {before} -> "
+                                 f"{after})")
 
     def _finish_op(self, op):
         self.ops[op.k] = None
@@ -454,14 +473,17 @@ class Device:
         if w is not None:
             return w
         if op.victim is not None and op.victim in self.work:
-            return None          # our victim is still being back-invalidated
+            op.why = (("set", s),)          # our victim is still being back-invalidated
+            return None
         busy = set(self.by_line) | set(self.work)
         w = self.sf.victim(s, busy)
         if w is None or len(self.free_cqids) < 2 or len(self.work) >= self.work_cap:
+            op.why = (("set", s), "cqid", "work")
             return None
         victim = self.sf.tags[s][w]
         op.victim = victim
         self._back_invalidate(victim, now)
+        op.why = (("set", s),)
         return None
 
     def _new_work(self, line):
@@ -495,6 +517,7 @@ class Device:
             self._finish_op(op)
             return True
         if line in self.by_line or line in self.work:       # self.busy(line)
+            op.why = (("line", line),)
             return False
         e = self.sf.entries.get(line)
         if kind == "load":
@@ -514,6 +537,7 @@ class Device:
             code = _Req.RdOwnNoData if op.variant else _Req.RdOwn
             if e is not None:       # device holds it in S: upgrade
                 if not self.free_cqids:
+                    op.why = _WAIT_CQID
                     return False
                 self._new_txn(code, line, _D.S, op, op.value, now)
                 return True
@@ -526,6 +550,7 @@ class Device:
                 self._finish_op(op)
                 return True
             if not self.free_cqids:
+                op.why = _WAIT_CQID
                 return False
             state = self.line_state(line)
             value = c[1]
@@ -543,8 +568,12 @@ class Device:
         if e is not None:
             if e.state is not None and len(self.free_cqids) >= 2 and len(self.work) < self.work_cap:
                 self._back_invalidate(line, now)
+                op.why = (("line", line),)         # its own back-invalidation's work
+            else:
+                op.why = (("line", line), "cqid", "work")
             return False
         if not self.free_cqids:
+            op.why = _WAIT_CQID
             return False
         code = {"rdcurr": _Req.RdCurr, "itomwr": _Req.ItoMWr, "wrinv": _Req.WrInv, "clflush": _Req.CLFlush}[kind]
         self._new_txn(code, line, _D.I, op, op.value, now)
@@ -552,6 +581,7 @@ class Device:
 
     def _issue_miss(self, op, code, now):
         if not self.free_cqids:
+            op.why = _WAIT_CQID
             return False
         w = self._way_for(op, now)
         if w is None:
@@ -670,7 +700,7 @@ class Device:
                     del self.caches[k][line]
                 e.presence, e.state, e.dirty = 0, None, False
         elif e is not None and nxt is not state:
-            self.woken = "a snoop's answer that changed the snoop filter"     # (a way freed, ...)
+            self.woken.update((("line", line), ("set", e.set)))       # a way freed, or the entry changed
             if nxt is _D.S:
                 for k in self._holders(e):
                     self.caches[k][line][0] = _MESI.S
@@ -713,7 +743,8 @@ class Device:
             w = self.work.pop(line, None)
             if w is None:
                 continue
-            self.woken = "a probe's work"   # its line and work entry are free (and an eviction's CQID)
+            # its line and its work entry are free, and a back-invalidation frees a way of its set
+            self.woken.update((("line", line), ("set", self.sf.set_of(line)), "work"))
             if w.snoop is not None:
                 self._answer_snoop(w.snoop, now, extra)
             if w.evict is not None:
@@ -724,6 +755,7 @@ class Device:
     def _evict_after_back_invalidation(self, line, cqid, now):
         state = self.line_state(line)
         if state is _D.I:             # a snoop took it meanwhile: nothing left to evict
+            self.woken.add("cqid")
             self.free_cqids.append(cqid)
             self.free_cqids.sort()
             return
@@ -783,7 +815,9 @@ class Device:
         line, op = t.line, t.cpu
         del self.txns[t.cqid]
         del self.by_line[line]
-        self.woken = "a completion"     # its line, its CQID and (a fill) its snoop-filter entry settle
+        # its line (and a fill's entry) and its CQID: a way-waiter that wants a victim of this line's set
+        # also waits for a CQID (CpuOp.why), so the set needs no key of its own here
+        self.woken.update((("line", line), "cqid"))
         self.free_cqids.append(t.cqid)
         self.free_cqids.sort()
         self.done.append((t.op, now - t.t0))

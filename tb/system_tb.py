@@ -113,6 +113,11 @@ _VALID = {Channel.D2H_REQ: _BIT["d2h_req__valid"], Channel.D2H_RSP: _BIT["d2h_rs
 _DISPATCH = list(Dispatch)                      # code -> member (Amaranth enums are not ints)
 _WORK_CODE = Dispatch.WORK.value
 _SCAN_CODE = Dispatch.SCAN.value
+def _freed_text(key):
+    """One key of ``Device.woken`` (a CQID, a work entry, a line, a snoop-filter set) for a failure message."""
+    return key if isinstance(key, str) else f"{key[0]} {key[1]:#x}"
+
+
 # the events the engine's own dispatch decision takes (not the snoop side path's)
 _ENGINE_EVENTS = (Dispatch.RSP, Dispatch.DATA, Dispatch.REPLAY, Dispatch.CPU)
 _SCAN_BEFORE = _BIT["scan_before"]
@@ -221,13 +226,16 @@ class DeviceSide:
             self.fail(f"the DCOH dispatched {code.name} after a run of work (lines "
                       f"{sorted(hex(x) for x in self.worked)}) without the SCAN that ends it")
         if dev.woken and dev.queue and (code in _ENGINE_EVENTS or (code == Dispatch.WORK and not self.worked)):
-            # the engine skips the rescan after an event that freed nothing; the shadow's wake-up rule
-            # (Device.woken, sound by its own check) says whether the last event freed something, so an
-            # engine that skips a rescan the model needs is caught at its next event, before the rescan's
-            # absence could show as a message much later (or as a hang).  Snoops are left out: the side
-            # path answers them between an event and its SCAN.
-            self.fail(f"the DCOH dispatched {code.name} without the rescan that {dev.woken} since its last SCAN "
-                      f"calls for (waiting: {dev.queue}; the last dispatches: {list(self.recent)})")
+            # the engine skips the rescan after an event that woke no waiting access; the shadow's wake-up
+            # rule (Device.woken, sound by its own check) says which accesses the events since its last
+            # SCAN woke, so an engine that skips a rescan the model needs is caught at its next event,
+            # before the rescan's absence could show as a message much later (or as a hang).  Snoops are
+            # left out: the side path answers them between an event and its SCAN.
+            woken = dev.woken_accesses()
+            if woken:
+                self.fail(f"the DCOH dispatched {code.name} without the rescan that its waiting {woken} need "
+                          f"(freed since its last SCAN: {', '.join(sorted(map(_freed_text, dev.woken)))}; the last dispatches: "
+                          f"{list(self.recent)})")
         if code == Dispatch.SNOOP or code == Dispatch.REPLAY:
             if code == Dispatch.SNOOP:
                 _, entry = self._first(Channel.H2D_REQ, self.held)

@@ -2,7 +2,7 @@
 messages in a chosen order, then drain everything and check all invariants.  Every move is recorded in
 ``trace`` (the move format of tests/dcoh_cosim.py), so the same race replays against the RTL."""
 
-from cxl.messages import Channel
+from cxl.messages import Channel, D2HReqOpcode
 from models.config import Config
 from models.dcoh import CpuOp
 from models.system import System
@@ -95,3 +95,17 @@ class Scenario:
     def state(self, d, k, line):
         c = self.sys.devices[d].caches[k].get(line)
         return (c[0].name, c[1]) if c else ("I", None)
+
+
+def load_waiting_for_a_cqid(first, second, waiting):
+    """Device 0, three caches and two CQIDs: caches 0 and 1 load lines ``first`` and ``second`` (different
+    snoop-filter sets) and hold both CQIDs, so cache 2's load of ``waiting`` waits for one; the first
+    load's request is delivered to the host.  Returns the scenario and device 0."""
+    s = Scenario(caches=3, max_outstanding=2)
+    dev = s.dev(0)
+    s.cpu(0, 0, "load", first)
+    s.cpu(0, 1, "load", second)
+    s.cpu(0, 2, "load", waiting)
+    assert [op.line for op in dev.queue] == [waiting], "the third load should wait for a CQID"
+    s.deliver(0, Channel.D2H_REQ, D2HReqOpcode.RdShared, line=first)
+    return s, dev

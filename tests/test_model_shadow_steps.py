@@ -7,7 +7,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from scenario import Scenario                                      # noqa: E402
+from scenario import Scenario, load_waiting_for_a_cqid             # noqa: E402
 from cxl.messages import Channel, D2HReqOpcode as Req, H2DReqOpcode as Snp  # noqa: E402
 
 L = 0x40            # set 0 of the 4-set snoop filter
@@ -26,13 +26,7 @@ def _second_load_waits_for_the_cqid(defer):
     """Caches 0 and 1 load L and N and hold both CQIDs; cache 2's load of M waits for one.  The GO and the
     Data that complete the first load are delivered; returns (whether M's load had issued by then, and
     after service())."""
-    s = Scenario(caches=3, max_outstanding=2)
-    dev = s.dev(0)
-    s.cpu(0, 0, "load", L)
-    s.cpu(0, 1, "load", N)
-    s.cpu(0, 2, "load", M)
-    assert [op.line for op in dev.queue] == [M], "the second load should wait for the CQID"
-    s.deliver(0, Channel.D2H_REQ, Req.RdShared)       # L's request (the first in flight)
+    s, dev = load_waiting_for_a_cqid(L, N, M)
     dev.defer_service = defer
     _deliver_raw(s, 0, Channel.H2D_RSP)
     _deliver_raw(s, 0, Channel.H2D_DATA)
