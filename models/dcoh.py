@@ -305,7 +305,7 @@ class LineWork:
 
 
 class Device:
-    verify_wake = False         # (tests) check every rescan the wake-up rule skips, see ``wake``
+    verify_wake = False         # (tests) after every rescan, check the accesses it left out (see ``woken``)
 
     def __init__(self, index, cfg, link, checker, stats=None):
         self.index, self.cfg, self.link, self.checker = index, cfg, link, checker
@@ -334,7 +334,7 @@ class Device:
         # The wake-up rule: a waiting access is tried again only after an event freed what its last
         # failed try waits for (``CpuOp.why``, keys: a CQID, a work entry, its line, a way in its
         # snoop-filter set).  The events put the keys they free into ``woken``: a completed request
-        # (a CQID, its line and set), a probe's work done (a work entry, its line and set, an eviction's
+        # (a CQID, its line), a probe's work done (a work entry, its line and set, an eviction's unused
         # CQID), a snoop answer that downgraded or freed a snoop-filter entry with no request on its line
         # (its line and set); a new access is untried.  An access not woken would fail its try exactly
         # as in the last rescan, so it is left out of the rescan's first round, and the rescan is
@@ -416,7 +416,7 @@ class Device:
             self.woken.clear()
             return
         first = self.woken_accesses()
-        self.woken = set()
+        self.woken.clear()
         self.skipped_tries += len(queue) - len(first)
         if not first:
             self.skipped_services += 1

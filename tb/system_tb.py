@@ -113,15 +113,15 @@ _VALID = {Channel.D2H_REQ: _BIT["d2h_req__valid"], Channel.D2H_RSP: _BIT["d2h_rs
 _DISPATCH = list(Dispatch)                      # code -> member (Amaranth enums are not ints)
 _WORK_CODE = Dispatch.WORK.value
 _SCAN_CODE = Dispatch.SCAN.value
-def _freed_text(key):
-    """One key of ``Device.woken`` (a CQID, a work entry, a line, a snoop-filter set) for a failure message."""
-    return key if isinstance(key, str) else f"{key[0]} {key[1]:#x}"
-
-
 # the events the engine's own dispatch decision takes (not the snoop side path's)
 _ENGINE_EVENTS = (Dispatch.RSP, Dispatch.DATA, Dispatch.REPLAY, Dispatch.CPU)
 _SCAN_BEFORE = _BIT["scan_before"]
 _CACHE_STATE = {CacheState.I: "I", CacheState.S: "S", CacheState.E: "E", CacheState.M: "M"}
+
+
+def _freed_text(key):
+    """One key of ``Device.woken`` (a CQID, a work entry, a line, a snoop-filter set) for a failure message."""
+    return key if isinstance(key, str) else f"{key[0]} {key[1]:#x}"
 
 
 class DeviceSide:
@@ -233,9 +233,9 @@ class DeviceSide:
             # left out: the side path answers them between an event and its SCAN.
             woken = dev.woken_accesses()
             if woken:
+                freed = ", ".join(sorted(map(_freed_text, dev.woken)))
                 self.fail(f"the DCOH dispatched {code.name} without the rescan that its waiting {woken} need "
-                          f"(freed since its last SCAN: {', '.join(sorted(map(_freed_text, dev.woken)))}; the last dispatches: "
-                          f"{list(self.recent)})")
+                          f"(freed since its last SCAN: {freed}; the last dispatches: {list(self.recent)})")
         if code == Dispatch.SNOOP or code == Dispatch.REPLAY:
             if code == Dispatch.SNOOP:
                 _, entry = self._first(Channel.H2D_REQ, self.held)
