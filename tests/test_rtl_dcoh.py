@@ -10,6 +10,7 @@
   still answered once; bad parameters are named.
 * A rescan that back-invalidates three victims with one coalescer group finishes; a snoop-filter miss is
   answered while the caches hold back probes (not yet while they hold back a command: expected failure).
+* The wake-up rule per access: a rescan first tries only the accesses the event before it woke.
 """
 
 import inspect
@@ -880,3 +881,89 @@ def test_request_completing_in_a_chained_cycle_is_not_busy_for_the_next_lookup()
     # the coalescer's message names block B // 4 (coalesce_block 4) and B's bit in it
     assert (_B >> 2, 1 << (_B & 3)) in got["probes"], got
     assert got["errors"] == 0, got
+
+
+def test_a_rescan_first_tries_only_the_accesses_an_event_woke():
+    """The wake-up rule per access (docs/dcoh.md, "Waking the waiting accesses"): a failed try records
+    what the access waits for, and the rescan after an event tries first only the accesses that event
+    woke.  Both CQIDs are held by loads of 0x41 and 0x42; cache 2's store to 0x41 waits for that line
+    (set 1), cache 3's load of 0x46 for a CQID.  A SnpInv probes cache 2's S copy of 0x45 (set 1): the
+    end of its work frees a line of set 1, which wakes the store (tried again: it fails, 0x41 is still
+    busy) but not the load, as no CQID was freed (not looked up).  Then cache 1's load completes: the
+    CQID it frees wakes the load, which issues."""
+    dut = DCOH(caches=4, sf_sets=4, sf_ways=2, tracker=2, work=2, coalesce_window=0, coalesce_groups=1,
+               credits=64)
+    looked = []
+
+    async def watch(ctx):
+        async for clk_edge, _, valid, ready, line in ctx.tick().sample(
+                dut.sf.lookup.valid, dut.sf.lookup.ready, dut.sf.lookup.p.line):
+            if valid and ready:
+                looked.append(line)
+
+    async def wait_for(ctx, signal, what, cycles=100):
+        for _ in range(cycles):
+            if ctx.get(signal):
+                return
+            await ctx.tick()
+        raise AssertionError(f"no {what} within {cycles} cycles")
+
+    async def access(ctx, cache, kind, line):
+        ctx.set(dut.cpu_req.valid, 1)
+        ctx.set(dut.cpu_req.p.kind, kind)
+        ctx.set(dut.cpu_req.p.cache, cache)
+        ctx.set(dut.cpu_req.p.line, line)
+        await wait_for(ctx, dut.cpu_req.ready, f"cpu_req of cache {cache}")
+        await ctx.tick()
+        ctx.set(dut.cpu_req.valid, 0)
+
+    async def body(ctx):
+        for s in (dut.d2h_req, dut.d2h_rsp, dut.d2h_data, dut.cpu_rsp, dut.cmd, dut.probe):
+            ctx.set(s.ready, 1)
+        ctx.set(dut.cmd_rsp.valid, 1)
+        await _fill_line(ctx, dut, 0x45, cache=2)
+        cqids = []
+        for cache, line in ((0, 0x41), (1, 0x42)):
+            await access(ctx, cache, CpuKind.LOAD, line)
+            await wait_for(ctx, dut.d2h_req.valid, f"D2H Req of cache {cache}'s load")
+            cqids.append(ctx.get(dut.d2h_req.p.cqid))
+            await ctx.tick()
+        await access(ctx, 2, CpuKind.STORE, 0x41)
+        await access(ctx, 3, CpuKind.LOAD, 0x46)
+        await wait_for(ctx, dut.idle, "the engine idle with two accesses waiting")
+        assert ctx.get(dut.q_len) == 2 and ctx.get(dut.woken) == 0, "both accesses should have failed their try"
+        looked.clear()
+        ctx.set(dut.h2d_req.valid, 1)
+        ctx.set(dut.h2d_req.p.opcode, H2DReqOpcode.SnpInv)
+        ctx.set(dut.h2d_req.p.addr, 0x45)
+        ctx.set(dut.h2d_req.p.uqid, 5)
+        await wait_for(ctx, dut.h2d_req.ready, "the SnpInv taken")
+        await ctx.tick()
+        ctx.set(dut.h2d_req.valid, 0)
+        await wait_for(ctx, dut.d2h_rsp.valid, "the SnpInv's answer")
+        await ctx.tick().repeat(3)
+        await wait_for(ctx, dut.idle, "the engine idle after the snoop's rescan")
+        assert looked.count(0x41) == 1, f"the store waiting for its line's set was not tried once: {looked}"
+        assert 0x46 not in looked, f"the load waiting for a CQID was tried although none was freed: {looked}"
+        assert ctx.get(dut.q_len) == 2
+        ctx.set(dut.h2d_rsp.valid, 1)
+        ctx.set(dut.h2d_rsp.p.opcode, H2DRspOpcode.GO)
+        ctx.set(dut.h2d_rsp.p.rsp_data, 1)                      # GO-S
+        ctx.set(dut.h2d_rsp.p.cqid, cqids[1])
+        await wait_for(ctx, dut.h2d_rsp.ready, "GO taken")
+        await ctx.tick()
+        ctx.set(dut.h2d_rsp.valid, 0)
+        ctx.set(dut.h2d_data.valid, 1)
+        ctx.set(dut.h2d_data.p.hdr.valid, 1)
+        ctx.set(dut.h2d_data.p.hdr.cqid, cqids[1])
+        await wait_for(ctx, dut.h2d_data.ready, "data taken")
+        await ctx.tick()
+        ctx.set(dut.h2d_data.valid, 0)
+        await wait_for(ctx, dut.d2h_req.valid, "the waiting load's D2H Req after the CQID was freed")
+        assert ctx.get(dut.d2h_req.p.addr) == 0x46
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_process(watch)
+    sim.add_testbench(body)
+    sim.run()

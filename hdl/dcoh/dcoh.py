@@ -191,6 +191,10 @@ class DCOH(wiring.Component):
       1..1023), devload_thresholds, addr_width (> log2(sf_sets) and > log2(coalesce_block)).
     """
 
+    #: the wake-up rule per access (a rescan's first round tries only the woken accesses); False: every
+    #: round tries every waiting access, as before the rule (for measurements: bench/dcoh_bench.py)
+    wake_per_access = True
+
     def __init__(self, *, caches=2, sf_sets=64, sf_ways=4, tracker=16, work=4, coalesce_window=4,
                  coalesce_block=4, coalesce_groups=4, starvation_bound=4, credits=8,
                  devload_thresholds=(0.25, 0.5, 0.75), addr_width=ADDR_WIDTH):
@@ -303,6 +307,18 @@ class DCOH(wiring.Component):
         # up in the same cycle
         sd_r = store_data.read_port(transparent_for=(sd_w,))
         m.d.comb += [sd_w.addr.eq(self.cpu_req.p.cache), sd_w.data.eq(self.cpu_req.p.data), sd_r.en.eq(1)]
+        # What each waiting access waits for, and whether an event freed it since the access's last try
+        # (the model's ``CpuOp.why`` and ``Device.woken``; docs/dcoh.md, "Waking the waiting accesses").
+        # A failed try records its reasons, one bit each: a CQID, a work entry, or ``loc``, its line or a
+        # way of its line's set.  ``loc`` is woken by any event that frees a line of that set, a superset
+        # of the model's keys (six-bit set compares instead of line compares; an access woken for
+        # nothing fails its try again, without side effects, which the model's ``verify_wake`` checks).
+        # A new access is woken; a rescan's first round tries only the woken accesses (``scan_all``
+        # clear), the rounds after an issue try every one.
+        why_cqid, why_work, why_loc = Signal(K), Signal(K), Signal(K)
+        woken = Signal(K)
+        scan_all = Signal()
+        self.woken = woken                                           # tests read it
 
         tbits = (T - 1).bit_length()
 
@@ -615,6 +631,18 @@ class DCOH(wiring.Component):
         # flops, so S_TRY's decision and the states after it start from registers, not from ops' K-way select
         cur = Signal(data.StructLayout({"kind": CpuKind, "line": AW, "variant": 1, "victim_valid": 1,
                                         "victim": AW}))
+        # SCAN's choice: the queue positions from scan_i on that hold an access to try (``pick``: one is
+        # taken up, ``pick_k`` its cache index; SCAN and the CPU dispatch's own lookup drive them)
+        scan_cand = Signal(K)
+        m.d.comb += scan_cand.eq(Cat((j >= scan_i) & (j < q_len) &
+                                     (scan_all | (woken.bit_select(queue[j], 1) if self.wake_per_access else 1))
+                                     for j in range(K)))
+        scan_found, scan_at = scan_cand.any(), first(scan_cand, K)
+        pick, pick_k = Signal(), Signal.like(cur_k)
+        self.scan_pick = pick                                        # tests and benches count the tries
+        # S_TRY leaves the access waiting (``try_wait``), for these reasons
+        try_wait, try_cqid, try_work, try_loc = Signal(), Signal(), Signal(), Signal()
+        snp_wake = Signal()         # a snoop's answer changed its line's snoop-filter entry, no request on it
         res_alloc_free = r.alloc == AllocKind.FREE
         victim_busy = wcam(cur.victim).any()
 
@@ -826,7 +854,7 @@ class DCOH(wiring.Component):
                 m.next = "IDLE"
                 chain_work(writes_t)
             with m.Elif((q_len != 0) & wakes):
-                m.d.sync += [scan_i.eq(0), progress.eq(0), scan_report.eq(1)]
+                m.d.sync += [scan_i.eq(0), progress.eq(0), scan_all.eq(0), scan_report.eq(1)]
                 m.next = "SCAN"
             with m.Else():
                 chain(writes_t, forwards_data)
@@ -1109,6 +1137,7 @@ class DCOH(wiring.Component):
                 # an answer wakes the waiting accesses when it changed a snoop-filter entry with no
                 # request on its line (a way freed); on a request's line the line stays busy (a
                 # probe's answer, ``a_fromwork``, is inside a run of work, which always ends in a SCAN)
+                m.d.comb += snp_wake.eq(~r_th & r.hit & changed)
                 rescan_next(replay_go.eq(1), writes_t=r_t, wakes=~r_th & changed)
 
             # E from the snoop filter is M if a copy was dirty
@@ -1298,15 +1327,18 @@ class DCOH(wiring.Component):
 
             # ---------------------------------------------------------------- rescan of waiting accesses
             with m.State("SCAN"):
-                with m.If(scan_i >= q_len):
+                # the next access to try: the first one at or after scan_i, in the first round only a
+                # woken one (the others are passed over in no cycle)
+                with m.If(~scan_found):
                     with m.If(progress & (q_len != 0)):     # once more round what is still waiting
-                        m.d.sync += [scan_i.eq(0), progress.eq(0)]
+                        m.d.sync += [scan_i.eq(0), progress.eq(0), scan_all.eq(1)]
                     with m.Else():
                         m.next = "IDLE"
                 with m.Else():
-                    m.d.comb += [look_valid.eq(1), look_line.eq(ops[queue[scan_i]].req.line),
-                                 sd_r.addr.eq(queue[scan_i])]
-                    m.d.sync += cur_k.eq(queue[scan_i])
+                    k_at = queue[scan_at]
+                    m.d.comb += [look_valid.eq(1), look_line.eq(ops[k_at].req.line), sd_r.addr.eq(k_at),
+                                 pick.eq(1), pick_k.eq(k_at)]
+                    m.d.sync += [cur_k.eq(k_at), scan_i.eq(scan_at)]
                     m.next = "S_RES"
             with m.State("S_RES"):
                 th, wh = tcam(res.line), wcam(res.line)
@@ -1327,9 +1359,15 @@ class DCOH(wiring.Component):
                 have_cqid = cqids.one_free
                 kind = req.kind
 
-                def fail():
+                def fail(*why):
+                    """The access waits on (its reasons: "cqid", "work", "loc"); the scan goes on."""
+                    wait_for(*why)
                     m.d.sync += scan_i.eq(scan_i + 1)
                     m.next = "SCAN"
+
+                def wait_for(*why):
+                    m.d.comb += [try_wait.eq(1), try_cqid.eq("cqid" in why), try_work.eq("work" in why),
+                                 try_loc.eq("loc" in why)]
 
                 def issued():                           # off the queue; the cache waits for cpu_rsp
                     dequeue()
@@ -1344,12 +1382,13 @@ class DCOH(wiring.Component):
                     m.d.comb += cqids.alloc.ready.eq(1)
                     new_work(line, way, evict=1, evict_cqid=cqids.alloc.payload)
                     m.d.sync += [bi_line.eq(line), bi_caches.eq(presence)]
+                    wait_for("loc")                     # the back-invalidation's work on the line
                     m.next = "S_PROBE"
 
                 def miss(code):
                     start = REQUEST_START[(code, D.I)]
                     with m.If(~have_cqid):
-                        fail()
+                        fail("cqid")
                     with m.Elif(res_alloc_free):
                         sf_update(SFOp.ALLOCATE, req.line, r.alloc_way, SFState.PLACEHOLDER, 0, 0)
                         txn(code, start, 1, r.alloc_way)
@@ -1357,21 +1396,21 @@ class DCOH(wiring.Component):
                         issued()
                     with m.Elif(r.alloc == AllocKind.VICTIM):
                         with m.If(cur.victim_valid & victim_busy):
-                            fail()                      # our victim is still being back-invalidated
+                            fail("loc")                 # our victim is still being back-invalidated
                         with m.Elif(~cqids.two_free | ~w_free.any()):
-                            fail()
+                            fail("loc", "cqid", "work")
                         with m.Else():
                             m.d.sync += [ops[k].victim_valid.eq(1), ops[k].victim.eq(r.victim_line)]
                             back_invalidate(r.victim_line, r.alloc_way, r.victim.presence)
-                    with m.Else():
-                        fail()
+                    with m.Else():                      # every way busy
+                        fail("loc", "cqid", "work")
 
                 gone = (kind == CpuKind.EVICT) & (~hit | ((r.entry.presence & mine) == 0))
                 with m.If(gone):                        # the model checks this before the line's
                     m.d.sync += reply_state.eq(CacheState.I)            # pending work
                     m.next = "S_REPLY"                  # the cache no longer holds it: done
                 with m.Elif(r_th | r_wh):
-                    fail()                              # a request or probes pending on the line
+                    fail("loc")                         # a request or probes pending on the line
                 with m.Elif(kind == CpuKind.LOAD):
                     with m.If(hit):                     # another internal cache has it: fill from it
                         m.d.sync += reply_state.eq(CacheState.S)
@@ -1386,7 +1425,7 @@ class DCOH(wiring.Component):
                         m.next = "S_SFILL"
                     with m.Elif(hit):                   # device holds it in S: upgrade
                         with m.If(~have_cqid):
-                            fail()
+                            fail("cqid")
                         with m.Elif(req.variant):
                             txn(Req.RdOwnNoData, REQUEST_START[(Req.RdOwnNoData, D.S)], 1, r.hit_way)
                             issued()
@@ -1401,15 +1440,15 @@ class DCOH(wiring.Component):
                     with m.If((peers != 0) | have_cqid):
                         take_copy()                     # take the copy out of the cache first
                     with m.Else():
-                        fail()
+                        fail("cqid")
                 with m.Else():                          # uncached: flush the device's own copies first
                     with m.If(hit):
                         with m.If(cqids.two_free & w_free.any()):
                             back_invalidate(req.line, r.hit_way, r.entry.presence)
                         with m.Else():
-                            fail()
+                            fail("loc", "cqid", "work")
                     with m.Elif(~have_cqid):
-                        fail()
+                        fail("cqid")
                     with m.Else():
                         m.d.comb += [buf_w.en.eq(1), buf_w.addr.eq(cqids.alloc.payload)]   # cmd_data: its line
                         for name, code in _UNCACHED.items():
@@ -1549,7 +1588,7 @@ class DCOH(wiring.Component):
             with m.If(~sf.result.valid):
                 m.d.comb += [look_valid.eq(1), look_line.eq(w_next.line)]
         with m.If(go["scan"]):
-            m.d.sync += [rescan.eq(0), scan_i.eq(0), progress.eq(0), in_work.eq(0)]
+            m.d.sync += [rescan.eq(0), scan_i.eq(0), progress.eq(0), scan_all.eq(0), in_work.eq(0)]
         with m.If(go["rsp"]):
             m.d.sync += [*latch_rsp, replay_go.eq(1), cur_t.eq(t_idx(rsp_in.cqid))]
         with m.If(go["data"]):
@@ -1565,10 +1604,29 @@ class DCOH(wiring.Component):
             k_in = self.cpu_req.p.cache
             m.d.sync += [ops[k_in].valid.eq(1), ops[k_in].victim_valid.eq(0),
                          queue[go_q].eq(k_in), q_len.eq(go_q + 1),
-                         rescan.eq(0), scan_i.eq(0), progress.eq(0)]
+                         rescan.eq(0), scan_i.eq(0), progress.eq(0), scan_all.eq(0)]
         with m.If(go["cpu_look"]):
             m.d.sync += cur_k.eq(self.cpu_req.p.cache)
-            m.d.comb += sd_r.addr.eq(self.cpu_req.p.cache)
+            m.d.comb += [sd_r.addr.eq(self.cpu_req.p.cache), pick.eq(1), pick_k.eq(self.cpu_req.p.cache)]
+
+        # ---- the wake-up rule's registers (see ``why_cqid``): what a failed try waits for, and the
+        # events that free it.  A line is freed by a completion (its tracker entry, at ``cur_t``), by the
+        # end of a line's work (its work entry) and by a snoop answer that changed its snoop-filter entry
+        # with no request on the line; each also frees its set's ways for ``loc``.
+        def same_set(a, b):
+            return (a[:set_bits] == b[:set_bits]) if set_bits else Const(1)
+        freed_lines = ((tracker.free.valid, ct.line), (wcur.clr_valid, wk[cur_w].line), (snp_wake, r.line))
+        m.d.sync += Assert(~tracker.free.valid | (tracker.free.idx == cur_t),
+                           "a tracker entry freed other than the one at cur_t (the wake-up rule reads ct)")
+        for k in range(K):
+            loc_freed = Cat(v & same_set(ops[k].req.line, line) for v, line in freed_lines).any()
+            wake = ((why_cqid[k] & cqids.free_valid) | (why_work[k] & wcur.clr_valid) | (why_loc[k] & loc_freed))
+            with m.If(wake | (go["cpu"] & (self.cpu_req.p.cache == k))):
+                m.d.sync += woken[k].eq(1)
+            with m.If(pick & (pick_k == k)):           # its try comes after every event so far
+                m.d.sync += woken[k].eq(0)
+            with m.If(try_wait & (cur_k == k)):
+                m.d.sync += [why_cqid[k].eq(try_cqid), why_work[k].eq(try_work), why_loc[k].eq(try_loc)]
 
         # ---- the snoop side path: snoops that change nothing, answered while the engine waits on a cache
         # The engine waits for an internal cache's handshake in the middle of an event (a command, its
