@@ -9,7 +9,7 @@
 * Malformed host messages are counted, dropped, and nothing hangs; a second snoop to a line is counted and
   still answered once; bad parameters are named.
 * A rescan that back-invalidates three victims with one coalescer group finishes; a snoop-filter miss is
-  answered while the caches hold back probes (not yet while they hold back a command: expected failure).
+  answered while the caches hold back probes, and (the snoop side path) while they hold back a command.
 * The wake-up rule per access: a rescan first tries only the accesses the event before it woke.
 """
 

@@ -94,7 +94,7 @@ from .cqid import CQIDAllocator
 from .tracker import TrackerTable, tracker_entry
 from .work_table import WorkTable, work_entry
 from .qos import CreditCounter, PriorityArbiter, DevLoad
-from .snoop_filter import SnoopFilter, SFState, SFOp, AllocKind
+from .snoop_filter import SnoopFilter, SFEntry, SFState, SFOp, AllocKind
 
 __all__ = ["CpuKind", "CmdOp", "CacheState", "CpuReq", "CpuRsp", "CacheCmd", "CacheCmdRsp", "DCOH",
            "STATE_CODE", "ErrorKind", "Dispatch"]
@@ -286,7 +286,7 @@ class DCOH(wiring.Component):
         m.d.comb += buf_r.en.eq(1)
 
         # ---- work table: lines with probes outstanding (a held snoop and/or a back-invalidation) --
-        m.submodules.work_table = work_table = WorkTable(W, work_entry(AW, way_bits))
+        m.submodules.work_table = work_table = WorkTable(W, work_entry(AW, way_bits, SFEntry(K)))
         wk = work_table.entries
 
         # ---- waiting CPU accesses: one per cache, a queue of cache indices in arrival order --------
@@ -595,12 +595,15 @@ class DCOH(wiring.Component):
         def set_state(idx, state):
             m.d.comb += [tracker.set.valid.eq(1), tracker.set.idx.eq(idx), tracker.set.state.eq(state)]
 
-        def new_work(line, way, snoop=0, snp_op=Snp.SnpData, snp_uqid=0, evict=0, evict_cqid=0):
+        def new_work(line, way, snoop=0, snp_op=Snp.SnpData, snp_uqid=0, evict=0, evict_cqid=0, known=0,
+                     sf_entry=None):
             e = work_table.new.entry
             m.d.comb += [work_table.new.valid.eq(1), work_table.new.idx.eq(w_free_idx),
                          e.valid.eq(1), e.ready.eq(0), e.line.eq(line), e.way.eq(way), e.snoop.eq(snoop),
                          e.snp_op.eq(snp_op), e.snp_uqid.eq(snp_uqid), e.evict.eq(evict),
-                         e.evict_cqid.eq(evict_cqid)]
+                         e.evict_cqid.eq(evict_cqid), e.known.eq(known)]
+            if sf_entry is not None:
+                m.d.comb += e.sf.eq(sf_entry)
 
         wcur = work_table.cur
         m.d.comb += wcur.idx.eq(cur_w)
@@ -877,9 +880,12 @@ class DCOH(wiring.Component):
         readies_work = Signal()         # this cycle readies a work entry again (see chain_work)
 
         def work_next():
-            """A work item is dispatched: its lookup is issued with the dispatch (below the FSM) unless a
-            lookup result is still held, then W_LOOK issues it."""
-            with m.If(sf.result.valid):
+            """A work item is dispatched: a snoop's work whose snoop-filter entry it keeps (``known``) goes
+            straight to W_GO, the dispatch loading ``r`` from it (below the FSM); other work has its
+            lookup issued with the dispatch, unless a lookup result is still held, then W_LOOK issues it."""
+            with m.If(wk[work_ready_idx].known):
+                m.next = "W_GO"
+            with m.Elif(sf.result.valid):
                 m.next = "W_LOOK"
             with m.Else():
                 m.next = "W_RES"
@@ -1094,7 +1100,11 @@ class DCOH(wiring.Component):
                     with m.If(w_free.any()):
                         # the work entry and its probe (to the coalescer or its queue) in this cycle;
                         # the engine goes on (the caches take the probe later, which readies the work)
-                        new_work(r.line, r.hit_way, snoop=1, snp_op=slow_snp.opcode, snp_uqid=slow_snp.uqid)
+                        # With no request on the line, its snoop-filter entry stays as it is now until
+                        # the work is done (the line is busy: no access, snoop or back-invalidation
+                        # changes it), so the work keeps it and needs no lookup (``known``)
+                        new_work(r.line, r.hit_way, snoop=1, snp_op=slow_snp.opcode, snp_uqid=slow_snp.uqid,
+                                 known=~r_th, sf_entry=r.entry)
                         m.d.comb += [coal_push.eq(1), coal_line.eq(r.line), coal_caches.eq(presence)]
                         rescan_next(wakes=0)           # (it takes a work entry, frees nothing)
                     with m.Else():                      # no work entry: hold the snoop until one frees
@@ -1585,7 +1595,12 @@ class DCOH(wiring.Component):
             m.d.comb += [work_table.take.valid.eq(1), work_table.take.idx.eq(work_ready_idx)]
             m.d.sync += [cur_w.eq(work_ready_idx), in_work.eq(1),
                          a_op.eq(w_next.snp_op), a_uqid.eq(w_next.snp_uqid)]
-            with m.If(~sf.result.valid):
+            with m.If(w_next.known):
+                # what W_RES would latch from the lookup: the kept entry (a hit: the snoop probed its
+                # copies), no request on the line, the work's own entry
+                m.d.sync += [r.line.eq(w_next.line), r.hit.eq(1), r.hit_way.eq(w_next.way), r.entry.eq(w_next.sf),
+                             r_th.eq(0), r_wh.eq(1), r_w.eq(work_ready_idx), q_done.eq(0)]
+            with m.Elif(~sf.result.valid):
                 m.d.comb += [look_valid.eq(1), look_line.eq(w_next.line)]
         with m.If(go["scan"]):
             m.d.sync += [rescan.eq(0), scan_i.eq(0), progress.eq(0), scan_all.eq(0), in_work.eq(0)]

@@ -39,12 +39,17 @@ from cxl.messages import ID_WIDTH, H2DReqOpcode as Snp
 __all__ = ["work_entry", "WorkTable"]
 
 
-def work_entry(addr_width, way_bits):
+def work_entry(addr_width, way_bits, sf_entry=None):
     """One work entry: the line and its snoop-filter way, the snoop waiting on it (opcode, UQID) and the
-    eviction that follows it (the reserved CQID)."""
-    return data.StructLayout({
-        "valid": 1, "ready": 1, "line": addr_width, "way": max(way_bits, 1), "snoop": 1, "snp_op": Snp,
-        "snp_uqid": ID_WIDTH, "evict": 1, "evict_cqid": ID_WIDTH})
+    eviction that follows it (the reserved CQID).  With ``sf_entry`` (the snoop filter's entry layout)
+    also ``known`` and ``sf``: the line's snoop-filter entry as the work started, which stays the line's
+    entry until the work is done when ``known`` is set (the engine then works the line without looking
+    it up again)."""
+    fields = {"valid": 1, "ready": 1, "line": addr_width, "way": max(way_bits, 1), "snoop": 1, "snp_op": Snp,
+              "snp_uqid": ID_WIDTH, "evict": 1, "evict_cqid": ID_WIDTH}
+    if sf_entry is not None:
+        fields.update(known=1, sf=sf_entry)
+    return data.StructLayout(fields)
 
 
 class WorkTable(wiring.Component):
