@@ -677,6 +677,13 @@ class DCOH(wiring.Component):
         s_stall, s_rsp, s_nxt, s_data = snoop_table(r_state, slow_snp.opcode)
         a_stall, a_rsp, a_nxt, a_data = snoop_table(a_state, a_op)      # ANSWER: how to command the copies
         _, _, w_nxt, _ = snoop_table(r_state, a_op)       # W_GO: the same, a cycle before a_state is loaded
+        # The WORK dispatch of a work that kept its snoop-filter entry (``known``: a hit, no request on the
+        # line) decides W_GO's command itself, from the entry as the dispatch reads it
+        k_entry = wk[work_ready_idx]
+        k_state, k_maybe_m = line_state(1, k_entry.sf, 0, 0)
+        _, _, k_nxt, _ = snoop_table(k_state, k_entry.snp_op)
+        early_cmd_taken = Signal()      # the dispatch's command was taken: the work goes to ANSWER_RSP
+        cmd_free_here = Signal()        # the dispatching state offers no command of its own
         # The cycle that ends the command of the copies (ANSWER_RSP as the caches answer, or ANSWER when
         # there is nothing to command) settles the line's state (E -> M if a copy was dirty) and registers
         # the snoop table's verdict on it, which ANSWER_SEND / ANSWER_DATA use (their SF and tracker
@@ -884,7 +891,10 @@ class DCOH(wiring.Component):
             straight to W_GO, the dispatch loading ``r`` from it (below the FSM); other work has its
             lookup issued with the dispatch, unless a lookup result is still held, then W_LOOK issues it."""
             with m.If(wk[work_ready_idx].known):
-                m.next = "W_GO"
+                with m.If(early_cmd_taken):
+                    m.next = "ANSWER_RSP"
+                with m.Else():
+                    m.next = "W_GO"
             with m.Elif(sf.result.valid):
                 m.next = "W_LOOK"
             with m.Else():
@@ -1158,10 +1168,9 @@ class DCOH(wiring.Component):
             settle = [a_state.eq(f_state), a_maybe_m.eq(0), v_rsp.eq(f_rsp), v_data.eq(f_data),
                       *(q.eq(v) for q, v in zip((v_nxt, v_none, v_changed), verdict(f_state, f_nxt)))]
 
-            def command_copies(nxt):
+            def command_copies(nxt, line=r.line, copies=r.entry.presence):
                 """Offer the command that gives the line's copies what the snoop leaves them (state ``nxt``)."""
-                m.d.comb += [self.cmd.valid.eq(1), self.cmd.p.line.eq(r.line),
-                             self.cmd.p.caches.eq(r.entry.presence)]
+                m.d.comb += [self.cmd.valid.eq(1), self.cmd.p.line.eq(line), self.cmd.p.caches.eq(copies)]
                 with m.If(perm_none(nxt)):
                     m.d.comb += self.cmd.p.op.eq(CmdOp.INV)
                 with m.Elif(nxt == STATE_CODE[D.S]):
@@ -1546,6 +1555,8 @@ class DCOH(wiring.Component):
             m.d.sync += [ops[k_in].req.kind.eq(self.cpu_req.p.kind), ops[k_in].req.line.eq(self.cpu_req.p.line),
                          ops[k_in].req.variant.eq(self.cpu_req.p.variant)]
         # IDLE's dispatch (idle_dispatch), driven here for every state that runs it, and chain_work's.
+        m.d.comb += cmd_free_here.eq(Cat(engine.ongoing(st) for st in (
+            "IDLE", "SNP_SLOW", "ANSWER_SEND", "ANSWER_DATA")).any())
         # These assignments come after the FSM, so they take precedence over a state's own in the same
         # cycle, as the dispatch's did when it came last in that state.
         go = {n: Signal(name=f"go_{n}") for n in ("work", "scan", "rsp", "data", "replay", "snoop", "cpu",
@@ -1600,6 +1611,13 @@ class DCOH(wiring.Component):
                 # copies), no request on the line, the work's own entry
                 m.d.sync += [r.line.eq(w_next.line), r.hit.eq(1), r.hit_way.eq(w_next.way), r.entry.eq(w_next.sf),
                              r_th.eq(0), r_wh.eq(1), r_w.eq(work_ready_idx), q_done.eq(0)]
+                # ... and W_GO's command of the copies, offered in the dispatch's own cycle when the
+                # dispatching state leaves the cmd port free (these states never drive it); the work
+                # then goes straight to ANSWER_RSP if the caches take it (else W_GO offers it again)
+                with m.If(cmd_free_here & (w_next.sf.presence != 0)):
+                    command_copies(k_nxt, w_next.line, w_next.sf.presence)
+                    m.d.comb += early_cmd_taken.eq(self.cmd.ready)
+                    m.d.sync += [a_state.eq(k_state), a_maybe_m.eq(k_maybe_m), a_probed.eq(1), a_fromwork.eq(1)]
             with m.Elif(~sf.result.valid):
                 m.d.comb += [look_valid.eq(1), look_line.eq(w_next.line)]
         with m.If(go["scan"]):
