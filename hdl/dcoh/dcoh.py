@@ -1351,8 +1351,10 @@ class DCOH(wiring.Component):
                 with m.If(~scan_found):
                     with m.If(progress & (q_len != 0)):     # once more round what is still waiting
                         m.d.sync += [scan_i.eq(0), progress.eq(0), scan_all.eq(1)]
-                    with m.Else():
+                    with m.Elif(scan_report):               # (its first cycle shows SCAN on ``dispatch``)
                         m.next = "IDLE"
+                    with m.Else():                          # the rescan is over: the next event now
+                        chain()
                 with m.Else():
                     k_at = queue[scan_at]
                     m.d.comb += [look_valid.eq(1), look_line.eq(ops[k_at].req.line), sd_r.addr.eq(k_at),
