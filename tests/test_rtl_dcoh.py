@@ -490,6 +490,60 @@ def test_snoop_to_the_line_of_a_waiting_eviction_waits_for_it():
     assert got.get("rsp") == SNOOP_TABLE[(DevState.SI_A, H2DReqOpcode.SnpData)][0] == D2HRspOpcode.RspIHitI
 
 
+async def _wait_for(ctx, signal, what, cycles=100):
+    """Tick until ``signal`` is high (looked at before each tick), at most ``cycles`` times."""
+    for _ in range(cycles):
+        if ctx.get(signal):
+            return
+        await ctx.tick()
+    raise AssertionError(f"no {what} within {cycles} cycles")
+
+
+async def _access(ctx, dut, cache, kind, line):
+    """Offer a CPU access of ``cache`` until the DCOH takes it."""
+    ctx.set(dut.cpu_req.valid, 1)
+    ctx.set(dut.cpu_req.p.kind, kind)
+    ctx.set(dut.cpu_req.p.cache, cache)
+    ctx.set(dut.cpu_req.p.line, line)
+    await _wait_for(ctx, dut.cpu_req.ready, f"cpu_req of cache {cache}")
+    await ctx.tick()
+    ctx.set(dut.cpu_req.valid, 0)
+
+
+async def _both_cqids_taken(ctx, dut, held_line, held_by):
+    """Every port ready and the caches answering commands at once; cache ``held_by`` gets ``held_line`` in
+    S; then caches 0 and 1 load 0x41 and 0x42 (sets 1 and 2 of a 4-set filter: no victim needed), which
+    takes both CQIDs of a 2-entry tracker.  Returns the two loads' CQIDs."""
+    for s in (dut.d2h_req, dut.d2h_rsp, dut.d2h_data, dut.cpu_rsp, dut.cmd, dut.probe):
+        ctx.set(s.ready, 1)
+    ctx.set(dut.cmd_rsp.valid, 1)
+    await _fill_line(ctx, dut, held_line, cache=held_by)
+    cqids = []
+    for cache, line in ((0, 0x41), (1, 0x42)):
+        await _access(ctx, dut, cache, CpuKind.LOAD, line)
+        await _wait_for(ctx, dut.d2h_req.valid, f"D2H Req of cache {cache}'s load")
+        cqids.append(ctx.get(dut.d2h_req.p.cqid))
+        await ctx.tick()
+    return cqids
+
+
+async def _complete_load(ctx, dut, cqid):
+    """The host's GO-S, then the data, for the load at ``cqid``."""
+    ctx.set(dut.h2d_rsp.valid, 1)
+    ctx.set(dut.h2d_rsp.p.opcode, H2DRspOpcode.GO)
+    ctx.set(dut.h2d_rsp.p.rsp_data, 1)                      # GO-S
+    ctx.set(dut.h2d_rsp.p.cqid, cqid)
+    await _wait_for(ctx, dut.h2d_rsp.ready, "GO taken")
+    await ctx.tick()
+    ctx.set(dut.h2d_rsp.valid, 0)
+    ctx.set(dut.h2d_data.valid, 1)
+    ctx.set(dut.h2d_data.p.hdr.valid, 1)
+    ctx.set(dut.h2d_data.p.hdr.cqid, cqid)
+    await _wait_for(ctx, dut.h2d_data.ready, "data taken")
+    await ctx.tick()
+    ctx.set(dut.h2d_data.valid, 0)
+
+
 def test_snoop_answered_while_an_access_waits_for_the_rescan_after_the_event():
     """The rescan after an event is a step of its own (``dispatch`` SCAN), and the side path answers
     snoops before it.  Cache 2 evicts its S line 0x80 while caches 0 and 1 hold both CQIDs: the eviction
@@ -505,52 +559,15 @@ def test_snoop_answered_while_an_access_waits_for_the_rescan_after_the_event():
                credits=64)
     got = {"codes": [], "reqs": []}
 
-    async def wait_for(ctx, signal, what, cycles=100):
-        for _ in range(cycles):
-            if ctx.get(signal):
-                return
-            await ctx.tick()
-        raise AssertionError(f"no {what} within {cycles} cycles")
-
-    async def access(ctx, cache, kind, line):
-        ctx.set(dut.cpu_req.valid, 1)
-        ctx.set(dut.cpu_req.p.kind, kind)
-        ctx.set(dut.cpu_req.p.cache, cache)
-        ctx.set(dut.cpu_req.p.line, line)
-        await wait_for(ctx, dut.cpu_req.ready, f"cpu_req of cache {cache}")
-        await ctx.tick()
-        ctx.set(dut.cpu_req.valid, 0)
-
     async def body(ctx):
-        for s in (dut.d2h_req, dut.d2h_rsp, dut.d2h_data, dut.cpu_rsp, dut.cmd, dut.probe):
-            ctx.set(s.ready, 1)
-        ctx.set(dut.cmd_rsp.valid, 1)
-        await _fill_line(ctx, dut, 0x80, cache=2)
-        cqids = []
-        for cache, line in ((0, 0x41), (1, 0x42)):          # sets 1 and 2: no victim needed
-            await access(ctx, cache, CpuKind.LOAD, line)
-            await wait_for(ctx, dut.d2h_req.valid, f"D2H Req of cache {cache}'s load")
-            cqids.append(ctx.get(dut.d2h_req.p.cqid))
-            await ctx.tick()
-        await access(ctx, 2, CpuKind.EVICT, 0x80)
-        await access(ctx, 3, CpuKind.LOAD, 0x43)
+        cqids = await _both_cqids_taken(ctx, dut, 0x80, held_by=2)
+        await _access(ctx, dut, 2, CpuKind.EVICT, 0x80)
+        await _access(ctx, dut, 3, CpuKind.LOAD, 0x43)
         await ctx.tick().repeat(10)
         assert ctx.get(dut.q_len) == 2 and not ctx.get(dut.d2h_req.valid), "both accesses should wait for a CQID"
         ctx.set(dut.cpu_rsp.ready, 0)
-        ctx.set(dut.h2d_rsp.valid, 1)
-        ctx.set(dut.h2d_rsp.p.opcode, H2DRspOpcode.GO)
-        ctx.set(dut.h2d_rsp.p.rsp_data, 1)                      # GO-S
-        ctx.set(dut.h2d_rsp.p.cqid, cqids[0])
-        await wait_for(ctx, dut.h2d_rsp.ready, "GO taken")
-        await ctx.tick()
-        ctx.set(dut.h2d_rsp.valid, 0)
-        ctx.set(dut.h2d_data.valid, 1)
-        ctx.set(dut.h2d_data.p.hdr.valid, 1)
-        ctx.set(dut.h2d_data.p.hdr.cqid, cqids[0])
-        await wait_for(ctx, dut.h2d_data.ready, "data taken")
-        await ctx.tick()
-        ctx.set(dut.h2d_data.valid, 0)
-        await wait_for(ctx, dut.cpu_rsp.valid, "cpu_rsp of the completed load")
+        await _complete_load(ctx, dut, cqids[0])
+        await _wait_for(ctx, dut.cpu_rsp.valid, "cpu_rsp of the completed load")
         ctx.set(dut.h2d_req.valid, 1)
         ctx.set(dut.h2d_req.p.opcode, H2DReqOpcode.SnpData)
         ctx.set(dut.h2d_req.p.addr, 0x80)
@@ -896,70 +913,33 @@ def test_a_rescan_first_tries_only_the_accesses_an_event_woke():
     looked = []
 
     async def watch(ctx):
-        async for clk_edge, _, valid, ready, line in ctx.tick().sample(
+        async for _clk, _rst, valid, ready, line in ctx.tick().sample(
                 dut.sf.lookup.valid, dut.sf.lookup.ready, dut.sf.lookup.p.line):
             if valid and ready:
                 looked.append(line)
 
-    async def wait_for(ctx, signal, what, cycles=100):
-        for _ in range(cycles):
-            if ctx.get(signal):
-                return
-            await ctx.tick()
-        raise AssertionError(f"no {what} within {cycles} cycles")
-
-    async def access(ctx, cache, kind, line):
-        ctx.set(dut.cpu_req.valid, 1)
-        ctx.set(dut.cpu_req.p.kind, kind)
-        ctx.set(dut.cpu_req.p.cache, cache)
-        ctx.set(dut.cpu_req.p.line, line)
-        await wait_for(ctx, dut.cpu_req.ready, f"cpu_req of cache {cache}")
-        await ctx.tick()
-        ctx.set(dut.cpu_req.valid, 0)
-
     async def body(ctx):
-        for s in (dut.d2h_req, dut.d2h_rsp, dut.d2h_data, dut.cpu_rsp, dut.cmd, dut.probe):
-            ctx.set(s.ready, 1)
-        ctx.set(dut.cmd_rsp.valid, 1)
-        await _fill_line(ctx, dut, 0x45, cache=2)
-        cqids = []
-        for cache, line in ((0, 0x41), (1, 0x42)):
-            await access(ctx, cache, CpuKind.LOAD, line)
-            await wait_for(ctx, dut.d2h_req.valid, f"D2H Req of cache {cache}'s load")
-            cqids.append(ctx.get(dut.d2h_req.p.cqid))
-            await ctx.tick()
-        await access(ctx, 2, CpuKind.STORE, 0x41)
-        await access(ctx, 3, CpuKind.LOAD, 0x46)
-        await wait_for(ctx, dut.idle, "the engine idle with two accesses waiting")
+        cqids = await _both_cqids_taken(ctx, dut, 0x45, held_by=2)
+        await _access(ctx, dut, 2, CpuKind.STORE, 0x41)
+        await _access(ctx, dut, 3, CpuKind.LOAD, 0x46)
+        await _wait_for(ctx, dut.idle, "the engine idle with two accesses waiting")
         assert ctx.get(dut.q_len) == 2 and ctx.get(dut.woken) == 0, "both accesses should have failed their try"
         looked.clear()
         ctx.set(dut.h2d_req.valid, 1)
         ctx.set(dut.h2d_req.p.opcode, H2DReqOpcode.SnpInv)
         ctx.set(dut.h2d_req.p.addr, 0x45)
         ctx.set(dut.h2d_req.p.uqid, 5)
-        await wait_for(ctx, dut.h2d_req.ready, "the SnpInv taken")
+        await _wait_for(ctx, dut.h2d_req.ready, "the SnpInv taken")
         await ctx.tick()
         ctx.set(dut.h2d_req.valid, 0)
-        await wait_for(ctx, dut.d2h_rsp.valid, "the SnpInv's answer")
+        await _wait_for(ctx, dut.d2h_rsp.valid, "the SnpInv's answer")
         await ctx.tick().repeat(3)
-        await wait_for(ctx, dut.idle, "the engine idle after the snoop's rescan")
+        await _wait_for(ctx, dut.idle, "the engine idle after the snoop's rescan")
         assert looked.count(0x41) == 1, f"the store waiting for its line's set was not tried once: {looked}"
         assert 0x46 not in looked, f"the load waiting for a CQID was tried although none was freed: {looked}"
         assert ctx.get(dut.q_len) == 2
-        ctx.set(dut.h2d_rsp.valid, 1)
-        ctx.set(dut.h2d_rsp.p.opcode, H2DRspOpcode.GO)
-        ctx.set(dut.h2d_rsp.p.rsp_data, 1)                      # GO-S
-        ctx.set(dut.h2d_rsp.p.cqid, cqids[1])
-        await wait_for(ctx, dut.h2d_rsp.ready, "GO taken")
-        await ctx.tick()
-        ctx.set(dut.h2d_rsp.valid, 0)
-        ctx.set(dut.h2d_data.valid, 1)
-        ctx.set(dut.h2d_data.p.hdr.valid, 1)
-        ctx.set(dut.h2d_data.p.hdr.cqid, cqids[1])
-        await wait_for(ctx, dut.h2d_data.ready, "data taken")
-        await ctx.tick()
-        ctx.set(dut.h2d_data.valid, 0)
-        await wait_for(ctx, dut.d2h_req.valid, "the waiting load's D2H Req after the CQID was freed")
+        await _complete_load(ctx, dut, cqids[1])
+        await _wait_for(ctx, dut.d2h_req.valid, "the waiting load's D2H Req after the CQID was freed")
         assert ctx.get(dut.d2h_req.p.addr) == 0x46
 
     sim = Simulator(dut)
