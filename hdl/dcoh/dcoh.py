@@ -311,7 +311,7 @@ class DCOH(wiring.Component):
         # (the model's ``CpuOp.why`` and ``Device.woken``; docs/dcoh.md, "Waking the waiting accesses").
         # A failed try records its reasons, one bit each: a CQID, a work entry, or ``loc``, its line or a
         # way of its line's set.  ``loc`` is woken by any event that frees a line of that set, a superset
-        # of the model's keys (six-bit set compares instead of line compares; an access woken for
+        # of the model's keys (set-index compares instead of line compares; an access woken for
         # nothing fails its try again, without side effects, which the model's ``verify_wake`` checks).
         # A new access is woken; a rescan's first round tries only the woken accesses (``scan_all``
         # clear), the rounds after an issue try every one.
@@ -683,7 +683,7 @@ class DCOH(wiring.Component):
         k_state, k_maybe_m = line_state(1, k_entry.sf, 0, 0)
         _, _, k_nxt, _ = snoop_table(k_state, k_entry.snp_op)
         early_cmd_taken = Signal()      # the dispatch's command was taken: the work goes to ANSWER_RSP
-        cmd_free_here = Signal()        # the dispatching state offers no command of its own
+        cmd_free_here = Signal()        # the dispatching state neither offers a command nor takes an answer
         # The cycle that ends the command of the copies (ANSWER_RSP as the caches answer, or ANSWER when
         # there is nothing to command) settles the line's state (E -> M if a copy was dirty) and registers
         # the snoop table's verdict on it, which ANSWER_SEND / ANSWER_DATA use (their SF and tracker
@@ -1557,6 +1557,8 @@ class DCOH(wiring.Component):
             m.d.sync += [ops[k_in].req.kind.eq(self.cpu_req.p.kind), ops[k_in].req.line.eq(self.cpu_req.p.line),
                          ops[k_in].req.variant.eq(self.cpu_req.p.variant)]
         # IDLE's dispatch (idle_dispatch), driven here for every state that runs it, and chain_work's.
+        # (ANSWER_RSP is not among the states that leave ``cmd`` free: its cycle takes the answer to the
+        # last command, and the caches take a command only after the cycle its predecessor's answer went)
         m.d.comb += cmd_free_here.eq(Cat(engine.ongoing(st) for st in (
             "IDLE", "SNP_SLOW", "ANSWER_SEND", "ANSWER_DATA")).any())
         # These assignments come after the FSM, so they take precedence over a state's own in the same
@@ -1614,8 +1616,9 @@ class DCOH(wiring.Component):
                 m.d.sync += [r.line.eq(w_next.line), r.hit.eq(1), r.hit_way.eq(w_next.way), r.entry.eq(w_next.sf),
                              r_th.eq(0), r_wh.eq(1), r_w.eq(work_ready_idx), q_done.eq(0)]
                 # ... and W_GO's command of the copies, offered in the dispatch's own cycle when the
-                # dispatching state leaves the cmd port free (these states never drive it); the work
-                # then goes straight to ANSWER_RSP if the caches take it (else W_GO offers it again)
+                # dispatching state neither drives the cmd port nor takes an answer from the caches
+                # (they answer one command at a time); the work then goes straight to ANSWER_RSP if
+                # the caches take it (else W_GO offers it again)
                 with m.If(cmd_free_here & (w_next.sf.presence != 0)):
                     command_copies(k_nxt, w_next.line, w_next.sf.presence)
                     m.d.comb += early_cmd_taken.eq(self.cmd.ready)
