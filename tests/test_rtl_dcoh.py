@@ -55,7 +55,7 @@ def test_rtl_matches_model_on_random_streams(seed):
 
 def test_cosim_detects_a_broken_rtl(monkeypatch):
     """The co-simulation can fail: an RTL that answers SnpData with a downgrade left out is caught."""
-    import hdl.dcoh.dcoh as rtl
+    import hdl.dcoh.engine_tables as rtl          # where the RTL reads the snoop table
     from cxl.coherence import DevState as D
     broken = dict(rtl.SNOOP_TABLE)
     broken[(D.E, H2DReqOpcode.SnpData)] = (D2HRspOpcode.RspSHitSE, D.E, 0)   # keeps E: breaks SWMR
@@ -663,7 +663,7 @@ def test_go_and_snoop_offered_in_one_cycle_take_the_go_first(data_first):
 
 @pytest.mark.parametrize("go", [1, 2], ids=["GO-S", "GO-E"])
 def test_data_behind_its_go_is_taken_in_the_gos_last_cycle(go):
-    """Chained dispatch (hdl/dcoh/dcoh.py, ``chain``): a load's GO and its Data offered in the same cycle.
+    """Chained dispatch (hdl/dcoh/dispatch.py, ``chain``): a load's GO and its Data offered in the same cycle.
     The GO is taken first and moves the request without completing it; the Data is taken in the GO's
     last cycle, one cycle after the GO (no IDLE cycle between them), judged on the state the GO writes at
     that cycle's edge (forwarded): the fill installs what the GO granted (S or E) with the host's line,

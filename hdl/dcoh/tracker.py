@@ -1,7 +1,7 @@
 """The DCOH's request tracker: one entry per CQID, in flip-flops, written only through three ports.
 
 The entries stay in registers, not in a RAM: the engine compares every entry's line with a lookup's
-(the tracker's CAM, ``tcam`` in hdl/dcoh/dcoh.py) and every entry's snoop-filter way with the looked-up
+(the tracker's CAM, ``tcam`` in hdl/dcoh/datapath.py) and every entry's snoop-filter way with the looked-up
 set's (the busy mask). What keeps them small is how they are written. Each write goes through a port,
 an index and the fields it writes, so an entry has one enable per port in front of its registers and
 the engine chooses what to write once, on the port. (Written entry by entry from each FSM state, the

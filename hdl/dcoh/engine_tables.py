@@ -1,0 +1,117 @@
+"""The DCOH's table lookups, generated at elaboration from the model's tables (:mod:`cxl.coherence`).
+
+The snoop table (``SNOOP_TABLE``: the response, next state and data of each device state and snoop), the
+response table (``RESPONSE_TABLE``: the next state of a request for each host response), the internal
+copies' permission in a device state (``INTERNAL_PERMISSION``), the stable states, the state a snoop finds
+a line in (from the snoop filter's entry and the tracker), and the snoops an S line answers without
+change.  Each turns a table into a ``Switch`` (or a compare) over the state and event codes of
+:mod:`hdl.dcoh.encodings`, so the RTL cannot disagree with the model's tables.  The functions that build
+a ``Switch`` take the module ``m``.
+"""
+
+from amaranth.hdl import Cat, Signal
+
+from cxl.messages import D2HRspOpcode as Rsp, H2DReqOpcode as Snp
+from cxl.coherence import (DevState as D, Perm, STALL, GRANTED, INTERNAL_PERMISSION, RESPONSE_TABLE,
+                           SNOOP_TABLE)
+
+from .encodings import EVENT_CODE, STATE_BITS, STATE_CODE
+from .snoop_filter import SFState
+
+__all__ = ["snoop_table", "perm_rw", "perm_none", "response_table", "is_stable", "line_state", "keeps_s"]
+
+
+def snoop_table(m, state, op):
+    """(stall, rsp, next state, data) for a device state code and a snoop opcode."""
+    stall, rsp, nxt, dat = Signal(), Signal(Rsp, init=Rsp.RspIHitI), Signal(STATE_BITS), Signal()
+    with m.Switch(state):
+        for s, code in STATE_CODE.items():
+            with m.Case(code):
+                with m.Switch(op):
+                    for o in Snp:
+                        if (s, o) not in SNOOP_TABLE:
+                            continue
+                        r_, n_, d_ = SNOOP_TABLE[(s, o)]
+                        with m.Case(o):
+                            if r_ is STALL:
+                                m.d.comb += [stall.eq(1), nxt.eq(STATE_CODE[n_])]
+                            else:
+                                m.d.comb += [rsp.eq(r_), nxt.eq(STATE_CODE[n_]), dat.eq(d_)]
+    return stall, rsp, nxt, dat
+
+
+def perm_rw(state):
+    """The device state allows internal copies write permission."""
+    rw = [STATE_CODE[s] for s in D if INTERNAL_PERMISSION.get(s, Perm.NONE) is Perm.READWRITE]
+    return Cat(state == c for c in rw).any()
+
+
+def perm_none(state):
+    """The device state leaves internal copies no permission (cxl.coherence.INTERNAL_PERMISSION)."""
+    none = [STATE_CODE[s] for s in D if INTERNAL_PERMISSION.get(s, Perm.NONE) is Perm.NONE]
+    return Cat(state == c for c in none).any()
+
+
+def response_table(m, state, event):
+    """(legal, next state code or GRANTED, granted, send data, bogus)."""
+    legal, nxt, granted, send, bogus = Signal(), Signal(STATE_BITS), Signal(), Signal(), Signal()
+    with m.Switch(state):
+        for s, code in STATE_CODE.items():
+            evs = [(e, v) for (s2, e), v in RESPONSE_TABLE.items() if s2 is s]
+            if not evs:
+                continue
+            with m.Case(code):
+                with m.Switch(event):
+                    for e, (n_, action) in evs:
+                        with m.Case(EVENT_CODE[e]):
+                            m.d.comb += legal.eq(1)
+                            if n_ == GRANTED:
+                                m.d.comb += granted.eq(1)
+                            else:
+                                m.d.comb += nxt.eq(STATE_CODE[n_])
+                            m.d.comb += [send.eq(action is not None), bogus.eq(action == "send_bogus")]
+    return legal, nxt, granted, send, bogus
+
+
+_STABLE_CODES = [STATE_CODE[s] for s in (D.I, D.S, D.E, D.M)]
+
+
+def is_stable(code):
+    """The device state code is a stable one (I, S, E, M): a request that reaches it is complete."""
+    return Cat(code == c for c in _STABLE_CODES).any()
+
+
+def line_state(m, hit, entry, th, t_state):
+    """(state code, maybe M) of a line: the tracker's state if a request is on it (``th``), else from its
+    snoop-filter entry (E may be M: the DCOH cannot see a silent upgrade), else I."""
+    st = Signal(STATE_BITS)
+    maybe_m = Signal()
+    with m.If(th):
+        m.d.comb += st.eq(t_state)
+    with m.Elif(hit & (entry.state != SFState.PLACEHOLDER)):
+        with m.If(entry.dirty):
+            m.d.comb += st.eq(STATE_CODE[D.M])
+        with m.Elif(entry.state == SFState.E):
+            m.d.comb += [st.eq(STATE_CODE[D.E]), maybe_m.eq(1)]
+        with m.Else():
+            m.d.comb += st.eq(STATE_CODE[D.S])
+    with m.Else():
+        m.d.comb += st.eq(STATE_CODE[D.I])
+    return st, maybe_m
+
+
+# the snoops an S line answers without a probe or a change (the snoop table's (S, op) rows that
+# keep S, send no data and leave the copies their read permission): SNP_RES streams them
+
+
+def keeps_s(m, opcode):
+    """(keeps, response): the snoop ``opcode`` leaves an S line as it is, and what it answers."""
+    keeps, keep_rsp = Signal(), Signal(Rsp, init=Rsp.RspSHitSE)
+    with m.Switch(opcode):
+        for o in Snp:
+            rsp_, nxt_, data_ = SNOOP_TABLE[(D.S, o)]
+            if rsp_ is not STALL and nxt_ is D.S and not data_ and \
+                    INTERNAL_PERMISSION.get(D.S, Perm.NONE) is not Perm.NONE:
+                with m.Case(o):
+                    m.d.comb += [keeps.eq(1), keep_rsp.eq(rsp_)]
+    return keeps, keep_rsp
