@@ -28,12 +28,13 @@ from .work_table import WorkTable, work_entry
 from .qos import CreditCounter, PriorityArbiter
 from .snoop_filter import SFEntry
 
-__all__ = ["build_datapath"]
+__all__ = ["build_blocks", "build_waiting_accesses", "build_lookup_helpers", "build_sf_ports", "build_d2h",
+           "build_probe_path", "build_registers", "build_write_helpers"]
 
 
-def build_datapath(self, ctx):
-    """Instantiate the DCOH's sub-blocks and the registers and ports the engine drives."""
-
+def build_blocks(self, ctx):
+    """The module, the sub-blocks (snoop filter, coalescer, CQIDs, DevLoad, arbiter, credit counters,
+    per-class CQID FIFOs), the tracker with its line buffer, and the work table."""
     m = Module()
     K, T, W = self.caches, self.tracker, self.work
     AW = self.addr_width
@@ -69,6 +70,17 @@ def build_datapath(self, ctx):
     m.submodules.work_table = work_table = WorkTable(W, work_entry(AW, way_bits, SFEntry(K)))
     wk = work_table.entries
 
+    ctx.AW, ctx.K, ctx.T, ctx.W, ctx.arb, ctx.buf_r, ctx.buf_w = AW, K, T, W, arb, buf_r, buf_w
+    ctx.class_fifos, ctx.coal, ctx.cqids, ctx.crd, ctx.crq, ctx.crs = class_fifos, coal, cqids, crd, crq, crs
+    ctx.m, ctx.set_bits, ctx.sf, ctx.tracker, ctx.trk, ctx.wk = m, set_bits, sf, tracker, trk, wk
+    ctx.work_table = work_table
+
+
+def build_waiting_accesses(self, ctx):
+    """The waiting CPU accesses (one slot per cache, a queue of cache indices), their store data, and
+    the wake-up rule's reason and ``woken`` bits."""
+    AW, K, m = ctx.AW, ctx.K, ctx.m
+
     # ---- waiting CPU accesses: one per cache, a queue of cache indices in arrival order --------
     # The line a store or an uncached write brings waits apart, in a memory indexed by cache
     # (``store_data``), not beside the access in flip-flops: the rescan reads it by index into the
@@ -100,6 +112,15 @@ def build_datapath(self, ctx):
     scan_all = Signal()
     self.woken = woken                                           # tests read it
 
+    ctx.ops, ctx.q_len, ctx.queue, ctx.scan_all, ctx.sd_r, ctx.sd_w = ops, q_len, queue, scan_all, sd_r, sd_w
+    ctx.why_cqid, ctx.why_loc, ctx.why_work, ctx.woken = why_cqid, why_loc, why_work, woken
+
+
+def build_lookup_helpers(self, ctx):
+    """The tracker index of a CQID, the tracker's and the work table's line compares, a priority
+    encoder, and the free work entries."""
+    T, W, m, trk, wk = ctx.T, ctx.W, ctx.m, ctx.trk, ctx.wk
+
     tbits = (T - 1).bit_length()
 
     def t_idx(cqid):
@@ -121,22 +142,19 @@ def build_datapath(self, ctx):
                 m.d.comb += idx.eq(i)
         return idx
 
-    def hit_entry(th):
-        """Latch the tracker hit of a lookup result: whether there is one, the index of the first hit
-        entry, and its state -- selected with the one-hot of the first hit (a prefix OR, then an
-        AND-OR), not through the index, so the state is registered in the lookup's result cycle and
-        the snoop path after it starts from a flop.  (It cannot go stale: no tracker entry is written
-        between a result cycle and the states that read the latched state, SNP_SLOW -- also when it
-        is re-entered after a query of the copies -- and W_GO.)"""
-        hits = Signal(T, name="hit_entries")      # a signal: each use of a Cat of comparisons re-emits them
-        m.d.comb += hits.eq(th)
-        first_oh = Cat(hits[i] & ~hits[:i].any() if i else hits[0] for i in range(T))
-        state = Signal(STATE_BITS, name="hit_state")
-        m.d.comb += state.eq(functools.reduce(operator.or_, (Mux(first_oh[i], trk[i].state, 0) for i in range(T))))
-        return [r_th.eq(hits.any()), r_t.eq(first(hits, T)), r_tstate.eq(state)]
+
 
     w_free = Cat(~wk[i].valid for i in range(W))
     w_free_idx = first(w_free, W)
+
+    ctx.first, ctx.t_idx, ctx.tcam, ctx.w_free, ctx.w_free_idx = first, t_idx, tcam, w_free, w_free_idx
+    ctx.wcam = wcam
+
+
+def build_sf_ports(self, ctx):
+    """The snoop filter's lookup port (with the busy mask of the looked-up set's ways) and its update
+    helper."""
+    AW, T, W, m, set_bits, sf, trk, wk = ctx.AW, ctx.T, ctx.W, ctx.m, ctx.set_bits, ctx.sf, ctx.trk, ctx.wk
 
     # ---- snoop-filter lookup port; the busy mask over the ways of the looked-up line's set -------
     # is read by the snoop filter in the result's cycle (``busy_at_result``), worked out from the
@@ -172,6 +190,16 @@ def build_datapath(self, ctx):
         if state is not None:
             m.d.comb += [upd.p.entry.state.eq(state), upd.p.entry.dirty.eq(dirty),
                          upd.p.entry.presence.eq(presence)]
+
+    ctx.cur_t, ctx.look_line, ctx.look_valid, ctx.res = cur_t, look_line, look_valid, res
+    ctx.sf_update = sf_update
+
+
+def build_d2h(self, ctx):
+    """The D2H request transmit (per-class CQID FIFOs, the arbiter, the credit counter) and the D2H
+    response and data outputs the engine drives."""
+    arb, class_fifos, crd, crq, crs, m = ctx.arb, ctx.class_fifos, ctx.crd, ctx.crq, ctx.crs, ctx.m
+    t_idx, trk = ctx.t_idx, ctx.trk
 
     # ---- D2H request transmit: per-class FIFOs of CQIDs, the arbiter, the credit counter ---------
     push_cqid = Signal(ID_WIDTH)
@@ -218,6 +246,17 @@ def build_datapath(self, ctx):
     data_sent = self.d2h_data.valid & self.d2h_data.ready
     m.d.comb += [crs.take.eq(rsp_port_sent), crd.take.eq(data_sent)]
 
+    ctx.data_sent, ctx.data_valid, ctx.push, ctx.push_class = data_sent, data_valid, push, push_class
+    ctx.push_cqid, ctx.rsp_can, ctx.rsp_port_sent, ctx.rsp_sent = push_cqid, rsp_can, rsp_port_sent, rsp_sent
+    ctx.rsp_valid, ctx.side_rsp, ctx.side_rsp_op = rsp_valid, side_rsp, side_rsp_op
+    ctx.side_rsp_uqid = side_rsp_uqid
+
+
+def build_probe_path(self, ctx):
+    """The probes: the coalescer's messages to the caches (taking one readies the work it covers), and
+    the queue in front of the coalescer."""
+    AW, K, W, coal, m, wk, work_table = ctx.AW, ctx.K, ctx.W, ctx.coal, ctx.m, ctx.wk, ctx.work_table
+
     # ---- probes: the coalescer's merged messages go to the caches; taking one readies the work --
     m.d.comb += [self.probe.valid.eq(coal.messages.valid), self.probe.p.eq(coal.messages.p),
                  coal.messages.ready.eq(self.probe.ready)]
@@ -254,6 +293,15 @@ def build_datapath(self, ctx):
         probe_q.w_en.eq(coal_push & (probe_q.r_rdy | ~coal.probes.ready)),
     ]
     m.d.sync += Assert(~probe_q.w_en | probe_q.w_rdy, "probe queue overflow: a probe without a work entry")
+
+    ctx.bi_caches, ctx.bi_line, ctx.coal_caches, ctx.coal_line = bi_caches, bi_line, coal_caches, coal_line
+    ctx.coal_push = coal_push
+
+
+def build_registers(self, ctx):
+    """The engine's registers: the snoop and its latched lookup, the H2D Rsp and Data, the rescan's, the
+    line register, the answer context; ``count_error``, ``hit_entry``."""
+    K, T, W, first, m, res, trk = ctx.K, ctx.T, ctx.W, ctx.first, ctx.m, ctx.res, ctx.trk
 
     # ---- engine registers ---------------------------------------------------------------------
     snp = Signal(channel_shape(Channel.H2D_REQ))       # the snoop being looked up (SNP_RES)
@@ -301,6 +349,39 @@ def build_datapath(self, ctx):
         m.d.sync += [errors.eq(errors + 1), self.last_error.eq(kind)]
 
 
+    def hit_entry(th):
+        """Latch the tracker hit of a lookup result: whether there is one, the index of the first hit
+        entry, and its state -- selected with the one-hot of the first hit (a prefix OR, then an
+        AND-OR), not through the index, so the state is registered in the lookup's result cycle and
+        the snoop path after it starts from a flop.  (It cannot go stale: no tracker entry is written
+        between a result cycle and the states that read the latched state, SNP_SLOW -- also when it
+        is re-entered after a query of the copies -- and W_GO.)"""
+        hits = Signal(T, name="hit_entries")      # a signal: each use of a Cat of comparisons re-emits them
+        m.d.comb += hits.eq(th)
+        first_oh = Cat(hits[i] & ~hits[:i].any() if i else hits[0] for i in range(T))
+        state = Signal(STATE_BITS, name="hit_state")
+        m.d.comb += state.eq(functools.reduce(operator.or_, (Mux(first_oh[i], trk[i].state, 0) for i in range(T))))
+        return [r_th.eq(hits.any()), r_t.eq(first(hits, T)), r_tstate.eq(state)]
+
+    rsp_in, data_in_ = self.h2d_rsp.p, self.h2d_data.p
+
+    ctx.a_fromwork, ctx.a_maybe_m, ctx.a_op, ctx.a_probed = a_fromwork, a_maybe_m, a_op, a_probed
+    ctx.a_state, ctx.a_uqid, ctx.bogus, ctx.cmd_data = a_state, a_uqid, bogus, cmd_data
+    ctx.cmd_dirty, ctx.count_error, ctx.cur_w, ctx.data_in_ = cmd_dirty, count_error, cur_w, data_in_
+    ctx.dv_cqid, ctx.ev, ctx.hit_entry, ctx.in_work, ctx.progress = dv_cqid, ev, hit_entry, in_work, progress
+    ctx.r, ctx.r_t, ctx.r_th, ctx.r_tstate, ctx.r_w, ctx.r_wh = r, r_t, r_th, r_tstate, r_w, r_wh
+    ctx.replay, ctx.replay_go, ctx.reply_state, ctx.rescan = replay, replay_go, reply_state, rescan
+    ctx.rsp_in, ctx.scan_i, ctx.second_held, ctx.slow_snp = rsp_in, scan_i, second_held, slow_snp
+    ctx.snp = snp
+
+
+def build_write_helpers(self, ctx):
+    """The helpers through which the engine's states write the tracker and the work table, start a
+    D2H request, and wait for the caches' answer to a command; the line register's outputs."""
+    buf_w, cmd_data, cmd_dirty, cur_w, m = ctx.buf_w, ctx.cmd_data, ctx.cmd_dirty, ctx.cur_w, ctx.m
+    push, push_class, push_cqid, t_idx = ctx.push, ctx.push_class, ctx.push_cqid, ctx.t_idx
+    tracker, w_free_idx, work_table = ctx.tracker, ctx.w_free_idx, ctx.work_table
+
     # ---- the tables' write ports, driven by the FSM below (hdl/dcoh/tracker.py, work_table.py) --------
     def set_state(idx, state):
         m.d.comb += [tracker.set.valid.eq(1), tracker.set.idx.eq(idx), tracker.set.state.eq(state)]
@@ -332,8 +413,6 @@ def build_datapath(self, ctx):
                     m.d.comb += push_class.eq(c)
 
 
-    rsp_in, data_in_ = self.h2d_rsp.p, self.h2d_data.p
-
     def await_cmd_rsp(name, then, latch=()):
         """FSM state ``name``: wait for the caches' answer to a ``cmd``, latch it, go to ``then``."""
         with m.State(name):
@@ -345,23 +424,5 @@ def build_datapath(self, ctx):
     latch_line = [cmd_dirty.eq(self.cmd_rsp.p.dirty), cmd_data.eq(self.cmd_rsp.p.data)]
     m.d.comb += [buf_w.data.eq(cmd_data), self.d2h_data.p.data.eq(cmd_data), self.cpu_rsp.p.data.eq(cmd_data)]
 
-    ctx.AW, ctx.K, ctx.T, ctx.W, ctx.a_fromwork, ctx.a_maybe_m = AW, K, T, W, a_fromwork, a_maybe_m
-    ctx.a_op, ctx.a_probed, ctx.a_state, ctx.a_uqid = a_op, a_probed, a_state, a_uqid
-    ctx.await_cmd_rsp, ctx.bi_caches, ctx.bi_line, ctx.bogus = await_cmd_rsp, bi_caches, bi_line, bogus
-    ctx.buf_r, ctx.buf_w, ctx.class_fifos, ctx.cmd_data = buf_r, buf_w, class_fifos, cmd_data
-    ctx.cmd_dirty, ctx.coal_caches, ctx.coal_line = cmd_dirty, coal_caches, coal_line
-    ctx.coal_push, ctx.count_error, ctx.cqids, ctx.cur_t = coal_push, count_error, cqids, cur_t
-    ctx.cur_w, ctx.data_in_, ctx.data_sent, ctx.data_valid = cur_w, data_in_, data_sent, data_valid
-    ctx.dv_cqid, ctx.ev, ctx.first, ctx.hit_entry, ctx.in_work = dv_cqid, ev, first, hit_entry, in_work
-    ctx.latch_line, ctx.look_line, ctx.look_valid, ctx.m = latch_line, look_line, look_valid, m
-    ctx.new_txn, ctx.new_work, ctx.ops, ctx.progress, ctx.q_len = new_txn, new_work, ops, progress, q_len
-    ctx.queue, ctx.r, ctx.r_t, ctx.r_th, ctx.r_tstate, ctx.r_w = queue, r, r_t, r_th, r_tstate, r_w
-    ctx.r_wh, ctx.replay, ctx.replay_go, ctx.reply_state, ctx.res = r_wh, replay, replay_go, reply_state, res
-    ctx.rescan, ctx.rsp_can, ctx.rsp_in, ctx.rsp_port_sent = rescan, rsp_can, rsp_in, rsp_port_sent
-    ctx.rsp_sent, ctx.rsp_valid, ctx.scan_all, ctx.scan_i = rsp_sent, rsp_valid, scan_all, scan_i
-    ctx.sd_r, ctx.sd_w, ctx.second_held, ctx.set_bits = sd_r, sd_w, second_held, set_bits
-    ctx.set_state, ctx.sf, ctx.sf_update, ctx.side_rsp = set_state, sf, sf_update, side_rsp
-    ctx.side_rsp_op, ctx.side_rsp_uqid, ctx.slow_snp, ctx.snp = side_rsp_op, side_rsp_uqid, slow_snp, snp
-    ctx.t_idx, ctx.tcam, ctx.tracker, ctx.trk, ctx.w_free, ctx.wcam = t_idx, tcam, tracker, trk, w_free, wcam
-    ctx.wcur, ctx.why_cqid, ctx.why_loc, ctx.why_work, ctx.wk = wcur, why_cqid, why_loc, why_work, wk
-    ctx.woken, ctx.work_table = woken, work_table
+    ctx.await_cmd_rsp, ctx.latch_line, ctx.new_txn = await_cmd_rsp, latch_line, new_txn
+    ctx.new_work, ctx.set_state, ctx.wcur = new_work, set_state, wcur

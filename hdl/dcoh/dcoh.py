@@ -86,13 +86,14 @@ from amaranth.utils import exact_log2
 from hdl.link.ports import channel_shape
 from cxl.messages import ADDR_WIDTH, MAX_IDS, Channel
 
-from .encodings import (CacheCmd, CacheCmdRsp, CacheState, CmdOp, CpuKind, CpuReq, CpuRsp, Dispatch, ErrorKind,
-                        STATE_CODE)
+from .encodings import (CacheCmd, CacheCmdRsp, CacheState, CmdOp, CpuKind, CpuReq, CpuRsp, Dispatch,
+                        ErrorKind, STATE_CODE)
 from .coalescer import InvalidationCoalescer, Message
 from .cqid import CQIDAllocator
 from .qos import DevLoad
 from .snoop_filter import SnoopFilter
-from .datapath import build_datapath
+from .datapath import (build_blocks, build_d2h, build_lookup_helpers, build_probe_path, build_registers,
+                       build_sf_ports, build_waiting_accesses, build_write_helpers)
 from .dispatch import build_dispatch_helpers, build_dispatch_strobes, build_idle_state
 from .rescan import build_rescan_helpers, build_rescan_states, build_wake_rule
 from .snoop_path import build_snoop_states, build_snoop_verdicts
@@ -186,7 +187,14 @@ class DCOH(wiring.Component):
         # later takes precedence: the dispatch strobes below the FSM over a state's own).  ``ctx``
         # carries the signals and helpers each builder makes to the builders after it.
         ctx = SimpleNamespace()
-        build_datapath(self, ctx)              # sub-blocks, ports, registers, table write helpers
+        build_blocks(self, ctx)                # the sub-blocks, the tracker, the work table
+        build_waiting_accesses(self, ctx)      # one slot per cache, the queue, the wake-up bits
+        build_lookup_helpers(self, ctx)        # CQID -> tracker index, the line compares
+        build_sf_ports(self, ctx)              # the snoop filter's lookup and update ports
+        build_d2h(self, ctx)                   # the D2H request transmit, response and data outputs
+        build_probe_path(self, ctx)            # probes to the coalescer and the caches
+        build_registers(self, ctx)             # the engine's registers
+        build_write_helpers(self, ctx)         # the tables' write ports, a command's answer
         build_dispatch_helpers(self, ctx)      # the dispatch decision, the end of an event
         build_rescan_helpers(self, ctx)        # the access being tried, SCAN's choice
         build_snoop_verdicts(self, ctx)        # the snoop table on the latched lookup

@@ -14,8 +14,8 @@ from cxl.messages import ADDR_WIDTH, D2HReqOpcode as Req
 from cxl.coherence import DevState as D, MESI
 from cxl.device import ACCESS_KINDS
 
-__all__ = ["CpuKind", "CacheState", "CmdOp", "Dispatch", "ErrorKind", "CpuReq", "CpuRsp", "CacheCmd", "CacheCmdRsp",
-           "STATE_CODE", "STATE_BITS", "UNCACHED", "EVENTS", "EVENT_CODE"]
+__all__ = ["CpuKind", "CacheState", "CmdOp", "Dispatch", "ErrorKind", "CpuReq", "CpuRsp", "CacheCmd",
+           "CacheCmdRsp", "STATE_CODE", "STATE_BITS", "UNCACHED", "EVENTS", "EVENT_CODE"]
 
 
 class CpuKind(enum.Enum, shape=3):
