@@ -95,8 +95,8 @@ from .snoop_filter import SnoopFilter
 from .datapath import (build_blocks, build_d2h, build_lookup_helpers, build_probe_path, build_registers,
                        build_sf_ports, build_waiting_accesses, build_write_helpers)
 from .dispatch import build_dispatch_helpers, build_dispatch_strobes, build_idle_state
-from .rescan import build_rescan_helpers, build_rescan_states, build_wake_rule
-from .snoop_path import build_snoop_states, build_snoop_verdicts
+from .rescan import build_access_states, build_rescan_helpers, build_rescan_states, build_wake_rule
+from .snoop_path import build_answer_states, build_snoop_states, build_snoop_verdicts, build_work_states
 from .host_responses import build_completion, build_response_states, build_response_verdicts
 from .side_path import build_side_path
 
@@ -204,9 +204,12 @@ class DCOH(wiring.Component):
         with m.FSM(name="engine") as engine:
             ctx.engine = engine
             build_idle_state(self, ctx)
-            build_snoop_states(self, ctx)      # snoops, their answer, the work of a probed line
+            build_snoop_states(self, ctx)      # snoops: the fast path, the slow path, the query
+            build_answer_states(self, ctx)     # a snoop's answer
+            build_work_states(self, ctx)       # the work of a probed line
             build_response_states(self, ctx)   # H2D Rsp / Data, completion
-            build_rescan_states(self, ctx)     # the rescan of the waiting accesses
+            build_rescan_states(self, ctx)     # the rescan: SCAN, S_RES, S_TRY
+            build_access_states(self, ctx)     # what S_TRY decided for the access
         build_dispatch_strobes(self, ctx)      # what a dispatch takes and loads; the reports
         build_wake_rule(self, ctx)             # what frees a waiting access
         build_side_path(self, ctx)             # snoops answered while the engine waits; ``idle``

@@ -20,7 +20,7 @@ from cxl.coherence import DevState as D, REQUEST_START
 from .encodings import CacheState, CmdOp, CpuKind, STATE_BITS, STATE_CODE, UNCACHED
 from .snoop_filter import SFState, SFOp, AllocKind
 
-__all__ = ["build_rescan_helpers", "build_rescan_states", "build_wake_rule"]
+__all__ = ["build_rescan_helpers", "build_rescan_states", "build_access_states", "build_wake_rule"]
 
 
 def build_rescan_helpers(self, ctx):
@@ -87,19 +87,19 @@ def build_rescan_helpers(self, ctx):
 
 
 def build_rescan_states(self, ctx):
-    """The rescan's states: SCAN, S_RES, S_TRY and the states that carry out its decision."""
-    K, await_cmd_rsp, bi_caches, bi_line = ctx.K, ctx.await_cmd_rsp, ctx.bi_caches, ctx.bi_line
-    buf_w, chain, cmd_data, cmd_dirty = ctx.buf_w, ctx.chain, ctx.cmd_data, ctx.cmd_dirty
-    coal_push, cqids, cur, cur_k, cur_op = ctx.coal_push, ctx.cqids, ctx.cur, ctx.cur_k, ctx.cur_op
-    dequeue, hit_entry, latch_line, look_line = ctx.dequeue, ctx.hit_entry, ctx.latch_line, ctx.look_line
-    look_valid, m, new_txn, new_work, ops = ctx.look_valid, ctx.m, ctx.new_txn, ctx.new_work, ctx.ops
-    pick, pick_k, progress, q_len, queue, r = ctx.pick, ctx.pick_k, ctx.progress, ctx.q_len, ctx.queue, ctx.r
-    r_th, r_wh, reply_state, res = ctx.r_th, ctx.r_wh, ctx.reply_state, ctx.res
-    res_alloc_free, scan_all, scan_at = ctx.res_alloc_free, ctx.scan_all, ctx.scan_at
-    scan_found, scan_i, scan_on, scan_report = ctx.scan_found, ctx.scan_i, ctx.scan_on, ctx.scan_report
-    sd_r, sf, sf_update, take_copy, tcam = ctx.sd_r, ctx.sf, ctx.sf_update, ctx.take_copy, ctx.tcam
-    try_cqid, try_loc, try_wait, try_work = ctx.try_cqid, ctx.try_loc, ctx.try_wait, ctx.try_work
-    victim_busy, w_free, wcam = ctx.victim_busy, ctx.w_free, ctx.wcam
+    """The rescan's states: SCAN takes up the next access, S_RES latches it and its lookup, S_TRY
+    decides it."""
+    K, bi_caches, bi_line, buf_w, chain = ctx.K, ctx.bi_caches, ctx.bi_line, ctx.buf_w, ctx.chain
+    cmd_data, cqids, cur, cur_k, cur_op = ctx.cmd_data, ctx.cqids, ctx.cur, ctx.cur_k, ctx.cur_op
+    dequeue, hit_entry, look_line, look_valid = ctx.dequeue, ctx.hit_entry, ctx.look_line, ctx.look_valid
+    m, new_txn, new_work, ops, pick, pick_k = ctx.m, ctx.new_txn, ctx.new_work, ctx.ops, ctx.pick, ctx.pick_k
+    progress, q_len, queue, r, r_th, r_wh = ctx.progress, ctx.q_len, ctx.queue, ctx.r, ctx.r_th, ctx.r_wh
+    reply_state, res, res_alloc_free, scan_all = ctx.reply_state, ctx.res, ctx.res_alloc_free, ctx.scan_all
+    scan_at, scan_found, scan_i, scan_on = ctx.scan_at, ctx.scan_found, ctx.scan_i, ctx.scan_on
+    scan_report, sd_r, sf, sf_update = ctx.scan_report, ctx.sd_r, ctx.sf, ctx.sf_update
+    take_copy, tcam, try_cqid, try_loc = ctx.take_copy, ctx.tcam, ctx.try_cqid, ctx.try_loc
+    try_wait, try_work, victim_busy, w_free = ctx.try_wait, ctx.try_work, ctx.victim_busy, ctx.w_free
+    wcam = ctx.wcam
 
     # ---------------------------------------------------------------- rescan of waiting accesses
     with m.State("SCAN"):
@@ -233,6 +233,17 @@ def build_rescan_states(self, ctx):
                     with m.If(kind == CpuKind[name.upper()]):
                         txn(code, REQUEST_START[(code, D.I)])
                 issued()
+
+
+def build_access_states(self, ctx):
+    """The states that carry out S_TRY's decision: an eviction's copy taken from its cache, a
+    back-invalidation's probe, an internal fill for a load or a store, the reply to the cache."""
+    K, await_cmd_rsp, buf_w, cmd_dirty = ctx.K, ctx.await_cmd_rsp, ctx.buf_w, ctx.cmd_dirty
+    coal_push, cqids, cur, cur_k, dequeue = ctx.coal_push, ctx.cqids, ctx.cur, ctx.cur_k, ctx.dequeue
+    latch_line, m, new_txn, ops, r = ctx.latch_line, ctx.m, ctx.new_txn, ctx.ops, ctx.r
+    reply_state, scan_i, scan_on, sf_update = ctx.reply_state, ctx.scan_i, ctx.scan_on, ctx.sf_update
+    take_copy = ctx.take_copy
+
 
     with m.State("S_EVICT"):                    # (the caches were not ready in S_TRY)
         take_copy()

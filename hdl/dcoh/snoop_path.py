@@ -20,7 +20,7 @@ from .encodings import CmdOp, Dispatch, ErrorKind, STATE_BITS, STATE_CODE
 from .engine_tables import keeps_s, line_state, perm_none, perm_rw, snoop_table
 from .snoop_filter import SFState, SFOp
 
-__all__ = ["build_snoop_verdicts", "build_snoop_states"]
+__all__ = ["build_snoop_verdicts", "build_snoop_states", "build_answer_states", "build_work_states"]
 
 
 def build_snoop_verdicts(self, ctx):
@@ -71,27 +71,21 @@ def build_snoop_verdicts(self, ctx):
 
 
 def build_snoop_states(self, ctx):
-    """The snoop states (SNP_RES .. SNP_QUERY), the answer (ANSWER .. ANSWER_DATA) and the work of a
-    probed line (W_LOOK .. EV_ISSUE)."""
-    K, W, a_data, a_fromwork, a_maybe_m = ctx.K, ctx.W, ctx.a_data, ctx.a_fromwork, ctx.a_maybe_m
-    a_nxt, a_op, a_probed, a_rsp, a_state = ctx.a_nxt, ctx.a_op, ctx.a_probed, ctx.a_rsp, ctx.a_state
-    a_uqid, await_cmd_rsp, buf_r, buf_w = ctx.a_uqid, ctx.await_cmd_rsp, ctx.buf_r, ctx.buf_w
-    cmd_data, cmd_dirty, coal_caches, coal_line = ctx.cmd_data, ctx.cmd_dirty, ctx.coal_caches, ctx.coal_line
-    coal_push, copies_rw, count_error, cqids = ctx.coal_push, ctx.copies_rw, ctx.count_error, ctx.cqids
-    cur_w, data_sent, data_valid, f_data = ctx.cur_w, ctx.data_sent, ctx.data_valid, ctx.f_data
-    f_nxt, f_rsp, f_state, first, hit_entry = ctx.f_nxt, ctx.f_rsp, ctx.f_state, ctx.first, ctx.hit_entry
-    latch_line, load_snp, look_line, look_valid = ctx.latch_line, ctx.load_snp, ctx.look_line, ctx.look_valid
-    m, new_txn, new_work, q_dirty, q_done = ctx.m, ctx.new_txn, ctx.new_work, ctx.q_dirty, ctx.q_done
-    q_excl, r, r_maybe_m, r_state, r_t = ctx.q_excl, ctx.r, ctx.r_maybe_m, ctx.r_state, ctx.r_t
-    r_th, r_w, r_wh, readies_work, replay = ctx.r_th, ctx.r_w, ctx.r_wh, ctx.readies_work, ctx.replay
-    replay_go, res, rescan, rescan_next = ctx.replay_go, ctx.res, ctx.rescan, ctx.rescan_next
+    """The snoop states: SNP_RES (the fast path, one snoop per cycle), SNP_SLOW (query, hold, probe or
+    answer) and the query of an E line's copies."""
+    K, W, a_fromwork, a_maybe_m, a_op = ctx.K, ctx.W, ctx.a_fromwork, ctx.a_maybe_m, ctx.a_op
+    a_probed, a_state, a_uqid, await_cmd_rsp = ctx.a_probed, ctx.a_state, ctx.a_uqid, ctx.await_cmd_rsp
+    coal_caches, coal_line, coal_push = ctx.coal_caches, ctx.coal_line, ctx.coal_push
+    copies_rw, count_error, first, hit_entry = ctx.copies_rw, ctx.count_error, ctx.first, ctx.hit_entry
+    load_snp, look_line, look_valid, m = ctx.load_snp, ctx.look_line, ctx.look_valid, ctx.m
+    new_work, q_dirty, q_done, q_excl, r = ctx.new_work, ctx.q_dirty, ctx.q_done, ctx.q_excl, ctx.r
+    r_maybe_m, r_state, r_th, r_w, r_wh = ctx.r_maybe_m, ctx.r_state, ctx.r_th, ctx.r_w, ctx.r_wh
+    replay, replay_go, res, rescan_next = ctx.replay, ctx.replay_go, ctx.res, ctx.rescan_next
     rsp_can, rsp_sent, rsp_valid, s_data = ctx.rsp_can, ctx.rsp_sent, ctx.rsp_valid, ctx.s_data
     s_keep_rsp, s_keeps, s_nxt, s_stall = ctx.s_keep_rsp, ctx.s_keeps, ctx.s_nxt, ctx.s_stall
-    second_held, set_state, settle_dirty, sf = ctx.second_held, ctx.set_state, ctx.settle_dirty, ctx.sf
-    sf_update, slow_snp, snp, snp_wake = ctx.sf_update, ctx.slow_snp, ctx.snp, ctx.snp_wake
-    stream_snoop, tcam, v_changed, v_data = ctx.stream_snoop, ctx.tcam, ctx.v_changed, ctx.v_data
-    v_none, v_nxt, v_rsp, w_free, w_nxt = ctx.v_none, ctx.v_nxt, ctx.v_rsp, ctx.w_free, ctx.w_nxt
-    wcam, wcur, wk, work_ready, work_table = ctx.wcam, ctx.wcur, ctx.wk, ctx.work_ready, ctx.work_table
+    second_held, sf, slow_snp, snp = ctx.second_held, ctx.sf, ctx.slow_snp, ctx.snp
+    stream_snoop, tcam, w_free, wcam, wk = ctx.stream_snoop, ctx.tcam, ctx.w_free, ctx.wcam, ctx.wk
+    work_ready, work_table = ctx.work_ready, ctx.work_table
 
     # ---------------------------------------------------------------- snoops
     with m.State("SNP_RES"):
@@ -183,6 +177,20 @@ def build_snoop_states(self, ctx):
     await_cmd_rsp("SNP_QUERY_RSP", "SNP_SLOW",
                   [q_done.eq(1), q_dirty.eq(self.cmd_rsp.p.dirty), q_excl.eq(self.cmd_rsp.p.excl)])
 
+
+def build_answer_states(self, ctx):
+    """The answer to a snoop (ANSWER .. ANSWER_DATA): command the copies, send the response and its
+    data, commit the line's new state (``apply_answer``)."""
+    a_data, a_fromwork, a_maybe_m, a_nxt = ctx.a_data, ctx.a_fromwork, ctx.a_maybe_m, ctx.a_nxt
+    a_probed, a_rsp, a_state, a_uqid, buf_r = ctx.a_probed, ctx.a_rsp, ctx.a_state, ctx.a_uqid, ctx.buf_r
+    cmd_data, cmd_dirty, cur_w, data_sent = ctx.cmd_data, ctx.cmd_dirty, ctx.cur_w, ctx.data_sent
+    data_valid, f_data, f_nxt, f_rsp, f_state = ctx.data_valid, ctx.f_data, ctx.f_nxt, ctx.f_rsp, ctx.f_state
+    latch_line, m, r, r_t, r_th = ctx.latch_line, ctx.m, ctx.r, ctx.r_t, ctx.r_th
+    readies_work, replay_go, rescan_next = ctx.readies_work, ctx.replay_go, ctx.rescan_next
+    rsp_can, rsp_valid, set_state, settle_dirty = ctx.rsp_can, ctx.rsp_valid, ctx.set_state, ctx.settle_dirty
+    sf_update, snp_wake, v_changed, v_data = ctx.sf_update, ctx.snp_wake, ctx.v_changed, ctx.v_data
+    v_none, v_nxt, v_rsp, wcur, wk = ctx.v_none, ctx.v_nxt, ctx.v_rsp, ctx.wcur, ctx.wk
+
     # ---------------------------------------------------------------- answer a snoop
     def apply_answer(nxt=v_nxt, none=v_none, changed=v_changed):
         """The snoop's answer goes out this cycle: its state change commits with it.  The verdict
@@ -273,6 +281,20 @@ def build_snoop_states(self, ctx):
         with m.If(data_sent):
             apply_answer()
 
+    ctx.command_copies = command_copies
+
+
+def build_work_states(self, ctx):
+    """The work of a line whose probe the caches took (W_LOOK .. EV_ISSUE): answer the snoop it
+    holds, or evict the line of a back-invalidation."""
+    a_fromwork, a_maybe_m, a_probed, a_state = ctx.a_fromwork, ctx.a_maybe_m, ctx.a_probed, ctx.a_state
+    await_cmd_rsp, buf_w, cmd_data, cmd_dirty = ctx.await_cmd_rsp, ctx.buf_w, ctx.cmd_data, ctx.cmd_dirty
+    command_copies, cqids, cur_w, hit_entry = ctx.command_copies, ctx.cqids, ctx.cur_w, ctx.hit_entry
+    latch_line, look_line, look_valid, m = ctx.latch_line, ctx.look_line, ctx.look_valid, ctx.m
+    new_txn, q_done, r, r_maybe_m, r_state = ctx.new_txn, ctx.q_done, ctx.r, ctx.r_maybe_m, ctx.r_state
+    r_w, r_wh, replay_go, res, rescan, sf = ctx.r_w, ctx.r_wh, ctx.replay_go, ctx.res, ctx.rescan, ctx.sf
+    sf_update, tcam, w_nxt, wcur, wk = ctx.sf_update, ctx.tcam, ctx.w_nxt, ctx.wcur, ctx.wk
+
     # ---------------------------------------------------------------- work after its probes
     with m.State("W_LOOK"):
         m.d.comb += [look_valid.eq(1), look_line.eq(wk[cur_w].line)]
@@ -324,5 +346,3 @@ def build_snoop_states(self, ctx):
         m.d.comb += wcur.clr_valid.eq(1)
         m.d.sync += [rescan.eq(1), replay_go.eq(1)]
         m.next = "IDLE"
-
-    ctx.command_copies = command_copies
