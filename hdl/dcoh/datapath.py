@@ -5,9 +5,7 @@ accesses and their store data, the D2H request transmit (per-class CQID FIFOs, t
 counters), the D2H response and data outputs, the probe path to the coalescer, the engine's registers, and
 the helpers through which the engine's states write the tables and wait for the caches' answers.
 
-One of the builders of :meth:`hdl.dcoh.dcoh.DCOH.elaborate`, which calls them in a fixed order (docs/dcoh.md,
-"Source layout"): each reads what the builders before it made from the shared context ``ctx`` (the
-names unpacked at its top) and adds what it makes for the builders after it (at its end).
+Builders of :meth:`hdl.dcoh.dcoh.DCOH.elaborate` (``ctx``: docs/dcoh.md, "Source layout").
 """
 
 import functools
@@ -95,7 +93,7 @@ def build_waiting_accesses(self, ctx):
     m.submodules.store_data = store_data = Memory(shape=LINE_BITS, depth=max(K, 2), init=[])
     sd_w = store_data.write_port()
     # read at the index the access being tried will have (``cur_k``'s next value: SCAN and the CPU
-    # dispatch drive it, below), so S_RES finds its line; transparent, for a store taken and looked
+    # dispatch drive it), so S_RES finds its line; transparent, for a store taken and looked
     # up in the same cycle
     sd_r = store_data.read_port(transparent_for=(sd_w,))
     m.d.comb += [sd_w.addr.eq(self.cpu_req.p.cache), sd_w.data.eq(self.cpu_req.p.data), sd_r.en.eq(1)]
@@ -225,7 +223,7 @@ def build_d2h(self, ctx):
 
     # ---- D2H response / data outputs (driven by the engine) -----------------------------------
     rsp_valid, data_valid = Signal(), Signal()
-    # a response the snoop side path committed (see the end of elaborate): it goes out before the
+    # a response the snoop side path committed (hdl/dcoh/side_path.py): it goes out before the
     # engine's, which wait for it
     side_rsp = Signal()
     side_rsp_op = Signal(Rsp, init=Rsp.RspIHitI)
@@ -307,7 +305,7 @@ def build_registers(self, ctx):
     snp = Signal(channel_shape(Channel.H2D_REQ))       # the snoop being looked up (SNP_RES)
     # the snoop the slow path handles, and holds for its replay: SNP_RES copies ``snp`` into it as it
     # takes the lookup result, so that ``snp`` is free again in that cycle whichever path the snoop
-    # takes, and can load the next snoop offered without waiting for that choice (below the FSM)
+    # takes, and can load the next snoop offered without waiting for that choice (``build_dispatch_strobes``)
     slow_snp = Signal(channel_shape(Channel.H2D_REQ))
     replay = Signal()                                   # snp is held (stalled) and must be re-run
     replay_go = Signal()                                # something changed since: re-run it
@@ -382,7 +380,7 @@ def build_write_helpers(self, ctx):
     push, push_class, push_cqid, t_idx = ctx.push, ctx.push_class, ctx.push_cqid, ctx.t_idx
     tracker, w_free_idx, work_table = ctx.tracker, ctx.w_free_idx, ctx.work_table
 
-    # ---- the tables' write ports, driven by the FSM below (hdl/dcoh/tracker.py, work_table.py) --------
+    # ---- the tables' write ports, driven by the engine's states (hdl/dcoh/tracker.py, work_table.py) ----
     def set_state(idx, state):
         m.d.comb += [tracker.set.valid.eq(1), tracker.set.idx.eq(idx), tracker.set.state.eq(state)]
 

@@ -2,13 +2,12 @@
 
 IDLE's decision (in priority order: the rescan due, ready work, H2D Rsp, H2D Data, the held snoop's replay,
 snoops, CPU accesses), the end of an event (``rescan_next``: the rescan that follows it, or ``chain``: the
-next event dispatched in the event's last cycle), the run of work (``chain_work``), and, below the FSM, the
-strobes that take the dispatched event's message and load its registers, with the ``dispatch``,
-``scan_before`` and ``work_line`` reports a shadow model follows (docs/dcoh.md, "Micro-architecture").
+next event dispatched in the event's last cycle), the run of work (``chain_work``), and, below the FSM
+(``build_dispatch_strobes``), the strobes that take the dispatched event's message and load its
+registers, with the ``dispatch``, ``scan_before`` and ``work_line`` reports a shadow model follows
+(docs/dcoh.md, "Micro-architecture").
 
-One of the builders of :meth:`hdl.dcoh.dcoh.DCOH.elaborate`, which calls them in a fixed order (docs/dcoh.md,
-"Source layout"): each reads what the builders before it made from the shared context ``ctx`` (the
-names unpacked at its top) and adds what it makes for the builders after it (at its end).
+Builders of :meth:`hdl.dcoh.dcoh.DCOH.elaborate` (``ctx``: docs/dcoh.md, "Source layout").
 """
 
 from amaranth.hdl import Assert, Cat, Const, Mux, Signal

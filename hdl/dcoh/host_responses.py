@@ -5,9 +5,7 @@ registered (``latch_rsp``, ``latch_data``); RSP, RSP_DATA, DATA and ADVANCE move
 that reaches a stable state completes: its CQID is freed, the snoop filter filled and its cache told
 (C_RES .. C_DONE).
 
-One of the builders of :meth:`hdl.dcoh.dcoh.DCOH.elaborate`, which calls them in a fixed order (docs/dcoh.md,
-"Source layout"): each reads what the builders before it made from the shared context ``ctx`` (the
-names unpacked at its top) and adds what it makes for the builders after it (at its end).
+Builders of :meth:`hdl.dcoh.dcoh.DCOH.elaborate` (``ctx``: docs/dcoh.md, "Source layout").
 """
 
 from amaranth.hdl import Const, Mux, Signal

@@ -6,9 +6,7 @@ back-invalidation, or wait, recording why), and the states after it carry the de
 rule's registers (``why_*``, ``woken``) are set by the events that free what an access waits for
 (docs/dcoh.md, "Waking the waiting accesses").
 
-One of the builders of :meth:`hdl.dcoh.dcoh.DCOH.elaborate`, which calls them in a fixed order (docs/dcoh.md,
-"Source layout"): each reads what the builders before it made from the shared context ``ctx`` (the
-names unpacked at its top) and adds what it makes for the builders after it (at its end).
+Builders of :meth:`hdl.dcoh.dcoh.DCOH.elaborate` (``ctx``: docs/dcoh.md, "Source layout").
 """
 
 from amaranth.hdl import Assert, Cat, Const, Mux, Signal

@@ -5,9 +5,7 @@ the fast path would (a miss in the snoop filter, the tracker and the work table,
 leaves in S) on a line the waiting event does not touch, so that a slow cache does not stall them
 (docs/dcoh.md, "Snoop side path").
 
-One of the builders of :meth:`hdl.dcoh.dcoh.DCOH.elaborate`, which calls them in a fixed order (docs/dcoh.md,
-"Source layout"): each reads what the builders before it made from the shared context ``ctx`` (the
-names unpacked at its top) and adds what it makes for the builders after it (at its end).
+Builders of :meth:`hdl.dcoh.dcoh.DCOH.elaborate` (``ctx``: docs/dcoh.md, "Source layout").
 """
 
 from amaranth.hdl import Cat, Mux, Signal

@@ -6,9 +6,7 @@ copies, holds the snoop, starts a probe with its work entry, or answers.  The an
 sends the response (and data) and commits the line's new state.  A line's work, once the caches have taken
 its probe, answers the snoop it holds or evicts the line of a back-invalidation (W_LOOK .. EV_ISSUE).
 
-One of the builders of :meth:`hdl.dcoh.dcoh.DCOH.elaborate`, which calls them in a fixed order (docs/dcoh.md,
-"Source layout"): each reads what the builders before it made from the shared context ``ctx`` (the
-names unpacked at its top) and adds what it makes for the builders after it (at its end).
+Builders of :meth:`hdl.dcoh.dcoh.DCOH.elaborate` (``ctx``: docs/dcoh.md, "Source layout").
 """
 
 from amaranth.hdl import Mux, Signal
@@ -97,7 +95,7 @@ def build_snoop_states(self, ctx):
         s_hit = res.hit_clean_s & s_keeps
         fast = ~th.any() & ~wh.any() & (~res.hit | s_hit)
         # the next snoop streams behind a fast one if nothing of higher priority waits; ``snp``
-        # takes it whenever the result is taken, fast or slow (``load_snp``, below the FSM)
+        # takes it whenever the result is taken, fast or slow (``load_snp``, ``build_dispatch_strobes``)
         m.d.comb += [stream_snoop.eq(~work_ready.any() & ~self.h2d_rsp.valid & ~self.h2d_data.valid &
                                      self.h2d_req.valid),
                      load_snp.eq(rsp_can & stream_snoop)]
