@@ -179,13 +179,12 @@ class DCOH(wiring.Component):
             "msgs_in": Out(32), "msgs_out": Out(32),
         })
 
-
     # ------------------------------------------------------------------------------------------
     def elaborate(self, platform):
-        # The engine is built by role, one builder at a time, in this order: the statements keep the
-        # order they had in one function, which matters where two assign the same signal in a cycle (the
-        # later takes precedence: the dispatch strobes below the FSM over a state's own).  ``ctx``
-        # carries the signals and helpers each builder makes to the builders after it.
+        # The engine is built by role, one builder at a time (docs/dcoh.md, "Source layout").  This
+        # order is also the order of their statements, which matters where two assign the same signal
+        # in one cycle (the later takes precedence: the dispatch strobes below the FSM over a state's
+        # own).  ``ctx`` carries the signals and helpers each builder makes to the builders after it.
         ctx = SimpleNamespace()
         build_blocks(self, ctx)                # the sub-blocks, the tracker, the work table
         build_waiting_accesses(self, ctx)      # one slot per cache, the queue, the wake-up bits
