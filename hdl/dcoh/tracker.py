@@ -25,7 +25,7 @@ Asserts (simulation; removed before synthesis): ``new`` names an entry not in us
 in use (no state written into a free entry, nothing freed twice).
 """
 
-from amaranth.hdl import Assert, Module, Signal
+from amaranth.hdl import Assert, Module
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
