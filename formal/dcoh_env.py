@@ -74,9 +74,15 @@ STALL_CODES = [STATE_CODE[s] for s in (D.IS_D, D.IM_D, D.SM_D)]
 _DATA_FIELDS = {"h2d_data.payload": "data", "cpu_req.payload": "data", "cmd_rsp.payload": "data"}
 
 
-def small_dcoh(m, platform, addr_width=1, **overrides):
-    """Instantiate the small DCOH as ``m.submodules.dut`` (elaborated here so ``dut.trk`` exists)."""
-    dut = DCOH(**{**PARAMS, **overrides}, addr_width=addr_width)
+def small_dcoh(m, platform, addr_width=1, dcoh_cls=DCOH, snoop_filter_cls=None, **overrides):
+    """Instantiate the small DCOH as ``m.submodules.dut`` (elaborated here so ``dut.trk`` and
+    ``dut.debug`` exist).  ``dcoh_cls``: a DCOH subclass (a proof's deliberately broken variant);
+    ``snoop_filter_cls``: a SnoopFilter subclass to build its filter with (a proof that reads the rows,
+    formal/dcoh_invariants.py), the same parameters."""
+    dut = dcoh_cls(**{**PARAMS, **overrides}, addr_width=addr_width)
+    if snoop_filter_cls is not None:
+        dut.sf._MustUse__silence = True   # the filter the constructor built is replaced, never used
+        dut.sf = snoop_filter_cls(dut.sf_sets, dut.sf_ways, dut.caches, addr_width, busy_at_result=True)
     dut._MustUse__silence = True          # elaborated by hand below, not by Fragment.get
     m.submodules.dut = dut.elaborate(platform)
     return dut

@@ -42,6 +42,7 @@ from amaranth.hdl import Assert, Assume, Elaboratable, Module, Signal
 
 from cxl.messages import H2DReqOpcode as Snp, ID_WIDTH
 from formal.common import Proof, no_reset
+from formal.dcoh_invariants import ObservedSnoopFilter, add_invariants
 from formal.dcoh_env import (DCOH_BUDGET_S, ENGINE, EXTRA_SCRIPT, drive_dcoh_inputs, return_credits, small_dcoh,
                               stalled_line)
 
@@ -60,7 +61,8 @@ TIED_HIGH = ("d2h_req.ready", "d2h_rsp.ready", "d2h_data.ready", "cpu_rsp.ready"
 
 
 class DCOHOneResponse(Elaboratable):
-    def __init__(self, bound=BOUND, addr_width=ADDR_WIDTH, slow_caches=False, forbid_side_snoop=False):
+    def __init__(self, bound=BOUND, addr_width=ADDR_WIDTH, slow_caches=False, forbid_side_snoop=False,
+                 invariants=False, dcoh_cls=None):
         self.bound = bound            # 2 instead of 20: the liveness Assert FAILs at step 6 (not vacuous)
         self.addr_width = addr_width
         # slow_caches: the caches take cmd and cpu_rsp only when they please and answer a command any number
@@ -70,11 +72,22 @@ class DCOHOneResponse(Elaboratable):
         # forbid_side_snoop: Assert that no snoop is taken while a command's answer is owed -- which only
         # the side path does, so this FAILs where the side path is reached (a reachability witness)
         self.forbid_side_snoop = forbid_side_snoop
+        # invariants: also Assert the invariants of formal/dcoh_invariants.py, which make the safety
+        # Assert inductive (proof_dcoh_one_response_unbounded.py); dcoh_cls: a DCOH subclass in place of
+        # the DCOH (a deliberately broken variant)
+        self.invariants = invariants
+        self.dcoh_cls = dcoh_cls
 
     def elaborate(self, platform):
         m = Module()
         AW = self.addr_width
-        dut = small_dcoh(m, platform, addr_width=AW)
+        extra = {}
+        if self.invariants:
+            extra["snoop_filter_cls"] = ObservedSnoopFilter
+        if self.dcoh_cls is not None:
+            extra["dcoh_cls"] = self.dcoh_cls
+        dut = small_dcoh(m, platform, addr_width=AW, **extra)
+        self.dut = dut                   # (a subclass's Covers read it: proof_dcoh_one_response_reached.py)
         tied = tuple(n for n in TIED_HIGH if not (self.slow_caches and n in ("cmd.ready", "cpu_rsp.ready")))
         skip = tied + ("cmd_rsp.valid", "crd_req", "crd_rsp", "crd_data")
         drive_dcoh_inputs(m, dut, skip=skip)
@@ -103,7 +116,7 @@ class DCOHOneResponse(Elaboratable):
         if self.forbid_side_snoop:
             m.d.comb += Assert(~(accepted & cmd_pending), "harness: a snoop taken while a command's answer is owed")
 
-        matched = []
+        matched, pendings, uqids = [], [], []
         for line in range(2 ** AW):
             pending = Signal(name=f"pending{line}")
             uqid = Signal(ID_WIDTH, name=f"uqid{line}")
@@ -111,6 +124,8 @@ class DCOHOneResponse(Elaboratable):
             disturbed = Signal(name=f"disturbed{line}")
             stalled = Signal(name=f"stalled{line}")
             m.d.comb += stalled.eq(stalled_line(dut, line))
+            pendings.append(pending)
+            uqids.append(uqid)
             hit = Signal(name=f"rsp_hit{line}")
             m.d.comb += hit.eq(rsp_sent & pending & (dut.d2h_rsp.p.uqid == uqid))
             matched.append(hit)
@@ -135,6 +150,8 @@ class DCOHOneResponse(Elaboratable):
         for h in matched[1:]:
             any_hit = any_hit | h
         m.d.comb += Assert(~rsp_sent | any_hit, "harness: D2H Rsp without a pending snoop of its UQID")
+        if self.invariants:
+            add_invariants(m, dut, pendings, uqids)
         return m
 
 

@@ -111,8 +111,32 @@ NOTES = """
   in an entry in use, writes a state into a free entry, frees an entry twice, stores a snoop over
   another or takes up work that is not ready. The DCOH harnesses check them to their depth with the
   rest: with the tracker's free check made to fail on any free, `dcoh_slow_caches` FAILs in 13 s.
-  (Bounded like the harnesses; that no entry is *leaked*, never freed, is a liveness property no proof
-  here covers.)
+  `dcoh_one_response_unbounded` (below) proves them for every reachable state; that no entry is
+  *leaked*, never freed, is a liveness property no proof here covers.
+- **The DCOH's snoop-response safety, unbounded** (`dcoh_one_response_unbounded`, k-induction at depth 6,
+  ~30 s). `dcoh_slow_caches`'s harness (host free, caches that take commands and completions and
+  answer whenever they please, so the side path runs too) with the invariants of
+  formal/dcoh_invariants.py asserted beside the property: 107 of them, in seven groups (the
+  sub-blocks' encodings; each tracker entry's opcode, state, way and cache; the snoop filter, tracker
+  and work table against each other; the waiting accesses; what the engine's registers hold in the
+  states that read them; probes against the work waiting for them; the snoops the DCOH holds against
+  the harness's pending snoops). They were found from the counterexamples to induction, one at a time,
+  each stated with why it holds; the base case checks each of them from reset, so a wrong one fails
+  there. With them, every D2H Rsp retires exactly one pending snoop, every Assert of the DCOH's blocks
+  (tracker, work table, CQID allocator, credit counters, snoop filter, coalescer, probe queue) holds,
+  and so does every invariant, in every reachable state. Depth 4 is enough, 3 is not (the QoS
+  arbiter's starvation counters need more steps than the other blocks' state). Not vacuous: `dcoh_one_response_unbounded_broken` (the same on a
+  DCOH whose ANSWER_SEND answers with a wrong UQID) FAILs at step 6 of its base case, and
+  `dcoh_one_response_reached` (mode cover) reaches, within 10 steps, a probed snoop's work answering
+  its snoop, an answer from a request's transient state, the side path's answer, a held snoop's
+  replay, and a snoop hitting a line after its fill. A deeper bug can leave the base case clean and
+  only break induction: with a work's answer no longer clearing the work's snoop (so an eviction
+  following it would answer again), the base case at depth 8 passes and induction fails (UNKNOWN,
+  78 s), which `make formal` reports as a mismatch all the same. The invariants are written for the proofs'
+  parameters (one snoop-filter set, one work entry, one coalescer group of one line, no window;
+  `add_invariants` names any other). PDR (`abc pdr`) on the same harness without the invariants gave
+  no verdict in 50 minutes. Still bounded: the liveness bound of `dcoh_one_response` and SWMR
+  (`dcoh_swmr`), whose harness's abstract caches the invariants do not yet cover.
 - **The two DCOH BMCs run on a time budget.** Their cost doubles about every 1.6-2 steps on the present
   DCOH (below), so their full depths (24 and 27) no longer fit `make formal`'s 20 minutes. Each has a
   budget (`Proof.budget_s`, 900 s, `formal/dcoh_env.py` `DCOH_BUDGET_S`); `make formal` runs them side by

@@ -128,3 +128,30 @@ def test_a_budget_stops_a_bmc_and_reports_its_depth(tmp_path):
         dataclasses.replace(CREDIT, budget_s=8)          # a min_depth must come with it
     with pytest.raises(ValueError, match="bmc"):
         dataclasses.replace(CREDIT, budget_s=8, min_depth=2)   # a prove-mode proof has no steps to count
+
+
+def test_dcoh_invariants_elaborate_and_name_what_they_cannot_handle():
+    """The unbounded DCOH proof's harness (formal/dcoh_invariants.py) elaborates to RTLIL with its
+    invariants (the proofs themselves run in `make formal`, ~30 s each), and the invariants name a
+    parameter they are not written for instead of proving something else."""
+    from amaranth.back import rtlil
+    from amaranth.hdl import Module
+    from formal.dcoh_env import small_dcoh
+    from formal.dcoh_invariants import ObservedSnoopFilter, add_invariants
+    from formal.proof_dcoh_one_response_unbounded import HARNESS
+    text = rtlil.convert(HARNESS(), name="h", ports=[], emit_src=False)
+    assert text.count("inv_") > 80
+    m = Module()
+    dut = small_dcoh(m, None, snoop_filter_cls=ObservedSnoopFilter)
+    pend = [dut.h2d_req.valid] * 2
+    assert add_invariants(m, dut, pend, [dut.h2d_req.p.uqid] * 2) > 80
+    with pytest.raises(ValueError, match="one pending flag and UQID per line"):
+        add_invariants(m, dut, pend[:1], [dut.h2d_req.p.uqid])
+    m = Module()
+    dut = small_dcoh(m, None, snoop_filter_cls=ObservedSnoopFilter, work=2)
+    with pytest.raises(ValueError, match="work=2"):
+        add_invariants(m, dut, pend, [dut.h2d_req.p.uqid] * 2)
+    m = Module()
+    dut = small_dcoh(m, None)
+    with pytest.raises(ValueError, match="ObservedSnoopFilter"):
+        add_invariants(m, dut, pend, [dut.h2d_req.p.uqid] * 2)

@@ -293,7 +293,7 @@ def build_probe_path(self, ctx):
     m.d.sync += Assert(~probe_q.w_en | probe_q.w_rdy, "probe queue overflow: a probe without a work entry")
 
     ctx.bi_caches, ctx.bi_line, ctx.coal_caches, ctx.coal_line = bi_caches, bi_line, coal_caches, coal_line
-    ctx.coal_push = coal_push
+    ctx.coal_push, ctx.probe_q, ctx.queued_probe = coal_push, probe_q, queued_probe
 
 
 def build_registers(self, ctx):

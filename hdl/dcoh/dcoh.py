@@ -212,4 +212,5 @@ class DCOH(wiring.Component):
         build_dispatch_strobes(self, ctx)      # what a dispatch takes and loads; the reports
         build_wake_rule(self, ctx)             # what frees a waiting access
         build_side_path(self, ctx)             # snoops answered while the engine waits; ``idle``
+        self.debug = ctx                       # the engine's signals by name, for formal harnesses
         return m

@@ -68,6 +68,7 @@ def build_side_path(self, ctx):
     with m.If(side_issue):
         m.d.comb += [look_valid.eq(1), look_line.eq(self.h2d_req.p.addr)]
     m.d.sync += side_look.eq(side_issue)
+    ctx.side_look = side_look
     side_keeps, side_keep_rsp = keeps_s(m, self.h2d_req.p.opcode)
     engine_dispatch = Cat(*go.values()).any()
     side_take = Signal()

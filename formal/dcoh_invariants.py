@@ -1,0 +1,333 @@
+"""Invariants of the DCOH's state that make its snoop-response safety inductive (k-induction, unbounded).
+
+A bounded check of "every D2H Rsp retires exactly one pending snoop" (formal/proof_dcoh_one_response.py)
+only covers the runs that fit its depth.  k-induction covers every reachable state, but only if the
+property, together with what else the harness asserts, rules out every unreachable state from which k
+good-looking steps lead to a failure.  The DCOH's own Asserts (tracker, work table, CQID allocator,
+credit counters, snoop filter, coalescer) are part of that: they must hold in every reachable state too.
+:func:`add_invariants` states what a reachable state of the small DCOH looks like, as ``Assert``s, in
+seven groups:
+
+1. the sub-blocks' encodings: the engine's state code, the CQID allocator's count and flags against
+   the CQIDs in use, every snoop-filter row (no valid tag twice, a legal state, an S or E line has a
+   copy);
+2. each tracker entry alone: its opcode and transient state are a pair the request tables of
+   ``cxl.coherence`` reach; a snoop-filter way exactly for a read or ownership request; ``store``
+   exactly for an ownership request; only an eviction is not a CPU access's; one request per line;
+3. the snoop filter, the tracker and the work table together: a placeholder way belongs to a request
+   that holds it (or to the fill that is completing it); a request's way holds its line, a placeholder
+   while it misses, S while it upgrades; a request without a way has its line out of the filter; a
+   work entry is a snoop's or an eviction's, its way holds its line (or, for an eviction, a snoop took
+   the line); an eviction's line and a kept entry's line have no request; a kept entry is the filter's;
+4. the waiting CPU accesses: the queue holds distinct caches whose slot is taken, and a cache with an
+   issued request (in the tracker, or completing) has nothing queued;
+5. what the engine's registers hold in the states that read them: a lookup result has the state that
+   takes it and reads the row as it is; the latched lookup ``r`` and its tracker and work hits agree
+   with the tables for the line of the snoop, work, access or completion the state serves (nothing else
+   writes them in between: the engine is the only writer, one event at a time); each state's path
+   condition (an eviction's copy taken: its line held by its cache; a fill inside the device: its line
+   in E or held; a work's eviction: no snoop left on it; ...);
+6. probes: a work entry waiting for its probe has exactly one, in the queue in front of the coalescer
+   or in the coalescer, and no probe is for anything else;
+7. the snoops the DCOH holds (``snp`` in SNP_RES, ``slow_snp`` while it is decided or held, ``a_uqid``
+   while it is answered, a work entry's snoop, the side path's response register): each holds a
+   pending snoop of its line and UQID (the harness's ``pending`` / ``uqid``), and no two hold one.
+
+Found the way k-induction is used: run it, read the counterexample to induction (an unreachable first
+state), state why that state cannot happen, repeat.  Each Assert is also checked from reset by the
+proof's base case, so a wrong invariant fails there instead of weakening the proof.
+
+The DCOH's internal signals are read through ``dut.debug`` (the builders' shared namespace, set by
+``DCOH.elaborate``), and the snoop filter's rows through :class:`ObservedSnoopFilter`, which adds one
+asynchronous read port per set (the RTL file is unchanged; the proof's harness builds the DCOH with it).
+Parameters: :data:`formal.dcoh_env.PARAMS` (one snoop-filter set, one work entry, one coalescer group
+of one line with no window); :func:`add_invariants` names any other value it cannot handle.
+"""
+
+import re
+
+from amaranth.hdl import Assert, Cat, Signal
+
+import cxl.coherence as C
+from cxl.messages import D2HReqOpcode as Req, H2DReqOpcode as Snp
+from hdl.dcoh.encodings import STATE_CODE, CpuKind
+from hdl.dcoh.snoop_filter import SFState, SnoopFilter
+
+__all__ = ["ObservedSnoopFilter", "add_invariants", "reachable_requests"]
+
+_SNOOPS = (Snp.SnpData, Snp.SnpInv, Snp.SnpCur)
+_READS = (Req.RdShared, Req.RdAny, Req.RdOwn, Req.RdOwnNoData)
+_OWNERSHIP = (Req.RdOwn, Req.RdOwnNoData)
+_EVICTIONS = (Req.CleanEvict, Req.DirtyEvict, Req.CleanEvictNoData)
+_ANSWER = ("ANSWER", "ANSWER_RSP", "ANSWER_SEND", "ANSWER_DATA")
+# states that read the latched lookup ``r`` (and its tracker and work hits) as the line's present state
+_READS_R = ("SNP_SLOW", "SNP_QUERY", "SNP_QUERY_RSP", *_ANSWER, "W_GO", "EV_RSP", "EV_ISSUE", "S_TRY", "S_EVICT",
+            "S_EVICT_RSP", "S_EVICT_SET", "S_LFILL", "S_LFILL_RSP", "S_LFILL_SET", "S_SFILL", "S_SFILL_RSP",
+            "S_SFILL_SET")
+# states that serve the waiting access ``cur_k`` (tried, or finished inside the device)
+_SERVING = ("S_RES", "S_TRY", "S_EVICT", "S_EVICT_RSP", "S_EVICT_SET", "S_LFILL", "S_LFILL_RSP", "S_LFILL_SET",
+            "S_SFILL", "S_SFILL_RSP", "S_SFILL_SET", "S_REPLY")
+# states after a read or ownership request completed (its entry freed) and before its line is filled
+_FILLING = ("C_RES", "C_FILL", "C_INV_RSP", "C_FILL2")
+
+
+class ObservedSnoopFilter(SnoopFilter):
+    """The DCOH's snoop filter with what a proof reads: ``rows[s]``, set s as stored now (one
+    asynchronous read port per set), and ``read_data``, the lookup read port's registered output.  Both
+    are signals made in the constructor, so a harness can use them before the filter is elaborated."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.rows = [Signal(self.row_layout, name=f"sf_row{s}") for s in range(self.sets)]
+        self.read_data = Signal(self.row_layout, name="sf_read_data")
+
+    def elaborate(self, platform):
+        m = super().elaborate(platform)
+        mem = m.submodules.mem
+        m.d.comb += self.read_data.eq(mem.read_ports[0].data)        # the lookup port (the block's first)
+        for s, row in enumerate(self.rows):
+            port = mem.read_port(domain="comb")
+            m.d.comb += [port.addr.eq(s), row.eq(port.data)]
+        return m
+
+
+def reachable_requests():
+    """(opcode, transient state) of every request a tracker entry can hold: from each start state of
+    ``cxl.coherence.REQUEST_START``, the transient states the response and snoop tables lead to."""
+    pairs = set()
+    for (op, _), start in C.REQUEST_START.items():
+        todo, seen = [start], set()
+        while todo:
+            s = todo.pop()
+            if s in seen or not isinstance(s, C.D) or s in C._STABLE:
+                continue
+            seen.add(s)
+            todo += [nxt for (s1, _), (nxt, _) in C.RESPONSE_TABLE.items() if s1 == s]
+            todo += [v[1] for (s1, _), v in C.SNOOP_TABLE.items() if s1 == s and isinstance(v, tuple)]
+        pairs |= {(op, s) for s in seen}
+    return sorted(pairs, key=lambda p: (p[0].value, STATE_CODE[p[1]]))
+
+
+def add_invariants(m, dut, pending, uqids):
+    """``Assert`` the invariants (module docstring) of ``dut``, a DCOH elaborated with an
+    :class:`ObservedSnoopFilter`; ``pending[l]`` / ``uqids[l]``: the harness's unanswered snoop of line
+    l and its UQID.  Each invariant is also a named signal ``inv_<name>``, 1 while it holds (a trace
+    shows which one a counterexample breaks).  Returns the number of invariants."""
+    if not isinstance(dut.sf, ObservedSnoopFilter):
+        raise ValueError("add_invariants: build the DCOH with an ObservedSnoopFilter (dut.sf)")
+    for name, want in (("sf_sets", 1), ("work", 1), ("coalesce_groups", 1), ("coalesce_block", 1),
+                       ("coalesce_window", 0)):
+        if getattr(dut, name) != want:
+            raise ValueError(f"add_invariants: {name}={getattr(dut, name)!r}; these invariants are written for "
+                             f"{name}={want} (formal.dcoh_env.PARAMS)")
+    if len(pending) != 2 ** dut.addr_width or len(uqids) != len(pending):
+        raise ValueError(f"add_invariants: one pending flag and UQID per line ({2 ** dut.addr_width}), got "
+                         f"{len(pending)} and {len(uqids)}")
+    c, AW, K, T = dut.debug, dut.addr_width, dut.caches, dut.tracker
+    eng = c.engine
+    count = [0]
+
+    def st(*names):
+        return Cat(*(eng.ongoing(n) for n in names)).any()
+
+    def inv(cond, name):
+        sig = Signal(name="inv_" + re.sub(r"\W+", "_", name).strip("_"))
+        m.d.comb += [sig.eq(cond), Assert(sig, f"invariant: {name}")]
+        count[0] += 1
+
+    def one_of(value, members):
+        return Cat(*(value == x for x in members)).any()
+
+    row = dut.sf.rows[0]
+    ways = range(dut.sf_ways)
+    trk, wk = c.trk, c.wk
+
+    def in_filter(line):
+        return Cat(*(row.ways[x].valid & (row.ways[x].tag == line) for x in ways)).any()
+
+    def requests_on(line):
+        return Cat(*(trk[i].valid & (trk[i].line == line) for i in range(T))).any()
+
+    # ---- 1. the sub-blocks' encodings
+    inv(eng.state < len(eng.encoding), "the engine's state is one of its states")
+    for i in range(T):
+        reserved = wk[0].valid & wk[0].evict & (wk[0].evict_cqid == i)
+        inv(c.cqids.live[i] == (trk[i].valid | reserved), f"CQID {i} is live while its request or eviction is")
+        inv(~(trk[i].valid & reserved), f"CQID {i} is not a request's and a reserved eviction's at once")
+    inv(~(wk[0].valid & wk[0].evict) | (wk[0].evict_cqid < T), "an eviction's reserved CQID is in range")
+    inv(c.cqids.count == sum(c.cqids.live[i] for i in range(T)), "the CQID count is the live CQIDs'")
+    inv(c.cqids.one_free == (c.cqids.count < T), "one_free agrees with the count")
+    inv(c.cqids.two_free == (c.cqids.count + 2 <= T), "two_free agrees with the count")
+    for a in ways:
+        way = row.ways[a]
+        inv(~way.valid | (way.entry.state.as_value() != 3), f"SF way {a} holds a state")
+        inv(~way.valid | (way.entry.state == SFState.PLACEHOLDER) | (way.entry.presence != 0),
+            f"SF way {a}: an S or E line has a copy")
+        for b in ways[a + 1:]:
+            inv(~(way.valid & row.ways[b].valid & (way.tag == row.ways[b].tag)), f"SF ways {a} and {b}: two lines")
+
+    # ---- 2. each tracker entry alone
+    pairs = reachable_requests()
+    miss_states = [STATE_CODE[s] for s in C.D if s.name.startswith(("IS_", "IM_"))]
+    upgrade_states = [STATE_CODE[s] for s in C.D if s.name.startswith("SM_")]
+    for i in range(T):
+        e = trk[i]
+        pulled = st("RSP_DATA", "ADVANCE") & (c.cur_t == i)      # its GO's new state, the data still to send
+        inv(~e.valid | pulled | Cat(*((e.op == o) & (e.state == STATE_CODE[s]) for o, s in pairs)).any(),
+            f"trk{i}: its state is one its opcode reaches")
+        inv(~e.valid | (e.has_way == one_of(e.op, _READS)), f"trk{i}: a way exactly for a read or ownership request")
+        inv(~e.valid | (e.store == one_of(e.op, _OWNERSHIP)), f"trk{i}: a store's request is an ownership request")
+        inv(~e.valid | e.cpu | one_of(e.op, _EVICTIONS), f"trk{i}: only an eviction is no CPU access's")
+        inv(~(e.valid & e.cpu) | (e.cache < K), f"trk{i}: its cache is one of the caches")
+        for j in range(i + 1, T):
+            inv(~(e.valid & trk[j].valid & (e.line == trk[j].line)), f"trk{i}, trk{j}: one request per line")
+            inv(~(e.valid & e.cpu & trk[j].valid & trk[j].cpu & (e.cache == trk[j].cache)),
+                f"trk{i}, trk{j}: one access per cache")
+
+    # ---- 3. the snoop filter, the tracker and the work table together
+    ct = trk[c.cur_t]                    # the request the engine completes (C_*: freed, not yet filled)
+    for a in ways:
+        way = row.ways[a]
+        owner = Cat(*(trk[i].valid & trk[i].has_way & (trk[i].way == a) & (trk[i].line == way.tag)
+                      for i in range(T))).any()
+        completing = st(*_FILLING) & ct.has_way & (ct.way == a) & (ct.line == way.tag)
+        inv(~(way.valid & (way.entry.state == SFState.PLACEHOLDER)) | owner | completing,
+            f"SF way {a}: a placeholder belongs to its request")
+    for i in range(T):
+        e = trk[i]
+        mine = row.ways[e.way]
+        inv(~(e.valid & e.has_way) | (mine.valid & (mine.tag == e.line)), f"trk{i}: its way holds its line")
+        inv(~(e.valid & e.has_way & one_of(e.state, miss_states)) | (mine.entry.state == SFState.PLACEHOLDER),
+            f"trk{i}: a miss's way is a placeholder")
+        inv(~(e.valid & e.has_way & one_of(e.state, upgrade_states)) | (mine.entry.state == SFState.S),
+            f"trk{i}: an upgrade's way is S")
+        inv(~(e.valid & ~e.has_way) | ~in_filter(e.line), f"trk{i}: a request without a way: its line out of the filter")
+    w0 = wk[0]
+    mine = row.ways[w0.way]
+    inv(~w0.valid | w0.snoop | w0.evict, "wk0: a snoop's or an eviction's")
+    inv(~(w0.valid & w0.snoop) | one_of(w0.snp_op, _SNOOPS), "wk0: a snoop opcode")
+    inv(~w0.valid | (mine.valid & (mine.tag == w0.line)) | (w0.evict & ~in_filter(w0.line)),
+        "wk0: its way holds its line (an eviction's: or a snoop took the line)")
+    inv(~(w0.valid & w0.evict) | ~requests_on(w0.line), "wk0: an eviction's line has no request")
+    inv(~(w0.valid & w0.known) | (w0.snoop & ~w0.evict), "wk0: a kept entry is a snoop's work")
+    inv(~(w0.valid & w0.known) | ~requests_on(w0.line), "wk0: a kept entry's line has no request")
+    inv(~(w0.valid & w0.known) | (w0.sf == mine.entry), "wk0: the kept entry is the filter's")
+
+    # ---- 4. the waiting CPU accesses
+    inv(c.q_len <= K, "q_len counts at most the caches")
+    for i in range(K):
+        inv(c.queue[i] < K, f"queue[{i}] names a cache")
+        inv(~(i < c.q_len) | c.ops[c.queue[i]].valid, f"queue[{i}]: a taken slot")
+        for j in range(i + 1, K):
+            inv(~(j < c.q_len) | (c.queue[i] != c.queue[j]), f"queue[{i}], queue[{j}]: two caches")
+    queued = [Cat(*((i < c.q_len) & (c.queue[i] == k) for i in range(K))).any() for k in range(K)]
+    telling = st(*_FILLING, "C_DONE") & ct.cpu          # completed, its cache not told yet
+    for k in range(K):
+        issued = Cat(*(trk[i].valid & trk[i].cpu & (trk[i].cache == k) for i in range(T))).any()
+        inv(~issued | (c.ops[k].valid & ~queued[k]), f"cache {k}: an issued access is not queued")
+        inv(~(telling & (ct.cache == k)) | (c.ops[k].valid & ~queued[k] & ~issued),
+            f"cache {k}: a completing access is its only one")
+
+    # ---- 5. the engine's registers in the states that read them
+    res, line_of_snp = dut.sf.result, c.snp.addr[:AW]
+    taker = ((st("SNP_RES") & (res.p.line == line_of_snp)) | (st("S_RES") & (res.p.line == c.ops[c.cur_k].req.line)) |
+             (st("W_RES") & (res.p.line == wk[c.cur_w].line)) | (st("C_RES") & (res.p.line == ct.line)))
+    inv(~res.valid | taker | c.side_look, "a lookup result has the state that takes it")
+    inv(~res.valid | (dut.sf.read_data == row), "a lookup result reads the row as it is")
+    reads_r = st(*_READS_R)
+    hit_way = row.ways[c.r.hit_way]
+    inv(~reads_r | (c.r.hit == in_filter(c.r.line)), "r.hit is the filter's")
+    inv(~(reads_r & c.r.hit) | (hit_way.valid & (hit_way.tag == c.r.line) & (hit_way.entry == c.r.entry)),
+        "r's way and entry are the filter's")
+    inv(~reads_r | (c.r_th == requests_on(c.r.line)), "r_th is the tracker's hit")
+    inv(~reads_r | (c.r_wh == (w0.valid & (w0.line == c.r.line))), "r_wh is the work table's hit")
+    inv(~(reads_r & c.r_th) | (trk[c.r_t].valid & (trk[c.r_t].line == c.r.line)), "r_t is the hit entry")
+    inv(~(st("SNP_SLOW", "SNP_QUERY", "SNP_QUERY_RSP", "W_GO") & c.r_th) | (c.r_tstate == trk[c.r_t].state),
+        "r_tstate is the hit entry's state")
+    answering = st(*_ANSWER)
+    inv(~answering | ~c.a_maybe_m | ((c.a_state == STATE_CODE[C.D.E]) & ~c.r_th),
+        "an answer that may find M is an E line's with no request")
+    inv(~(answering & c.r_th) | (c.a_state == trk[c.r_t].state), "an answer on a request's line: its state")
+    inv(~answering | one_of(c.a_op, _SNOOPS), "an answer: a snoop opcode")
+    inv(~(answering & ~c.a_fromwork) | (c.a_op == c.slow_snp.opcode), "a snoop's answer: its opcode")
+    inv(~(st("SNP_SLOW", "SNP_QUERY", "SNP_QUERY_RSP") | (answering & ~c.a_fromwork)) |
+        (c.r.line == c.slow_snp.addr[:AW]), "a snoop's lookup is of its line")
+    # a line's work (W_* and EV_*: the work at cur_w; its answer: ANSWER* with a_fromwork)
+    cw = wk[c.cur_w]
+    working = st("W_LOOK", "W_RES", "W_GO", "EV_RSP", "EV_ISSUE") | (answering & c.a_fromwork)
+    inv(~working | (cw.valid & ~cw.ready), "the current work is valid and not ready")
+    inv(~st("W_LOOK", "W_RES", "W_GO") | ~cw.snoop | ((c.a_uqid == cw.snp_uqid) & (c.a_op == cw.snp_op)),
+        "a work with a snoop: its snoop loaded")
+    inv(~(answering & c.a_fromwork) | (cw.snoop & (c.a_uqid == cw.snp_uqid) & (c.a_op == cw.snp_op) &
+                                       (c.r.line == cw.line)), "a work's answer: its snoop and line")
+    inv(~st("W_GO", "EV_RSP", "EV_ISSUE") | (c.r.line == cw.line), "a work's lookup is of its line")
+    inv(~st("EV_RSP", "EV_ISSUE") | (~cw.snoop & cw.evict & c.r.hit), "a work's eviction: no snoop left, its line held")
+    # an access served (S_RES .. S_REPLY): the waiting one at scan_i
+    serving = st(*_SERVING)
+    op = c.ops[c.cur_k].req
+    inv(~serving | ((c.scan_i < c.q_len) & (c.queue[c.scan_i] == c.cur_k) & c.ops[c.cur_k].valid),
+        "the access served is the one queued at scan_i")
+    inv(~serving | st("S_RES") | (c.r.line == op.line), "the access served: its lookup")
+    inv(~st("S_EVICT", "S_EVICT_RSP", "S_EVICT_SET") |
+        (c.r.hit & ~c.r_th & ~c.r_wh & (c.r.entry.presence >> c.cur_k)[0] & (c.cur.kind == CpuKind.EVICT) &
+         (op.kind == CpuKind.EVICT)), "an eviction's copy taken: its line held by its cache, nothing else on it")
+    inv(~st("S_LFILL", "S_LFILL_RSP", "S_LFILL_SET") |
+        ((op.kind == CpuKind.LOAD) & c.r.hit & (c.r.entry.state != SFState.PLACEHOLDER) & ~c.r_th & ~c.r_wh),
+        "a load filled inside: its line held, nothing else on it")
+    inv(~st("S_SFILL", "S_SFILL_RSP", "S_SFILL_SET") |
+        ((op.kind == CpuKind.STORE) & c.r.hit & (c.r.entry.state == SFState.E) & ~c.r_th & ~c.r_wh),
+        "a store filled inside: its line in E, nothing else on it")
+    # a completion (C_* after advance freed the request)
+    inv(~telling | ~ct.valid, "a completing request is freed")
+    inv(~telling | ~requests_on(ct.line), "no request on a completing request's line")
+    inv(~telling | ~(w0.valid & w0.known & (w0.line == ct.line)), "no kept entry on a completing request's line")
+    filling = st(*_FILLING)
+    fill_way = row.ways[ct.way]
+    inv(~filling | (one_of(ct.op, _READS) & ct.has_way & ct.cpu & (ct.store == one_of(ct.op, _OWNERSHIP)) &
+                    one_of(ct.state, (STATE_CODE[C.D.S], STATE_CODE[C.D.E]))),
+        "a completing fill: a read or ownership request, granted S or E")
+    inv(~filling | (fill_way.valid & (fill_way.tag == ct.line) &
+                    one_of(fill_way.entry.state, (SFState.PLACEHOLDER, SFState.S))),
+        "a completing fill: its way holds its line, not filled yet")
+    inv(~st("C_RES", "C_INV_RSP", "C_FILL2") | ct.store, "only a store's fill looks its line up")
+    inv(~st("C_FILL", "C_INV_RSP", "C_FILL2") | ~ct.store | ((c.r.line == ct.line) & c.r.hit & (c.r.hit_way == ct.way)),
+        "a store's fill: its lookup")
+    inv(~st("C_INV_RSP", "C_FILL2") | (ct.state == STATE_CODE[C.D.E]), "only a store granted E invalidates others")
+
+    # ---- 6. probes (one work entry, one coalescer group of one line, no window: a valid group is a
+    # message offered)
+    msgs, queued_probe = dut.coal.messages, c.queued_probe
+    in_queue = (c.probe_q.level != 0) & (queued_probe.line == w0.line)
+    in_coalescer = msgs.valid & (msgs.p.block == w0.line) & msgs.p.lines[0]
+    handing_on = st("S_PROBE") & (c.bi_line == w0.line)        # a back-invalidation's, in S_PROBE
+    waiting = w0.valid & ~w0.ready & ~working
+    inv(~waiting | ((in_queue.as_unsigned() + in_coalescer.as_unsigned() + handing_on.as_unsigned()) == 1),
+        "a work waiting for its probe has one")
+    inv(~st("S_PROBE") | (waiting & (c.bi_line == w0.line) & w0.evict & ~w0.snoop), "S_PROBE hands on its work's probe")
+    inv((c.probe_q.level == 0) | (waiting & (queued_probe.line == w0.line)), "a queued probe is a waiting work's")
+    inv(~msgs.valid | (waiting & (msgs.p.block == w0.line) & msgs.p.lines[0]), "a coalescer message is a waiting work's")
+
+    # ---- 7. the snoops the DCOH holds
+    def holds(line, uqid):
+        if line is None:                 # the side path's response register keeps no line
+            return Cat(*(pending[l] & (uqids[l] == uqid) for l in range(len(pending)))).any()
+        return Cat(*((line == l) & pending[l] & (uqids[l] == uqid) for l in range(len(pending)))).any()
+    for l in range(len(pending)):
+        for l2 in range(l + 1, len(pending)):
+            inv(~(pending[l] & pending[l2] & (uqids[l] == uqids[l2])), f"lines {l} and {l2}: two pending UQIDs")
+    snooping = st("SNP_SLOW", "SNP_QUERY", "SNP_QUERY_RSP")
+    inv(~c.replay | ~(st("SNP_RES") | snooping | (answering & ~c.a_fromwork)), "a held snoop is not under way")
+    inv(~st("SNP_RES") | one_of(c.snp.opcode, _SNOOPS), "snp: a snoop opcode")
+    inv(~(snooping | c.replay) | one_of(c.slow_snp.opcode, _SNOOPS), "slow_snp: a snoop opcode")
+    answered = st("ANSWER_DATA") & c.a_fromwork                 # its response has gone, its data not yet
+    holders = [("snp", st("SNP_RES"), line_of_snp, c.snp.uqid),
+               ("slow_snp", snooping | c.replay, c.slow_snp.addr[:AW], c.slow_snp.uqid),
+               ("the answer", st("ANSWER", "ANSWER_RSP", "ANSWER_SEND") & ~c.a_fromwork, c.r.line, c.a_uqid),
+               ("wk0", w0.valid & w0.snoop & ~answered, w0.line, w0.snp_uqid),
+               ("the side path", c.side_rsp, None, c.side_rsp_uqid)]
+    for name, live, line, uqid in holders:
+        inv(~live | holds(line, uqid), f"{name} holds a pending snoop")
+    for i, (a, live_a, _, uqid_a) in enumerate(holders):
+        for b, live_b, _, uqid_b in holders[i + 1:]:
+            inv(~(live_a & live_b & (uqid_a == uqid_b)), f"{a} and {b} do not hold one snoop")
+    return count[0]
