@@ -50,10 +50,10 @@ from amaranth.hdl import Assert, Cat, Signal
 
 import cxl.coherence as C
 from cxl.messages import D2HReqOpcode as Req, H2DReqOpcode as Snp
-from hdl.dcoh.encodings import STATE_CODE, CpuKind
+from hdl.dcoh.encodings import STATE_CODE, CacheState, CpuKind
 from hdl.dcoh.snoop_filter import SFState, SnoopFilter
 
-__all__ = ["ObservedSnoopFilter", "add_invariants", "reachable_requests"]
+__all__ = ["ObservedSnoopFilter", "add_invariants", "arbiter_reachable", "reachable_requests"]
 
 _SNOOPS = (Snp.SnpData, Snp.SnpInv, Snp.SnpCur)
 _READS = (Req.RdShared, Req.RdAny, Req.RdOwn, Req.RdOwnNoData)
@@ -108,11 +108,38 @@ def reachable_requests():
     return sorted(pairs, key=lambda p: (p[0].value, STATE_CODE[p[1]]))
 
 
-def add_invariants(m, dut, pending, uqids):
+def arbiter_reachable(classes, bound):
+    """Every combination of the D2H request arbiter's pass counters (hdl/dcoh/qos.py PriorityArbiter)
+    reachable from reset when a class passed over keeps requesting until it is granted (its queue's head
+    stays; the invariants assert that too): a breadth-first search with the arbiter's rule (a granted
+    class's counter clears, every other requesting class's counts one; the grant goes to the
+    highest-numbered class passed over ``bound`` times, else to the lowest-numbered requesting one)."""
+    start = (0,) * classes
+    seen, todo = {start}, [start]
+    while todo:
+        passed = todo.pop()
+        waiting = sum(1 << c for c in range(classes) if passed[c])
+        for req in range(1, 2 ** classes):
+            if req & waiting != waiting:
+                continue
+            wants = [(req >> c) & 1 for c in range(classes)]
+            starved = [c for c in range(classes) if wants[c] and passed[c] >= bound]
+            grant = max(starved) if starved else min(c for c in range(classes) if wants[c])
+            nxt = tuple(0 if c == grant else passed[c] + wants[c] for c in range(classes))
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return sorted(seen)
+
+
+def add_invariants(m, dut, pending=None, uqids=None, legal_snoops=None):
     """``Assert`` the invariants (module docstring) of ``dut``, a DCOH elaborated with an
     :class:`ObservedSnoopFilter`; ``pending[l]`` / ``uqids[l]``: the harness's unanswered snoop of line
-    l and its UQID.  Each invariant is also a named signal ``inv_<name>``, 1 while it holds (a trace
-    shows which one a counterexample breaks).  Returns the number of invariants."""
+    l and its UQID, for a harness whose host keeps the snoop rules (one unanswered snoop per line,
+    distinct UQIDs); None: group 7's holders are left out.  ``legal_snoops`` (default: with ``pending``):
+    the host sends only SnpData, SnpInv and SnpCur (group 7's opcode invariants).  Each invariant is also a named signal ``inv_<name>``, 1
+    while it holds (a trace shows which one a counterexample breaks).  Returns the number of
+    invariants."""
     if not isinstance(dut.sf, ObservedSnoopFilter):
         raise ValueError("add_invariants: build the DCOH with an ObservedSnoopFilter (dut.sf)")
     for name, want in (("sf_sets", 1), ("work", 1), ("coalesce_groups", 1), ("coalesce_block", 1),
@@ -120,9 +147,12 @@ def add_invariants(m, dut, pending, uqids):
         if getattr(dut, name) != want:
             raise ValueError(f"add_invariants: {name}={getattr(dut, name)!r}; these invariants are written for "
                              f"{name}={want} (formal.dcoh_env.PARAMS)")
-    if len(pending) != 2 ** dut.addr_width or len(uqids) != len(pending):
+    if (pending is None) != (uqids is None) or (pending is not None and (
+            len(pending) != 2 ** dut.addr_width or len(uqids) != len(pending))):
         raise ValueError(f"add_invariants: one pending flag and UQID per line ({2 ** dut.addr_width}), got "
-                         f"{len(pending)} and {len(uqids)}")
+                         f"{pending and len(pending)} and {uqids and len(uqids)}")
+    if legal_snoops is None:
+        legal_snoops = pending is not None
     c, AW, K, T = dut.debug, dut.addr_width, dut.caches, dut.tracker
     eng = c.engine
     count = [0]
@@ -156,6 +186,12 @@ def add_invariants(m, dut, pending, uqids):
         inv(~(trk[i].valid & reserved), f"CQID {i} is not a request's and a reserved eviction's at once")
     inv(~(wk[0].valid & wk[0].evict) | (wk[0].evict_cqid < T), "an eviction's reserved CQID is in range")
     inv(c.cqids.count == sum(c.cqids.live[i] for i in range(T)), "the CQID count is the live CQIDs'")
+    arb = c.arb
+    inv(Cat(*(Cat(*(p == v for p, v in zip(arb.passed, combo))).all()
+              for combo in arbiter_reachable(arb.classes, arb.bound))).any(),
+        "the arbiter's pass counters are a reachable combination")
+    for k in range(arb.classes):
+        inv((arb.passed[k] == 0) | arb.req[k], f"arbiter class {k}: a head passed over still waits")
     inv(c.cqids.one_free == (c.cqids.count < T), "one_free agrees with the count")
     inv(c.cqids.two_free == (c.cqids.count + 2 <= T), "two_free agrees with the count")
     for a in ways:
@@ -163,6 +199,8 @@ def add_invariants(m, dut, pending, uqids):
         inv(~way.valid | (way.entry.state.as_value() != 3), f"SF way {a} holds a state")
         inv(~way.valid | (way.entry.state == SFState.PLACEHOLDER) | (way.entry.presence != 0),
             f"SF way {a}: an S or E line has a copy")
+        inv(~way.valid | (way.entry.state != SFState.PLACEHOLDER) | ((way.entry.presence == 0) & ~way.entry.dirty),
+            f"SF way {a}: a placeholder has no copy")
         for b in ways[a + 1:]:
             inv(~(way.valid & row.ways[b].valid & (way.tag == row.ways[b].tag)), f"SF ways {a} and {b}: two lines")
 
@@ -172,7 +210,8 @@ def add_invariants(m, dut, pending, uqids):
     upgrade_states = [STATE_CODE[s] for s in C.D if s.name.startswith("SM_")]
     for i in range(T):
         e = trk[i]
-        pulled = st("RSP_DATA", "ADVANCE") & (c.cur_t == i)      # its GO's new state, the data still to send
+        # (RSP_DATA / ADVANCE: its GO's new state, stable, written while the data still goes out)
+        pulled = st("RSP_DATA", "ADVANCE") & (c.cur_t == i) & one_of(e.state, [STATE_CODE[s] for s in C._STABLE])
         inv(~e.valid | pulled | Cat(*((e.op == o) & (e.state == STATE_CODE[s]) for o, s in pairs)).any(),
             f"trk{i}: its state is one its opcode reaches")
         inv(~e.valid | (e.has_way == one_of(e.op, _READS)), f"trk{i}: a way exactly for a read or ownership request")
@@ -205,11 +244,13 @@ def add_invariants(m, dut, pending, uqids):
     w0 = wk[0]
     mine = row.ways[w0.way]
     inv(~w0.valid | w0.snoop | w0.evict, "wk0: a snoop's or an eviction's")
-    inv(~(w0.valid & w0.snoop) | one_of(w0.snp_op, _SNOOPS), "wk0: a snoop opcode")
     inv(~w0.valid | (mine.valid & (mine.tag == w0.line)) | (w0.evict & ~in_filter(w0.line)),
         "wk0: its way holds its line (an eviction's: or a snoop took the line)")
     inv(~(w0.valid & w0.evict) | ~requests_on(w0.line), "wk0: an eviction's line has no request")
     inv(~(w0.valid & w0.known) | (w0.snoop & ~w0.evict), "wk0: a kept entry is a snoop's work")
+    inv(~(w0.valid & w0.snoop & ~w0.evict) |
+        ~Cat(*(trk[i].valid & (trk[i].line == w0.line) & ~one_of(trk[i].op, _OWNERSHIP) for i in range(T))).any(),
+        "wk0: a snoop's work shares its line only with an ownership request (an upgrade's)")
     inv(~(w0.valid & w0.known) | ~requests_on(w0.line), "wk0: a kept entry's line has no request")
     inv(~(w0.valid & w0.known) | (w0.sf == mine.entry), "wk0: the kept entry is the filter's")
 
@@ -233,6 +274,7 @@ def add_invariants(m, dut, pending, uqids):
     taker = ((st("SNP_RES") & (res.p.line == line_of_snp)) | (st("S_RES") & (res.p.line == c.ops[c.cur_k].req.line)) |
              (st("W_RES") & (res.p.line == wk[c.cur_w].line)) | (st("C_RES") & (res.p.line == ct.line)))
     inv(~res.valid | taker | c.side_look, "a lookup result has the state that takes it")
+    inv(~c.side_look | ~st("SNP_RES", "S_RES", "W_RES", "C_RES"), "the side path's result is its own")
     inv(~res.valid | (dut.sf.read_data == row), "a lookup result reads the row as it is")
     reads_r = st(*_READS_R)
     hit_way = row.ways[c.r.hit_way]
@@ -248,8 +290,9 @@ def add_invariants(m, dut, pending, uqids):
     inv(~answering | ~c.a_maybe_m | ((c.a_state == STATE_CODE[C.D.E]) & ~c.r_th),
         "an answer that may find M is an E line's with no request")
     inv(~(answering & c.r_th) | (c.a_state == trk[c.r_t].state), "an answer on a request's line: its state")
-    inv(~answering | one_of(c.a_op, _SNOOPS), "an answer: a snoop opcode")
     inv(~(answering & ~c.a_fromwork) | (c.a_op == c.slow_snp.opcode), "a snoop's answer: its opcode")
+    inv(~((answering & ~c.a_fromwork) | st("SNP_QUERY", "SNP_QUERY_RSP")) | ~c.r_wh,
+        "a snoop answered or queried directly: no work on its line")
     inv(~(st("SNP_SLOW", "SNP_QUERY", "SNP_QUERY_RSP") | (answering & ~c.a_fromwork)) |
         (c.r.line == c.slow_snp.addr[:AW]), "a snoop's lookup is of its line")
     # a line's work (W_* and EV_*: the work at cur_w; its answer: ANSWER* with a_fromwork)
@@ -267,7 +310,10 @@ def add_invariants(m, dut, pending, uqids):
     op = c.ops[c.cur_k].req
     inv(~serving | ((c.scan_i < c.q_len) & (c.queue[c.scan_i] == c.cur_k) & c.ops[c.cur_k].valid),
         "the access served is the one queued at scan_i")
-    inv(~serving | st("S_RES") | (c.r.line == op.line), "the access served: its lookup")
+    inv(~serving | st("S_RES") | ((c.r.line == op.line) & (c.cur.line == op.line) & (c.cur.kind == op.kind)),
+        "the access served: its lookup and its latched request")
+    inv(~st("S_SFILL", "S_SFILL_RSP", "S_SFILL_SET") | (c.reply_state == CacheState.M), "a store filled inside gets M")
+    inv(~st("S_LFILL", "S_LFILL_RSP", "S_LFILL_SET") | (c.reply_state == CacheState.S), "a load filled inside gets S")
     inv(~st("S_EVICT", "S_EVICT_RSP", "S_EVICT_SET") |
         (c.r.hit & ~c.r_th & ~c.r_wh & (c.r.entry.presence >> c.cur_k)[0] & (c.cur.kind == CpuKind.EVICT) &
          (op.kind == CpuKind.EVICT)), "an eviction's copy taken: its line held by its cache, nothing else on it")
@@ -277,6 +323,10 @@ def add_invariants(m, dut, pending, uqids):
     inv(~st("S_SFILL", "S_SFILL_RSP", "S_SFILL_SET") |
         ((op.kind == CpuKind.STORE) & c.r.hit & (c.r.entry.state == SFState.E) & ~c.r_th & ~c.r_wh),
         "a store filled inside: its line in E, nothing else on it")
+    senders = {s for (s, _), (_, send) in C.RESPONSE_TABLE.items() if send}     # states a GO can pull data from
+    pulling_ops = sorted({o for o, s in pairs if s in senders}, key=lambda o: o.value)
+    inv(~st("RSP_DATA", "ADVANCE") | (ct.valid & one_of(ct.op, pulling_ops)),
+        "a pulled write's request is in use until it completes, and sends data")
     # a completion (C_* after advance freed the request)
     inv(~telling | ~ct.valid, "a completing request is freed")
     inv(~telling | ~requests_on(ct.line), "no request on a completing request's line")
@@ -307,7 +357,17 @@ def add_invariants(m, dut, pending, uqids):
     inv((c.probe_q.level == 0) | (waiting & (queued_probe.line == w0.line)), "a queued probe is a waiting work's")
     inv(~msgs.valid | (waiting & (msgs.p.block == w0.line) & msgs.p.lines[0]), "a coalescer message is a waiting work's")
 
-    # ---- 7. the snoops the DCOH holds
+    # ---- 7. the snoops the DCOH holds (legal opcodes: the link's unpacker drops the others, RxError.OPCODE)
+    snooping = st("SNP_SLOW", "SNP_QUERY", "SNP_QUERY_RSP")
+    inv(~c.replay | ~(st("SNP_RES") | snooping | (answering & ~c.a_fromwork)), "a held snoop is not under way")
+    if legal_snoops:
+        inv(~(w0.valid & w0.snoop) | one_of(w0.snp_op, _SNOOPS), "wk0: a snoop opcode")
+        inv(~answering | one_of(c.a_op, _SNOOPS), "an answer: a snoop opcode")
+        inv(~st("SNP_RES") | one_of(c.snp.opcode, _SNOOPS), "snp: a snoop opcode")
+        inv(~(snooping | c.replay) | one_of(c.slow_snp.opcode, _SNOOPS), "slow_snp: a snoop opcode")
+    if pending is None:
+        return count[0]
+
     def holds(line, uqid):
         if line is None:                 # the side path's response register keeps no line
             return Cat(*(pending[l] & (uqids[l] == uqid) for l in range(len(pending)))).any()
@@ -315,10 +375,6 @@ def add_invariants(m, dut, pending, uqids):
     for l in range(len(pending)):
         for l2 in range(l + 1, len(pending)):
             inv(~(pending[l] & pending[l2] & (uqids[l] == uqids[l2])), f"lines {l} and {l2}: two pending UQIDs")
-    snooping = st("SNP_SLOW", "SNP_QUERY", "SNP_QUERY_RSP")
-    inv(~c.replay | ~(st("SNP_RES") | snooping | (answering & ~c.a_fromwork)), "a held snoop is not under way")
-    inv(~st("SNP_RES") | one_of(c.snp.opcode, _SNOOPS), "snp: a snoop opcode")
-    inv(~(snooping | c.replay) | one_of(c.slow_snp.opcode, _SNOOPS), "slow_snp: a snoop opcode")
     answered = st("ANSWER_DATA") & c.a_fromwork                 # its response has gone, its data not yet
     holders = [("snp", st("SNP_RES"), line_of_snp, c.snp.uqid),
                ("slow_snp", snooping | c.replay, c.slow_snp.addr[:AW], c.slow_snp.uqid),

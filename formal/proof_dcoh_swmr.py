@@ -60,6 +60,7 @@ class DCOHSWMR(Elaboratable):
 
         st = [[Signal(CS, name=f"st{k}_{l}") for l in range(LINES)] for k in range(CACHES)]
         busy = [Signal(name=f"busy{k}") for k in range(CACHES)]
+        self.dut, self.st, self.busy = dut, st, busy        # (what an invariant relates to the DCOH)
 
         def state_of(k, line):
             """st[k][line] for a line given as a signal."""
@@ -93,6 +94,7 @@ class DCOHSWMR(Elaboratable):
         cmd_taken = cmd.valid & cmd.ready
         cmd_pending = Signal()
         rsp_dirty, rsp_excl = Signal(), Signal()
+        self.cmd_pending, self.rsp_dirty, self.rsp_excl = cmd_pending, rsp_dirty, rsp_excl
         m.d.comb += [dut.cmd_rsp.valid.eq(cmd_pending & AnySeq(1)),
                      dut.cmd_rsp.p.dirty.eq(rsp_dirty), dut.cmd_rsp.p.excl.eq(rsp_excl),
                      dut.cmd_rsp.p.data.eq(0)]

@@ -116,7 +116,7 @@ NOTES = """
 - **The DCOH's snoop-response safety, unbounded** (`dcoh_one_response_unbounded`, k-induction at depth 6,
   ~30 s). `dcoh_slow_caches`'s harness (host free, caches that take commands and completions and
   answer whenever they please, so the side path runs too) with the invariants of
-  formal/dcoh_invariants.py asserted beside the property: 107 of them, in seven groups (the
+  formal/dcoh_invariants.py asserted beside the property: 119 of them, in seven groups (the
   sub-blocks' encodings; each tracker entry's opcode, state, way and cache; the snoop filter, tracker
   and work table against each other; the waiting accesses; what the engine's registers hold in the
   states that read them; probes against the work waiting for them; the snoops the DCOH holds against
@@ -136,7 +136,21 @@ NOTES = """
   parameters (one snoop-filter set, one work entry, one coalescer group of one line, no window;
   `add_invariants` names any other). PDR (`abc pdr`) on the same harness without the invariants gave
   no verdict in 50 minutes. Still bounded: the liveness bound of `dcoh_one_response` and SWMR
-  (`dcoh_swmr`), whose harness's abstract caches the invariants do not yet cover.
+  (`dcoh_swmr`). SWMR was tried the same way (the invariants without the snoop holders, 99 of them,
+  plus ones relating `dcoh_swmr`'s abstract caches to the DCOH: a cache's copy is in the snoop filter
+  with its presence bit, E/M only under an E entry, a cache is busy exactly while its slot is taken,
+  a command is unanswered exactly in the states that wait for its answer, what each command-waiting
+  state leaves the copies, a `cpu_rsp` never offers a state the other caches' copies forbid): the base
+  case holds at depth 6, and induction still finds counterexamples after about fifteen rounds. Two
+  findings from them, neither settled: (1) the DCOH has no error for a reserved snoop opcode (only
+  SnpData, SnpInv and SnpCur are legal); the snoop table then gives its default row (no stall, next
+  state I), so such a snoop to a line with a request would move the request to I. The link's
+  unpacker drops reserved opcodes (`RxError.OPCODE`), so the DCOH never sees one in the system, but
+  `dcoh_swmr`'s free host sends them (its unbounded attempt assumes legal opcodes). (2) A probed
+  snoop's work on an upgrade's line (SM_AD) is answered with the line's state at the work's turn; if
+  the host's GO moved the upgrade to SM_D meanwhile, the answer would come from a state whose snoop
+  row is Stall. The invariant that rules this out does not hold inductively; whether a run reaches it
+  (a host that sends the GO while its own snoop to that line is unanswered) is not determined.
 - **The two DCOH BMCs run on a time budget.** Their cost doubles about every 1.6-2 steps on the present
   DCOH (below), so their full depths (24 and 27) no longer fit `make formal`'s 20 minutes. Each has a
   budget (`Proof.budget_s`, 900 s, `formal/dcoh_env.py` `DCOH_BUDGET_S`); `make formal` runs them side by

@@ -79,6 +79,8 @@ class PriorityArbiter(wiring.Component):
             raise ValueError(f"bound={bound!r}: the starvation bound must be >= 2 ({WHY})")
         self.classes, self.bound = classes, bound
         self.counter_shape = unsigned(max(1, (bound + classes).bit_length()))
+        # how many grants each class's head has been passed over (made here so that a proof can read them)
+        self.passed = [Signal(self.counter_shape, name=f"passed{c}") for c in range(classes)]
         super().__init__({
             "req": In(classes),
             "advance": In(1),
@@ -89,7 +91,7 @@ class PriorityArbiter(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         n = self.classes
-        passed = [Signal(self.counter_shape, name=f"passed{c}") for c in range(n)]
+        passed = self.passed
         starved = Signal(n)
         m.d.comb += starved.eq(Cat(*[self.req[c] & (passed[c] >= self.bound) for c in range(n)]))
         # Priority: the highest-numbered starved class, else the lowest-numbered waiting class.
