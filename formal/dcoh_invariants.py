@@ -9,8 +9,9 @@ credit counters, snoop filter, coalescer) are part of that: they must hold in ev
 seven groups:
 
 1. the sub-blocks' encodings: the engine's state code, the CQID allocator's count and flags against
-   the CQIDs in use, every snoop-filter row (no valid tag twice, a legal state, an S or E line has a
-   copy);
+   the CQIDs in use, the D2H request arbiter's pass counters (a combination its rule reaches, a class
+   passed over still waiting), every snoop-filter row (no valid tag twice, a legal state, an S or E
+   line has a copy, a placeholder none);
 2. each tracker entry alone: its opcode and transient state are a pair the request tables of
    ``cxl.coherence`` reach; a snoop-filter way exactly for a read or ownership request; ``store``
    exactly for an ownership request; only an eviction is not a CPU access's; one request per line;
@@ -31,7 +32,8 @@ seven groups:
    or in the coalescer, and no probe is for anything else;
 7. the snoops the DCOH holds (``snp`` in SNP_RES, ``slow_snp`` while it is decided or held, ``a_uqid``
    while it is answered, a work entry's snoop, the side path's response register): each holds a
-   pending snoop of its line and UQID (the harness's ``pending`` / ``uqid``), and no two hold one.
+   pending snoop of its line and UQID (the harness's ``pending`` / ``uqid``), and no two hold one; and,
+   for a host that sends only legal snoop opcodes, the opcodes they hold are legal ones.
 
 Found the way k-induction is used: run it, read the counterexample to induction (an unreachable first
 state), state why that state cannot happen, repeat.  Each Assert is also checked from reset by the
@@ -137,9 +139,9 @@ def add_invariants(m, dut, pending=None, uqids=None, legal_snoops=None):
     :class:`ObservedSnoopFilter`; ``pending[l]`` / ``uqids[l]``: the harness's unanswered snoop of line
     l and its UQID, for a harness whose host keeps the snoop rules (one unanswered snoop per line,
     distinct UQIDs); None: group 7's holders are left out.  ``legal_snoops`` (default: with ``pending``):
-    the host sends only SnpData, SnpInv and SnpCur (group 7's opcode invariants).  Each invariant is also a named signal ``inv_<name>``, 1
-    while it holds (a trace shows which one a counterexample breaks).  Returns the number of
-    invariants."""
+    the host sends only SnpData, SnpInv and SnpCur (group 7's opcode invariants).  Each invariant is also
+    a named signal ``inv_<name>``, 1 while it holds (a trace shows which one a counterexample breaks).
+    Returns the number of invariants."""
     if not isinstance(dut.sf, ObservedSnoopFilter):
         raise ValueError("add_invariants: build the DCOH with an ObservedSnoopFilter (dut.sf)")
     for name, want in (("sf_sets", 1), ("work", 1), ("coalesce_groups", 1), ("coalesce_block", 1),

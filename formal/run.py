@@ -155,12 +155,12 @@ NOTES = """
   DCOH (below), so their full depths (24 and 27) no longer fit `make formal`'s 20 minutes. Each has a
   budget (`Proof.budget_s`, 900 s, `formal/dcoh_env.py` `DCOH_BUDGET_S`); `make formal` runs them side by
   side, one per core (`--jobs 2`), and stops each when its budget is spent: the proof then covers the BMC
-  steps finished by then (`depth_reached` in summary.json, "21 of 24" in the table), and is PASS if that
+  steps finished by then (`depth_reached` in summary.json, "19 of 24" in the table), and is PASS if that
   is at least its `min_depth` (18 for `dcoh_one_response`, 15 for `dcoh_swmr`: cache 1 gets M through
   the host at step 14) with no counterexample, TIMEOUT if not. A slower machine thus checks fewer steps
-  and says so. `make formal` took 15 min 59 s on this 2-core machine (the table's run): 21 steps of
-  `dcoh_one_response` (step 20 began after 7:02 minutes, step 21 after 10:34; 8:49 and 14:08 in the run
-  before) and 18 of `dcoh_swmr` (steps 17 and 18 after 4:01 and 7:43). So the depth-26 SWMR counterexample of the broken harness below
+  and says so. `make formal` took about 19 minutes on this 2-core machine (the table's run): 19 steps of
+  `dcoh_one_response` (step 18 began after 6:29 minutes, step 19 after 13:42; in an earlier run steps 20
+  and 21 after 7:02 and 10:34) and 17 of `dcoh_swmr` (steps 16 and 17 after 3:21 and 7:31). So the depth-26 SWMR counterexample of the broken harness below
   is out of reach of the budget, and so is every violation of `dcoh_one_response`'s 20-cycle answer
   bound (a snoop accepted at step s can break it at step s + 22 at the earliest): within the budget that
   proof checks the safety part (one response per snoop) only, and its liveness Assert is exercised by
