@@ -81,8 +81,10 @@ def small_dcoh(m, platform, addr_width=1, dcoh_cls=DCOH, snoop_filter_cls=None, 
     formal/dcoh_invariants.py), the same parameters."""
     dut = dcoh_cls(**{**PARAMS, **overrides}, addr_width=addr_width)
     if snoop_filter_cls is not None:
-        dut.sf._MustUse__silence = True   # the filter the constructor built is replaced, never used
-        dut.sf = snoop_filter_cls(dut.sf_sets, dut.sf_ways, dut.caches, addr_width, busy_at_result=True)
+        dut.sf._MustUse__silence = True   # the filter the constructor built is replaced by its like, never used
+        built = dut.sf
+        dut.sf = snoop_filter_cls(built.sets, built.ways, built.caches, built.addr_width,
+                                  busy_at_result=built.busy_at_result)
     dut._MustUse__silence = True          # elaborated by hand below, not by Fragment.get
     m.submodules.dut = dut.elaborate(platform)
     return dut
