@@ -148,9 +148,13 @@ NOTES = """
   unpacker drops reserved opcodes (`RxError.OPCODE`), so the DCOH never sees one in the system, but
   `dcoh_swmr`'s free host sends them (its unbounded attempt assumes legal opcodes). (2) A probed
   snoop's work on an upgrade's line (SM_AD) is answered with the line's state at the work's turn; if
-  the host's GO moved the upgrade to SM_D meanwhile, the answer would come from a state whose snoop
-  row is Stall. The invariant that rules this out does not hold inductively; whether a run reaches it
-  (a host that sends the GO while its own snoop to that line is unanswered) is not determined.
+  the host's GO moved the upgrade to SM_D meanwhile, the answer comes from a state whose snoop row is
+  Stall. A run reaches it: a cover in `dcoh_slow_caches`'s harness (host free, slow caches) finds one
+  at step 14 (a load fills S, a store's upgrade sends RdOwn (SM_AD), a SnpInv to that line probes the
+  copies, the host's GO for the upgrade arrives while the probe is out (SM_D), then the work's W_GO
+  loads SM_D into the answer). Not settled: what the engine then sends, whether a host may send a GO
+  while its own snoop to that device and line is unanswered, and whether the golden host ever does; a
+  directed co-simulation against the golden model is the next step.
 - **The two DCOH BMCs run on a time budget.** Their cost doubles about every 1.6-2 steps on the present
   DCOH (below), so their full depths (24 and 27) no longer fit `make formal`'s 20 minutes. Each has a
   budget (`Proof.budget_s`, 900 s, `formal/dcoh_env.py` `DCOH_BUDGET_S`); `make formal` runs them side by
