@@ -152,9 +152,12 @@ NOTES = """
   Stall. A run reaches it: a cover in `dcoh_slow_caches`'s harness (host free, slow caches) finds one
   at step 14 (a load fills S, a store's upgrade sends RdOwn (SM_AD), a SnpInv to that line probes the
   copies, the host's GO for the upgrade arrives while the probe is out (SM_D), then the work's W_GO
-  loads SM_D into the answer). Not settled: what the engine then sends, whether a host may send a GO
-  while its own snoop to that device and line is unanswered, and whether the golden host ever does; a
-  directed co-simulation against the golden model is the next step.
+  loads SM_D into the answer), and a second cover finds the engine sending the D2H Rsp from SM_D in
+  that same step (ANSWER_RSP's early answer; the snoop table's Stall row declares no response, and the
+  payload in the trace, 129, decodes to opcode 0, which is no D2H Rsp opcode). Not
+  settled: whether a host may send a GO while its own snoop to that device and line is unanswered, and
+  what the golden model does there; a directed co-simulation against it is the next step, and the fix
+  (hold such a work until the data, as the snoop table's Stall says) belongs with it.
 - **The two DCOH BMCs run on a time budget.** Their cost doubles about every 1.6-2 steps on the present
   DCOH (below), so their full depths (24 and 27) no longer fit `make formal`'s 20 minutes. Each has a
   budget (`Proof.budget_s`, 900 s, `formal/dcoh_env.py` `DCOH_BUDGET_S`); `make formal` runs them side by
