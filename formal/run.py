@@ -142,7 +142,7 @@ NOTES = """
   a command is unanswered exactly in the states that wait for its answer, what each command-waiting
   state leaves the copies, a `cpu_rsp` never offers a state the other caches' copies forbid): the base
   case holds at depth 6, and induction still finds counterexamples after about fifteen rounds. Two
-  findings from them, neither settled: (1) the DCOH has no error for a reserved snoop opcode (only
+  findings from them, written down and not fixed: (1) the DCOH has no error for a reserved snoop opcode (only
   SnpData, SnpInv and SnpCur are legal); the snoop table then gives its default row (no stall, next
   state I), so such a snoop to a line with a request would move the request to I. The link's
   unpacker drops reserved opcodes (`RxError.OPCODE`), so the DCOH never sees one in the system, but
