@@ -154,10 +154,12 @@ NOTES = """
   copies, the host's GO for the upgrade arrives while the probe is out (SM_D), then the work's W_GO
   loads SM_D into the answer), and a second cover finds the engine sending the D2H Rsp from SM_D in
   that same step (ANSWER_RSP's early answer; the snoop table's Stall row declares no response, and the
-  payload in the trace, 129, decodes to opcode 0, which is no D2H Rsp opcode). Not
-  settled: whether a host may send a GO while its own snoop to that device and line is unanswered, and
-  what the golden model does there; a directed co-simulation against it is the next step, and the fix
-  (hold such a work until the data, as the snoop table's Stall says) belongs with it.
+  payload in the trace, 129, decodes to opcode 0, which is no D2H Rsp opcode). The golden model treats
+  the case as impossible (`models.dcoh.Device._answer_snoop` asserts that the answer is no Stall), and
+  no model run (`make sim`, `make regress`) has hit that assert: as far as they show, the golden host
+  never sends a GO while its own snoop to that device and line is unanswered. Not settled: whether CXL allows a host to (the proofs' free host
+  does). Either the host rule becomes an assumption of the harnesses, stated with its source, or the
+  engine holds such a work until the data, as the Stall row says.
 - **The two DCOH BMCs run on a time budget.** Their cost doubles about every 1.6-2 steps on the present
   DCOH (below), so their full depths (24 and 27) no longer fit `make formal`'s 20 minutes. Each has a
   budget (`Proof.budget_s`, 900 s, `formal/dcoh_env.py` `DCOH_BUDGET_S`); `make formal` runs them side by
