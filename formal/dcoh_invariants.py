@@ -51,16 +51,18 @@ import re
 from amaranth.hdl import Assert, Cat, Signal
 
 import cxl.coherence as C
+from cxl.device import REQUEST_PRIORITY
 from cxl.messages import D2HReqOpcode as Req, H2DReqOpcode as Snp
 from hdl.dcoh.encodings import STATE_CODE, CacheState, CpuKind
 from hdl.dcoh.snoop_filter import SFState, SnoopFilter
 
 __all__ = ["ObservedSnoopFilter", "add_invariants", "arbiter_reachable", "reachable_requests"]
 
-_SNOOPS = (Snp.SnpData, Snp.SnpInv, Snp.SnpCur)
-_READS = (Req.RdShared, Req.RdAny, Req.RdOwn, Req.RdOwnNoData)
+_SNOOPS = tuple(Snp)                                       # SnpData, SnpInv, SnpCur: every legal snoop
+# the D2H request classes (cxl/device.py): evictions (0) and the coherent reads (1), which hold a way
+_EVICTIONS = tuple(op for op, c in REQUEST_PRIORITY.items() if c == 0)
+_READS = tuple(op for op, c in REQUEST_PRIORITY.items() if c == 1)
 _OWNERSHIP = (Req.RdOwn, Req.RdOwnNoData)
-_EVICTIONS = (Req.CleanEvict, Req.DirtyEvict, Req.CleanEvictNoData)
 _ANSWER = ("ANSWER", "ANSWER_RSP", "ANSWER_SEND", "ANSWER_DATA")
 # states that read the latched lookup ``r`` (and its tracker and work hits) as the line's present state
 _READS_R = ("SNP_SLOW", "SNP_QUERY", "SNP_QUERY_RSP", *_ANSWER, "W_GO", "EV_RSP", "EV_ISSUE", "S_TRY", "S_EVICT",
@@ -113,9 +115,12 @@ def reachable_requests():
 def arbiter_reachable(classes, bound):
     """Every combination of the D2H request arbiter's pass counters (hdl/dcoh/qos.py PriorityArbiter)
     reachable from reset when a class passed over keeps requesting until it is granted (its queue's head
-    stays; the invariants assert that too): a breadth-first search with the arbiter's rule (a granted
-    class's counter clears, every other requesting class's counts one; the grant goes to the
-    highest-numbered class passed over ``bound`` times, else to the lowest-numbered requesting one)."""
+    stays; the invariants assert that too): a breadth-first search over grants, each made by the golden
+    model's arbiter (``models.dcoh.TxArbiter.pop``, the rule the RTL arbiter is checked against), so the
+    rule is not restated here.  A divergence of the RTL from it fails the proofs' base case."""
+    from models.dcoh import TxArbiter         # (formal, like tb, may use the model)
+    if classes != TxArbiter.CLASSES:
+        raise ValueError(f"arbiter_reachable: {classes} classes; the model's arbiter has {TxArbiter.CLASSES}")
     start = (0,) * classes
     seen, todo = {start}, [start]
     while todo:
@@ -124,10 +129,14 @@ def arbiter_reachable(classes, bound):
         for req in range(1, 2 ** classes):
             if req & waiting != waiting:
                 continue
-            wants = [(req >> c) & 1 for c in range(classes)]
-            starved = [c for c in range(classes) if wants[c] and passed[c] >= bound]
-            grant = max(starved) if starved else min(c for c in range(classes) if wants[c])
-            nxt = tuple(0 if c == grant else passed[c] + wants[c] for c in range(classes))
+            arb = TxArbiter(bound)
+            arb.passed = list(passed)
+            for c in range(classes):
+                if (req >> c) & 1:
+                    arb.queues[c].append(None)
+                    arb.count += 1
+            arb.pop()
+            nxt = tuple(arb.passed)
             if nxt not in seen:
                 seen.add(nxt)
                 todo.append(nxt)
