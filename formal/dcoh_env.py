@@ -24,7 +24,8 @@ from amaranth.asserts import AnySeq
 from amaranth.hdl import Const, Signal, Value
 
 from hdl.dcoh.dcoh import DCOH, STATE_CODE
-from cxl.coherence import DevState as D
+from cxl.coherence import SNOOP_TABLE, STALL, DevState as D
+from cxl.messages import H2DReqOpcode as Snp
 from formal.common import write_wrapper
 
 # yosys commands after prep: flatten (the constant-0 data inputs reach the blocks), map the memory to
@@ -68,8 +69,8 @@ __all__ = ["ENGINE", "EXTRA_SCRIPT", "DCOH_BUDGET_S", "PARAMS", "small_dcoh", "d
 PARAMS = dict(caches=2, sf_sets=1, sf_ways=2, tracker=2, work=1, coalesce_window=0, coalesce_block=1,
               coalesce_groups=1, credits=2)
 
-# tracker states in which the model stalls a snoop (GO seen, data not yet)
-STALL_CODES = [STATE_CODE[s] for s in (D.IS_D, D.IM_D, D.SM_D)]
+# tracker states in which the snoop table stalls a snoop (GO seen, data not yet: IS_D, IM_D, SM_D)
+STALL_CODES = [STATE_CODE[s] for s in D if any(SNOOP_TABLE.get((s, snp), (None,))[0] is STALL for snp in Snp)]
 
 _DATA_FIELDS = {"h2d_data.payload": "data", "cpu_req.payload": "data", "cmd_rsp.payload": "data"}
 

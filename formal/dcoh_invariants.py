@@ -55,6 +55,7 @@ from cxl.device import REQUEST_PRIORITY
 from cxl.messages import D2HReqOpcode as Req, H2DReqOpcode as Snp
 from hdl.dcoh.encodings import STATE_CODE, CacheState, CpuKind
 from hdl.dcoh.snoop_filter import SFState, SnoopFilter
+from formal.dcoh_env import STALL_CODES
 
 __all__ = ["ObservedSnoopFilter", "add_invariants", "arbiter_reachable", "reachable_requests"]
 
@@ -264,6 +265,12 @@ def add_invariants(m, dut, pending=None, uqids=None, legal_snoops=None):
         "wk0: a snoop's work shares its line only with an ownership request (an upgrade's)")
     inv(~(w0.valid & w0.known) | ~requests_on(w0.line), "wk0: a kept entry's line has no request")
     inv(~(w0.valid & w0.known) | (w0.sf == mine.entry), "wk0: the kept entry is the filter's")
+    # a parked work (its line's GO came while its probe was out): a snoop's, on a line whose request
+    # stalls snoops until its data (IS_D, IM_D, SM_D), not ready (the next H2D Rsp or Data readies it)
+    stalls = Cat(*(trk[i].valid & (trk[i].line == w0.line) & one_of(trk[i].state, STALL_CODES)
+                   for i in range(T))).any()
+    inv(~w0.parked | (w0.valid & w0.snoop & ~w0.evict & ~w0.known & ~w0.ready & stalls),
+        "wk0: a parked work is a snoop's, not ready, on a line that stalls snoops")
 
     # ---- 4. the waiting CPU accesses
     inv(c.q_len <= K, "q_len counts at most the caches")
@@ -309,7 +316,7 @@ def add_invariants(m, dut, pending=None, uqids=None, legal_snoops=None):
     # a line's work (W_* and EV_*: the work at cur_w; its answer: ANSWER* with a_fromwork)
     cw = wk[c.cur_w]
     working = st("W_LOOK", "W_RES", "W_GO", "EV_RSP", "EV_ISSUE") | (answering & c.a_fromwork)
-    inv(~working | (cw.valid & ~cw.ready), "the current work is valid and not ready")
+    inv(~working | (cw.valid & ~cw.ready & ~cw.parked), "the current work is valid, not ready, not parked")
     inv(~st("W_LOOK", "W_RES", "W_GO") | ~cw.snoop | ((c.a_uqid == cw.snp_uqid) & (c.a_op == cw.snp_op)),
         "a work with a snoop: its snoop loaded")
     inv(~(answering & c.a_fromwork) | (cw.snoop & (c.a_uqid == cw.snp_uqid) & (c.a_op == cw.snp_op) &
@@ -361,7 +368,7 @@ def add_invariants(m, dut, pending=None, uqids=None, legal_snoops=None):
     in_queue = (c.probe_q.level != 0) & (queued_probe.line == w0.line)
     in_coalescer = msgs.valid & (msgs.p.block == w0.line) & msgs.p.lines[0]
     handing_on = st("S_PROBE") & (c.bi_line == w0.line)        # a back-invalidation's, in S_PROBE
-    waiting = w0.valid & ~w0.ready & ~working
+    waiting = w0.valid & ~w0.ready & ~working & ~w0.parked
     inv(~waiting | ((in_queue.as_unsigned() + in_coalescer.as_unsigned() + handing_on.as_unsigned()) == 1),
         "a work waiting for its probe has one")
     inv(~st("S_PROBE") | (waiting & (c.bi_line == w0.line) & w0.evict & ~w0.snoop), "S_PROBE hands on its work's probe")

@@ -110,13 +110,14 @@ NOTES = """
   (hdl/dcoh/tracker.py, hdl/dcoh/work_table.py) assert that the engine never starts a request or work
   in an entry in use, writes a state into a free entry, frees an entry twice, stores a snoop over
   another or takes up work that is not ready. The DCOH harnesses check them to their depth with the
-  rest: with the tracker's free check made to fail on any free, `dcoh_slow_caches` FAILs in 13 s.
+  rest: with the tracker's free check made to fail on any free, a depth-16 BMC of the slow-caches
+  harness (the former `dcoh_slow_caches`, below) FAILed in 13 s.
   `dcoh_one_response_unbounded` (below) proves them for every reachable state; that no entry is
   *leaked*, never freed, is a liveness property no proof here covers.
 - **The DCOH's snoop-response safety, unbounded** (`dcoh_one_response_unbounded`, k-induction at depth 6,
-  ~30 s). `dcoh_slow_caches`'s harness (host free, caches that take commands and completions and
-  answer whenever they please, so the side path runs too) with the invariants of
-  formal/dcoh_invariants.py asserted beside the property: 119 of them, in seven groups (the
+  ~30 s). `dcoh_one_response`'s harness with slow caches (host free, caches that take commands and
+  completions and answer whenever they please, so the side path runs too) with the invariants of
+  formal/dcoh_invariants.py asserted beside the property: 120 of them, in seven groups (the
   sub-blocks' encodings; each tracker entry's opcode, state, way and cache; the snoop filter, tracker
   and work table against each other; the waiting accesses; what the engine's registers hold in the
   states that read them; probes against the work waiting for them; the snoops the DCOH holds against
@@ -124,7 +125,8 @@ NOTES = """
   each stated with why it holds; the base case checks each of them from reset, so a wrong one fails
   there. With them, every D2H Rsp retires exactly one pending snoop, every Assert of the DCOH's blocks
   (tracker, work table, CQID allocator, credit counters, snoop filter, coalescer, probe queue) holds,
-  and so does every invariant, in every reachable state. Depth 4 is enough, 3 is not (the QoS
+  no snoop is answered from a state whose snoops stall (the engine's own Assert), and so does every
+  invariant, in every reachable state. Depth 4 is enough, 3 is not (the QoS
   arbiter's starvation counters need more steps than the other blocks' state). Not vacuous: `dcoh_one_response_unbounded_broken` (the same on a
   DCOH whose ANSWER_SEND answers with a wrong UQID) FAILs at step 6 of its base case, and
   `dcoh_one_response_reached` (mode cover) reaches, within 10 steps, a probed snoop's work answering
@@ -146,20 +148,24 @@ NOTES = """
   SnpData, SnpInv and SnpCur are legal); the snoop table then gives its default row (no stall, next
   state I), so such a snoop to a line with a request would move the request to I. The link's
   unpacker drops reserved opcodes (`RxError.OPCODE`), so the DCOH never sees one in the system, but
-  `dcoh_swmr`'s free host sends them (its unbounded attempt assumes legal opcodes). (2) A probed
-  snoop's work on an upgrade's line (SM_AD) is answered with the line's state at the work's turn; if
-  the host's GO moved the upgrade to SM_D meanwhile, the answer comes from a state whose snoop row is
-  Stall. A run reaches it: a cover in `dcoh_slow_caches`'s harness (host free, slow caches) finds one
-  at step 14 (a load fills S, a store's upgrade sends RdOwn (SM_AD), a SnpInv to that line probes the
-  copies, the host's GO for the upgrade arrives while the probe is out (SM_D), then the work's W_GO
-  loads SM_D into the answer), and a second cover finds the engine sending the D2H Rsp from SM_D in
-  that same step (ANSWER_RSP's early answer; the snoop table's Stall row declares no response, and the
-  payload in the trace, 129, decodes to opcode 0, which is no D2H Rsp opcode). The golden model treats
-  the case as impossible (`models.dcoh.Device._answer_snoop` asserts that the answer is no Stall), and
-  no model run (`make sim`, `make regress`) has hit that assert: as far as they show, the golden host
-  never sends a GO while its own snoop to that device and line is unanswered. Not settled: whether CXL allows a host to (the proofs' free host
-  does). Either the host rule becomes an assumption of the harnesses, stated with its source, or the
-  engine holds such a work until the data, as the Stall row says.
+  `dcoh_swmr`'s free host sends them (its unbounded attempt assumes legal opcodes). (2) A GO during a snoop,
+  since fixed. A probed snoop's work on an upgrade's line (SM_AD) was answered with the line's state at
+  the work's turn; if the host's GO moved the upgrade to SM_D while the probe was out, the answer came
+  from a state whose snoop row is Stall (the table's default response, RspIHitI: the host would read
+  that the device holds nothing while the GO's grant is on its way to the storing cache). A cover in
+  the slow-caches harness reached it at step 14. CXL 3.x §3.2.5.2 forbids that GO (no GO to an
+  address while a snoop to it is pending, docs/sources.md §1.7), so the golden host never sends it;
+  the proofs' free host does. Now the DCOH counts it (`ErrorKind.GO_DURING_SNOOP`, once per snoop),
+  parks the work (hdl/dcoh/work_table.py `parked`: not ready, no probe; the next H2D Rsp or Data
+  readies it again) and answers from the state the data leaves; the golden model raises
+  `ProtocolError` at such a GO; and the engine asserts in every answer state that no snoop is answered
+  from a state whose snoops stall. With the park left out, that Assert FAILs at step 15 of a depth-16
+  BMC of the slow-caches harness; with it, `dcoh_one_response_unbounded` PASSes (one more invariant:
+  a parked work is a snoop's, not ready, on a line whose request stalls snoops), and
+  `dcoh_go_during_snoop_reached` (cover, depth 24, ~2 minutes) parks a work at step 13, readies it at
+  step 15 and answers its snoop at step 23. Directed tests: tests/test_rtl_dcoh.py
+  `test_snoop_whose_probe_outlasts_its_lines_go_waits_for_the_data`, tests/test_model_shadow_steps.py
+  `test_a_go_while_the_lines_snoop_is_pending_is_a_protocol_error`.
 - **The two DCOH BMCs run on a time budget.** Their cost doubles about every 1.6-2 steps on the present
   DCOH (below), so their full depths (24 and 27) no longer fit `make formal`'s 20 minutes. Each has a
   budget (`Proof.budget_s`, 900 s, `formal/dcoh_env.py` `DCOH_BUDGET_S`); `make formal` runs them side by
@@ -212,14 +218,11 @@ NOTES = """
   step 21 on that path). Snoops accepted late in the 24 steps cannot exceed the bound within them, so
   this is a check of the paths that fit, not a proof of the bound. Not vacuous: with bound 2
   (`dcoh_one_response_broken`, run by `make formal` and expected to FAIL) it FAILs at step 6.
-- `dcoh_slow_caches`: `dcoh_one_response`'s harness with caches that take commands and completions and
-  answer commands whenever they please (free inputs), so the DCOH waits on them mid-event and its snoop
-  side path (docs/dcoh.md) answers snoops meanwhile; the safety Assert (every D2H Rsp retires exactly
-  one pending snoop of its UQID) must hold, the liveness bound is not asserted (a cache may hold the
-  DCOH up for ever). Depth 16 in about 50 s. `dcoh_slow_caches_side_reached` (expected to FAIL) asserts
-  that no snoop is taken while a command's answer is owed, which only the side path does: it FAILs at
-  step 10, so the side path is reached within the depth (with the side path switched off it PASSes).
-  With the side path's response given the wrong UQID on purpose, `dcoh_slow_caches` FAILs.
+- `dcoh_slow_caches` and `dcoh_slow_caches_side_reached`, a depth-16 BMC of `dcoh_one_response`'s
+  harness with slow caches and its witness that the side path answers within that depth, were retired:
+  `dcoh_one_response_unbounded` proves the same Asserts in the same harness for every reachable state,
+  and `dcoh_one_response_reached` covers the side path's answer. Their ~170 s of `make formal` went to
+  `dcoh_go_during_snoop_reached`.
 - `dcoh_swmr`: the harness caches follow the co-simulation's cache BFM (tests/dcoh_cosim.py). A
   conflict needs two accesses by different caches to the same line, the first one completed through
   the host (~15 cycles). The same harness with the INV commands to cache 1 ignored

@@ -776,6 +776,13 @@ class Device:
         if t is None:
             raise ProtocolError(f"{self.name()}: {msg.op.name} for CQID {msg.uid}, which is not in use")
         if msg.op is _HRsp.GO:
+            if self.work:
+                w = self.work.get(t.line)
+                if w is not None and w.snoop is not None:
+                    # CXL 3.x §3.2.5.2: no GO to an address while a snoop to it is pending (docs/sources.md
+                    # §1.7); the RTL counts it (ErrorKind.GO_DURING_SNOOP) and answers after the data
+                    raise ProtocolError(f"{self.name()}: GO for {t!r} while the snoop {w.snoop.op.name} "
+                                        f"(UQID {w.snoop.uid}) to line {t.line:#x} is still being answered")
             g = _GO_STATES.get(msg.rsp_data & 0xF)         # GOState(value), without the enum call
             event = GO_OF.get(g) if g is not None else None
             if event is None:

@@ -1,14 +1,19 @@
 """The golden model's device in the steps a shadow of the RTL DCOH takes (tb/system_tb.py): the rescan of the
 waiting accesses as a step of its own (``Device.defer_service``), and a probe closed when the caches take it
-and worked when the engine works its line (``close_probe`` / ``finish_probe``)."""
+and worked when the engine works its line (``close_probe`` / ``finish_probe``); a GO that comes while its
+line's snoop waits for its probe is named."""
 
 import sys
 from pathlib import Path
+
+import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from scenario import Scenario, load_waiting_for_a_cqid             # noqa: E402
 from cxl.messages import Channel, D2HReqOpcode as Req, H2DReqOpcode as Snp  # noqa: E402
+from models.dcoh import ProtocolError                                # noqa: E402
+from models.link import Msg                                          # noqa: E402
 
 L = 0x40            # set 0 of the 4-set snoop filter
 M = 0x41            # set 1 (and N set 2): no victim needed for any of them
@@ -75,3 +80,21 @@ def test_a_probe_closed_then_worked_is_the_flush():
     assert dev_s.key() == dev_w.key() and _flights(split) == _flights(whole)
     split.drain()
     assert split.state(1, 0, L) == ("S", 7) and split.state(0, 0, L)[0] == "S"
+
+
+def test_a_go_while_the_lines_snoop_is_pending_is_a_protocol_error():
+    """Device 0's cache 0 holds L in S and stores to it (RdOwn, SM_AD); an SnpInv to L (put straight into
+    the device: the golden host never sends it here) must probe the S copy, and while its probe is out the
+    host sends the upgrade's GO.  CXL 3.x §3.2.5.2 forbids that GO (no GO to an address while a snoop to
+    it is pending, docs/sources.md §1.7): the model names it; the RTL counts it (GO_DURING_SNOOP) and
+    answers after the data (tests/test_rtl_dcoh.py)."""
+    s = Scenario()
+    s.cpu(0, 0, "load", L)
+    s.drain()
+    dev = s.dev(0)
+    s.cpu(0, 0, "store", L, value=9)
+    s.deliver(0, Channel.D2H_REQ, Req.RdOwn)
+    dev.on_snoop(Msg(Channel.H2D_REQ, Snp.SnpInv, 99, L), 0)
+    assert L in dev.work and dev.coal.groups, "the snoop should wait for its probe"
+    with pytest.raises(ProtocolError, match="while the snoop SnpInv .UQID 99. to line 0x40 is still being answered"):
+        _deliver_raw(s, 0, Channel.H2D_RSP)

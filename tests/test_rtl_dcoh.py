@@ -5,7 +5,8 @@
 * Every race of tests/test_races.py, replayed move by move against the RTL;
   the racy (state, event) pair each race asserts must be taken in the replay too.
 * The snoop-filter-miss fast path: one snoop per cycle, response in the cycle after the snoop.
-* A snoop the model stalls (GO seen, data not) is held, and later snoops wait behind it.
+* A snoop the model stalls (GO seen, data not) is held, and later snoops wait behind it; a snoop whose
+  probe was out when its line's GO came waits for the data too.
 * Malformed host messages are counted, dropped, and nothing hangs; a second snoop to a line is counted and
   still answered once; bad parameters are named.
 * A rescan that back-invalidates three victims with one coalescer group finishes; a snoop-filter miss is
@@ -323,6 +324,78 @@ def test_second_snoop_to_a_line_is_counted_and_still_answered():
     assert got["error"] == (1, ErrorKind.SECOND_SNOOP)
     assert got["rsp"] == [1, 2], f"snoop responses by UQID: {got['rsp']}"
     assert got["idle"] == 1 and got["errors"] == 1
+
+
+def test_snoop_whose_probe_outlasts_its_lines_go_waits_for_the_data():
+    """A snoop's work outlasted by the GO to its line: cache 0 holds L in S and stores to it (RdOwn, SM_AD);
+    an SnpInv to L must probe the S copy, and the caches hold the probe back while the host's GO-E
+    arrives (SM_D, where the snoop table stalls snoops until the data).  The work must wait for the data
+    (parked), not answer from SM_D (no response opcode there), and then answer from the state the data
+    leaves (M: RspIFwdM with the stored line), exactly once, and nothing hung.  CXL 3.x §3.2.5.2 forbids
+    that GO (docs/sources.md §1.7): the DCOH counts it, once (GO_DURING_SNOOP)."""
+    dut = DCOH(caches=1, sf_sets=4, sf_ways=2, tracker=4, work=2, coalesce_window=0, credits=64)
+    got = {"rsp": [], "data": []}
+    line, value = 0x40, 0xC0FFEE
+
+    async def body(ctx):
+        for s in (dut.d2h_req, dut.d2h_rsp, dut.d2h_data, dut.cpu_rsp, dut.cmd):
+            ctx.set(s.ready, 1)
+        ctx.set(dut.cmd_rsp.valid, 1)                            # the cache answers every command at once
+        await _fill_line(ctx, dut, line)
+        ctx.set(dut.cpu_req.valid, 1)                            # store to the S line: RdOwn (SM_AD)
+        ctx.set(dut.cpu_req.p.kind, CpuKind.STORE)
+        ctx.set(dut.cpu_req.p.cache, 0)
+        ctx.set(dut.cpu_req.p.line, line)
+        ctx.set(dut.cpu_req.p.data, value)
+        await ctx.tick().until(dut.d2h_req.valid)
+        assert D2HReqOpcode(ctx.get(dut.d2h_req.p.opcode)) is D2HReqOpcode.RdOwn
+        cqid = ctx.get(dut.d2h_req.p.cqid)
+        ctx.set(dut.cpu_req.valid, 0)
+        await ctx.tick()
+        ctx.set(dut.h2d_req.valid, 1)                            # SnpInv: the S copy must be probed
+        ctx.set(dut.h2d_req.p.opcode, H2DReqOpcode.SnpInv)
+        ctx.set(dut.h2d_req.p.addr, line)
+        ctx.set(dut.h2d_req.p.uqid, 7)
+        await ctx.tick().until(dut.h2d_req.ready)
+        ctx.set(dut.h2d_req.valid, 0)
+        await ctx.tick().repeat(4)
+        ctx.set(dut.h2d_rsp.valid, 1)                            # GO-E while the probe is held back
+        ctx.set(dut.h2d_rsp.p.opcode, H2DRspOpcode.GO)
+        ctx.set(dut.h2d_rsp.p.rsp_data, 2)
+        ctx.set(dut.h2d_rsp.p.cqid, cqid)
+        await ctx.tick().until(dut.h2d_rsp.ready)
+        ctx.set(dut.h2d_rsp.valid, 0)
+        ctx.set(dut.probe.ready, 1)                              # the caches take the probe now
+        for _ in range(60):
+            if ctx.get(dut.d2h_rsp.valid):
+                got["rsp"].append(("before data", int(ctx.get(dut.d2h_rsp.p.uqid)),
+                                   ctx.get(dut.d2h_rsp.p.opcode.as_value())))    # (may be no opcode)
+            await ctx.tick()
+        # the store leaves the cache's copy M (the DCOH's entry says E): the INV that takes it finds it dirty
+        ctx.set(dut.cmd_rsp.p.dirty, 1)
+        ctx.set(dut.cmd_rsp.p.data, value)
+        ctx.set(dut.h2d_data.valid, 1)                           # the data: SM_D -> E, the store done
+        ctx.set(dut.h2d_data.p.hdr.valid, 1)
+        ctx.set(dut.h2d_data.p.hdr.cqid, cqid)
+        ctx.set(dut.h2d_data.p.data, 0x1234)
+        for _ in range(200):
+            if ctx.get(dut.h2d_data.valid) and ctx.get(dut.h2d_data.ready):
+                await ctx.tick()
+                ctx.set(dut.h2d_data.valid, 0)
+                continue
+            if ctx.get(dut.d2h_rsp.valid):
+                got["rsp"].append(("after data", int(ctx.get(dut.d2h_rsp.p.uqid)),
+                                   D2HRspOpcode(ctx.get(dut.d2h_rsp.p.opcode))))
+            if ctx.get(dut.d2h_data.valid):
+                got["data"].append((int(ctx.get(dut.d2h_data.p.hdr.uqid)), int(ctx.get(dut.d2h_data.p.data))))
+            await ctx.tick()
+        got["idle"] = ctx.get(dut.idle)
+        got["errors"] = (ctx.get(dut.protocol_errors), ctx.get(dut.last_error))
+
+    _bench(dut, body)
+    assert got["rsp"] == [("after data", 7, D2HRspOpcode.RspIFwdM)], got["rsp"]
+    assert got["data"] == [(7, value)], got["data"]
+    assert got["idle"] == 1 and got["errors"] == (1, ErrorKind.GO_DURING_SNOOP), got
 
 
 def test_rescan_back_invalidations_with_no_free_coalescer_group_finish():

@@ -123,25 +123,28 @@ def test_tracker_asserts_fire(setup, bad, message):
 
 
 # ------------------------------------------------------------------------------------------------ work table
-WORK_FIELDS = ("valid", "ready", "line", "snoop", "snp_uqid", "evict")
+WORK_FIELDS = ("valid", "ready", "line", "snoop", "snp_uqid", "evict", "parked", "go_during")
 
 
 @given(st.data())
 def test_work_table_matches_its_model(data):
     """Random legal cycles of every port, with probes readying entries in the same cycles; where the
-    engine changes an entry's ``ready`` in the cycle a probe readies it, the engine's write wins."""
+    engine changes an entry's ``ready`` in the cycle a probe readies it, the engine's write wins.  A
+    parked entry (``cur.park``) stays in use, not ready, until ``wake`` readies every parked entry."""
     dut = WorkTable(ENTRIES, WRK)
     steps = data.draw(st.lists(st.tuples(st.integers(0, 2 ** 20 - 1), st.sampled_from(
-        ["new", "snoop", "take", "cur", "none"]), st.integers(0, 2 ** ENTRIES - 1)), max_size=40), label="steps")
+        ["new", "snoop", "take", "cur", "park", "wake", "none"]), st.integers(0, 2 ** ENTRIES - 1)), max_size=40),
+        label="steps")
 
     async def bench(ctx):
-        model = [dict(valid=0, ready=0, line=0, snoop=0, snp_uqid=0, evict=0) for _ in range(ENTRIES)]
+        model = [dict(valid=0, ready=0, line=0, snoop=0, snp_uqid=0, evict=0, parked=0, go_during=0)
+                 for _ in range(ENTRIES)]
         cur = 0
         for r, kind, readied in steps:
             live = [i for i in range(ENTRIES) if model[i]["valid"]]
             free = [i for i in range(ENTRIES) if not model[i]["valid"]]
             _idle(ctx, (dut.new.valid, dut.snoop.valid, dut.take.valid, dut.cur.clr_valid, dut.cur.clr_snoop,
-                        dut.cur.set_ready, dut.cur.clr_ready))
+                        dut.cur.set_ready, dut.cur.clr_ready, dut.cur.park, dut.wake))
             ready_bits = readied & sum(1 << i for i in live)
             ctx.set(dut.readied, ready_bits)
             ctx.set(dut.cur.idx, cur)
@@ -156,7 +159,8 @@ def test_work_table_matches_its_model(data):
                 ctx.set(dut.new.idx, i)
                 ctx.set(dut.new.entry, {"valid": 1, "ready": 0, "line": line, "way": 0, "snoop": snoop,
                                         "snp_op": SNOOPS[0], "snp_uqid": uqid, "evict": evict, "evict_cqid": 0})
-                after[i] = dict(valid=1, ready=0, line=line, snoop=snoop, snp_uqid=uqid, evict=evict)
+                after[i] = dict(valid=1, ready=0, line=line, snoop=snoop, snp_uqid=uqid, evict=evict, parked=0,
+                                go_during=0)
             elif kind == "snoop" and (unsnooped := [i for i in live if not model[i]["snoop"]]):
                 i = unsnooped[r % len(unsnooped)]
                 uqid = (r >> 4) & 0xFFF
@@ -177,13 +181,21 @@ def test_work_table_matches_its_model(data):
                 for s, v in strobes.items():
                     ctx.set(getattr(dut.cur, s), v)
                 if strobes["clr_valid"]:
-                    after[cur]["valid"] = 0
+                    after[cur].update(valid=0, parked=0)
                 if strobes["clr_snoop"]:
                     after[cur]["snoop"] = 0
                 if strobes["set_ready"]:
                     after[cur]["ready"] = 1
                 if strobes["clr_ready"]:
                     after[cur]["ready"] = 0
+            elif kind == "park" and model[cur]["valid"] and model[cur]["snoop"] and not model[cur]["ready"]:
+                ctx.set(dut.cur.park, 1)                 # (W_GO parks the work it took up)
+                after[cur].update(parked=1, go_during=1)
+            elif kind == "wake":
+                ctx.set(dut.wake, 1)
+                for i in range(ENTRIES):
+                    if model[i]["parked"]:
+                        after[i].update(ready=1, parked=0)
             await ctx.tick()
             model = after
             _check_entries(ctx, dut, WORK_FIELDS, model)
@@ -193,7 +205,8 @@ def test_work_table_matches_its_model(data):
 def _work_break(setup, bad):
     dut = WorkTable(ENTRIES, WRK)
     _run_writes(dut, (dut.new.valid, dut.snoop.valid, dut.take.valid, dut.readied, dut.cur.clr_valid,
-                      dut.cur.clr_snoop, dut.cur.set_ready, dut.cur.clr_ready), [*setup, bad])
+                      dut.cur.clr_snoop, dut.cur.set_ready, dut.cur.clr_ready, dut.cur.park, dut.wake),
+                [*setup, bad])
 
 
 NEW0 = [("new", 0, {"valid": 1})]
@@ -205,6 +218,7 @@ NEW0 = [("new", 0, {"valid": 1})]
     ([[("new", 0, {"valid": 1, "snoop": 1})]], [("snoop", 0, {})], "holds a snoop already"),
     ([], [("cur", 0, {"clr_valid": 1})], "a free entry worked on"),
     ([NEW0], [("take", 0, {})], "work taken up that is not ready"),
+    ([NEW0], [("cur", 0, {"park": 1})], "an entry parked with no snoop"),
 ])
 def test_work_table_asserts_fire(setup, bad, message):
     _work_break(setup, [])

@@ -342,6 +342,9 @@ def build_dispatch_strobes(self, ctx):
         m.d.sync += [*latch_rsp, replay_go.eq(1), cur_t.eq(t_idx(rsp_in.cqid))]
     with m.If(go["data"]):
         m.d.sync += [*latch_data, replay_go.eq(1), cur_t.eq(t_idx(data_in_.hdr.cqid))]
+    # a host response may end the stall of a parked snoop's work (snoop_path.py, W_GO): it is worked
+    # again after this event (ready at the next edge; the engine is in the event's states until then)
+    m.d.comb += work_table.wake.eq(go["rsp"] | go["data"])
     with m.If(go["replay"]):
         # the held snoop is looked up again (SNP_RES reads ``snp``; a replay never shares its cycle
         # with take_snp or load_snp)

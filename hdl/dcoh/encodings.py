@@ -66,11 +66,14 @@ class Dispatch(enum.Enum, shape=3):
     SCAN = 7          #: the rescan of the waiting accesses that follows every event
 
 
-class ErrorKind(enum.Enum, shape=2):
+class ErrorKind(enum.Enum, shape=3):
     NONE = 0
     UNKNOWN_CQID = 1      #: H2D Rsp/Data for a CQID not in use
     UNDECLARED = 2        #: a response the line's state does not declare (or a bad GO state)
     SECOND_SNOOP = 3      #: a snoop to a line whose earlier snoop is still being answered (held, answered after it)
+    #: a GO to a line whose snoop is still being answered (CXL 3.x §3.2.5.2 forbids it, docs/sources.md §1.7):
+    #: the snoop waits for the line's data, then is answered (its work parked, hdl/dcoh/work_table.py)
+    GO_DURING_SNOOP = 4
 
 
 class CpuReq(data.StructLayout):

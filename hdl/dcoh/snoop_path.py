@@ -9,7 +9,7 @@ its probe, answers the snoop it holds or evicts the line of a back-invalidation 
 Builders of :meth:`hdl.dcoh.dcoh.DCOH.elaborate` (``ctx``: docs/dcoh.md, "Source layout").
 """
 
-from amaranth.hdl import Mux, Signal
+from amaranth.hdl import Assert, Mux, Signal
 
 from cxl.messages import D2HReqOpcode as Req, D2HRspOpcode as Rsp
 from cxl.coherence import DevState as D
@@ -39,7 +39,7 @@ def build_snoop_verdicts(self, ctx):
     copies_rw = r_maybe_m0 & q_done & q_excl
     s_stall, s_rsp, s_nxt, s_data = snoop_table(m, r_state, slow_snp.opcode)
     a_stall, a_rsp, a_nxt, a_data = snoop_table(m, a_state, a_op)      # ANSWER: how to command the copies
-    _, _, w_nxt, _ = snoop_table(m, r_state, a_op)       # W_GO: the same, a cycle before a_state is loaded
+    w_stall, _, w_nxt, _ = snoop_table(m, r_state, a_op)  # W_GO: the same, a cycle before a_state is loaded
     # The WORK dispatch of a work that kept its snoop-filter entry (``known``: a hit, no request on the
     # line) decides W_GO's command itself, from the entry as the dispatch reads it
     k_entry = wk[work_ready_idx]
@@ -65,7 +65,7 @@ def build_snoop_verdicts(self, ctx):
     ctx.r_maybe_m, ctx.r_state, ctx.s_data, ctx.s_keep_rsp = r_maybe_m, r_state, s_data, s_keep_rsp
     ctx.s_keeps, ctx.s_nxt, ctx.s_stall, ctx.settle_dirty = s_keeps, s_nxt, s_stall, settle_dirty
     ctx.v_changed, ctx.v_data, ctx.v_none, ctx.v_nxt, ctx.v_rsp = v_changed, v_data, v_none, v_nxt, v_rsp
-    ctx.w_nxt = w_nxt
+    ctx.a_stall, ctx.w_nxt, ctx.w_stall = a_stall, w_nxt, w_stall
 
 
 def build_snoop_states(self, ctx):
@@ -234,7 +234,15 @@ def build_answer_states(self, ctx):
         with m.Else():
             m.d.comb += self.cmd.p.op.eq(CmdOp.KEEP)
 
+    # No snoop is answered from a state whose snoops stall (GO seen, data not: the table's Stall rows give
+    # no response, and an answer would tell the host the device holds nothing while the GO's grant is on
+    # its way to a cache): SNP_SLOW holds such a snoop, W_GO parks such a work.  Checked in every answer
+    # state (simulation and the formal proofs; removed before synthesis).
+    def never_from_a_stall():
+        m.d.sync += Assert(~ctx.a_stall, "DCOH: a snoop answered from a state whose snoops stall")
+
     with m.State("ANSWER"):
+        never_from_a_stall()
         # command the copies (probed lines only) and collect dirty/data
         with m.If(a_probed & (r.hit & (r.entry.presence != 0))):
             command_copies(a_nxt)
@@ -245,6 +253,7 @@ def build_answer_states(self, ctx):
             m.next = "ANSWER_SEND"
         m.d.comb += buf_r.addr.eq(r_t)           # MI_A: the write-back buffer holds the line
     with m.State("ANSWER_RSP"):
+        never_from_a_stall()
         m.d.comb += [self.cmd_rsp.ready.eq(1), settle_dirty.eq(self.cmd_rsp.p.dirty),
                      buf_r.addr.eq(r_t)]
         # Early answer: when the caches' answer cannot change the verdict (the line's state is
@@ -265,6 +274,7 @@ def build_answer_states(self, ctx):
                 m.d.sync += [*latch_line, *settle]
                 m.next = "ANSWER_SEND"
     with m.State("ANSWER_SEND"):
+        never_from_a_stall()
         m.d.comb += [rsp_valid.eq(1), self.d2h_rsp.p.opcode.eq(v_rsp), self.d2h_rsp.p.uqid.eq(a_uqid),
                      buf_r.addr.eq(r_t)]             # (before apply_answer: a chained dispatch
         with m.If(a_state == STATE_CODE[D.MI_A]):      # sets its own address)
@@ -275,6 +285,7 @@ def build_answer_states(self, ctx):
             with m.Else():
                 apply_answer()
     with m.State("ANSWER_DATA"):
+        never_from_a_stall()
         m.d.comb += [data_valid.eq(1), self.d2h_data.p.hdr.uqid.eq(a_uqid)]
         with m.If(data_sent):
             apply_answer()
@@ -292,6 +303,7 @@ def build_work_states(self, ctx):
     new_txn, q_done, r, r_maybe_m, r_state = ctx.new_txn, ctx.q_done, ctx.r, ctx.r_maybe_m, ctx.r_state
     r_w, r_wh, replay_go, res, rescan, sf = ctx.r_w, ctx.r_wh, ctx.replay_go, ctx.res, ctx.rescan, ctx.sf
     sf_update, tcam, w_nxt, wcur, wk = ctx.sf_update, ctx.tcam, ctx.w_nxt, ctx.wcur, ctx.wk
+    count_error, w_stall = ctx.count_error, ctx.w_stall
 
     # ---------------------------------------------------------------- work after its probes
     with m.State("W_LOOK"):
@@ -306,7 +318,20 @@ def build_work_states(self, ctx):
         m.next = "W_GO"
     with m.State("W_GO"):
         w = wk[cur_w]
-        with m.If(w.snoop):
+        with m.If(w.snoop & w_stall):
+            # The line's request took its GO while the probe was out (an upgrade, SM_AD -> SM_D).
+            # CXL 3.x §3.2.5.2 forbids that GO (no GO to a line while a snoop to it is pending,
+            # docs/sources.md §1.7): counted, once per snoop (an H2D Rsp for another request readies
+            # the work again, and it parks once more).  The snoop table stalls a snoop to such a line
+            # until the data, as it does one still in H2D Req; this one was taken already, so it waits
+            # in its entry (parked), which the next H2D Data or Rsp readies again, and is answered
+            # from the state the data leaves.  The run of work still ends in its SCAN (``rescan``).
+            with m.If(~w.go_during):
+                count_error(ErrorKind.GO_DURING_SNOOP)
+            m.d.comb += wcur.park.eq(1)
+            m.d.sync += rescan.eq(1)
+            m.next = "IDLE"
+        with m.Elif(w.snoop):
             # (a_op and a_uqid were loaded with the dispatch) ANSWER's command of the copies, offered
             # here already: a probed snoop always has one unless a snoop took the copies meanwhile
             m.d.sync += [a_state.eq(r_state), a_maybe_m.eq(r_maybe_m), a_probed.eq(1), a_fromwork.eq(1)]
