@@ -144,12 +144,14 @@ NOTES = """
   a command is unanswered exactly in the states that wait for its answer, what each command-waiting
   state leaves the copies, a `cpu_rsp` never offers a state the other caches' copies forbid): the base
   case holds at depth 6, and induction still finds counterexamples after about fifteen rounds. Two
-  findings from them, written down and not fixed: (1) the DCOH has no error for a reserved snoop opcode (only
-  SnpData, SnpInv and SnpCur are legal); the snoop table then gives its default row (no stall, next
-  state I), so such a snoop to a line with a request would move the request to I. The link's
-  unpacker drops reserved opcodes (`RxError.OPCODE`), so the DCOH never sees one in the system, but
-  `dcoh_swmr`'s free host sends them (its unbounded attempt assumes legal opcodes). (2) A GO during a snoop,
-  since fixed. A probed snoop's work on an upgrade's line (SM_AD) was answered with the line's state at
+  findings from them, both since fixed: (1) the DCOH had no error for a reserved snoop opcode (only
+  SnpData, SnpInv and SnpCur are legal); the snoop table then gave its default row (no stall, next
+  state I, RspIHitI), so such a snoop freed an S line or moved a request to I. The link's unpacker
+  drops reserved opcodes (`RxError.OPCODE`), so the DCOH never saw one in the system, but
+  `dcoh_swmr`'s free host sends them. Now SNP_RES counts (`ErrorKind.RESERVED_SNOOP`) and drops
+  one, as the unpacker does, and the side path leaves it to the engine (tests/test_rtl_dcoh.py
+  `test_reserved_snoop_opcode_is_counted_and_dropped`; without the check that test sees the S line
+  freed). (2) A GO during a snoop, since fixed. A probed snoop's work on an upgrade's line (SM_AD) was answered with the line's state at
   the work's turn; if the host's GO moved the upgrade to SM_D while the probe was out, the answer came
   from a state whose snoop row is Stall (the table's default response, RspIHitI: the host would read
   that the device holds nothing while the GO's grant is on its way to the storing cache). A cover in

@@ -7,8 +7,8 @@
 * The snoop-filter-miss fast path: one snoop per cycle, response in the cycle after the snoop.
 * A snoop the model stalls (GO seen, data not) is held, and later snoops wait behind it; a snoop whose
   probe was out when its line's GO came waits for the data too.
-* Malformed host messages are counted, dropped, and nothing hangs; a second snoop to a line is counted and
-  still answered once; bad parameters are named.
+* Malformed host messages are counted, dropped, and nothing hangs (a snoop with a reserved opcode too); a
+  second snoop to a line is counted and still answered once; bad parameters are named.
 * A rescan that back-invalidates three victims with one coalescer group finishes; a snoop-filter miss is
   answered while the caches hold back probes, and (the snoop side path) while they hold back a command.
 * The wake-up rule per access: a rescan first tries only the accesses the event before it woke.
@@ -288,6 +288,40 @@ async def _fill_line(ctx, dut, line, cache=0):
     ctx.set(dut.h2d_data.valid, 0)
     await ctx.tick().until(dut.cpu_rsp.valid)
     await ctx.tick().until(dut.idle)
+
+
+def test_reserved_snoop_opcode_is_counted_and_dropped():
+    """A snoop with a reserved opcode (CXL defines SnpData, SnpInv and SnpCur; docs/sources.md §1.4) to a
+    line the device holds in S, and one to a line it does not hold: each is counted (RESERVED_SNOOP) and
+    dropped, as the link's unpacker drops one, with no response; the S line stays S (a SnpData after
+    them gets RspSHitSE) and nothing hangs.  (The snoop table's default row would have freed the line.)"""
+    dut = DCOH(caches=1, sf_sets=4, sf_ways=2, tracker=4, credits=64)
+    got = {"rsp": []}
+
+    async def body(ctx):
+        for s in (dut.d2h_req, dut.d2h_rsp, dut.d2h_data, dut.cpu_rsp, dut.cmd, dut.probe):
+            ctx.set(s.ready, 1)
+        ctx.set(dut.cmd_rsp.valid, 1)
+        await _fill_line(ctx, dut, 0x40)
+        for uqid, line, opcode in ((1, 0x40, 0b111), (2, 0x41, 0b000), (3, 0x40, H2DReqOpcode.SnpData.value)):
+            ctx.set(dut.h2d_req.valid, 1)
+            ctx.set(dut.h2d_req.p.opcode.as_value(), opcode)
+            ctx.set(dut.h2d_req.p.addr, line)
+            ctx.set(dut.h2d_req.p.uqid, uqid)
+            await ctx.tick().until(dut.h2d_req.ready)
+            ctx.set(dut.h2d_req.valid, 0)
+            for _ in range(12):
+                if ctx.get(dut.d2h_rsp.valid):
+                    got["rsp"].append((int(ctx.get(dut.d2h_rsp.p.uqid)), D2HRspOpcode(ctx.get(dut.d2h_rsp.p.opcode))))
+                await ctx.tick()
+            if uqid == 2:
+                got["errors"] = (ctx.get(dut.protocol_errors), ctx.get(dut.last_error))
+        got["idle"] = ctx.get(dut.idle)
+
+    _bench(dut, body)
+    assert got["errors"] == (2, ErrorKind.RESERVED_SNOOP), got
+    assert got["rsp"] == [(3, D2HRspOpcode.RspSHitSE)], got["rsp"]
+    assert got["idle"] == 1
 
 
 def test_second_snoop_to_a_line_is_counted_and_still_answered():

@@ -41,7 +41,8 @@ Status: ``dispatch`` (the event the engine starts this cycle, see below; ``work_
   name a CQID not in use or make an undeclared transition: counted and dropped; a second snoop to a
   line whose first snoop is unanswered, which CXL forbids: counted and held until the first is
   answered, then answered; a GO to a line whose snoop waits for its probe, which CXL forbids too:
-  counted, the snoop answered after the line's data; ``last_error`` names the kind), ``msgs_in``/``msgs_out`` (the coalescer's counters).
+  counted, the snoop answered after the line's data; a snoop with a reserved opcode: counted and
+  dropped; ``last_error`` names the kind), ``msgs_in``/``msgs_out`` (the coalescer's counters).
 
 Micro-architecture
 ------------------

@@ -74,6 +74,9 @@ class ErrorKind(enum.Enum, shape=3):
     #: a GO to a line whose snoop is still being answered (CXL 3.x §3.2.5.2 forbids it, docs/sources.md §1.7):
     #: the snoop waits for the line's data, then is answered (its work parked, hdl/dcoh/work_table.py)
     GO_DURING_SNOOP = 4
+    #: a snoop with a reserved opcode (not SnpData, SnpInv, SnpCur): dropped, as the link's unpacker
+    #: drops one (RxError.OPCODE), with no response and no state change
+    RESERVED_SNOOP = 5
 
 
 class CpuReq(data.StructLayout):

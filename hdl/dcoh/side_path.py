@@ -10,7 +10,7 @@ Builders of :meth:`hdl.dcoh.dcoh.DCOH.elaborate` (``ctx``: docs/dcoh.md, "Source
 
 from amaranth.hdl import Cat, Mux, Signal
 
-from cxl.messages import D2HRspOpcode as Rsp
+from cxl.messages import D2HRspOpcode as Rsp, H2DReqOpcode as Snp
 
 from .encodings import Dispatch
 from .engine_tables import keeps_s
@@ -79,8 +79,10 @@ def build_side_path(self, ctx):
         offered = self.h2d_req.valid & (self.h2d_req.p.addr == res.line)
         touched = (res.line == r.line) | (res.line == ct.line) | (res.line == cur.line)
         unchanged = ~res.hit | (res.hit_clean_s & side_keeps)
+        # (a reserved opcode is left to the engine, which names and drops it: SNP_RES)
+        legal = Cat(self.h2d_req.p.opcode == o for o in Snp).any()
         m.d.comb += side_take.eq(offered & ~tcam(res.line).any() & ~wcam(res.line).any() & ~touched &
-                                 unchanged & ~engine_dispatch & ~scan_report)
+                                 unchanged & legal & ~engine_dispatch & ~scan_report)
     with m.If(side_take):
         m.d.comb += [self.h2d_req.ready.eq(1), self.dispatch.eq(Dispatch.SNOOP)]
         m.d.sync += [side_rsp.eq(1), side_rsp_op.eq(Mux(res.hit, side_keep_rsp, Rsp.RspIHitI)),

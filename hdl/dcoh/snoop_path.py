@@ -9,9 +9,9 @@ its probe, answers the snoop it holds or evicts the line of a back-invalidation 
 Builders of :meth:`hdl.dcoh.dcoh.DCOH.elaborate` (``ctx``: docs/dcoh.md, "Source layout").
 """
 
-from amaranth.hdl import Assert, Mux, Signal
+from amaranth.hdl import Assert, Cat, Mux, Signal
 
-from cxl.messages import D2HReqOpcode as Req, D2HRspOpcode as Rsp
+from cxl.messages import D2HReqOpcode as Req, D2HRspOpcode as Rsp, H2DReqOpcode as Snp
 from cxl.coherence import DevState as D
 
 from .encodings import CmdOp, Dispatch, ErrorKind, STATE_BITS, STATE_CODE
@@ -87,43 +87,53 @@ def build_snoop_states(self, ctx):
 
     # ---------------------------------------------------------------- snoops
     with m.State("SNP_RES"):
-        th, wh = tcam(res.line), wcam(res.line)
-        m.d.comb += look_line.eq(self.h2d_req.p.addr)   # the streamed next snoop (as in IDLE)
-        # Streamed, one per cycle: a snoop to a line the device does not hold (RspIHitI), and one
-        # to a line it holds in S that leaves it in S (SnpData, SnpCur): neither touches a copy, the
-        # snoop filter or the tracker, so the slow path would only reach the same answer later.
-        s_hit = res.hit_clean_s & s_keeps
-        fast = ~th.any() & ~wh.any() & (~res.hit | s_hit)
-        # the next snoop streams behind a fast one if nothing of higher priority waits; ``snp``
-        # takes it whenever the result is taken, fast or slow (``load_snp``, ``build_dispatch_strobes``)
-        m.d.comb += [stream_snoop.eq(~work_ready.any() & ~self.h2d_rsp.valid & ~self.h2d_data.valid &
-                                     self.h2d_req.valid),
-                     load_snp.eq(rsp_can & stream_snoop)]
-        # The result is taken only in a cycle a response can go (``rsp_can``), by either path: so
-        # its ready, and through it the lookup port's ready and the RAM's read enable, do not wait
-        # for the answer worked out from the RAM's output (with the fast path alone waiting, that
-        # was the DCOH's critical path on the ECP5, RAM output -> RAM address, docs/synth.md).
-        # A slow snoop then waits while the response channel is blocked, as the fast one does;
-        # the channel's credits and ready come back whatever the engine does.
-        m.d.comb += sf.result.ready.eq(rsp_can)
-        # The slow path's registers take the snoop and its result whenever the result is taken,
-        # fast or slow (a fast snoop leaves them to be overwritten: nothing reads them after it),
-        # so their clock enables do not wait for the verdict from the RAM's output either.
-        with m.If(rsp_can):
-            m.d.sync += [slow_snp.eq(snp), r.eq(res), *hit_entry(th),
-                         r_wh.eq(wh.any()), r_w.eq(first(wh, W)), q_done.eq(0)]
-        with m.If(fast):
-            m.d.comb += [rsp_valid.eq(1), self.d2h_rsp.p.opcode.eq(Mux(res.hit, s_keep_rsp, Rsp.RspIHitI)),
-                         self.d2h_rsp.p.uqid.eq(snp.uqid)]
-            with m.If(rsp_sent):
-                with m.If(stream_snoop):
-                    m.d.comb += [look_valid.eq(1), self.h2d_req.ready.eq(sf.lookup.ready),
-                                 self.dispatch.eq(Mux(sf.lookup.ready, Dispatch.SNOOP, Dispatch.NONE))]
-                    m.d.sync += second_held.eq(0)
-                with m.Else():
-                    m.next = "IDLE"         # no rescan: these snoops changed nothing
-        with m.Elif(rsp_can):
-            m.next = "SNP_SLOW"
+        # A reserved opcode (none of SnpData, SnpInv, SnpCur): named and dropped, no response and no
+        # state change, as the link's unpacker drops one (RxError.OPCODE); the snoop table has no row
+        # for it, and its default (no stall, next state I) would free a line or end a request.  (The
+        # side path leaves such a snoop to the engine.)
+        reserved = ~Cat(snp.opcode == o for o in Snp).any()
+        with m.If(reserved):
+            m.d.comb += sf.result.ready.eq(1)
+            count_error(ErrorKind.RESERVED_SNOOP)
+            m.next = "IDLE"
+        with m.Else():
+            th, wh = tcam(res.line), wcam(res.line)
+            m.d.comb += look_line.eq(self.h2d_req.p.addr)   # the streamed next snoop (as in IDLE)
+            # Streamed, one per cycle: a snoop to a line the device does not hold (RspIHitI), and one
+            # to a line it holds in S that leaves it in S (SnpData, SnpCur): neither touches a copy, the
+            # snoop filter or the tracker, so the slow path would only reach the same answer later.
+            s_hit = res.hit_clean_s & s_keeps
+            fast = ~th.any() & ~wh.any() & (~res.hit | s_hit)
+            # the next snoop streams behind a fast one if nothing of higher priority waits; ``snp``
+            # takes it whenever the result is taken, fast or slow (``load_snp``, ``build_dispatch_strobes``)
+            m.d.comb += [stream_snoop.eq(~work_ready.any() & ~self.h2d_rsp.valid & ~self.h2d_data.valid &
+                                         self.h2d_req.valid),
+                         load_snp.eq(rsp_can & stream_snoop)]
+            # The result is taken only in a cycle a response can go (``rsp_can``), by either path: so
+            # its ready, and through it the lookup port's ready and the RAM's read enable, do not wait
+            # for the answer worked out from the RAM's output (with the fast path alone waiting, that
+            # was the DCOH's critical path on the ECP5, RAM output -> RAM address, docs/synth.md).
+            # A slow snoop then waits while the response channel is blocked, as the fast one does;
+            # the channel's credits and ready come back whatever the engine does.
+            m.d.comb += sf.result.ready.eq(rsp_can)
+            # The slow path's registers take the snoop and its result whenever the result is taken,
+            # fast or slow (a fast snoop leaves them to be overwritten: nothing reads them after it),
+            # so their clock enables do not wait for the verdict from the RAM's output either.
+            with m.If(rsp_can):
+                m.d.sync += [slow_snp.eq(snp), r.eq(res), *hit_entry(th),
+                             r_wh.eq(wh.any()), r_w.eq(first(wh, W)), q_done.eq(0)]
+            with m.If(fast):
+                m.d.comb += [rsp_valid.eq(1), self.d2h_rsp.p.opcode.eq(Mux(res.hit, s_keep_rsp, Rsp.RspIHitI)),
+                             self.d2h_rsp.p.uqid.eq(snp.uqid)]
+                with m.If(rsp_sent):
+                    with m.If(stream_snoop):
+                        m.d.comb += [look_valid.eq(1), self.h2d_req.ready.eq(sf.lookup.ready),
+                                     self.dispatch.eq(Mux(sf.lookup.ready, Dispatch.SNOOP, Dispatch.NONE))]
+                        m.d.sync += second_held.eq(0)
+                    with m.Else():
+                        m.next = "IDLE"         # no rescan: these snoops changed nothing
+            with m.Elif(rsp_can):
+                m.next = "SNP_SLOW"
 
     with m.State("SNP_SLOW"):
         presence = Signal(K)
