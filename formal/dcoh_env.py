@@ -1,4 +1,4 @@
-"""Shared environment pieces of the DCOH proofs (proof_dcoh_one_response.py, proof_dcoh_swmr.py).
+"""Shared environment pieces of the DCOH proofs (proof_dcoh_one_response.py, dcoh_swmr_harness.py).
 
 * :func:`small_dcoh` -- the DCOH (hdl/dcoh/dcoh.py, unchanged) at the small parameters the proofs use,
   elaborated here by hand so that the harness can read its tracker (``dut.trk``), exactly as the

@@ -33,7 +33,8 @@ seven groups:
 7. the snoops the DCOH holds (``snp`` in SNP_RES, ``slow_snp`` while it is decided or held, ``a_uqid``
    while it is answered, a work entry's snoop, the side path's response register): each holds a
    pending snoop of its line and UQID (the harness's ``pending`` / ``uqid``), and no two hold one; and,
-   for a host that sends only legal snoop opcodes, the opcodes they hold are legal ones.
+   past SNP_RES (which drops a reserved opcode), the opcodes they hold are legal ones, whatever the host
+   sends.
 
 Found the way k-induction is used: run it, read the counterexample to induction (an unreachable first
 state), state why that state cannot happen, repeat.  Each Assert is also checked from reset by the
@@ -54,10 +55,11 @@ import cxl.coherence as C
 from cxl.device import REQUEST_PRIORITY
 from cxl.messages import D2HReqOpcode as Req, H2DReqOpcode as Snp
 from hdl.dcoh.encodings import STATE_CODE, CacheState, CpuKind
+from hdl.dcoh.engine_tables import perm_none
 from hdl.dcoh.snoop_filter import SFState, SnoopFilter
 from formal.dcoh_env import STALL_CODES
 
-__all__ = ["ObservedSnoopFilter", "add_invariants", "arbiter_reachable", "reachable_requests"]
+__all__ = ["ObservedSnoopFilter", "add_invariants", "add_cache_invariants", "arbiter_reachable", "reachable_requests"]
 
 _SNOOPS = tuple(Snp)                                       # SnpData, SnpInv, SnpCur: every legal snoop
 # the D2H request classes (cxl/device.py): evictions (0) and the coherent reads (1), which hold a way
@@ -144,12 +146,11 @@ def arbiter_reachable(classes, bound):
     return sorted(seen)
 
 
-def add_invariants(m, dut, pending=None, uqids=None, legal_snoops=None):
+def add_invariants(m, dut, pending=None, uqids=None):
     """``Assert`` the invariants (module docstring) of ``dut``, a DCOH elaborated with an
     :class:`ObservedSnoopFilter`; ``pending[l]`` / ``uqids[l]``: the harness's unanswered snoop of line
     l and its UQID, for a harness whose host keeps the snoop rules (one unanswered snoop per line,
-    distinct UQIDs); None: group 7's holders are left out.  ``legal_snoops`` (default: with ``pending``):
-    the host sends only SnpData, SnpInv and SnpCur (group 7's opcode invariants).  Each invariant is also
+    distinct UQIDs); None: group 7's holders are left out.  Each invariant is also
     a named signal ``inv_<name>``, 1 while it holds (a trace shows which one a counterexample breaks).
     Returns the number of invariants."""
     if not isinstance(dut.sf, ObservedSnoopFilter):
@@ -163,8 +164,6 @@ def add_invariants(m, dut, pending=None, uqids=None, legal_snoops=None):
             len(pending) != 2 ** dut.addr_width or len(uqids) != len(pending))):
         raise ValueError(f"add_invariants: one pending flag and UQID per line ({2 ** dut.addr_width}), got "
                          f"{pending and len(pending)} and {uqids and len(uqids)}")
-    if legal_snoops is None:
-        legal_snoops = pending is not None
     c, AW, K, T = dut.debug, dut.addr_width, dut.caches, dut.tracker
     eng = c.engine
     count = [0]
@@ -218,12 +217,17 @@ def add_invariants(m, dut, pending=None, uqids=None, legal_snoops=None):
 
     # ---- 2. each tracker entry alone
     pairs = reachable_requests()
+    # a request whose host response pulls its data (a send action) and leaves it stable: (opcode, that state)
+    pulled_pairs = sorted({(op, nxt) for op, s in pairs for (s1, _), (nxt, act) in C.RESPONSE_TABLE.items()
+                           if s1 == s and act is not None and nxt in C._STABLE}, key=lambda p: (p[0].value, p[1].name))
     miss_states = [STATE_CODE[s] for s in C.D if s.name.startswith(("IS_", "IM_"))]
     upgrade_states = [STATE_CODE[s] for s in C.D if s.name.startswith("SM_")]
     for i in range(T):
         e = trk[i]
-        # (RSP_DATA / ADVANCE: its GO's new state, stable, written while the data still goes out)
-        pulled = st("RSP_DATA", "ADVANCE") & (c.cur_t == i) & one_of(e.state, [STATE_CODE[s] for s in C._STABLE])
+        # (RSP_DATA / ADVANCE: the stable state its data-pulling response left, written while the data
+        # still goes out: I, cxl.coherence.RESPONSE_TABLE's send actions)
+        pulled = st("RSP_DATA", "ADVANCE") & (c.cur_t == i) & \
+            Cat(*((e.op == o) & (e.state == STATE_CODE[s]) for o, s in pulled_pairs)).any()
         inv(~e.valid | pulled | Cat(*((e.op == o) & (e.state == STATE_CODE[s]) for o, s in pairs)).any(),
             f"trk{i}: its state is one its opcode reaches")
         inv(~e.valid | (e.has_way == one_of(e.op, _READS)), f"trk{i}: a way exactly for a read or ownership request")
@@ -292,6 +296,7 @@ def add_invariants(m, dut, pending=None, uqids=None, legal_snoops=None):
     taker = ((st("SNP_RES") & (res.p.line == line_of_snp)) | (st("S_RES") & (res.p.line == c.ops[c.cur_k].req.line)) |
              (st("W_RES") & (res.p.line == wk[c.cur_w].line)) | (st("C_RES") & (res.p.line == ct.line)))
     inv(~res.valid | taker | c.side_look, "a lookup result has the state that takes it")
+    inv(~st("SNP_RES", "S_RES", "W_RES", "C_RES") | res.valid, "a state that takes a lookup result has one")
     inv(~c.side_look | ~st("SNP_RES", "S_RES", "W_RES", "C_RES"), "the side path's result is its own")
     inv(~res.valid | (dut.sf.read_data == row), "a lookup result reads the row as it is")
     reads_r = st(*_READS_R)
@@ -308,6 +313,10 @@ def add_invariants(m, dut, pending=None, uqids=None, legal_snoops=None):
     inv(~answering | ~c.a_maybe_m | ((c.a_state == STATE_CODE[C.D.E]) & ~c.r_th),
         "an answer that may find M is an E line's with no request")
     inv(~(answering & c.r_th) | (c.a_state == trk[c.r_t].state), "an answer on a request's line: its state")
+    settled = st("ANSWER_SEND", "ANSWER_DATA")      # the verdict registered as the answer settled
+    inv(~settled | (~c.a_maybe_m & (c.v_nxt == c.f_nxt) & (c.v_data == c.f_data) & (c.v_rsp == c.f_rsp) &
+                    (c.v_none == perm_none(c.f_nxt)) & (c.v_changed == (c.f_nxt != c.a_state))),
+        "a settled answer's verdict is the snoop table's on its state")
     inv(~(answering & ~c.a_fromwork) | (c.a_op == c.slow_snp.opcode), "a snoop's answer: its opcode")
     inv(~((answering & ~c.a_fromwork) | st("SNP_QUERY", "SNP_QUERY_RSP")) | ~c.r_wh,
         "a snoop answered or queried directly: no work on its line")
@@ -375,14 +384,13 @@ def add_invariants(m, dut, pending=None, uqids=None, legal_snoops=None):
     inv((c.probe_q.level == 0) | (waiting & (queued_probe.line == w0.line)), "a queued probe is a waiting work's")
     inv(~msgs.valid | (waiting & (msgs.p.block == w0.line) & msgs.p.lines[0]), "a coalescer message is a waiting work's")
 
-    # ---- 7. the snoops the DCOH holds (legal opcodes: the link's unpacker drops the others, RxError.OPCODE)
+    # ---- 7. the snoops the DCOH holds (past SNP_RES every one has a legal opcode: SNP_RES drops the
+    # others, RESERVED_SNOOP, whatever the host sends)
     snooping = st("SNP_SLOW", "SNP_QUERY", "SNP_QUERY_RSP")
     inv(~c.replay | ~(st("SNP_RES") | snooping | (answering & ~c.a_fromwork)), "a held snoop is not under way")
-    if legal_snoops:
-        inv(~(w0.valid & w0.snoop) | one_of(w0.snp_op, _SNOOPS), "wk0: a snoop opcode")
-        inv(~answering | one_of(c.a_op, _SNOOPS), "an answer: a snoop opcode")
-        inv(~st("SNP_RES") | one_of(c.snp.opcode, _SNOOPS), "snp: a snoop opcode")
-        inv(~(snooping | c.replay) | one_of(c.slow_snp.opcode, _SNOOPS), "slow_snp: a snoop opcode")
+    inv(~(w0.valid & w0.snoop) | one_of(w0.snp_op, _SNOOPS), "wk0: a snoop opcode")
+    inv(~answering | one_of(c.a_op, _SNOOPS), "an answer: a snoop opcode")
+    inv(~(snooping | c.replay) | one_of(c.slow_snp.opcode, _SNOOPS), "slow_snp: a snoop opcode")
     if pending is None:
         return count[0]
 
@@ -404,4 +412,111 @@ def add_invariants(m, dut, pending=None, uqids=None, legal_snoops=None):
     for i, (a, live_a, _, uqid_a) in enumerate(holders):
         for b, live_b, _, uqid_b in holders[i + 1:]:
             inv(~(live_a & live_b & (uqid_a == uqid_b)), f"{a} and {b} do not hold one snoop")
+    return count[0]
+
+
+# the engine's states that wait for the caches' answer to a command (``await_cmd_rsp``, and ANSWER_RSP)
+_CMD_RSP_STATES = ("SNP_QUERY_RSP", "ANSWER_RSP", "EV_RSP", "C_INV_RSP", "S_EVICT_RSP", "S_LFILL_RSP",
+                   "S_SFILL_RSP")
+
+
+def add_cache_invariants(m, dut, st, cmd_pending, rsp_excl):
+    """``Assert`` how the internal caches' copies stand against the DCOH (for formal/dcoh_swmr_harness.py's
+    abstract caches: ``st[k][l]``, cache k's MESI state of line l; ``cmd_pending``, a command taken and
+    not yet answered; ``rsp_excl``, the answer's ``excl`` bit, worked out from the copies as the command was
+    taken).  With :func:`add_invariants` they make SWMR over the caches inductive.  In four groups:
+
+    1. every copy against the snoop filter: a copy's cache has its presence bit in its line's entry, and an
+       E or M copy sits under an E entry whose only presence bit is its own (inclusion, and SWMR itself);
+    2. the command port: a command is unanswered exactly in the states that wait for its answer, and a
+       query's answer (and, in SNP_SLOW, its registered result) says E/M exactly when a copy is;
+    3. what each state past a command leaves the copies, as the harness applies a command at its
+       handshake: a store's fill after its INV (no other copy), an answer after its command (no copy where
+       the verdict leaves none, no E/M where it leaves S), an eviction's copy taken, a load's internal
+       fill (no peer E/M), a store's internal fill (no peer copy), a back-invalidation's eviction (no copy);
+    4. what ``cpu_rsp`` offers: while it waits (S_REPLY, C_DONE) the filter already has the cache's bit
+       (and, for E/M, an E entry with that bit alone); E/M only while no other cache has a copy, S only
+       while none has E/M.
+
+    Returns the number of invariants."""
+    c, K, LINES = dut.debug, dut.caches, 2 ** dut.addr_width
+    if len(st) != K or any(len(s) != LINES for s in st):
+        raise ValueError(f"add_cache_invariants: st needs {K} caches of {LINES} lines")
+    eng, row, count = c.engine, dut.sf.rows[0], [0]
+    ways = range(dut.sf_ways)
+
+    def state(*names):
+        return Cat(*(eng.ongoing(n) for n in names)).any()
+
+    def inv(cond, name):
+        sig = Signal(name="inv_cache_" + re.sub(r"\W+", "_", name).strip("_"))
+        m.d.comb += [sig.eq(cond), Assert(sig, f"cache invariant: {name}")]
+        count[0] += 1
+
+    def rw(s):
+        return (s == CacheState.E) | (s == CacheState.M)
+
+    def held_at(k, line):               # cache k holds a copy of ``line`` (a signal)
+        return Cat(*((line == l) & (st[k][l] != CacheState.I) for l in range(LINES))).any()
+
+    def rw_at(k, line):                 # ... in E or M
+        return Cat(*((line == l) & rw(st[k][l]) for l in range(LINES))).any()
+
+    def filter_has(l, k):               # line l's entry has cache k's presence bit
+        return Cat(*(row.ways[x].valid & (row.ways[x].tag == l) & row.ways[x].entry.presence[k]
+                     for x in ways)).any()
+
+    def alone_under_e(l, k):            # line l's entry is E with cache k's bit alone
+        return Cat(*(row.ways[x].valid & (row.ways[x].tag == l) & (row.ways[x].entry.state == SFState.E) &
+                     (row.ways[x].entry.presence == (1 << k)) for x in ways)).any()
+
+    # ---- 1. the copies against the snoop filter
+    for l in range(LINES):
+        for k in range(K):
+            inv((st[k][l] == CacheState.I) | filter_has(l, k), f"cache {k} line {l}: a copy is in the filter with its bit")
+            inv(~rw(st[k][l]) | alone_under_e(l, k), f"cache {k} line {l}: E/M only under an E entry with it alone")
+
+    # ---- 2. the command port
+    inv(cmd_pending == state(*_CMD_RSP_STATES), "a command is unanswered exactly in the states that wait for it")
+    r, presence = c.r, c.r.entry.presence
+    excl_now = Cat(*(presence[k] & rw_at(k, r.line) for k in range(K))).any()
+    inv(~state("SNP_QUERY_RSP") | (rsp_excl == excl_now), "a query's answer: excl is the copies'")
+    inv(~(state("SNP_SLOW") & c.q_done) | (c.q_excl == excl_now), "a query's result: excl is the copies'")
+
+    # ---- 3. what each state past a command leaves the copies
+    def leaves(nxt, k):                 # cache k's copy of r.line is one a snoop's verdict ``nxt`` leaves
+        return ((~perm_none(nxt) | ~held_at(k, r.line)) &
+                ((nxt != STATE_CODE[C.D.S]) | ~rw_at(k, r.line)))
+    ct = c.trk[c.cur_t]
+    for k in range(K):
+        mine = c.cur_k == k
+        inv(~(state("C_INV_RSP", "C_FILL2") & (ct.cache != k)) | ~held_at(k, ct.line),
+            f"a store's fill after its INV: cache {k}, not the filling one, has no copy")
+        inv(~state("ANSWER_RSP") | leaves(c.a_nxt, k), f"ANSWER_RSP: cache {k} has what the command left it")
+        inv(~state("ANSWER_SEND", "ANSWER_DATA") | leaves(c.v_nxt, k),
+            f"a settled answer: cache {k} has what the verdict leaves it")
+        inv(~(state("S_EVICT_RSP", "S_EVICT_SET") & mine) | ~held_at(k, r.line),
+            f"an eviction's copy taken: cache {k}, the evicting one, has none")
+        inv(~(state("S_LFILL_RSP", "S_LFILL_SET") & ~mine & presence[k]) | ~rw_at(k, r.line),
+            f"a load's internal fill: peer cache {k} has no E/M")
+        inv(~(state("S_SFILL_RSP", "S_SFILL_SET") & ~mine) | ~held_at(k, r.line),
+            f"a store's internal fill: peer cache {k} has no copy")
+        inv(~state("EV_RSP", "EV_ISSUE") | ~held_at(k, r.line), f"a back-invalidation's eviction: cache {k} has no copy")
+
+    # ---- 4. what cpu_rsp offers
+    rsp = dut.cpu_rsp
+    waiting = state("S_REPLY", "C_DONE") & rsp.valid
+    for l in range(LINES):
+        for k in range(K):
+            here = rsp.valid & (rsp.p.cache == k) & (rsp.p.line == l)
+            inv(~(waiting & here & (rsp.p.state != CacheState.I)) | filter_has(l, k),
+                f"a waiting cpu_rsp to cache {k} line {l}: the filter has its bit")
+            inv(~(waiting & here & rw(rsp.p.state)) | alone_under_e(l, k),
+                f"a waiting cpu_rsp of E/M to cache {k} line {l}: an E entry with its bit alone")
+            for b in range(K):
+                if b != k:
+                    inv(~(here & rw(rsp.p.state)) | (st[b][l] == CacheState.I),
+                        f"cpu_rsp of E/M to cache {k} line {l}: cache {b} has no copy")
+                    inv(~(here & (rsp.p.state == CacheState.S)) | ~rw(st[b][l]),
+                        f"cpu_rsp of S to cache {k} line {l}: cache {b} has no E/M")
     return count[0]

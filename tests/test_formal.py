@@ -155,3 +155,22 @@ def test_dcoh_invariants_elaborate_and_name_what_they_cannot_handle():
     dut = small_dcoh(m, None)
     with pytest.raises(ValueError, match="ObservedSnoopFilter"):
         add_invariants(m, dut, pend, [dut.h2d_req.p.uqid] * 2)
+
+
+def test_cache_invariants_elaborate_and_name_a_wrong_cache_model():
+    """The unbounded SWMR proof's harness elaborates with the DCOH's and the caches' invariants, and
+    add_cache_invariants names a cache model of the wrong shape."""
+    from amaranth.back import rtlil
+    from amaranth.hdl import Module, Signal
+    from formal.dcoh_env import small_dcoh
+    from formal.dcoh_invariants import ObservedSnoopFilter, add_cache_invariants
+    from formal.proof_dcoh_swmr_unbounded import HARNESS
+    from hdl.dcoh.dcoh import CacheState
+    text = rtlil.convert(HARNESS(), name="h", ports=[], emit_src=False)
+    assert text.count("inv_cache_") > 20
+    m = Module()
+    dut = small_dcoh(m, None, snoop_filter_cls=ObservedSnoopFilter)
+    st = [[Signal(CacheState) for _ in range(2)] for _ in range(2)]
+    assert add_cache_invariants(m, dut, st, Signal(), Signal()) > 20
+    with pytest.raises(ValueError, match="2 caches of 2 lines"):
+        add_cache_invariants(m, dut, st[:1], Signal(), Signal())

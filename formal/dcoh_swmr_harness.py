@@ -1,6 +1,7 @@
-"""SWMR at the DCOH boundary: the DCOH never lets its two internal caches hold conflicting copies of
-a line.  DCOH (hdl/dcoh/dcoh.py) with caches=2, sf_sets=1, sf_ways=2, tracker=2, work=1,
-coalesce_window=0, coalesce_block=1, coalesce_groups=1, credits=2, addr_width=1 (two lines).
+"""The harness of the SWMR proofs (proof_dcoh_swmr_unbounded.py, its broken variant and its witness): SWMR
+at the DCOH boundary, the DCOH never lets its two internal caches hold conflicting copies of a line.
+DCOH (hdl/dcoh/dcoh.py) with caches=2, sf_sets=1, sf_ways=2, tracker=2, work=1, coalesce_window=0,
+coalesce_block=1, coalesce_groups=1, credits=2, addr_width=1 (two lines).
 
 The two internal caches are modelled in the harness, for both lines, as a MESI state each
 (``st[k][line]``), changed only as the RTL testbench's cache BFM (tests/dcoh_cosim.py) changes it:
@@ -27,32 +28,38 @@ cache with E/M together with another holding S -- i.e. if one cache holds E or M
 Also: the DCOH never issues a ``cmd`` while the previous one is unanswered.  Plus the block's own
 Asserts.  The host is free, so this is the device-internal invariant (the DCOH, whatever the host
 does, never lets its own caches conflict); it says nothing about copies in other devices.
-Mode: BMC, depth ``DEPTH``.
+With ``invariants``, the invariants of formal/dcoh_invariants.py are asserted too (k-induction:
+proof_dcoh_swmr_unbounded.py).  ``break_inv_of=k`` makes cache k ignore INV commands (a broken
+environment: a bounded check of the harness without invariants FAILs at step 26).
 """
 
 from amaranth.asserts import AnySeq
 from amaranth.hdl import Assert, Assume, Elaboratable, Module, Signal
 
-from hdl.dcoh.dcoh import CacheState as CS, CmdOp, CpuKind
-from formal.common import Proof, no_reset
-from formal.dcoh_env import DCOH_BUDGET_S, ENGINE, EXTRA_SCRIPT, drive_dcoh_inputs, return_credits, small_dcoh
+from hdl.dcoh.dcoh import DCOH, CacheState as CS, CmdOp, CpuKind
+from formal.common import no_reset
+from formal.dcoh_env import drive_dcoh_inputs, return_credits, small_dcoh
+from formal.dcoh_invariants import ObservedSnoopFilter, add_cache_invariants, add_invariants
 
 ADDR_WIDTH = 1
 CACHES = 2
-DEPTH = 27          # the INV-dropping harness (break_inv_of=1) FAILs at step 26
-MIN_DEPTH = 15      # what make formal's budget must reach: cache 1 gets M through the host at step 14
 
 
 class DCOHSWMR(Elaboratable):
-    def __init__(self, addr_width=ADDR_WIDTH, break_inv_of=None):
+    def __init__(self, addr_width=ADDR_WIDTH, break_inv_of=None, invariants=False, dcoh_cls=DCOH):
         self.addr_width = addr_width
         self.break_inv_of = break_inv_of   # a cache index: ignore INV commands to it (used to see a FAIL)
+        # also Assert the invariants of formal/dcoh_invariants.py: the DCOH's (without the snoop holders:
+        # this host keeps no snoop rule) and the caches' against it (proof_dcoh_swmr_unbounded.py)
+        self.invariants = invariants
+        self.dcoh_cls = dcoh_cls           # a DCOH subclass (a broken variant)
 
     def elaborate(self, platform):
         m = Module()
         AW = self.addr_width
         LINES = 2 ** AW
-        dut = small_dcoh(m, platform, addr_width=AW)
+        dut = small_dcoh(m, platform, addr_width=AW, dcoh_cls=self.dcoh_cls,
+                         snoop_filter_cls=ObservedSnoopFilter if self.invariants else None)
         drive_dcoh_inputs(m, dut, skip=("cmd_rsp.valid", "cmd_rsp.payload", "crd_req", "crd_rsp",
                                         "crd_data"))
         no_reset(m)
@@ -145,17 +152,8 @@ class DCOHSWMR(Elaboratable):
                     rw_a = (st[a][l] == CS.E) | (st[a][l] == CS.M)
                     m.d.comb += Assert(~(rw_a & (st[b][l] != CS.I)),
                                        f"harness: SWMR: line {l}: cache {a} has E/M while cache {b} holds a copy")
+        if self.invariants:
+            add_invariants(m, dut)
+            add_cache_invariants(m, dut, st, cmd_pending, rsp_excl)
         return m
 
-
-PROOF = Proof(
-    name="dcoh_swmr",
-    mode="bmc", depth=DEPTH,
-    budget_s=DCOH_BUDGET_S, min_depth=MIN_DEPTH,
-    harness=DCOHSWMR,
-    engine=ENGINE,
-    extra_script=EXTRA_SCRIPT,
-    description=f"DCOH(caches=2, sf 1x2, tracker=2, work=1, addr_width={ADDR_WIDTH}) with two abstract MESI caches "
-                "(BFM rules), host entirely free: no line ever has a cache in E/M while the other holds a copy",
-    quick=False,
-)
