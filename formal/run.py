@@ -97,11 +97,11 @@ NOTES = """
   pitfall 16). A proof using it needs `flatten` in its script and `aigsmt z3` (or `boolector`) in its
   options so that a counterexample replays into a VCD. Tested in tests/test_formal.py: the credit
   counter's conservation is proven and its broken variant refuted, the trace located at the assertion.
-- **PDR on the DCOH harnesses (tried; no verdict, so not in the table).** `dcoh_swmr` as `mode prove`
+- **PDR on the DCOH harnesses (tried; no verdict, so not in the table).** The SWMR harness as `mode prove`
   with `abc pdr`: an AIGER model of 1 182 inputs, 245 latches and 7 234 AND gates (207 latches after
   ABC's `scorr`); PDR's frames grew by ~2.4x in time per frame (frame 9 after 60 s, native ABC) with no
   convergence after 25 minutes (native ABC) or 20 minutes (through yowasp). `dcoh_one_response` (286
-  latches): no verdict in 20 minutes. `dcoh_swmr` with every access and every snoop on one line: no
+  latches): no verdict in 20 minutes. The SWMR harness with every access and every snoop on one line: no
   verdict in 20 minutes. The property needs invariants that tie the tracker, the work table and the
   snoop filter to the harness's caches; PDR does not find them in that time, and the harnesses do not
   state them. ABC's `bmc3` is no way round the BMC cost either: on the same model it reached step 18
@@ -117,7 +117,7 @@ NOTES = """
 - **The DCOH's snoop-response safety, unbounded** (`dcoh_one_response_unbounded`, k-induction at depth 6,
   ~30 s). `dcoh_one_response`'s harness with slow caches (host free, caches that take commands and
   completions and answer whenever they please, so the side path runs too) with the invariants of
-  formal/dcoh_invariants.py asserted beside the property: 120 of them, in seven groups (the
+  formal/dcoh_invariants.py asserted beside the property: 121 of them, in seven groups (the
   sub-blocks' encodings; each tracker entry's opcode, state, way and cache; the snoop filter, tracker
   and work table against each other; the waiting accesses; what the engine's registers hold in the
   states that read them; probes against the work waiting for them; the snoops the DCOH holds against
@@ -137,18 +137,12 @@ NOTES = """
   78 s), which `make formal` reports as a mismatch all the same. The invariants are written for the proofs'
   parameters (one snoop-filter set, one work entry, one coalescer group of one line, no window;
   `add_invariants` names any other). PDR (`abc pdr`) on the same harness without the invariants gave
-  no verdict in 50 minutes. Still bounded: the liveness bound of `dcoh_one_response` and SWMR
-  (`dcoh_swmr`). SWMR was tried the same way (the invariants without the snoop holders, 99 of them,
-  plus ones relating `dcoh_swmr`'s abstract caches to the DCOH: a cache's copy is in the snoop filter
-  with its presence bit, E/M only under an E entry, a cache is busy exactly while its slot is taken,
-  a command is unanswered exactly in the states that wait for its answer, what each command-waiting
-  state leaves the copies, a `cpu_rsp` never offers a state the other caches' copies forbid): the base
-  case holds at depth 6, and induction still finds counterexamples after about fifteen rounds. Two
-  findings from them, both since fixed: (1) the DCOH had no error for a reserved snoop opcode (only
+  no verdict in 50 minutes. Still bounded: the liveness bound of `dcoh_one_response`. Two
+  findings from the first SWMR attempt (below), both since fixed: (1) the DCOH had no error for a reserved snoop opcode (only
   SnpData, SnpInv and SnpCur are legal); the snoop table then gave its default row (no stall, next
   state I, RspIHitI), so such a snoop freed an S line or moved a request to I. The link's unpacker
   drops reserved opcodes (`RxError.OPCODE`), so the DCOH never saw one in the system, but
-  `dcoh_swmr`'s free host sends them. Now SNP_RES counts (`ErrorKind.RESERVED_SNOOP`) and drops
+  the SWMR harness's free host sends them. Now SNP_RES counts (`ErrorKind.RESERVED_SNOOP`) and drops
   one, as the unpacker does, and the side path leaves it to the engine (tests/test_rtl_dcoh.py
   `test_reserved_snoop_opcode_is_counted_and_dropped`; without the check that test sees the S line
   freed). (2) A GO during a snoop, since fixed. A probed snoop's work on an upgrade's line (SM_AD) was answered with the line's state at
@@ -168,29 +162,57 @@ NOTES = """
   step 15 and answers its snoop at step 23. Directed tests: tests/test_rtl_dcoh.py
   `test_snoop_whose_probe_outlasts_its_lines_go_waits_for_the_data`, tests/test_model_shadow_steps.py
   `test_a_go_while_the_lines_snoop_is_pending_is_a_protocol_error`.
-- **The two DCOH BMCs run on a time budget.** Their cost doubles about every 1.6-2 steps on the present
-  DCOH (below), so their full depths (24 and 27) no longer fit `make formal`'s 20 minutes. Each has a
-  budget (`Proof.budget_s`, 900 s, `formal/dcoh_env.py` `DCOH_BUDGET_S`); `make formal` runs them side by
-  side, one per core (`--jobs 2`), and stops each when its budget is spent: the proof then covers the BMC
-  steps finished by then (`depth_reached` in summary.json, "19 of 24" in the table), and is PASS if that
-  is at least its `min_depth` (18 for `dcoh_one_response`, 15 for `dcoh_swmr`: cache 1 gets M through
-  the host at step 14) with no counterexample, TIMEOUT if not. A slower machine thus checks fewer steps
-  and says so. `make formal` took about 19 minutes on this 2-core machine (the table's run): 19 steps of
+- **SWMR and the snoop filter's inclusion, unbounded** (`dcoh_swmr_unbounded`, k-induction at depth 6,
+  ~20 s; depth 4 is enough, 3 is not). The SWMR harness (formal/dcoh_swmr_harness.py: two abstract
+  MESI caches that follow the co-simulation's cache BFM, host entirely free) with the DCOH's invariants
+  (105 of them: those of `dcoh_one_response_unbounded` without the snoop holders, as this host keeps no
+  snoop rule) and 41 relating the caches to the DCOH (`add_cache_invariants`): every copy is in the
+  snoop filter with its cache's presence bit and an E/M copy sits under an E entry whose only bit is
+  its own (inclusion, and SWMR with it); a command is unanswered exactly in the states that wait for
+  its answer, and a query's answer (and SNP_SLOW's registered result) says E/M exactly when a copy is;
+  what each state past a command leaves the copies (a store's fill after its INV, an answer after its
+  command, an eviction's copy taken, a load's and a store's fill inside the device, a
+  back-invalidation's eviction); what `cpu_rsp` offers (while it waits, the filter already has the
+  bit; E/M only while no other cache has a copy, S only while none has E/M). A first attempt with
+  part of these (and a cache busy exactly while its slot is taken) still found counterexamples after
+  about fifteen rounds; what closed it were three invariants of the DCOH itself, each about a register
+  the one-response property never reads (a state that takes a lookup result has one; the verdict an
+  answer registered as it settled is the snoop table's on its state; a request whose data a host
+  response pulled is in the stable state that response leaves, I, not any stable state), and the
+  per-state ones for the answer, the query and the internal fills. Proven for every reachable state:
+  no line ever has a cache in E/M while the other holds a copy, every copy is in the filter with its
+  bit, the DCOH never commands the caches while a command is unanswered, and every Assert of its
+  blocks holds. Not vacuous: `dcoh_swmr_unbounded_broken` (a DCOH whose store filled inside the
+  device sends its peers TO_S instead of INV) FAILs at step 9 of its base case (the cache invariant
+  "a store's internal fill: peer cache 1 has no copy"; without the invariants the SWMR Assert itself
+  fails, at step 12), and `dcoh_swmr_reached` (cover, depth 14, ~20 s) reaches by step 12 a cache
+  getting E/M through the host (step 5), a store's and a load's fill inside the device taking the line
+  from a peer (8 and 8), a snoop's answer taking a copy away (10) and a back-invalidation's eviction
+  taking one (12). The bounded `dcoh_swmr` (a BMC of the same harness, 17 of 27 steps in a 900 s
+  budget: one of `make formal`'s two cores for 15 minutes) was retired with it.
+- **The DCOH BMC runs on a time budget.** Its cost doubles about every 1.6-2 steps on the present
+  DCOH (below), so its full depth (24) no longer fits `make formal`'s 20 minutes. It has a budget
+  (`Proof.budget_s`, 900 s, `formal/dcoh_env.py` `DCOH_BUDGET_S`); `make formal` starts it first, on
+  one core (`--jobs 2`: the other proofs run on the other), and stops it when its budget is spent: the
+  proof then covers the BMC steps finished by then (`depth_reached` in summary.json, "19 of 24" in the
+  table), and is PASS if that is at least its `min_depth` (18) with no counterexample, TIMEOUT if not.
+  A slower machine thus checks fewer steps and says so. With the retired `dcoh_swmr` BMC beside it
+  (`min_depth` 15), `make formal` took about 19 minutes on this 2-core machine: 19 steps of
   `dcoh_one_response` (step 18 began after 6:29 minutes, step 19 after 13:42; in an earlier run steps 20
-  and 21 after 7:02 and 10:34) and 17 of `dcoh_swmr` (steps 16 and 17 after 3:21 and 7:31). So the depth-26 SWMR counterexample of the broken harness below
-  is out of reach of the budget, and so is every violation of `dcoh_one_response`'s 20-cycle answer
-  bound (a snoop accepted at step s can break it at step s + 22 at the earliest): within the budget that
-  proof checks the safety part (one response per snoop) only, and its liveness Assert is exercised by
-  the broken variant with bound 2 alone. Tested:
-  tests/test_formal.py `test_a_budget_stops_a_bmc_and_reports_its_depth`.
+  and 21 after 7:02 and 10:34) and 17 of `dcoh_swmr` (steps 16 and 17 after 3:21 and 7:31). Every
+  violation of `dcoh_one_response`'s 20-cycle answer bound is out of reach of the budget (a snoop
+  accepted at step s can break it at step s + 22 at the earliest): within the budget that proof checks
+  the safety part (one response per snoop), which `dcoh_one_response_unbounded` proves for every
+  reachable state, and its liveness Assert is exercised by the broken variant with bound 2 alone.
+  Tested: tests/test_formal.py `test_a_budget_stops_a_bmc_and_reports_its_depth`.
 - **Gate-level rewriting for the DCOH BMCs.** Their script ends with `abc -g AND` (ABC rewrites the
   combinational logic between the flip-flops into AND gates; flip-flops, asserts and assumes are left
   as they are): `dcoh_one_response` run alone reached steps 15-19 after 0:25, 0:44, 1:11, 1:59 and 3:41
   minutes, against 0:47, 1:18, 1:58, 2:51 and 4:36 without it. `abc -dff` (ABC's sequential
   optimisations too) was faster still (step 19 after 2:53) but changes the flip-flops; not used.
-- **BMC cost on the present DCOH** (before the rewriting). `dcoh_swmr` (boolector, run alone): steps
+- **BMC cost on the present DCOH** (before the rewriting). The SWMR harness (boolector, run alone): steps
   12, 13, 14, 15 after 12, 34, 66 and 133 s, about twice the time per step.
-- DCOH top (`dcoh_one_response`, `dcoh_swmr`): DCOH(caches=2, sf_sets=1, sf_ways=2,
+- DCOH top (`dcoh_one_response`, the SWMR harness): DCOH(caches=2, sf_sets=1, sf_ways=2,
   tracker=2, work=1, coalesce_window=0, coalesce_block=1, coalesce_groups=1, credits=2,
   addr_width=1: two lines). The exact environment of each is in its module docstring; shared pieces
   are in `formal/dcoh_env.py`. Line-data inputs are tied to 0 (no control decision reads data), the
@@ -225,12 +247,13 @@ NOTES = """
   `dcoh_one_response_unbounded` proves the same Asserts in the same harness for every reachable state,
   and `dcoh_one_response_reached` covers the side path's answer. Their ~170 s of `make formal` went to
   `dcoh_go_during_snoop_reached`.
-- `dcoh_swmr`: the harness caches follow the co-simulation's cache BFM (tests/dcoh_cosim.py). A
+- The SWMR harness (formal/dcoh_swmr_harness.py): its caches follow the co-simulation's cache BFM
+  (tests/dcoh_cosim.py). A
   conflict needs two accesses by different caches to the same line, the first one completed through
   the host (~15 cycles). The same harness with the INV commands to cache 1 ignored
   (`DCOHSWMR(break_inv_of=1)`) FAILs at step 26 (cache 1 gets M through RdOwn + GO-E + Data at step
   14; cache 0's store takes the line inside the device, the DCOH sends INV to cache 1, cache 0
-  installs M), so depth 27 reaches at least that scenario, and not much more.
+  installs M), so the retired BMC's depth 27 reached at least that scenario, and not much more.
 """
 
 
