@@ -98,6 +98,17 @@ class ObservedSnoopFilter(SnoopFilter):
         return m
 
 
+def _asserter(m, prefix, label, count):
+    """``inv(cond, name)``: ``Assert`` ``cond`` as "<label>: <name>", also driven onto a signal named
+    <prefix><name> (1 while it holds: a trace shows which one a counterexample breaks); ``count[0]``
+    counts them."""
+    def inv(cond, name):
+        sig = Signal(name=prefix + re.sub(r"\W+", "_", name).strip("_"))
+        m.d.comb += [sig.eq(cond), Assert(sig, f"{label}: {name}")]
+        count[0] += 1
+    return inv
+
+
 def reachable_requests():
     """(opcode, transient state) of every request a tracker entry can hold: from each start state of
     ``cxl.coherence.REQUEST_START``, the transient states the response and snoop tables lead to."""
@@ -171,10 +182,7 @@ def add_invariants(m, dut, pending=None, uqids=None):
     def st(*names):
         return Cat(*(eng.ongoing(n) for n in names)).any()
 
-    def inv(cond, name):
-        sig = Signal(name="inv_" + re.sub(r"\W+", "_", name).strip("_"))
-        m.d.comb += [sig.eq(cond), Assert(sig, f"invariant: {name}")]
-        count[0] += 1
+    inv = _asserter(m, "inv_", "invariant", count)
 
     def one_of(value, members):
         return Cat(*(value == x for x in members)).any()
@@ -448,10 +456,7 @@ def add_cache_invariants(m, dut, st, cmd_pending, rsp_excl):
     def state(*names):
         return Cat(*(eng.ongoing(n) for n in names)).any()
 
-    def inv(cond, name):
-        sig = Signal(name="inv_cache_" + re.sub(r"\W+", "_", name).strip("_"))
-        m.d.comb += [sig.eq(cond), Assert(sig, f"cache invariant: {name}")]
-        count[0] += 1
+    inv = _asserter(m, "inv_cache_", "cache invariant", count)
 
     def rw(s):
         return (s == CacheState.E) | (s == CacheState.M)
