@@ -18,7 +18,7 @@ or above their pools, at most one flit behind a rule error, a resume with the un
 unpacker's own state checks, ...).
 
 Not unbounded: each port keeps 32 flits of 528 bits in its retry buffer and the CRC reads every payload
-bit, so the state is ~40 000 flip-flops, and its invariants (what a replay leaves in the buffer and what
+bit, so the state is ~37 000 flip-flop bits, and its invariants (what a replay leaves in the buffer and what
 the peer's receiver has seen) are not stated.  The cost per step grows ~1.5x (step 20 after ~1 minute,
 23 after ~4; docs/formal.md).  Not vacuous: proof_link_delivery_broken.py (the wires duplicate the
 flits they hit, which no CRC or implicit sequence number can see) FAILs, and proof_link_delivery_reached.py

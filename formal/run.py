@@ -207,7 +207,7 @@ NOTES = """
   minute, 23 after ~4 and finished 24 after ~6 (each step ~1.5x the one before). Its yosys script is
   `flatten; memory_map; opt -fast`: with the DCOH proofs' gate-level rewriting (`techmap`, `abc -g AND`)
   yosys alone took 8 minutes on this design. Still bounded, and why: each port keeps 32 flits of 528
-  bits in its retry buffer and the CRC reads every payload bit, so the model has ~40 000 flip-flops,
+  bits in its retry buffer and the CRC reads every payload bit, so the model has ~37 000 flip-flop bits,
   and the invariants an induction would need (what each retry buffer holds against what the peer's
   receiver has taken, the two ends' sequence numbers, acks and credits in flight) are not stated; a
   way in is to split the retry bookkeeping out of `hdl/link/port.py` and prove two of those blocks over
