@@ -67,8 +67,7 @@ class DCOHSWMR(Elaboratable):
 
         st = [[Signal(CS, name=f"st{k}_{l}") for l in range(LINES)] for k in range(CACHES)]
         busy = [Signal(name=f"busy{k}") for k in range(CACHES)]
-        # the caches' states and bookkeeping stay on the harness for a subclass that relates them to the
-        # DCOH's state (the unbounded SWMR attempt of docs/formal.md)
+        # the caches' states and bookkeeping stay on the harness for subclasses (dcoh_swmr_reached's covers)
         self.dut, self.st, self.busy = dut, st, busy
 
         def state_of(k, line):
