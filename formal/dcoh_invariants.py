@@ -423,11 +423,6 @@ def add_invariants(m, dut, pending=None, uqids=None):
     return count[0]
 
 
-# the engine's states that wait for the caches' answer to a command (``await_cmd_rsp``, and ANSWER_RSP)
-_CMD_RSP_STATES = ("SNP_QUERY_RSP", "ANSWER_RSP", "EV_RSP", "C_INV_RSP", "S_EVICT_RSP", "S_LFILL_RSP",
-                   "S_SFILL_RSP")
-
-
 def add_cache_invariants(m, dut, st, cmd_pending, rsp_excl):
     """``Assert`` how the internal caches' copies stand against the DCOH (for formal/dcoh_swmr_harness.py's
     abstract caches: ``st[k][l]``, cache k's MESI state of line l; ``cmd_pending``, a command taken and
@@ -482,7 +477,7 @@ def add_cache_invariants(m, dut, st, cmd_pending, rsp_excl):
             inv(~rw(st[k][l]) | alone_under_e(l, k), f"cache {k} line {l}: E/M only under an E entry with it alone")
 
     # ---- 2. the command port
-    inv(cmd_pending == state(*_CMD_RSP_STATES), "a command is unanswered exactly in the states that wait for it")
+    inv(cmd_pending == state(*c.cmd_rsp_states), "a command is unanswered exactly in the states that wait for it")
     r, presence = c.r, c.r.entry.presence
     excl_now = Cat(*(presence[k] & rw_at(k, r.line) for k in range(K))).any()
     inv(~state("SNP_QUERY_RSP") | (rsp_excl == excl_now), "a query's answer: excl is the copies'")

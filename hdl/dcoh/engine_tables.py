@@ -18,7 +18,7 @@ from cxl.coherence import (DevState as D, Perm, STALL, GRANTED, INTERNAL_PERMISS
 from .encodings import EVENT_CODE, STATE_BITS, STATE_CODE
 from .snoop_filter import SFState
 
-__all__ = ["snoop_table", "perm_rw", "perm_none", "response_table", "is_stable", "line_state", "keeps_s"]
+__all__ = ["snoop_table", "perm_rw", "perm_none", "response_table", "is_stable", "line_state", "keeps_s", "legal_snoop"]
 
 
 def snoop_table(m, state, op):
@@ -115,3 +115,9 @@ def keeps_s(m, opcode):
                 with m.Case(o):
                     m.d.comb += [keeps.eq(1), keep_rsp.eq(rsp_)]
     return keeps, keep_rsp
+
+
+def legal_snoop(opcode):
+    """The snoop ``opcode`` is one CXL defines (``H2DReqOpcode``: SnpData, SnpInv, SnpCur), not a reserved
+    encoding: the engine (SNP_RES) and the side path drop the others."""
+    return Cat(opcode == o for o in Snp).any()

@@ -10,10 +10,10 @@ Builders of :meth:`hdl.dcoh.dcoh.DCOH.elaborate` (``ctx``: docs/dcoh.md, "Source
 
 from amaranth.hdl import Cat, Mux, Signal
 
-from cxl.messages import D2HRspOpcode as Rsp, H2DReqOpcode as Snp
+from cxl.messages import D2HRspOpcode as Rsp
 
 from .encodings import Dispatch
-from .engine_tables import keeps_s
+from .engine_tables import keeps_s, legal_snoop
 
 __all__ = ["build_side_path"]
 
@@ -54,6 +54,7 @@ def build_side_path(self, ctx):
     cmd_rsp_waits = ("SNP_QUERY_RSP", "ANSWER_RSP", "EV_RSP", "C_INV_RSP")
     scan_cmd_waits = ("S_EVICT", "S_LFILL", "S_SFILL")
     scan_cmd_rsp_waits = ("S_EVICT_RSP", "S_LFILL_RSP", "S_SFILL_RSP")
+    ctx.cmd_rsp_states = cmd_rsp_waits + scan_cmd_rsp_waits     # every state that waits for ``cmd_rsp``
     cmd_pending = self.cmd.valid & ~self.cmd.ready
     cmd_rsp_pending = ~self.cmd_rsp.valid
     cpu_rsp_pending = self.cpu_rsp.valid & ~self.cpu_rsp.ready
@@ -80,7 +81,7 @@ def build_side_path(self, ctx):
         touched = (res.line == r.line) | (res.line == ct.line) | (res.line == cur.line)
         unchanged = ~res.hit | (res.hit_clean_s & side_keeps)
         # (a reserved opcode is left to the engine, which names and drops it: SNP_RES)
-        legal = Cat(self.h2d_req.p.opcode == o for o in Snp).any()
+        legal = legal_snoop(self.h2d_req.p.opcode)
         m.d.comb += side_take.eq(offered & ~tcam(res.line).any() & ~wcam(res.line).any() & ~touched &
                                  unchanged & legal & ~engine_dispatch & ~scan_report)
     with m.If(side_take):

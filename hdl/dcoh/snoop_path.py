@@ -9,13 +9,13 @@ its probe, answers the snoop it holds or evicts the line of a back-invalidation 
 Builders of :meth:`hdl.dcoh.dcoh.DCOH.elaborate` (``ctx``: docs/dcoh.md, "Source layout").
 """
 
-from amaranth.hdl import Assert, Cat, Mux, Signal
+from amaranth.hdl import Assert, Mux, Signal
 
-from cxl.messages import D2HReqOpcode as Req, D2HRspOpcode as Rsp, H2DReqOpcode as Snp
+from cxl.messages import D2HReqOpcode as Req, D2HRspOpcode as Rsp
 from cxl.coherence import DevState as D
 
 from .encodings import CmdOp, Dispatch, ErrorKind, STATE_BITS, STATE_CODE
-from .engine_tables import keeps_s, line_state, perm_none, perm_rw, snoop_table
+from .engine_tables import keeps_s, legal_snoop, line_state, perm_none, perm_rw, snoop_table
 from .snoop_filter import SFState, SFOp
 
 __all__ = ["build_snoop_verdicts", "build_snoop_states", "build_answer_states", "build_work_states"]
@@ -91,7 +91,7 @@ def build_snoop_states(self, ctx):
         # state change, as the link's unpacker drops one (RxError.OPCODE); the snoop table has no row
         # for it, and its default (no stall, next state I) would free a line or end a request.  (The
         # side path leaves such a snoop to the engine.)
-        reserved = ~Cat(snp.opcode == o for o in Snp).any()
+        reserved = ~legal_snoop(snp.opcode)
         with m.If(reserved):
             m.d.comb += sf.result.ready.eq(1)
             count_error(ErrorKind.RESERVED_SNOOP)
