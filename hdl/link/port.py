@@ -138,7 +138,8 @@ from hdl.dcoh.qos import CreditCounter
 from hdl.link.crc import FlitCRC
 from hdl.link.ports import FLIT_BITS, PAYLOAD_BITS, channel_stream, direction_channels, flit_stream
 from hdl.link.rx import CONTROL_KIND_NAMES, CONTROL_TABLES, FlitUnpacker, RxError
-from hdl.link.tx import AK_FLITS, FlitPacker
+from hdl.link.retry import LinkRetry
+from hdl.link.tx import FlitPacker
 from cxl.control import CONTROL_KINDS, control, encode_control
 from cxl.credits import CREDIT_CLASSES
 from cxl.flit import DEFAULT_PACK_WAIT, MAX_CREDIT_BATCH, MAX_PER_FLIT, check_credit_batch, check_pack_wait
@@ -147,8 +148,6 @@ __all__ = ["LinkPort", "RETRY_KINDS", "RX_ERROR_KINDS", "LinkErrorCause", "defau
            "default_credit_batch", "CREDIT_ROUND_TRIP", "rx_errors_signature"]
 
 RETRY_KINDS = ("RETRY.Idle", "RETRY.Req", "RETRY.Ack", "RETRY.Frame")   # facts §2.5: not retryable
-SEQ_FIELD_BITS = 8          # Ref: docs/sources.md §2.5 (Eseq / WrPtr 8 b, wrap <= 256)
-NUM_RETRY_BITS = 5          # Ref: docs/sources.md §2.5 (NUM_RETRY 5 b)
 MAX_POOL = 1023             # Ref: docs/sources.md §2.4 (10-bit credit counters)
 # Per-kind counters of bad input from the peer: the unpacker's rule codes, CRC, and two RETRY kinds.
 RX_ERROR_KINDS = tuple(e.name.lower() for e in RxError if e is not RxError.NONE) + ("retry_ignored", "retry_unused")
@@ -274,7 +273,6 @@ class LinkPort(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         D = self.retry_depth
-        seq_bits = (D - 1).bit_length()
         m.submodules.packer = pk = FlitPacker(self.upstream, depth=self.tx_depth, data_depth=self.tx_depth,
                                               wait=self.pack_wait, credit_batch=self.credit_batch)
         m.submodules.unpacker = up = FlitUnpacker(not self.upstream, depth=self.rx_depth)
@@ -300,119 +298,48 @@ class LinkPort(wiring.Component):
                 keep = ((1 << PAYLOAD_BITS) - 1) & ~fmask
                 m.d.sync += hit[kind].eq((pin & keep) == fixed)
         p = rxf.payload[:PAYLOAD_BITS]
-        is_retry = Signal()
-        m.d.comb += is_retry.eq(Cat(*hit.values()).any())
-        req_field = _field(p, "RETRY.Req", "eseq")
-        req_nretry = _field(p, "RETRY.Req", "num_retry")
-        ack_field = _field(p, "RETRY.Ack", "eseq")
 
-        # ============================================================ RX: state
-        waiting = Signal()                      # WAIT: discard until the replay
-        eseq = Signal(seq_bits)                 # the sequence number asked for
-        next_seq = Signal(seq_bits)             # number of the next flit handed to the unpacker
-        ret_seq = Signal(seq_bits)              # number of the next flit the unpacker retires (counted)
-        inflight = Signal(range(4))             # handed to the unpacker, status not seen yet
-        skip = Signal(range(D + 1))             # duplicate flits to drop after a late RETRY.Ack
-        since_resume = Signal(range(D + 1))     # flits handed over since the last resume (saturating)
-        req_pending = Signal()
-        req_timer = Signal(range(self.retry_timeout + 1))
-        num_retry = Signal(NUM_RETRY_BITS)
-        wait_timeouts = Signal(range(self.retry_limit + 1))     # unanswered RETRY.Req re-sends, this episode
+        # ============================================================ LLR bookkeeping
+        # Sequence numbers, acks, the receiver's WAIT and the sender's replay: hdl/link/retry.py.  This
+        # port keeps the wide parts (pre-check stage, retry buffer, output register, RETRY encodings).
+        m.submodules.retry = llr = LinkRetry(depth=D, reserve=self.reserve, ack_timer=self.ack_timer,
+                                             retry_timeout=self.retry_timeout, retry_limit=self.retry_limit,
+                                             ack_timeout=self.ack_timeout, ack_add_bits=len(pk.ack_add))
         stopped = self.link_error               # sticky: after a link error nothing goes in or out
         cause = {c: Signal(name=f"cause_{c.name.lower()}") for c in LinkErrorCause}   # this cycle
-
-        good_c, bad_c = Signal(), Signal()      # counted status of a retired flit
-        # A rule error (or a CRC error, which the pre-check keeps from the unpacker) drops the one flit
-        # the unpacker may already hold behind the bad one: see rx.py "Discard" for the timing.  The
-        # dropped flit retires with ``discarded`` (neither good nor bad), so it is never counted.
-        m.d.comb += [good_c.eq(up.good),
-                     bad_c.eq(up.rule_error | up.crc_error),
-                     up.discard.eq(bad_c)]
-        m.d.sync += Assert(~bad_c | (inflight <= 2), "more than one flit behind a rule error")
-        wait_eff = Signal()
-        m.d.comb += wait_eff.eq(waiting | bad_c)
-
-        is_data = Signal()                      # CRC good and not a RETRY flit: a retryable flit
-        fwd_ok = Signal()
-        m.d.comb += [is_data.eq(crc_ok & ~is_retry),
-                     fwd_ok.eq(~wait_eff & (skip == 0) & ~stopped)]
-        ack_match = Signal()
-        m.d.comb += ack_match.eq(crc_ok & hit["RETRY.Ack"] & (ack_field == eseq))
-        hold = Signal()                         # the resuming Ack waits for the unpacker to drain
-        m.d.comb += hold.eq(waiting & ack_match & (inflight != 0))
-        m.d.comb += [
-            up.flit.valid.eq(rxf.valid & is_data & fwd_ok),
-            up.flit.payload.eq(rxf.payload),
-            rxf.ready.eq(Mux(stopped, 1, Mux(is_data & fwd_ok, up.flit.ready, ~hold))),
-        ]
-        take, fwd = Signal(), Signal()
-        # once stopped, flits are taken and dropped: none of them counts or acts
-        m.d.comb += [take.eq(rxf.valid & rxf.ready & ~stopped), fwd.eq(take & is_data & fwd_ok)]
-        crc_bad_in = Signal()
-        got_req = Signal()
-        got_ack = Signal()
-        req_ok = Signal()
-        m.d.comb += [crc_bad_in.eq(take & ~crc_ok),
-                     got_req.eq(take & crc_ok & hit["RETRY.Req"]),
-                     got_ack.eq(take & crc_ok & hit["RETRY.Ack"])]
-
-        m.d.sync += [inflight.eq(inflight + fwd - up.done),
-                     next_seq.eq(next_seq + fwd),
-                     ret_seq.eq(ret_seq + good_c)]
-        with m.If(fwd):
-            m.d.sync += since_resume.eq(Mux(since_resume == D, D, since_resume + 1))
-        with m.If(take & is_data & ~wait_eff & (skip != 0)):
-            m.d.sync += skip.eq(skip - 1)
-
-        def start_wait(seq, episode_new):
-            m.d.sync += [waiting.eq(1), eseq.eq(seq), req_pending.eq(1), req_timer.eq(0), skip.eq(0),
-                         num_retry.eq(0 if episode_new else Mux(num_retry == 31, 31, num_retry + 1))]
-
-        sent_req = Signal()
-        diff = Signal(seq_bits)
-        late_ack_ok = Signal()
-        m.d.comb += diff.eq(next_seq - ack_field[:seq_bits])
-        m.d.comb += late_ack_ok.eq((ack_field < D) & (diff <= since_resume))
-        m.d.comb += cause[LinkErrorCause.RETRY_LIMIT].eq(wait_timeouts == self.retry_limit)
-        with m.If(bad_c):
-            start_wait(ret_seq, False)
-            m.d.sync += num_retry.eq(Mux(waiting, Mux(num_retry == 31, 31, num_retry + 1), 0))
-        with m.Elif(~waiting):
-            with m.If(crc_bad_in):
-                start_wait(next_seq, True)
-            with m.Elif(got_ack):
-                # A replay we already resumed from: drop the flits we have had since its start.
-                with m.If(late_ack_ok):
-                    m.d.sync += skip.eq(diff)
-        with m.Else():                                      # WAIT
-            with m.If(got_ack & ack_match):
-                m.d.sync += [waiting.eq(0), next_seq.eq(eseq), ret_seq.eq(eseq), skip.eq(0), wait_timeouts.eq(0),
-                             since_resume.eq(0), req_pending.eq(0), Assert(inflight == 0, "resume with flits in the unpacker")]
-            with m.Elif(sent_req):
-                m.d.sync += [req_pending.eq(0), req_timer.eq(0)]
-            with m.Elif(~req_pending):
-                with m.If(req_timer == self.retry_timeout - 1):
-                    m.d.sync += [req_pending.eq(1), req_timer.eq(0),
-                                 num_retry.eq(Mux(num_retry == 31, 31, num_retry + 1)),
-                                 wait_timeouts.eq(Mux(wait_timeouts == self.retry_limit, wait_timeouts,
-                                                      wait_timeouts + 1))]
-                with m.Else():
-                    m.d.sync += req_timer.eq(req_timer + 1)
-
-        # ============================================================ RX: acks and credits
         llcrd_idx = CONTROL_KIND_NAMES.index("LLCRD")
-        lazy = Signal()
-        m.d.comb += lazy.eq(up.ctl_valid & (up.ctl.kind == llcrd_idx)
-                            & (up.credits.as_value() == 0) & (up.mem_credits.as_value() == 0))
-        ack_cnt = Signal(range(AK_FLITS + 1))
-        ack_armed = Signal()
-        ack_t = Signal(range(self.ack_timer + 1))
-        hand = Signal()
-        m.d.comb += [hand.eq((ack_cnt >= AK_FLITS) | (ack_armed & (ack_t >= self.ack_timer))),
-                     pk.ack_add.eq(Mux(hand & ~self.withhold_acks, ack_cnt, 0))]
-        m.d.sync += [ack_cnt.eq(Mux(hand, 0, ack_cnt) + good_c),
-                     ack_armed.eq((ack_armed & ~hand) | (good_c & ~lazy)),
-                     ack_t.eq(Mux(hand | ~ack_armed, 0, Mux(ack_t == self.ack_timer, ack_t, ack_t + 1)))]
+        # An LLCRD that returns no credits (an ack-only LLCRD): received, it does not arm the ack timer;
+        # sent, it does not need an ack in time (hdl/link/retry.py).
+        llcrd_fixed, llcrd_mask, _, _ = CONTROL_TABLES["LLCRD"]
+        wp = pk.flit.payload[:PAYLOAD_BITS]
+        m.d.comb += [
+            llr.rx_valid.eq(rxf.valid), llr.rx_crc_ok.eq(crc_ok),
+            llr.rx_is_req.eq(hit["RETRY.Req"]), llr.rx_is_ack.eq(hit["RETRY.Ack"]),
+            llr.rx_is_other.eq(hit["RETRY.Idle"] | hit["RETRY.Frame"]),
+            llr.rx_req_eseq.eq(_field(p, "RETRY.Req", "eseq")),
+            llr.rx_req_nretry.eq(_field(p, "RETRY.Req", "num_retry")),
+            llr.rx_ack_eseq.eq(_field(p, "RETRY.Ack", "eseq")),
+            rxf.ready.eq(llr.rx_ready),
+            up.flit.valid.eq(llr.up_valid), up.flit.payload.eq(rxf.payload), llr.up_ready.eq(up.flit.ready),
+            # A rule error (or a CRC error, which the pre-check keeps from the unpacker) drops the one flit
+            # the unpacker may already hold behind the bad one: see rx.py "Discard" for the timing.  The
+            # dropped flit retires with ``discarded`` (neither good nor bad), so it is never counted.
+            llr.up_done.eq(up.done), llr.up_good.eq(up.good), llr.up_bad.eq(up.rule_error | up.crc_error),
+            up.discard.eq(llr.up_bad),
+            llr.up_acks.eq(up.acks),
+            llr.up_lazy.eq(up.ctl_valid & (up.ctl.kind == llcrd_idx)
+                           & (up.credits.as_value() == 0) & (up.mem_credits.as_value() == 0)),
+            pk.ack_add.eq(llr.ack_add),
+            llr.pk_valid.eq(pk.flit.valid), pk.flit.ready.eq(llr.pk_ready), pk.pause.eq(0),
+            llr.pk_lazy.eq(((wp & (((1 << PAYLOAD_BITS) - 1) & ~llcrd_mask)) == llcrd_fixed)
+                           & (Cat(*(_field(wp, "LLCRD", f"{k}_crd") for k in CREDIT_CLASSES)) == 0)),
+            llr.tx_ready.eq(self.tx_flit.ready),
+            llr.stopped.eq(stopped), llr.withhold_acks.eq(self.withhold_acks),
+            cause[LinkErrorCause.RETRY_LIMIT].eq(llr.cause_retry_limit),
+            cause[LinkErrorCause.ACK_TIMEOUT].eq(llr.cause_ack_timeout),
+            cause[LinkErrorCause.ACK_OVERFLOW].eq(llr.cause_ack_overflow),
+        ]
+        good_c = up.good
 
         # Received messages out; each one taken returns one credit to the peer.
         for cls, ch in zip(CREDIT_CLASSES, self.rx_chans):
@@ -423,15 +350,11 @@ class LinkPort(wiring.Component):
         # New messages enter the packer only while the retry buffer has more than ``reserve`` free
         # entries: the packer can then always drain its queues and owed chunks and send an LLCRD
         # with its pending acks, so two nearly full ends still acknowledge each other (no deadlock).
-        # ``room`` is that comparison registered: it is computed from the value ``occ`` takes at the
-        # edge (``occ_next``), so it equals ``occ < D - reserve`` in every cycle, and the path from the
-        # occupancy register into the packer's queue enables starts at a flop (it was the LinkPort's
-        # critical path: occupancy -> compare -> credit gate -> the packer's data-queue clock enables).
+        # ``room`` is that comparison registered (hdl/link/retry.py), so the path from the occupancy
+        # register into the packer's queue enables starts at a flop (it was the LinkPort's critical
+        # path: occupancy -> compare -> credit gate -> the packer's data-queue clock enables).
         intake = Signal()
-        occ = Signal(range(D + 1))              # retry-buffer entries not yet acknowledged
-        occ_next = Signal(range(D + 1))
-        room = Signal(init=1)                   # occ < D - reserve (occ is 0 after reset)
-        m.d.comb += intake.eq(room & ~stopped)
+        m.d.comb += intake.eq(llr.room & ~stopped)
 
         # TX credits: spent by messages entering the packer, returned by the peer's credit fields.  A
         # return above what is in flight (impossible from a correct peer) is cut to it and reported.
@@ -460,108 +383,34 @@ class LinkPort(wiring.Component):
                      cause[LinkErrorCause.CREDIT_OVERFLOW].eq(Cat(*over).any())]
 
         # ============================================================ TX: retry buffer and output
+        # Every new flit is written at its sequence number; a replay reads them back in order (a
+        # registered read: ``rd_addr`` is one ahead while a replay advances).
         m.submodules.rbuf = mem = Memory(shape=FLIT_BITS, depth=D, init=[])
         wr = mem.write_port()
         rd = mem.read_port(transparent_for=(wr,))
-        wr_seq = Signal(seq_bits)               # sequence number of the next new flit
-        rp = Signal(seq_bits)                   # replay pointer
-        replay_on = Signal()
-        ack_pending = Signal()
-        ack_eseq = Signal(seq_bits)
-        ack_nretry = Signal(NUM_RETRY_BITS)
-
-        out_valid = Signal()
-        out_payload = Signal(FLIT_BITS)
-        load = Signal()
-        m.d.comb += load.eq(~out_valid | self.tx_flit.ready)
-        replay_active = Signal()
-        m.d.comb += replay_active.eq(replay_on & (rp != wr_seq))
-        sel_ack, sel_req, sel_rep, new_ok, sel_new = Signal(), Signal(), Signal(), Signal(), Signal()
-        m.d.comb += [
-            sel_ack.eq(ack_pending & ~stopped),
-            sel_req.eq(~ack_pending & req_pending & ~stopped),
-            sel_rep.eq(~ack_pending & ~req_pending & replay_active & ~stopped),
-            new_ok.eq(~ack_pending & ~req_pending & ~replay_active & (occ < D - 1) & ~stopped),
-            sel_new.eq(new_ok & pk.flit.valid),
-            pk.flit.ready.eq(load & new_ok),
-            pk.pause.eq(0),
-            sent_req.eq(load & sel_req),
-        ]
+        m.d.comb += [rd.addr.eq(llr.rd_addr), rd.en.eq(1),
+                     wr.addr.eq(llr.wr_seq), wr.data.eq(pk.flit.payload), wr.en.eq(llr.send_new)]
 
         # Control flits built here: RETRY.Ack and RETRY.Req, CRC computed on the spot.
         ack_p, req_p = Signal(PAYLOAD_BITS), Signal(PAYLOAD_BITS)
         m.d.comb += [ack_p.eq(encode_control(control("RETRY.Ack"))),
                      req_p.eq(encode_control(control("RETRY.Req")))]
-        free = Signal(range(D + 1))
-        m.d.comb += free.eq(D - 1 - occ)
-        _place(m, ack_p, "RETRY.Ack", {"empty": (rp == wr_seq).as_unsigned(), "num_retry": ack_nretry,
-                                       "wrptr": wr_seq, "eseq": ack_eseq,
-                                       "num_free_buf": free})
-        _place(m, req_p, "RETRY.Req", {"eseq": eseq, "num_retry": num_retry})
+        _place(m, ack_p, "RETRY.Ack", {"empty": llr.ack_empty, "num_retry": llr.ack_nretry,
+                                       "wrptr": llr.wr_seq, "eseq": llr.ack_eseq,
+                                       "num_free_buf": llr.num_free_buf})
+        _place(m, req_p, "RETRY.Req", {"eseq": llr.req_eseq, "num_retry": llr.req_nretry})
         ctl_p = Signal(PAYLOAD_BITS)
-        m.d.comb += ctl_p.eq(Mux(sel_ack, ack_p, req_p))
+        m.d.comb += ctl_p.eq(Mux(llr.send_ack, ack_p, req_p))
         m.submodules.ctl_crc = ccrc = FlitCRC()
         m.d.comb += ccrc.payload.eq(ctl_p)
 
-        m.d.comb += [rd.addr.eq(Mux(load & sel_rep, rp + 1, rp)), rd.en.eq(1),
-                     wr.addr.eq(wr_seq), wr.data.eq(pk.flit.payload),
-                     wr.en.eq(load & sel_new)]
-
-        with m.If(load):
-            m.d.sync += out_valid.eq(sel_ack | sel_req | sel_rep | sel_new)
-            with m.If(sel_ack):
-                m.d.sync += [out_payload.eq(Cat(ctl_p, ccrc.crc)), ack_pending.eq(0),
-                             replay_on.eq(rp != wr_seq)]
-            with m.Elif(sel_req):
-                m.d.sync += [out_payload.eq(Cat(ctl_p, ccrc.crc)), self.retries.eq(self.retries + 1)]
-            with m.Elif(sel_rep):
-                m.d.sync += [out_payload.eq(rd.data), rp.eq(rp + 1),
-                             self.flits_replayed.eq(self.flits_replayed + 1)]
-                with m.If((rp + 1)[:seq_bits] == wr_seq):      # modulo the depth
-                    m.d.sync += replay_on.eq(0)
-            with m.Elif(sel_new):
-                m.d.sync += [out_payload.eq(pk.flit.payload), wr_seq.eq(wr_seq + 1)]
-
-        # The peer's RETRY.Req: replay from its Eseq (must still be in the buffer).
-        in_window = Signal()
-        dist = Signal(seq_bits)
-        m.d.comb += [dist.eq(wr_seq - req_field[:seq_bits]),
-                     in_window.eq((req_field < D) & (dist <= occ)),
-                     req_ok.eq(got_req & in_window)]
-        with m.If(req_ok):
-            m.d.sync += [rp.eq(req_field[:seq_bits]), ack_pending.eq(1), ack_eseq.eq(req_field[:seq_bits]),
-                         ack_nretry.eq(req_nretry)]
-
-        # Acks free entries oldest first; more acks than outstanding flits (impossible from a correct
-        # peer) free what there is and are reported.
-        acked = Signal(range(256))
-        m.d.comb += acked.eq(Mux(good_c & ~stopped, up.acks, 0))
-        freed = Signal(range(256))
-        m.d.comb += [freed.eq(Mux(acked > occ, occ, acked)),
-                     cause[LinkErrorCause.ACK_OVERFLOW].eq(acked > occ)]
-        written = Signal()
-        m.d.comb += written.eq(load & sel_new)
-        m.d.comb += occ_next.eq(occ + written - freed)
-        m.d.sync += [occ.eq(occ_next), room.eq(occ_next < D - self.reserve),
-                     Assert(room == (occ < D - self.reserve), "room out of step with the occupancy")]
-
-        # Ack timeout: the newest flit that needs an ack (not an ack-only LLCRD, which the peer
-        # acknowledges only with later traffic) is still outstanding and no ack has come for
-        # ``ack_timeout`` cycles.  ``since_needy`` = flits written since that flit, plus one.
-        llcrd_fixed, llcrd_mask, _, _ = CONTROL_TABLES["LLCRD"]
-        wp = pk.flit.payload[:PAYLOAD_BITS]
-        tx_lazy = Signal()
-        m.d.comb += tx_lazy.eq(((wp & (((1 << PAYLOAD_BITS) - 1) & ~llcrd_mask)) == llcrd_fixed)
-                               & (Cat(*(_field(wp, "LLCRD", f"{k}_crd") for k in CREDIT_CLASSES)) == 0))
-        since_needy = Signal(range(D + 1), init=D)
-        with m.If(written):
-            m.d.sync += since_needy.eq(Mux(tx_lazy, Mux(since_needy == D, D, since_needy + 1), 1))
-        ack_wait = Signal(range(self.ack_timeout + 1))
-        needy_out = Signal()
-        m.d.comb += needy_out.eq(since_needy <= occ)
-        m.d.sync += ack_wait.eq(Mux(needy_out & (freed == 0),
-                                    Mux(ack_wait == self.ack_timeout, ack_wait, ack_wait + 1), 0))
-        m.d.comb += cause[LinkErrorCause.ACK_TIMEOUT].eq(ack_wait == self.ack_timeout)
+        out_payload = Signal(FLIT_BITS)
+        with m.If(llr.send_ack | llr.send_req):
+            m.d.sync += out_payload.eq(Cat(ctl_p, ccrc.crc))
+        with m.Elif(llr.send_rep):
+            m.d.sync += out_payload.eq(rd.data)
+        with m.Elif(llr.send_new):
+            m.d.sync += out_payload.eq(pk.flit.payload)
 
         cause_now = Signal(len(LinkErrorCause))
         m.d.comb += cause_now.eq(Cat(*(cause[c] for c in LinkErrorCause)))
@@ -571,27 +420,25 @@ class LinkPort(wiring.Component):
         # ============================================================ counters and status
         with m.If(self.tx_flit.valid & self.tx_flit.ready):
             m.d.sync += self.flits_sent.eq(self.flits_sent + 1)
-        with m.If(crc_bad_in):
+        with m.If(llr.send_req):
+            m.d.sync += self.retries.eq(self.retries + 1)
+        with m.If(llr.send_rep):
+            m.d.sync += self.flits_replayed.eq(self.flits_replayed + 1)
+        with m.If(llr.crc_bad):
             m.d.sync += self.crc_errors.eq(self.crc_errors + 1)
-        with m.If(bad_c):
+        with m.If(llr.up_bad):
             m.d.sync += self.rule_errors.eq(self.rule_errors + 1)
-        # Internal state by name, for testbenches and waveform-free debugging.
-        self.debug = {"eseq": eseq, "next_seq": next_seq, "ret_seq": ret_seq, "skip": skip,
-                      "inflight": inflight, "wr_seq": wr_seq, "rp": rp, "replay_on": replay_on,
-                      "ack_pending": ack_pending, "req_pending": req_pending}
+        # Internal state by name, for testbenches and waveform-free debugging (filled as the block elaborates).
+        self.debug = llr.debug
         # bad input per kind (CRC errors never reach the unpacker: the pre-check counts them)
-        ack_used = Signal()
-        m.d.comb += ack_used.eq(Mux(waiting, ack_match, late_ack_ok))
-        bumps = {"crc": crc_bad_in,
-                 "retry_ignored": (got_req & ~in_window) | (got_ack & ~ack_used),
-                 "retry_unused": take & crc_ok & (hit["RETRY.Idle"] | hit["RETRY.Frame"])}
+        bumps = {"crc": llr.crc_bad, "retry_ignored": llr.retry_ignored, "retry_unused": llr.retry_unused}
         for e in RxError:
             if e not in (RxError.NONE, RxError.CRC):
-                bumps[e.name.lower()] = bad_c & (up.error == e)
+                bumps[e.name.lower()] = llr.up_bad & (up.error == e)
         for k in RX_ERROR_KINDS:
             ctr = getattr(self.rx_errors, k)
             with m.If(bumps[k]):
                 m.d.sync += ctr.eq(ctr + 1)
-        m.d.comb += [self.tx_flit.valid.eq(out_valid & ~stopped), self.tx_flit.payload.eq(out_payload),
-                     self.rx_waiting.eq(waiting), self.rx_good.eq(good_c), self.tx_occupancy.eq(occ)]
+        m.d.comb += [self.tx_flit.valid.eq(llr.out_valid & ~stopped), self.tx_flit.payload.eq(out_payload),
+                     self.rx_waiting.eq(llr.waiting), self.rx_good.eq(good_c), self.tx_occupancy.eq(llr.occ)]
         return m
