@@ -90,7 +90,13 @@ chunks are owed, which the unpacker would reject).
   ``eseq`` arrives; then the receiver resumes at ``eseq`` (the peer replays from there).
 * A RETRY.Ack that arrives in NORMAL (the answer to a re-sent Req after the first Ack was already
   taken) announces a replay from its echoed Eseq: the receiver drops that many already-received flits
-  (``next_seq - Eseq``) before forwarding again, so a duplicate Req never duplicates messages.
+  (``next_seq - Eseq``) before forwarding again, so a duplicate Req never duplicates messages.  That
+  holds while the Eseq is one of the flits received since the last resume; an Ack whose Eseq lies
+  elsewhere (an old Req's answer: a rule error moved this end's Eseq back after it had sent a Req,
+  and it resumed on the answer to a later Req with that same Eseq) leaves the receiver unable to place
+  the replay that follows, so it enters WAIT with ``eseq = next_seq`` as after a CRC error (and counts
+  the Ack in ``retry_ignored``).  Ignoring such an Ack, as this port once did, delivered a replayed
+  flit twice: found by formal/proof_link_retry_unbounded.py.
 * A good RETRY.Req (in any state) asks the TX side to replay; one whose Eseq is no longer in the retry
   buffer (a duplicate Req whose flits were acknowledged in the meantime) is ignored.
 

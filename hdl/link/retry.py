@@ -178,9 +178,14 @@ class LinkRetry(wiring.Component):
             with m.If(self.crc_bad):
                 start_wait(next_seq, True)
             with m.Elif(got_ack):
-                # A replay we already resumed from: drop the flits we have had since its start.
+                # The peer's replay restarts at the Ack's Eseq.  If that is a flit we have had since our
+                # resume, drop the flits up to our place; otherwise we cannot place the stream that
+                # follows (the Ack may answer an old Req of ours whose Eseq is behind our resume point),
+                # so ask for a replay from our next flit, as after a CRC error.
                 with m.If(late_ack_ok):
                     m.d.sync += skip.eq(diff)
+                with m.Else():
+                    start_wait(next_seq, True)
         with m.Else():                                      # WAIT
             with m.If(got_ack & ack_match):
                 m.d.sync += [waiting.eq(0), next_seq.eq(eseq), ret_seq.eq(eseq), skip.eq(0), wait_timeouts.eq(0),
