@@ -209,16 +209,42 @@ NOTES = """
   yosys alone took 8 minutes on this design. Still bounded, and why: each port keeps 32 flits of 528
   bits in its retry buffer and the CRC reads every payload bit, so the model has ~37 000 flip-flop bits,
   and the invariants an induction would need (what each retry buffer holds against what the peer's
-  receiver has taken, the two ends' sequence numbers, acks and credits in flight) are not stated; a
-  way in is to split the retry bookkeeping out of `hdl/link/port.py` and prove two of those blocks over
-  an abstract channel.
+  receiver has taken, the two ends' sequence numbers, acks and credits in flight) are not stated. The
+  retry bookkeeping is now a block of its own, checked in pairs over an abstract channel (next item).
+- **The retry rules of two link ends** (`link_retry`, BMC on a 300 s budget, `min_depth` 18). The
+  LinkPort's retry bookkeeping is a block of its own (`hdl/link/retry.py` `LinkRetry`: sequence numbers,
+  acks, the receiver's WAIT, the sender's replay, occupancy; no payload), so two of them can be checked
+  with flits reduced to tags: `formal/link_retry_harness.py` stands in for the port's wide parts (retry
+  buffer, output register, wire, pre-check stage, unpacker, packer) with the contracts the block relies
+  on, at sequence numbers modulo 4. Free every cycle: the flits the packers offer and the acks they
+  carry, wire stalls, which flits the wires corrupt, the unpackers' back-pressure, rule errors on
+  CRC-good flits (which the full-port proof, single-bit errors only, never produces) and a link error.
+  Property: every retryable flit is retired good exactly once and in order at the other end, and no
+  sender ever receives more acks than it has flits outstanding. **Finding, fixed:** `abc pdr` on this
+  harness returned a counterexample at step 49 after about 2 minutes (at step 41 on the smaller
+  encoding kept here): a receiver in NORMAL ignored a RETRY.Ack whose Eseq was not among the flits it had
+  received since its last resume. Such an Ack answers an old RETRY.Req (sent before a rule error moved
+  the receiver's Eseq back; the receiver had meanwhile resumed on the answer to an earlier Req with the
+  same Eseq), the sender then replays from that older Eseq, and the receiver took flit 0 as flit 1. Now
+  the receiver asks for a replay from its next flit (docs/link_layer.md, "A stale RETRY.Ack";
+  tests/test_rtl_link_faults.py's stale Ack now asks for one). **Still bounded, and why:** on the fixed
+  RTL, `abc pdr` ran 30 minutes (twice, on two encodings of the harness: 219 and 199 latches) with
+  neither a counterexample nor a proof, and a k-induction needs invariants relating each end's
+  sequence numbers, the tags in flight, the Acks and Reqs on both wires (the order in which the sender
+  answers the receiver's Reqs) and the acks carried in flits that may be replayed; they are not stated.
+  `link_retry_reached` (cover, depth 20, ~30 s) reaches by step 17 a late Ack's skip of a replayed
+  duplicate (step 11), a rule error moving a waiting receiver's Eseq back (4), an Ack the receiver cannot
+  place sending it to WAIT (17), a second-lap flit retired after a replay (17) and both ends waiting at
+  once (3), so the BMC's 18 steps hold each of them; `link_retry_broken` (wires that may lose a flit)
+  FAILs at step 5.
 - **The DCOH BMC runs on a time budget.** Its cost doubles about every 1.6-2 steps on the present
   DCOH (below), so its full depth (24) no longer fits `make formal`'s 20 minutes. It has a budget
-  (`Proof.budget_s`, 900 s, `formal/dcoh_env.py` `DCOH_BUDGET_S`); `make formal` starts it first, on
-  one core (`--jobs 2`: `link_delivery`, on its own budget, and then the other proofs run on the
-  other), and stops it when its budget is spent: the
-  proof then covers the BMC steps finished by then (`depth_reached` in summary.json, "19 of 24" in the
-  table), and is PASS if that is at least its `min_depth` (18) with no counterexample, TIMEOUT if not.
+  (`Proof.budget_s`, 600 s, `formal/dcoh_env.py` `DCOH_BUDGET_S`; 900 s until `link_retry` took a share
+  of the other core); `make formal` starts it first, on
+  one core (`--jobs 2`: `link_delivery` and `link_retry`, each on its own budget, and then the other
+  proofs run on the other), and stops it when its budget is spent: the
+  proof then covers the BMC steps finished by then (`depth_reached` in summary.json, "reached of 24" in
+  the table), and is PASS if that is at least its `min_depth` (18) with no counterexample, TIMEOUT if not.
   A slower machine thus checks fewer steps and says so. With the retired `dcoh_swmr` BMC beside it
   (`min_depth` 15), `make formal` took about 19 minutes on this 2-core machine: 19 steps of
   `dcoh_one_response` (step 18 began after 6:29 minutes, step 19 after 13:42; in an earlier run steps 20
@@ -287,7 +313,7 @@ def main(argv=None):
     ap.add_argument("--doc", type=Path, default=OUT_DIR / "formal.md")
     ap.add_argument("--out", type=Path, default=OUT_DIR)
     ap.add_argument("--jobs", type=int, default=2,
-                    help="proofs run at once (default 2: the two budgeted DCOH BMCs side by side, one per core)")
+                    help="proofs run at once (default 2: the budgeted BMCs first, one per core, then the others)")
     args = ap.parse_args(argv)
     if args.jobs < 1:
         ap.error(f"--jobs {args.jobs}: at least 1")
