@@ -31,7 +31,7 @@ from formal.link_retry_harness import PARAMS, LinkRetryPair
 
 DEPTH = 24
 MIN_DEPTH = 18      # what make formal's budget must reach: proof_link_retry_reached.py's corners are all by step 17
-BUDGET_S = 300
+BUDGET_S = 360
 
 PROOF = Proof(
     name="link_retry",

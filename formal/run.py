@@ -211,7 +211,7 @@ NOTES = """
   and the invariants an induction would need (what each retry buffer holds against what the peer's
   receiver has taken, the two ends' sequence numbers, acks and credits in flight) are not stated. The
   retry bookkeeping is now a block of its own, checked in pairs over an abstract channel (next item).
-- **The retry rules of two link ends** (`link_retry`, BMC on a 300 s budget, `min_depth` 18). The
+- **The retry rules of two link ends** (`link_retry`, BMC on a 360 s budget, `min_depth` 18). The
   LinkPort's retry bookkeeping is a block of its own (`hdl/link/retry.py` `LinkRetry`: sequence numbers,
   acks, the receiver's WAIT, the sender's replay, occupancy; no payload), so two of them can be checked
   with flits reduced to tags: `formal/link_retry_harness.py` stands in for the port's wide parts (retry
@@ -219,7 +219,8 @@ NOTES = """
   on, at sequence numbers modulo 4. Free every cycle: the flits the packers offer and the acks they
   carry, wire stalls, which flits the wires corrupt, the unpackers' back-pressure, rule errors on
   CRC-good flits (which the full-port proof, single-bit errors only, never produces) and a link error.
-  Property: every retryable flit is retired good exactly once and in order at the other end, and no
+  With at most 3 flits outstanding the 8-flit hand-over of acks (Ak) never fires here, only the ack
+  timer's; the full-port proof and the link tests cover it. Property: every retryable flit is retired good exactly once and in order at the other end, and no
   sender ever receives more acks than it has flits outstanding. **Finding, fixed:** `abc pdr` on this
   harness returned a counterexample at step 49 after about 2 minutes (at step 41 on the smaller
   encoding kept here): a receiver in NORMAL ignored a RETRY.Ack whose Eseq was not among the flits it had
@@ -228,8 +229,8 @@ NOTES = """
   same Eseq), the sender then replays from that older Eseq, and the receiver took flit 0 as flit 1. Now
   the receiver asks for a replay from its next flit (docs/link_layer.md, "A stale RETRY.Ack";
   tests/test_rtl_link_faults.py's stale Ack now asks for one). **Still bounded, and why:** on the fixed
-  RTL, `abc pdr` ran 30 minutes (twice, on two encodings of the harness: 219 and 199 latches) with
-  neither a counterexample nor a proof, and a k-induction needs invariants relating each end's
+  RTL, `abc pdr` ran 28 to 32 minutes on each of three encodings of the harness (219 and 199
+  latches, and the committed one) with neither a counterexample nor a proof, and a k-induction needs invariants relating each end's
   sequence numbers, the tags in flight, the Acks and Reqs on both wires (the order in which the sender
   answers the receiver's Reqs) and the acks carried in flits that may be replayed; they are not stated.
   `link_retry_reached` (cover, depth 20, ~30 s) reaches by step 17 a late Ack's skip of a replayed

@@ -26,6 +26,7 @@ from amaranth.sim import Simulator
 
 from hdl.link.loopback import LinkLoopback, flit_error_probability
 from hdl.link.port import LinkPort, RETRY_KINDS
+from hdl.link.retry import LinkRetry
 from hdl.link.ports import PAYLOAD_BITS, direction_channels
 from tb.reused_sim import ReusedSimulator
 from hdl.link.rx import CONTROL_TABLES
@@ -246,6 +247,18 @@ def test_bad_pack_wait(value):
 def test_bad_credit_batch(value):
     with pytest.raises(ValueError, match="credit_batch"):
         LinkPort(True, credit_batch=value)
+
+
+RETRY_PARAMS = dict(depth=16, reserve=4, ack_timer=4, retry_timeout=8, retry_limit=4, ack_timeout=64, ack_add_bits=10)
+
+
+@pytest.mark.parametrize("name, value", [("depth", 2), ("depth", 24), ("depth", 512), ("reserve", 15),
+                                         ("reserve", -1), ("reserve", True), ("ack_timer", 0),
+                                         ("retry_timeout", 1.5), ("ack_add_bits", 3)])
+def test_bad_retry_parameter_names_itself(name, value):
+    """The retry block (hdl/link/retry.py) rejects a bad parameter at elaboration, naming it."""
+    with pytest.raises(ValueError, match=name):
+        LinkRetry(**{**RETRY_PARAMS, name: value})
 
 
 # ---------------------------------------------------------------- (b) error patterns

@@ -70,11 +70,11 @@ class LinkRetry(wiring.Component):
     def __init__(self, *, depth, reserve, ack_timer, retry_timeout, retry_limit, ack_timeout, ack_add_bits):
         if depth not in (4, 8, 16, 32, 64, 128, 256):
             raise ValueError(f"depth={depth!r}: a power of two 4..256 (the 8-bit Eseq / WrPtr fields)")
-        if not (isinstance(reserve, int) and 0 <= reserve < depth - 1):
+        if isinstance(reserve, bool) or not (isinstance(reserve, int) and 0 <= reserve < depth - 1):
             raise ValueError(f"reserve={reserve!r}: must be an integer 0..{depth - 2} for depth={depth}")
         for name, v in (("ack_timer", ack_timer), ("retry_timeout", retry_timeout),
                         ("retry_limit", retry_limit), ("ack_timeout", ack_timeout), ("ack_add_bits", ack_add_bits)):
-            if not isinstance(v, int) or v < 1:
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"{name}={v!r}: must be an integer >= 1")
         if (1 << ack_add_bits) <= AK_FLITS:
             raise ValueError(f"ack_add_bits={ack_add_bits}: too narrow for {AK_FLITS} acks")
