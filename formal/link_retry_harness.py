@@ -26,11 +26,16 @@ block relies on in the port:
 * **Pre-check stage**: one register, as in the port: valid, CRC verdict, kind, tag, acks, Eseq.
 * **Unpacker**: one input register and one registered status, as hdl/link/rx.py: it takes a flit when
   empty or retiring; a held flit retires when ``discard`` is high, when it breaks a rule (free: a
-  CRC-good flit with a rule error, which the port retries too), or when its consumers have room (free);
+  CRC-good flit with a rule error, which the port retries too; never with ``rule_errors=False``), or
+  when its consumers have room (free);
   one cycle later ``up_done`` and ``up_good`` or ``up_bad`` (a rule error), with the flit's acks and
   tag; a discarded flit retires with neither.  ``up_lazy`` is free.
 * **Link error**: ``stopped`` is sticky and may be set at any cycle (free), which covers every cycle at
   which the block's own causes or the port's credit causes could set it.
+
+* **Ghosts** (read only by formal/link_retry_invariants.py, never by a block): a RETRY.Req carries its
+  sender's expected tag and made tag as it sent it (``floor`` and ``mark``), and the RETRY.Ack that
+  answers it carries the same floor (``ack_floor`` while it is owed).
 
 The checker of each direction counts the good flits its receiver retires and Asserts that each one's tag
 is the next one its sender made: no flit is lost, duplicated or reordered, across any number of
@@ -38,6 +43,8 @@ retries.  Since messages, credits and acks travel only inside retryable flits an
 from a good retire (hdl/link/port.py), that is the link's exactly-once, in-order delivery.  A second
 Assert: the acks a sender receives never exceed its outstanding flits (``cause_ack_overflow``), i.e.
 acks are conserved across replays (a replayed flit repeats its acks; only one copy may count).
+``invariants=True`` also asserts formal/link_retry_invariants.py's invariants, which make both
+inductive (formal/proof_link_retry_unbounded.py).
 """
 
 import enum
@@ -46,6 +53,7 @@ from amaranth.asserts import AnySeq
 from amaranth.hdl import Array, Assert, Assume, Cat, Elaboratable, Module, Mux, Signal
 
 from formal.common import no_reset
+from formal.link_retry_invariants import add_invariants
 from hdl.link.retry import LinkRetry
 
 __all__ = ["LinkRetryPair", "Kind", "PARAMS"]
@@ -73,6 +81,11 @@ class _Flit:
         self.tag = Signal(tag_bits, name=f"{prefix}_tag")
         self.acks = Signal(ack_bits, name=f"{prefix}_acks")
         self.eseq = Signal(seq_bits, name=f"{prefix}_eseq")    # a correct sender's Eseq is below depth
+        # ghosts, read only by the invariants (formal/link_retry_invariants.py): a RETRY.Req's and a
+        # RETRY.Ack's *floor* (the flits its receiver had retired when it sent the Req) and a Req's
+        # *mark* (the flits its sender had made then)
+        self.floor = Signal(tag_bits, name=f"{prefix}_floor")
+        self.mark = Signal(tag_bits, name=f"{prefix}_mark")
 
 
 class LinkRetryPair(Elaboratable):
@@ -80,9 +93,16 @@ class LinkRetryPair(Elaboratable):
     register and unpacker; a wire each way.  ``drop``: the wires may lose a flit (the broken
     variant).  ``params``: LinkRetry's (default :data:`PARAMS`)."""
 
-    def __init__(self, drop=False, params=None):
+    Kind = Kind
+
+    def __init__(self, drop=False, params=None, invariants=False, rule_errors=True):
         self.params = dict(PARAMS if params is None else params)
         self.drop = drop
+        # rule_errors=False: CRC-good flits never break a rule, and a receiver in NORMAL must then never
+        # get a RETRY.Ack it cannot place (Asserted; formal/proof_link_retry_no_rule_errors_unbounded.py)
+        self.rule_errors = rule_errors
+        # invariants: also Assert formal/link_retry_invariants.py's, which make the property inductive
+        self.invariants = invariants
         self.ends = {n: LinkRetry(ack_add_bits=4, **self.params) for n in "ab"}
         D = self.params["depth"]
         self.tag_bits = (D - 1).bit_length() + 1    # tags modulo 2 * depth
@@ -93,6 +113,12 @@ class LinkRetryPair(Elaboratable):
         self.pending = {}       # end -> acks handed to its packer, not yet in a flit
         self.stopped = {}
         self.pre, self.hold, self.stat = {}, {}, {}     # end -> its pre-check stage, unpacker input, status
+        self.out = {}           # end -> its output register's fields (valid: the block's out_valid)
+        self.lap = {}           # end -> the lap bit of its next new flit's tag
+        self.buf_lap, self.buf_acks = {}, {}    # end -> its retry buffer's entries (Arrays of depth)
+        self.rd = {}            # end -> (index, lap, acks) of its retry buffer's read register
+        self.good, self.bad, self.done = {}, {}, {}     # end -> its unpacker's registered status
+        self.ack_floor = {}     # end -> the floor of the RETRY.Ack it owes (a ghost, as _Flit.floor)
 
     def elaborate(self, platform):
         m = Module()
@@ -115,7 +141,7 @@ class LinkRetryPair(Elaboratable):
             self.expected[n] = Signal(TB, name=f"{n}_expected")
             self.pending[n] = Signal(AB + 1, name=f"{n}_pending")
             self.stopped[n] = Signal(name=f"{n}_stopped")
-        self.pre, self.hold, self.stat = pre, hold, stat
+        self.pre, self.hold, self.stat, self.out = pre, hold, stat, out
 
         for n, peer in (("a", "b"), ("b", "a")):
             e, f = ends[n], ends[peer]
@@ -139,7 +165,7 @@ class LinkRetryPair(Elaboratable):
             # with one more bit above it, the lap: so the buffer stores only each entry's lap bit (and
             # its acks), and ``made`` is ``wr_seq`` with the sender's lap.  Nothing is lost, and the
             # proof need not learn that a tag's low bits are its index.
-            lap = Signal(name=f"{n}_lap")
+            lap = self.lap[n] = Signal(name=f"{n}_lap")
             m.d.comb += self.made[n].eq(Cat(e.wr_seq, lap))
             with m.If(e.send_new & (e.wr_seq == D - 1)):
                 m.d.sync += lap.eq(~lap)
@@ -148,6 +174,7 @@ class LinkRetryPair(Elaboratable):
             rd_idx, rd_lap, rd_acks = Signal(SB, name=f"{n}_rd_idx"), Signal(name=f"{n}_rd_lap"), \
                 Signal(AB, name=f"{n}_rd_acks")
             rd_tag = Cat(rd_idx, rd_lap)
+            self.buf_lap[n], self.buf_acks[n], self.rd[n] = buf_lap, buf_acks, (rd_idx, rd_lap, rd_acks)
             with m.If(e.send_new):
                 m.d.sync += [buf_lap[e.wr_seq].eq(lap), buf_acks[e.wr_seq].eq(carry)]
             # synchronous read, transparent for the write of the same cycle
@@ -158,12 +185,16 @@ class LinkRetryPair(Elaboratable):
                 m.d.sync += [rd_lap.eq(buf_lap[e.rd_addr]), rd_acks.eq(buf_acks[e.rd_addr])]
 
             # ---------------------------------------------------------------- output register
+            ack_floor = self.ack_floor[n] = Signal(TB, name=f"{n}_ack_floor")
+            with m.If(e.debug["req_ok"]):
+                m.d.sync += ack_floor.eq(pr.floor)
             with m.If(e.send_ack):
                 # an Ack's tag (ghost, never read by the receiver): the tag of the flit its replay starts with
                 m.d.sync += [o.kind.eq(Kind.ACK), o.eseq.eq(e.ack_eseq),
-                             o.tag.eq(self.made[n] - ((e.wr_seq - e.debug["rp"]) % D))]
+                             o.tag.eq(self.made[n] - ((e.wr_seq - e.debug["rp"]) % D)), o.floor.eq(ack_floor)]
             with m.Elif(e.send_req):
-                m.d.sync += [o.kind.eq(Kind.REQ), o.eseq.eq(e.req_eseq)]
+                m.d.sync += [o.kind.eq(Kind.REQ), o.eseq.eq(e.req_eseq),
+                             o.floor.eq(self.expected[n]), o.mark.eq(self.made[n])]
             with m.Elif(e.send_rep):
                 m.d.sync += [o.kind.eq(Kind.DATA), o.tag.eq(rd_tag), o.acks.eq(rd_acks)]
             with m.Elif(e.send_new):
@@ -193,7 +224,7 @@ class LinkRetryPair(Elaboratable):
                                  fp.acks.eq(AnySeq(AB)), fp.eseq.eq(AnySeq(SB))]
                 with m.Else():
                     m.d.sync += [fp.crc_ok.eq(1), fp.kind.eq(o.kind), fp.tag.eq(o.tag), fp.acks.eq(o.acks),
-                                 fp.eseq.eq(o.eseq)]
+                                 fp.eseq.eq(o.eseq), fp.floor.eq(o.floor), fp.mark.eq(o.mark)]
 
             # ---------------------------------------------------------------- receiver: pre-check into the block
             m.d.comb += [e.rx_valid.eq(pr.valid), e.rx_crc_ok.eq(pr.crc_ok),
@@ -203,7 +234,12 @@ class LinkRetryPair(Elaboratable):
 
             # ---------------------------------------------------------------- unpacker
             rule_err, room = Signal(name=f"{n}_rule_error"), Signal(name=f"{n}_room")
-            m.d.comb += [rule_err.eq(AnySeq(1)), room.eq(AnySeq(1))]
+            m.d.comb += [rule_err.eq(AnySeq(1) if self.rule_errors else 0), room.eq(AnySeq(1))]
+            if not self.rule_errors:
+                # in NORMAL, a CRC-good RETRY.Ack whose start is not among the flits received since the
+                # last resume (the block then counts it in retry_ignored and waits for a replay)
+                m.d.comb += Assert(~(e.retry_ignored & pr.crc_ok & (pr.kind == Kind.ACK) & ~e.waiting & ~e.up_bad),
+                                   f"{n}: a RETRY.Ack it cannot place, without any rule error")
             retire = Signal(name=f"{n}_retire")
             m.d.comb += [retire.eq(h.valid & (e.up_bad | rule_err | room)),
                          e.up_ready.eq(~h.valid | retire)]
@@ -215,6 +251,7 @@ class LinkRetryPair(Elaboratable):
             m.d.sync += [good_r.eq(commit & ~rule_err), bad_r.eq(commit & rule_err), st.tag.eq(h.tag),
                          st.acks.eq(Mux(commit & ~rule_err, h.acks, 0))]
             done_r = Signal(name=f"{n}_done")
+            self.good[n], self.bad[n], self.done[n] = good_r, bad_r, done_r
             m.d.sync += done_r.eq(retire)
             m.d.comb += [e.up_done.eq(done_r), e.up_good.eq(good_r), e.up_bad.eq(bad_r),
                          e.up_acks.eq(st.acks), e.up_lazy.eq(AnySeq(1))]
@@ -226,4 +263,6 @@ class LinkRetryPair(Elaboratable):
                                    f"{n}: a good flit that is not the next one its sender made "
                                    "(lost, duplicated or reordered)")
             m.d.comb += Assert(~e.cause_ack_overflow, f"{n}: acks above the flits outstanding")
+        if self.invariants:
+            add_invariants(m, self)
         return m

@@ -1,5 +1,6 @@
-"""Reachability witness (mode cover) for link_retry: in its harness, the corners of the retry
-rules happen and the flits still arrive in order.  Receiver ``a`` (flits from ``b``):
+"""Reachability witness (mode cover) for link_retry_unbounded: in its harness, with its invariants
+asserted, the corners of the retry rules happen and the flits still arrive in order (so the
+states the invariants describe include these).  Receiver ``a`` (flits from ``b``):
 
 * a late RETRY.Ack (the answer to a re-sent Req, after the receiver resumed on the first answer) makes
   it drop a replayed flit it already has;
@@ -9,6 +10,8 @@ rules happen and the flits still arrive in order.  Receiver ``a`` (flits from ``
 * both ends waiting for a replay at once.
 
 PASS means SBY found each within ``DEPTH`` steps (all by step 17)."""
+
+import functools
 
 from amaranth.hdl import Cover, Signal
 
@@ -46,9 +49,9 @@ class Reached(LinkRetryPair):
 PROOF = Proof(
     name="link_retry_reached",
     mode="cover", depth=DEPTH,
-    harness=Reached,
+    harness=functools.partial(Reached, invariants=True),
     engine=ENGINE,
-    description="WITNESS for link_retry: a late Ack's skip, a rule error while waiting, an Ack the receiver "
+    description="WITNESS for link_retry_unbounded (the invariants asserted): a late Ack's skip, a rule error while waiting, an Ack the receiver "
                 "cannot place, a second-lap flit after a replay, both ends waiting",
     quick=False,
 )

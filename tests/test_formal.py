@@ -157,6 +157,22 @@ def test_dcoh_invariants_elaborate_and_name_what_they_cannot_handle():
         add_invariants(m, dut, pend, [dut.h2d_req.p.uqid] * 2)
 
 
+def test_link_retry_invariants_elaborate_and_name_a_depth_they_cannot_handle():
+    """The unbounded link-retry proof's harness (formal/link_retry_invariants.py) elaborates with its
+    invariants, both directions' (the proof runs in `make formal`, ~75 s), and the invariants refuse a
+    sequence-number modulus their window arguments do not cover instead of proving something else."""
+    from amaranth.back import rtlil
+    from formal.link_retry_harness import PARAMS, LinkRetryPair
+    from formal.proof_link_retry_unbounded import PROOF
+    text = rtlil.convert(PROOF.harness(), name="h", ports=[], emit_src=False)
+    assert text.count("linv_a_b_") > 60 and text.count("linv_b_a_") > 60 and "no_rule_errors" not in text
+    from formal.proof_link_retry_no_rule_errors_unbounded import PROOF as NO_RULE_ERRORS
+    text = rtlil.convert(NO_RULE_ERRORS.harness(), name="h", ports=[], emit_src=False)
+    assert "linv_a_b_no_rule_errors" in text and "without any rule error" in text
+    with pytest.raises(ValueError, match="depth=8"):
+        rtlil.convert(LinkRetryPair(invariants=True, params=dict(PARAMS, depth=8, reserve=2)), ports=[])
+
+
 def test_cache_invariants_elaborate_and_name_a_wrong_cache_model():
     """The unbounded SWMR proof's harness elaborates with the DCOH's and the caches' invariants, and
     add_cache_invariants names a cache model of the wrong shape."""

@@ -300,5 +300,6 @@ class LinkRetry(wiring.Component):
                       "ack_pending": ack_pending, "req_pending": req_pending, "since_resume": since_resume,
                       "req_timer": req_timer, "num_retry": num_retry, "wait_timeouts": wait_timeouts,
                       "ack_cnt": ack_cnt, "ack_armed": ack_armed, "ack_t": ack_t,
-                      "since_needy": since_needy, "ack_wait": ack_wait, "waiting": waiting, "occ": occ})
+                      "since_needy": since_needy, "ack_wait": ack_wait, "waiting": waiting, "occ": occ,
+                      "req_ok": req_ok})
         return m
