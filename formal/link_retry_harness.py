@@ -1,5 +1,5 @@
 """Two link ends' Link Layer Retry over wires that corrupt flits, with flits as sequence tags: the harness
-of formal/proof_link_retry.py and its variants.
+of formal/proof_link_retry_unbounded.py and its variants.
 
 Each end is the RTL :class:`hdl.link.retry.LinkRetry` (the LinkPort's retry bookkeeping, unchanged)
 and, around it, small abstract stand-ins for the LinkPort's wide parts, each keeping the contract the

@@ -208,41 +208,57 @@ NOTES = """
   `flatten; memory_map; opt -fast`: with the DCOH proofs' gate-level rewriting (`techmap`, `abc -g AND`)
   yosys alone took 8 minutes on this design. Still bounded, and why: each port keeps 32 flits of 528
   bits in its retry buffer and the CRC reads every payload bit, so the model has ~37 000 flip-flop bits,
-  and the invariants an induction would need (what each retry buffer holds against what the peer's
-  receiver has taken, the two ends' sequence numbers, acks and credits in flight) are not stated. The
-  retry bookkeeping is now a block of its own, checked in pairs over an abstract channel (next item).
-- **The retry rules of two link ends** (`link_retry`, BMC on a 360 s budget, `min_depth` 18). The
-  LinkPort's retry bookkeeping is a block of its own (`hdl/link/retry.py` `LinkRetry`: sequence numbers,
-  acks, the receiver's WAIT, the sender's replay, occupancy; no payload), so two of them can be checked
-  with flits reduced to tags: `formal/link_retry_harness.py` stands in for the port's wide parts (retry
-  buffer, output register, wire, pre-check stage, unpacker, packer) with the contracts the block relies
-  on, at sequence numbers modulo 4. Free every cycle: the flits the packers offer and the acks they
-  carry, wire stalls, which flits the wires corrupt, the unpackers' back-pressure, rule errors on
-  CRC-good flits (which the full-port proof, single-bit errors only, never produces) and a link error.
-  With at most 3 flits outstanding the 8-flit hand-over of acks (Ak) never fires here, only the ack
-  timer's; the full-port proof and the link tests cover it. Property: every retryable flit is retired good exactly once and in order at the other end, and no
-  sender ever receives more acks than it has flits outstanding. **Finding, fixed:** `abc pdr` on this
-  harness returned a counterexample at step 49 after about 2 minutes (at step 41 on the smaller
-  encoding kept here): a receiver in NORMAL ignored a RETRY.Ack whose Eseq was not among the flits it had
-  received since its last resume. Such an Ack answers an old RETRY.Req (sent before a rule error moved
-  the receiver's Eseq back; the receiver had meanwhile resumed on the answer to an earlier Req with the
-  same Eseq), the sender then replays from that older Eseq, and the receiver took flit 0 as flit 1. Now
-  the receiver asks for a replay from its next flit (docs/link_layer.md, "A stale RETRY.Ack";
-  tests/test_rtl_link_faults.py's stale Ack now asks for one). **Still bounded, and why:** on the fixed
-  RTL, `abc pdr` ran 28 to 32 minutes on each of three encodings of the harness (219 and 199
-  latches, and the committed one) with neither a counterexample nor a proof, and a k-induction needs invariants relating each end's
-  sequence numbers, the tags in flight, the Acks and Reqs on both wires (the order in which the sender
-  answers the receiver's Reqs) and the acks carried in flits that may be replayed; they are not stated.
-  `link_retry_reached` (cover, depth 20, ~30 s) reaches by step 17 a late Ack's skip of a replayed
-  duplicate (step 11), a rule error moving a waiting receiver's Eseq back (4), an Ack the receiver cannot
-  place sending it to WAIT (17), a second-lap flit retired after a replay (17) and both ends waiting at
-  once (3), so the BMC's 18 steps hold each of them; `link_retry_broken` (wires that may lose a flit)
-  FAILs at step 5.
+  and an induction would need, beside the retry rules' invariants (stated for two `LinkRetry` blocks
+  over an abstract channel, next item), what each 528-bit retry-buffer entry and flit in flight holds
+  (messages, data chunks, credits) against the packer and unpacker state; those are not stated.
+- **The retry rules of two link ends, unbounded** (`link_retry_unbounded`, k-induction at depth 4,
+  ~60 s; depth 2 is enough, 1 is not). The LinkPort's retry bookkeeping is a block of its own
+  (`hdl/link/retry.py` `LinkRetry`: sequence numbers, acks, the receiver's WAIT, the sender's replay,
+  occupancy; no payload), so two of them are checked with flits reduced to tags:
+  `formal/link_retry_harness.py` stands in for the port's wide parts (retry buffer, output register,
+  wire, pre-check stage, unpacker, packer) with the contracts the block relies on, at sequence numbers
+  modulo 4. Free every cycle: the flits the packers offer and the acks they carry, wire stalls, which
+  flits the wires corrupt, the unpackers' back-pressure, rule errors on CRC-good flits (which the
+  full-port proof, single-bit errors only, never produces) and a link error. With at most 3 flits
+  outstanding the 8-flit hand-over of acks (Ak) never fires here, only the ack timer's; the full-port
+  proof and the link tests cover it. Property: every retryable flit is retired good exactly once and in
+  order at the other end, and no sender ever receives more acks than it has flits outstanding; proven
+  with the block's own Asserts and 190 invariants (`formal/link_retry_invariants.py`, found from the
+  counterexamples to induction in seven rounds): each sender's buffer holds the flits behind its
+  `wr_seq`; each receiver's counters match its checker; a sender's occupancy is the flits its peer has
+  not retired plus every ack on its way back (counter, packer, and flits that may be replayed); the
+  stream on each wire has its shape (after a RETRY.Ack the flits run on from its start) and, walked
+  as the receiver's rules will see it, forwards only the next flit and places each Ack where its
+  replay starts; and every RETRY.Req and Ack in flight carries a ghost *floor*, the flits its receiver
+  had retired when it sent the Req. The acks that would move the peer's window past the floor travel
+  behind the Req, so its 2-bit Eseq names one flit; a receiver sends Reqs only in WAIT, so in NORMAL it
+  resumed at or above every floor in flight and stays within 3 flits of it, which is what lets a late
+  Ack be placed by its Eseq. That last group is where the stale-Ack bug sat: **found earlier by
+  `abc pdr`** on this harness (a counterexample at step 49 after about 2 minutes), a receiver in NORMAL
+  ignored a RETRY.Ack whose Eseq was not among the flits received since its last resume; such an Ack
+  answers an old Req (sent before a rule error moved the receiver's Eseq back), the sender replays from
+  that older Eseq, and the receiver took flit 0 as flit 1. Now the receiver asks for a replay from its
+  next flit (docs/link_layer.md, "A stale RETRY.Ack"); with that branch taken out again, the induction
+  fails. PDR alone gave no verdict on the fixed RTL in 30 minutes per encoding. **The bug needs a rule
+  error** (`link_retry_no_rule_errors_unbounded`, k-induction at depth 4, ~70 s): without rule errors
+  a receiver in NORMAL never gets an Ack it cannot place, in every reachable state, since its Eseqs
+  never go back (invariant group 6: the Reqs and Acks in flight name flits in order, and in NORMAL all
+  name its resume point); with rule errors allowed, a BMC of the same harness reaches such an Ack at
+  step 16. Not vacuous: `link_retry_unbounded_broken` (wires that may lose a flit, invariants
+  asserted) FAILs at step 2 of its base case (the stream's shape), and `link_retry_broken` (the same
+  without the invariants, a BMC) on the property itself at step 5; `link_retry_reached` (cover, depth
+  20, with the invariants asserted) reaches by step 17 a late Ack's skip of a replayed duplicate (step
+  11), a rule error moving a waiting receiver's Eseq back (4), an Ack the receiver cannot place sending
+  it to WAIT (17), a second-lap flit retired after a replay (17) and both ends waiting at once (3). The
+  bounded `link_retry` BMC (19 of 24 steps in its 360 s budget) was retired. Still bounded: the whole
+  LinkPort pair with its payload (`link_delivery`, above). Credits are not in this harness: they travel
+  inside retryable flits and count only at a good retire (hdl/link/port.py), so exactly-once delivery
+  of flits with `credit_conservation` per counter gives their conservation across retries, by that
+  argument rather than by one proof.
 - **The DCOH BMC runs on a time budget.** Its cost doubles about every 1.6-2 steps on the present
   DCOH (below), so its full depth (24) no longer fits `make formal`'s 20 minutes. It has a budget
-  (`Proof.budget_s`, 600 s, `formal/dcoh_env.py` `DCOH_BUDGET_S`; 900 s until `link_retry` took a share
-  of the other core); `make formal` starts it first, on
-  one core (`--jobs 2`: `link_delivery` and `link_retry`, each on its own budget, and then the other
+  (`Proof.budget_s`, 600 s, `formal/dcoh_env.py` `DCOH_BUDGET_S`); `make formal` starts it first, on
+  one core (`--jobs 2`: `link_delivery`, on its own budget, and then the other
   proofs run on the other), and stops it when its budget is spent: the
   proof then covers the BMC steps finished by then (`depth_reached` in summary.json, "reached of 24" in
   the table), and is PASS if that is at least its `min_depth` (18) with no counterexample, TIMEOUT if not.

@@ -96,7 +96,7 @@ chunks are owed, which the unpacker would reject).
   and it resumed on the answer to a later Req with that same Eseq) leaves the receiver unable to place
   the replay that follows, so it enters WAIT with ``eseq = next_seq`` as after a CRC error (and counts
   the Ack in ``retry_ignored``).  Ignoring such an Ack, as this port once did, delivered a replayed
-  flit twice: found with formal/proof_link_retry.py's harness.
+  flit twice: found with formal/proof_link_retry_unbounded.py's harness.
 * A good RETRY.Req (in any state) asks the TX side to replay; one whose Eseq is no longer in the retry
   buffer (a duplicate Req whose flits were acknowledged in the meantime) is ignored.
 

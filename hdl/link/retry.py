@@ -11,7 +11,7 @@ the pre-check stage, what to put on the wire next (``send_ack`` / ``send_req`` /
 ``send_new``, one-cycle strobes of the output register's load), the retry buffer's addresses, the
 RETRY flits' fields, the acks handed to the packer, and the occupancy rules.  The rules themselves are
 described in hdl/link/port.py ("Link Layer Retry as implemented", "Link errors"); splitting them off
-lets formal/proof_link_retry.py check them for two ends over an abstract wire, where
+lets formal/proof_link_retry_unbounded.py check them for two ends over an abstract wire, where
 flits are sequence tags rather than 528-bit payloads.
 
 Ports (all ``In``/``Out`` of the component; ``D`` = ``depth``, ``seq`` = ``log2(D)`` bits):
