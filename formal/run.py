@@ -239,12 +239,17 @@ NOTES = """
   answers an old Req (sent before a rule error moved the receiver's Eseq back), the sender replays from
   that older Eseq, and the receiver took flit 0 as flit 1. Now the receiver asks for a replay from its
   next flit (docs/link_layer.md, "A stale RETRY.Ack"); with that branch taken out again, the induction
-  fails. PDR alone gave no verdict on the fixed RTL in 30 minutes per encoding. **The bug needs a rule
+  fails, and so it does with every late Ack accepted whatever its distance, or with a resume that
+  leaves `since_resume` as it was. Loosening the guard by one flit (`diff <= since_resume + 1`) still
+  PASSes: a late Ack's start is at most 2 flits above the receiver's resume point (the floor
+  argument), so the guard has that flit to spare. PDR alone gave no verdict on the fixed RTL in 30 minutes per encoding. **The bug needs a rule
   error** (`link_retry_no_rule_errors_unbounded`, k-induction at depth 4, ~70 s): without rule errors
   a receiver in NORMAL never gets an Ack it cannot place, in every reachable state, since its Eseqs
   never go back (invariant group 6: the Reqs and Acks in flight name flits in order, and in NORMAL all
   name its resume point); with rule errors allowed, a BMC of the same harness reaches such an Ack at
-  step 16. Not vacuous: `link_retry_unbounded_broken` (wires that may lose a flit, invariants
+  step 16. At sequence numbers modulo 8 (tags modulo 16) the same invariants pass the base case, but
+  the induction's last solver call gave no verdict in 28 minutes, so both proofs are at modulo 4.
+  Not vacuous: `link_retry_unbounded_broken` (wires that may lose a flit, invariants
   asserted) FAILs at step 2 of its base case (the stream's shape), and `link_retry_broken` (the same
   without the invariants, a BMC) on the property itself at step 5; `link_retry_reached` (cover, depth
   20, with the invariants asserted) reaches by step 17 a late Ack's skip of a replayed duplicate (step
