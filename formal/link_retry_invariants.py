@@ -89,6 +89,7 @@ def add_invariants(m, pair):
         good, bad, done = pair.good[rn], pair.bad[rn], pair.done[rn]
         stop_s, stop_r = pair.stopped[sn], pair.stopped[rn]
         dist_rp = (W - rp)[:SB]
+        ov = pair.ends[sn].out_valid
 
         # -------------------------------------------------------------- 1. the sender's buffer
         inv(occ <= D - 1, P + "occ below depth")
@@ -118,6 +119,7 @@ def add_invariants(m, pair):
         inv(t(M - E) >= good + hold.valid, P + "the unpacker's flits were made")
         inv(t(M - E) <= occ, P + "flits not retired are outstanding")
 
+        # -------------------------------------------------------------- the flits on the wire
         inv(out.kind != 3, P + "output register: a kind")
         inv((out.kind != Kind.ACK) | (out.tag[:SB] == out.eseq), P + "output register: an Ack's Eseq is its start's")
         inv(~pre.crc_ok | (pre.kind != Kind.ACK) | (pre.tag[:SB] == pre.eseq),
@@ -125,7 +127,6 @@ def add_invariants(m, pair):
         inv(~ack_pending | (pair.ends[sn].ack_eseq == rp), P + "the Ack due replays from its Eseq")
         # how far behind ``made`` a flit (or an Ack's start) on the wire can be: a sender's window is
         # depth - 1 flits, and one new flit can follow the one in the peer's pre-check stage
-        ov = pair.ends[sn].out_valid
         inv(~ov | (out.kind != Kind.DATA) | ((t(M - out.tag) >= 1) & (t(M - out.tag) <= D - 1)),
             P + "output register: a flit made, within the window")
         inv(~ov | (out.kind != Kind.ACK) | (t(M - out.tag) <= D - 1), P + "output register: an Ack's start within the window")
@@ -151,13 +152,17 @@ def add_invariants(m, pair):
         inv(~good | (stat.acks == buf_acks[E[:SB]]), P + "good status: its entry's acks")
         inv(~pre.valid | ~pre.crc_ok | (pre.kind != Kind.DATA) | carries_its_acks(pre.acks, pre.tag),
             P + "pre-check stage: its entry's acks")
-        inv(~pair.ends[sn].out_valid | (out.kind != Kind.DATA) | carries_its_acks(out.acks, out.tag),
+        inv(~ov | (out.kind != Kind.DATA) | carries_its_acks(out.acks, out.tag),
             P + "output register: its entry's acks")
 
         # -------------------------------------------------------------- 4. the stream
+        # what the sender puts on the wire after what is on it: the RETRY.Ack it owes, whose replay
+        # starts at ``ack_start``, then from ``head`` on the flits it replays and the new ones
+        ack_start = t(M - dist_rp)
+        head = Mux(ack_pending | (replay_on & (rp != W)), ack_start, M)
         # The receiver's view, walked along the stream as its rules will see it when nothing is
         # corrupted on the way and no rule error comes (a corruption or a rule error sends it to WAIT,
-        # where only the Acks' windows below matter).
+        # where the floors of group 5 keep every Ack it may resume on right).
         norm = ~r["waiting"] & ~bad
         nf = Mux(bad, E, Q)
         skip = Mux(bad, 0, r["skip"])
@@ -202,6 +207,26 @@ def add_invariants(m, pair):
             return {k: Mux(crc_ok & (kind == Kind.DATA), a[k], Mux(crc_ok & (kind == Kind.ACK), b[k], c[k]))
                     for k in st}
 
+        # The stream's own shape, whatever the receiver does with it: after a RETRY.Ack the flits run on
+        # from its start, one by one, up to the sender's next flit (a corrupted flit hides which).
+        known, nd = Const(0), Const(0, TB)
+        for valid, crc_ok, kind, tag, name in (
+                (pre.valid, pre.crc_ok, pre.kind, pre.tag, "pre-check stage"),
+                (~stop_s & ov, 1, out.kind, out.tag, "output register"),
+                (~stop_s & ack_pending, 1, Const(Kind.ACK, 2), ack_start, "Ack due")):
+            is_data = valid & crc_ok & (kind == Kind.DATA)
+            is_ack = valid & crc_ok & (kind == Kind.ACK)
+            inv(~(is_data & known) | (tag == nd), P + f"{name}: the flit after the one ahead of it")
+            known, nd = (Mux(valid & ~crc_ok, 0, known | is_data | is_ack),
+                         Mux(is_data, t(tag + 1), Mux(is_ack, tag, nd)))
+        inv(stop_s | ~known | (head == nd), P + "the sender's next flit after the stream")
+
+        live_r = ~stop_r
+        st = step_item(state, live_r & pre.valid, pre.crc_ok, pre.kind, pre.tag, "pre-check stage")
+        st = step_item(st, live_r & ~stop_s & ov, 1, out.kind, out.tag, "output register")
+        st = step_ack(st, live_r & ~stop_s & ack_pending, 1, ack_start, "Ack due")
+        inv(~(live_r & ~stop_s & st["norm"]) | (head == t(st["nf"] - st["skip"])), P + "the sender's next flit")
+
         # -------------------------------------------------------------- 5. floors of Reqs and Acks
         # A RETRY.Req carries (ghost) the flits its sender's receiver had retired when it sent it (its
         # floor F) and the flits that end had made (its mark); the RETRY.Ack that answers it inherits F.
@@ -209,8 +234,6 @@ def add_invariants(m, pair):
         # Req's Eseq names one flit in the window; and the receiver, which sends Reqs only in WAIT,
         # resumed at or after F, which is what lets a late Ack be placed by its 2-bit Eseq.
         ov_r = pair.ends[rn].out_valid
-        nf_r = Mux(bad, E, Q)
-        normal = ~r["waiting"] & ~bad
         spre = pair.pre[sn]
         gs, hs = pair.good[sn], pair.hold[sn]
 
@@ -219,8 +242,8 @@ def add_invariants(m, pair):
 
         def floor_rules(name, valid, f):
             inv(~valid | (off(E, f) <= D - 1), P + f"{name}: floor not above the flits retired")
-            inv(~valid | (off(nf_r, f) <= D - 1), P + f"{name}: the receiver within the window above its floor")
-            inv(~(valid & normal) | ((r["since_resume"] < D) & (off(nf_r, f) >= r["since_resume"])),
+            inv(~valid | (off(nf, f) <= D - 1), P + f"{name}: the receiver within the window above its floor")
+            inv(~(valid & norm) | ((r["since_resume"] < D) & (off(nf, f) >= r["since_resume"])),
                 P + f"{name}: the receiver resumed at or above its floor")
 
         reqs_in_flight = []     # (name, valid, the flit its Eseq names), oldest first
@@ -245,10 +268,8 @@ def add_invariants(m, pair):
             | ((t(pair.out[rn].mark - spre.tag) >= 1) & (t(pair.out[rn].mark - spre.tag) <= D)),
             P + "a flit ahead of a Req was made before it")
 
-        ack_start = t(M - dist_rp)
-        head = Mux(ack_pending | (replay_on & (rp != W)), ack_start, M)
         acks_in_flight = (
-            ("Ack due", ~stop_s & ack_pending, t(M - dist_rp), pair.ack_floor[sn]),
+            ("Ack due", ~stop_s & ack_pending, ack_start, pair.ack_floor[sn]),
             ("Ack in the output register", ~stop_s & ov & (out.kind == Kind.ACK), out.tag, out.floor),
             ("Ack in the pre-check stage", pre.valid & pre.crc_ok & (pre.kind == Kind.ACK), pre.tag, pre.floor))
         for name, valid, a, f in acks_in_flight:
@@ -266,31 +287,12 @@ def add_invariants(m, pair):
             # each names its resume point: a late Ack is always placed.
             items = [(name, valid, a) for name, valid, a, f in reversed(acks_in_flight)] + reqs_in_flight
             for name, valid, g in items:
-                inv(~valid | (t(nf_r - g) <= D - 1), P + f"{name}: (no rule errors) not above the receiver")
-                inv(~(valid & normal) | (g == t(nf_r - r["since_resume"])),
+                inv(~valid | (t(nf - g) <= D - 1), P + f"{name}: (no rule errors) not above the receiver")
+                inv(~(valid & norm) | (g == t(nf - r["since_resume"])),
                     P + f"{name}: (no rule errors) at the receiver's resume point")
             for i, (name_i, valid_i, g_i) in enumerate(items):
                 for name_j, valid_j, g_j in items[i + 1:]:
                     inv(~(valid_i & valid_j) | (t(g_j - g_i) <= D - 1),
                         P + f"(no rule errors) {name_i} not above {name_j}")
 
-        # The stream's own shape, whatever the receiver does with it: after a RETRY.Ack the flits run on
-        # from its start, one by one, up to the sender's next flit (a corrupted flit hides which).
-        known, nd = Const(0), Const(0, TB)
-        for valid, crc_ok, kind, tag, name in (
-                (pre.valid, pre.crc_ok, pre.kind, pre.tag, "pre-check stage"),
-                (~stop_s & ov, 1, out.kind, out.tag, "output register"),
-                (~stop_s & ack_pending, 1, Const(Kind.ACK, 2), t(M - dist_rp), "Ack due")):
-            is_data = valid & crc_ok & (kind == Kind.DATA)
-            is_ack = valid & crc_ok & (kind == Kind.ACK)
-            inv(~(is_data & known) | (tag == nd), P + f"{name}: the flit after the one ahead of it")
-            known, nd = (Mux(valid & ~crc_ok, 0, known | is_data | is_ack),
-                         Mux(is_data, t(tag + 1), Mux(is_ack, tag, nd)))
-        inv(stop_s | ~known | (head == nd), P + "the sender's next flit after the stream")
-
-        live_r = ~stop_r
-        st = step_item(state, live_r & pre.valid, pre.crc_ok, pre.kind, pre.tag, "pre-check stage")
-        st = step_item(st, live_r & ~stop_s & pair.ends[sn].out_valid, 1, out.kind, out.tag, "output register")
-        st = step_ack(st, live_r & ~stop_s & ack_pending, 1, ack_start, "Ack due")
-        inv(~(live_r & ~stop_s & st["norm"]) | (head == t(st["nf"] - st["skip"])), P + "the sender's next flit")
     return count[0]

@@ -243,7 +243,7 @@ NOTES = """
   leaves `since_resume` as it was. Loosening the guard by one flit (`diff <= since_resume + 1`) still
   PASSes: a late Ack's start is at most 2 flits above the receiver's resume point (the floor
   argument), so the guard has that flit to spare. PDR alone gave no verdict on the fixed RTL in 30 minutes per encoding. **The bug needs a rule
-  error** (`link_retry_no_rule_errors_unbounded`, k-induction at depth 4, ~70 s): without rule errors
+  error** (`link_retry_no_rule_errors_unbounded`, k-induction at depth 4, 66-150 s over three runs): without rule errors
   a receiver in NORMAL never gets an Ack it cannot place, in every reachable state, since its Eseqs
   never go back (invariant group 6: the Reqs and Acks in flight name flits in order, and in NORMAL all
   name its resume point); with rule errors allowed, a BMC of the same harness reaches such an Ack at
