@@ -32,7 +32,8 @@ seven groups:
    or in the coalescer, and no probe is for anything else;
 7. the snoops the DCOH holds (``snp`` in SNP_RES, ``slow_snp`` while it is decided or held, ``a_uqid``
    while it is answered, a work entry's snoop, the side path's response register): each holds a
-   pending snoop of its line and UQID (the harness's ``pending`` / ``uqid``), and no two hold one; and,
+   pending snoop of its line and UQID (the harness's ``pending`` / ``uqid``), no two hold one, and
+   every pending snoop is held by one of them (so none is ever dropped unanswered); and,
    past SNP_RES (which drops a reserved opcode), the opcodes they hold are legal ones, whatever the host
    sends.
 
@@ -420,6 +421,10 @@ def add_invariants(m, dut, pending=None, uqids=None):
     for i, (a, live_a, _, uqid_a) in enumerate(holders):
         for b, live_b, _, uqid_b in holders[i + 1:]:
             inv(~(live_a & live_b & (uqid_a == uqid_b)), f"{a} and {b} do not hold one snoop")
+    for l in range(len(pending)):
+        held = Cat(*(live & (uqid == uqids[l]) & (1 if line is None else (line == l))
+                     for name, live, line, uqid in holders)).any()
+        inv(~pending[l] | held, f"line {l}: its pending snoop is held")
     return count[0]
 
 

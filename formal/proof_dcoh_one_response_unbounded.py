@@ -5,7 +5,8 @@ The harness is formal/proof_dcoh_one_response.py's with slow caches (``slow_cach
 commands and completions and answer commands whenever they please, which includes at once, so the
 DCOH's snoop side path runs too; the host is free, as there) and the invariants of
 formal/dcoh_invariants.py asserted beside the property.  Those make it inductive: with them, k-induction
-at depth ``DEPTH`` proves the property, every invariant and every Assert of the DCOH's blocks (tracker
+at depth ``DEPTH`` proves the property, every invariant (among them: every pending snoop is held by
+exactly one place in the DCOH, so none is dropped unanswered) and every Assert of the DCOH's blocks (tracker
 and work table never start an entry in use, free an entry twice or write a free one; the CQID
 allocator never hands out a live CQID; credit counters, snoop filter, coalescer, probe queue) for
 every reachable state, not only for the first steps.  Found by reading the counterexamples to
@@ -34,7 +35,8 @@ PROOF = Proof(
     engine=ENGINE,
     extra_script=EXTRA_SCRIPT,
     description=f"DCOH(caches=2, sf 1x2, tracker=2, work=1, addr_width={ADDR_WIDTH}), host free, slow caches: every "
-                "D2H Rsp retires exactly one pending snoop of its UQID, and every Assert of the DCOH's blocks "
-                "holds, in every reachable state (k-induction with the invariants of formal/dcoh_invariants.py)",
+                "D2H Rsp retires exactly one pending snoop of its UQID, every pending snoop is held by exactly one "
+                "place in the DCOH, and every Assert of the DCOH's blocks holds, in every reachable state "
+                "(k-induction with the invariants of formal/dcoh_invariants.py)",
     quick=False,
 )

@@ -113,17 +113,21 @@ NOTES = """
   rest: with the tracker's free check made to fail on any free, a depth-16 BMC of the slow-caches
   harness (the former `dcoh_slow_caches`, below) FAILed in 13 s.
   `dcoh_one_response_unbounded` (below) proves them for every reachable state; that no entry is
-  *leaked*, never freed, is a liveness property no proof here covers.
+  *leaked*, never freed, is a liveness property no proof here covers (its safety half for snoops is
+  proven there: every pending snoop is held by exactly one place in the DCOH).
 - **The DCOH's snoop-response safety, unbounded** (`dcoh_one_response_unbounded`, k-induction at depth 6,
   ~30 s). `dcoh_one_response`'s harness with slow caches (host free, caches that take commands and
   completions and answer whenever they please, so the side path runs too) with the invariants of
-  formal/dcoh_invariants.py asserted beside the property: 121 of them, in seven groups (the
+  formal/dcoh_invariants.py asserted beside the property: 123 of them, in seven groups (the
   sub-blocks' encodings; each tracker entry's opcode, state, way and cache; the snoop filter, tracker
   and work table against each other; the waiting accesses; what the engine's registers hold in the
   states that read them; probes against the work waiting for them; the snoops the DCOH holds against
-  the harness's pending snoops). They were found from the counterexamples to induction, one at a time,
+  the harness's pending snoops, each held by exactly one of them). They were found from the counterexamples to induction, one at a time,
   each stated with why it holds; the base case checks each of them from reset, so a wrong one fails
-  there. With them, every D2H Rsp retires exactly one pending snoop, every Assert of the DCOH's blocks
+  there. With them, every D2H Rsp retires exactly one pending snoop, every pending snoop is held by
+  exactly one place in the DCOH (the snoop register, the slow path's, the answer, the work entry or
+  the side path's response: none is ever dropped unanswered; without the work entry in that list the
+  induction fails), every Assert of the DCOH's blocks
   (tracker, work table, CQID allocator, credit counters, snoop filter, coalescer, probe queue) holds,
   no snoop is answered from a state whose snoops stall (the engine's own Assert), and so does every
   invariant, in every reachable state. Depth 4 is enough, 3 is not (the QoS
