@@ -32,7 +32,6 @@ block relies on in the port:
   tag; a discarded flit retires with neither.  ``up_lazy`` is free.
 * **Link error**: ``stopped`` is sticky and may be set at any cycle (free), which covers every cycle at
   which the block's own causes or the port's credit causes could set it.
-
 * **Ghosts** (read only by formal/link_retry_invariants.py, never by a block): a RETRY.Req carries its
   sender's expected tag and made tag as it sent it (``floor`` and ``mark``), and the RETRY.Ack that
   answers it carries the same floor (``ack_floor`` while it is owed).
