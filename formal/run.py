@@ -113,8 +113,10 @@ NOTES = """
   rest: with the tracker's free check made to fail on any free, a depth-16 BMC of the slow-caches
   harness (the former `dcoh_slow_caches`, below) FAILed in 13 s.
   `dcoh_one_response_unbounded` (below) proves them for every reachable state; that no entry is
-  *leaked*, never freed, is a liveness property no proof here covers (its safety half for snoops is
-  proven there: every pending snoop is held by exactly one place in the DCOH).
+  *leaked*, never freed, is a liveness property no proof here covers. Its safety half is proven
+  there: a tracker entry in use holds a request in a transient state its opcode reaches, so one that
+  waits for a host message, unless the engine completes it in that cycle (group 2), and every pending
+  snoop, the owner of a snoop's work entry, is held by exactly one place in the DCOH (group 7).
 - **The DCOH's snoop-response safety, unbounded** (`dcoh_one_response_unbounded`, k-induction at depth 6,
   ~30 s). `dcoh_one_response`'s harness with slow caches (host free, caches that take commands and
   completions and answer whenever they please, so the side path runs too) with the invariants of
