@@ -253,7 +253,10 @@ NOTES = """
   a receiver in NORMAL never gets an Ack it cannot place, in every reachable state, since its Eseqs
   never go back (invariant group 6: the Reqs and Acks in flight name flits in order, and in NORMAL all
   name its resume point); with rule errors allowed, a BMC of the same harness reaches such an Ack at
-  step 16. At sequence numbers modulo 8 (tags modulo 16) the same invariants pass the base case, but
+  step 16. The invariants name no timer: `link_retry_slow_timers_unbounded` proves the property again
+  with a Req re-sent after 7 cycles, acks handed over after 5 and the limits at 3 and 5 (~70 s), and
+  runs with reserve 0 and 2 and timers between 2 and 7 PASSed as well (one run each, ~70 s).
+  At sequence numbers modulo 8 (tags modulo 16) the same invariants pass the base case, but
   the induction's last solver call gave no verdict in 28 minutes, so both proofs are at modulo 4.
   Not vacuous: `link_retry_unbounded_broken` (wires that may lose a flit, invariants
   asserted) FAILs at step 2 of its base case (the stream's shape), and `link_retry_broken` (the same
