@@ -248,16 +248,17 @@ NOTES = """
   fails, and so it does with every late Ack accepted whatever its distance, or with a resume that
   leaves `since_resume` as it was. Loosening the guard by one flit (`diff <= since_resume + 1`) still
   PASSes: a late Ack's start is at most 2 flits above the receiver's resume point (the floor
-  argument), so the guard has that flit to spare. PDR alone gave no verdict on the fixed RTL in 30 minutes per encoding. **The bug needs a rule
-  error** (`link_retry_no_rule_errors_unbounded`, k-induction at depth 4, 66-150 s over three runs): without rule errors
-  a receiver in NORMAL never gets an Ack it cannot place, in every reachable state, since its Eseqs
+  argument), so the guard has that flit to spare. PDR alone gave no verdict on the fixed RTL in 30
+  minutes per encoding. **The bug needs a rule error** (`link_retry_no_rule_errors_unbounded`,
+  k-induction at depth 4, 66-150 s over four runs): without rule errors a receiver in NORMAL never
+  gets an Ack it cannot place, in every reachable state, since its Eseqs
   never go back (invariant group 6: the Reqs and Acks in flight name flits in order, and in NORMAL all
   name its resume point); with rule errors allowed, a BMC of the same harness reaches such an Ack at
   step 16. The invariants name no timer: `link_retry_slow_timers_unbounded` proves the property again
   with a Req re-sent after 7 cycles, acks handed over after 5 and the limits at 3 and 5 (~70 s), and
   runs with reserve 0 and 2 and timers between 2 and 7 PASSed as well (one run each, ~70 s).
   At sequence numbers modulo 8 (tags modulo 16) the same invariants pass the base case, but
-  the induction's last solver call gave no verdict in 28 minutes, so both proofs are at modulo 4.
+  the induction's last solver call gave no verdict in 28 minutes, so these proofs are at modulo 4.
   Not vacuous: `link_retry_unbounded_broken` (wires that may lose a flit, invariants
   asserted) FAILs at step 2 of its base case (the stream's shape), and `link_retry_broken` (the same
   without the invariants, a BMC) on the property itself at step 5; `link_retry_reached` (cover, depth
