@@ -272,7 +272,8 @@ NOTES = """
   argument rather than by one proof.
 - **The DCOH BMC runs on a time budget.** Its cost doubles about every 1.6-2 steps on the present
   DCOH (below), so its full depth (24) no longer fits `make formal`'s 20 minutes. It has a budget
-  (`Proof.budget_s`, 600 s, `formal/dcoh_env.py` `DCOH_BUDGET_S`); `make formal` starts it first, on
+  (`Proof.budget_s`, 720 s, `formal/dcoh_env.py` `DCOH_BUDGET_S`: 600 s reached 18-19 steps, so its
+  `min_depth` with one step to spare or none); `make formal` starts it first, on
   one core (`--jobs 2`: `link_delivery`, on its own budget, and then the other
   proofs run on the other), and stops it when its budget is spent: the
   proof then covers the BMC steps finished by then (`depth_reached` in summary.json, "reached of 24" in
