@@ -55,13 +55,18 @@ from formal.common import no_reset
 from formal.link_retry_invariants import add_invariants
 from hdl.link.retry import LinkRetry
 
-__all__ = ["LinkRetryPair", "Kind", "PARAMS"]
+__all__ = ["LinkRetryPair", "Kind", "PARAMS", "params_text"]
 
 # The smallest sizes at which every rule acts: sequence numbers wrap at 4 (at most 3 flits
 # outstanding), a reserve of 1, Req re-sends and ack hand-overs after 1 cycle.  The link-error limits
 # are 1 too, but the harness stops an end at any cycle anyway (below), which covers every cycle at which
 # they could.
 PARAMS = dict(depth=4, reserve=1, ack_timer=1, retry_timeout=1, retry_limit=1, ack_timeout=1)
+
+
+def params_text(params=PARAMS):
+    """LinkRetry's parameters as the proofs' descriptions name them: "depth 4, reserve 1, ..."."""
+    return ", ".join(f"{k} {v}" for k, v in params.items())
 
 
 class Kind(enum.IntEnum):
@@ -118,6 +123,7 @@ class LinkRetryPair(Elaboratable):
         self.rd = {}            # end -> (index, lap, acks) of its retry buffer's read register
         self.good, self.bad, self.done = {}, {}, {}     # end -> its unpacker's registered status
         self.ack_floor = {}     # end -> the floor of the RETRY.Ack it owes (a ghost, as _Flit.floor)
+        self.ack_start = {}     # end -> the tag of the flit the replay of the RETRY.Ack it owes starts with
 
     def elaborate(self, platform):
         m = Module()
@@ -185,12 +191,14 @@ class LinkRetryPair(Elaboratable):
 
             # ---------------------------------------------------------------- output register
             ack_floor = self.ack_floor[n] = Signal(TB, name=f"{n}_ack_floor")
+            # an Ack's tag (ghost, never read by the receiver): the tag of the flit its replay starts with,
+            # ``wr_seq - rp`` flits behind the next new one
+            ack_start = self.ack_start[n] = Signal(TB, name=f"{n}_ack_start")
+            m.d.comb += ack_start.eq(self.made[n] - ((e.wr_seq - e.debug["rp"]) % D))
             with m.If(e.debug["req_ok"]):
                 m.d.sync += ack_floor.eq(pr.floor)
             with m.If(e.send_ack):
-                # an Ack's tag (ghost, never read by the receiver): the tag of the flit its replay starts with
-                m.d.sync += [o.kind.eq(Kind.ACK), o.eseq.eq(e.ack_eseq),
-                             o.tag.eq(self.made[n] - ((e.wr_seq - e.debug["rp"]) % D)), o.floor.eq(ack_floor)]
+                m.d.sync += [o.kind.eq(Kind.ACK), o.eseq.eq(e.ack_eseq), o.tag.eq(ack_start), o.floor.eq(ack_floor)]
             with m.Elif(e.send_req):
                 m.d.sync += [o.kind.eq(Kind.REQ), o.eseq.eq(e.req_eseq),
                              o.floor.eq(self.expected[n]), o.mark.eq(self.made[n])]

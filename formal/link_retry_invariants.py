@@ -158,7 +158,7 @@ def add_invariants(m, pair):
         # -------------------------------------------------------------- 4. the stream
         # what the sender puts on the wire after what is on it: the RETRY.Ack it owes, whose replay
         # starts at ``ack_start``, then from ``head`` on the flits it replays and the new ones
-        ack_start = t(M - dist_rp)
+        ack_start = pair.ack_start[sn]
         head = Mux(ack_pending | (replay_on & (rp != W)), ack_start, M)
         # The receiver's view, walked along the stream as its rules will see it when nothing is
         # corrupted on the way and no rule error comes (a corruption or a rule error sends it to WAIT,

@@ -15,20 +15,11 @@ errors allowed again (and nothing else changed), a BMC of this harness fails tha
 later resume).
 """
 
-import functools
+from formal.link_retry_harness import params_text
+from formal.proof_link_retry_unbounded import induction_proof
 
-from formal.common import Proof
-from formal.dcoh_env import ENGINE
-from formal.link_retry_harness import PARAMS, LinkRetryPair
-from formal.proof_link_retry_unbounded import DEPTH
-
-PROOF = Proof(
-    name="link_retry_no_rule_errors_unbounded",
-    mode="prove", depth=DEPTH,
-    harness=functools.partial(LinkRetryPair, invariants=True, rule_errors=False),
-    engine=ENGINE,
-    description=f"link_retry_unbounded's harness ({', '.join(f'{k} {v}' for k, v in PARAMS.items())}) without rule "
-                "errors: a receiver in NORMAL never gets a RETRY.Ack it cannot place (the stale-Ack case needs a "
-                "rule error), in every reachable state (k-induction)",
-    quick=False,
-)
+PROOF = induction_proof(
+    "link_retry_no_rule_errors_unbounded",
+    f"link_retry_unbounded's harness ({params_text()}) without rule errors: a receiver in NORMAL never gets a "
+    "RETRY.Ack it cannot place (the stale-Ack case needs a rule error), in every reachable state (k-induction)",
+    rule_errors=False)

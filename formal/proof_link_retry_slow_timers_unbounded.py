@@ -9,22 +9,14 @@ in both harnesses, which covers every cycle the limits could stop them at.  Runs
 and other timers up to 7 PASSed as well (docs/formal.md).
 """
 
-import functools
-
-from formal.common import Proof
-from formal.dcoh_env import ENGINE
-from formal.link_retry_harness import PARAMS, LinkRetryPair
-from formal.proof_link_retry_unbounded import DEPTH
+from formal.link_retry_harness import PARAMS, params_text
+from formal.proof_link_retry_unbounded import induction_proof
 
 SLOW = dict(PARAMS, ack_timer=5, retry_timeout=7, retry_limit=3, ack_timeout=5)
 
-PROOF = Proof(
-    name="link_retry_slow_timers_unbounded",
-    mode="prove", depth=DEPTH,
-    harness=functools.partial(LinkRetryPair, invariants=True, params=SLOW),
-    engine=ENGINE,
-    description=f"link_retry_unbounded with slow timers ({', '.join(f'{k} {v}' for k, v in SLOW.items())}): every "
-                "flit retired good exactly once and in order, acks never above the flits outstanding, in every "
-                "reachable state (k-induction with the invariants of formal/link_retry_invariants.py)",
-    quick=False,
-)
+PROOF = induction_proof(
+    "link_retry_slow_timers_unbounded",
+    f"link_retry_unbounded with slow timers ({params_text(SLOW)}): every flit retired good exactly once and in "
+    "order, acks never above the flits outstanding, in every reachable state (k-induction with the invariants of "
+    "formal/link_retry_invariants.py)",
+    params=SLOW)

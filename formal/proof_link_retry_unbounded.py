@@ -28,18 +28,20 @@ import functools
 
 from formal.common import Proof
 from formal.dcoh_env import ENGINE
-from formal.link_retry_harness import PARAMS, LinkRetryPair
+from formal.link_retry_harness import LinkRetryPair, params_text
 
 DEPTH = 4
 
-PROOF = Proof(
-    name="link_retry_unbounded",
-    mode="prove", depth=DEPTH,
-    harness=functools.partial(LinkRetryPair, invariants=True),
-    engine=ENGINE,
-    description=f"two LinkRetry blocks ({', '.join(f'{k} {v}' for k, v in PARAMS.items())}) over wires that may corrupt "
-                "or stall any flit, rule errors and link errors free: every flit retired good exactly once and in "
-                "order, acks never above the flits outstanding, in every reachable state (k-induction with the "
-                "invariants of formal/link_retry_invariants.py)",
-    quick=False,
-)
+
+def induction_proof(name, description, expect="PASS", **harness):
+    """A k-induction of :class:`LinkRetryPair` with its invariants asserted, at ``DEPTH``; ``harness``:
+    more of the pair's arguments (``params``, ``rule_errors``, ``drop``).  This proof's and its variants'."""
+    return Proof(name=name, mode="prove", depth=DEPTH, expect=expect, engine=ENGINE, description=description,
+                 harness=functools.partial(LinkRetryPair, invariants=True, **harness), quick=False)
+
+
+PROOF = induction_proof(
+    "link_retry_unbounded",
+    f"two LinkRetry blocks ({params_text()}) over wires that may corrupt or stall any flit, rule errors and link "
+    "errors free: every flit retired good exactly once and in order, acks never above the flits outstanding, in "
+    "every reachable state (k-induction with the invariants of formal/link_retry_invariants.py)")

@@ -4,19 +4,7 @@ number), so a lost flit's successor arrives where the lost one was due: the stre
 on the wire is the one after the flit ahead of it) fails in the base case, two steps from reset, and
 the property itself a few steps later (proof_link_retry_broken.py)."""
 
-import functools
+from formal.proof_link_retry_unbounded import induction_proof
 
-from formal.common import Proof
-from formal.dcoh_env import ENGINE
-from formal.link_retry_harness import LinkRetryPair
-from formal.proof_link_retry_unbounded import DEPTH
-
-PROOF = Proof(
-    name="link_retry_unbounded_broken",
-    mode="prove", depth=DEPTH,
-    harness=functools.partial(LinkRetryPair, drop=True, invariants=True),
-    expect="FAIL",
-    engine=ENGINE,
-    description="BROKEN link_retry_unbounded (the wires may lose a flit): must FAIL",
-    quick=False,
-)
+PROOF = induction_proof("link_retry_unbounded_broken",
+                        "BROKEN link_retry_unbounded (the wires may lose a flit): must FAIL", expect="FAIL", drop=True)
