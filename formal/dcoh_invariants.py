@@ -1,6 +1,6 @@
 """Invariants of the DCOH's state that make its snoop-response safety inductive (k-induction, unbounded).
 
-A bounded check of "every D2H Rsp retires exactly one pending snoop" (formal/proof_dcoh_one_response.py)
+A bounded check of "every D2H Rsp retires exactly one pending snoop" (formal/dcoh_one_response_harness.py)
 only covers the runs that fit its depth.  k-induction covers every reachable state, but only if the
 property, together with what else the harness asserts, rules out every unreachable state from which k
 good-looking steps lead to a failure.  The DCOH's own Asserts (tracker, work table, CQID allocator,

@@ -20,7 +20,7 @@ from amaranth.hdl import Cover, Signal
 
 from formal.common import Proof
 from formal.dcoh_env import ENGINE, EXTRA_SCRIPT
-from formal.proof_dcoh_one_response import ADDR_WIDTH, DCOHOneResponse
+from formal.dcoh_one_response_harness import ADDR_WIDTH, DCOHOneResponse
 
 DEPTH = 24
 

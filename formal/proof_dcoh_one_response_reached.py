@@ -15,7 +15,7 @@ from amaranth.hdl import Cat, Cover, Signal
 from cxl.messages import D2HRspOpcode as Rsp
 from formal.common import Proof
 from formal.dcoh_env import ENGINE, EXTRA_SCRIPT
-from formal.proof_dcoh_one_response import ADDR_WIDTH, DCOHOneResponse
+from formal.dcoh_one_response_harness import ADDR_WIDTH, DCOHOneResponse
 
 DEPTH = 12
 

@@ -1,7 +1,7 @@
 """dcoh_one_response's safety, unbounded: every D2H Rsp retires exactly one pending snoop of its UQID, in
 every reachable state, by k-induction.
 
-The harness is formal/proof_dcoh_one_response.py's with slow caches (``slow_caches``: the caches take
+The harness is formal/dcoh_one_response_harness.py with slow caches (``slow_caches``: the caches take
 commands and completions and answer commands whenever they please, which includes at once, so the
 DCOH's snoop side path runs too; the host is free, as there) and the invariants of
 formal/dcoh_invariants.py asserted beside the property.  Those make it inductive: with them, k-induction
@@ -22,7 +22,7 @@ import functools
 
 from formal.common import Proof
 from formal.dcoh_env import ENGINE, EXTRA_SCRIPT
-from formal.proof_dcoh_one_response import ADDR_WIDTH, DCOHOneResponse
+from formal.dcoh_one_response_harness import ADDR_WIDTH, DCOHOneResponse
 
 DEPTH = 6
 

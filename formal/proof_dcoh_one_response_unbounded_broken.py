@@ -8,7 +8,7 @@ DEPTH = 10
 
 from formal.common import Proof
 from formal.dcoh_env import ENGINE, EXTRA_SCRIPT
-from formal.proof_dcoh_one_response import ADDR_WIDTH, DCOHOneResponse
+from formal.dcoh_one_response_harness import ADDR_WIDTH, DCOHOneResponse
 from hdl.dcoh.dcoh import DCOH
 
 

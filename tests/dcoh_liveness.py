@@ -75,7 +75,9 @@ async def run_liveness(ctx, dut, seed, *, cycles=3000, lines=6, host_delay=12, p
                        snoop_rate=0.08, cpu_rate=0.2, probe_rule="free", drain=20000, stats=None, script=None,
                        rdany_grant=None):
     """Drive ``cycles`` cycles of random traffic, then drain; raise :class:`LivenessFailure` naming the seed
-    and the cycle on the first violation.  ``stats`` (a dict) gets the snoop count and latencies.
+    and the cycle on the first violation.  ``stats`` (a dict) gets the snoop count and latencies, and the
+    same for the *quiet* snoops, those during whose wait no H2D Rsp or Data was delivered (the snoops the
+    answer bound of formal/dcoh_one_response_harness.py is about).
 
     ``script`` (directed runs, usually with both rates 0): {cycle: [action, ...]}, an action being
     ("cpu", cache, kind, line, variant), ("snoop", opcode, line) or ("hold_probes", cycles: the caches take
@@ -101,6 +103,8 @@ async def run_liveness(ctx, dut, seed, *, cycles=3000, lines=6, host_delay=12, p
     snoop_line = {}                                             # line -> UQID of its pending snoop
     snoop_data = {}                                             # UQID -> line: response in, data still due
     latencies = []
+    quiet = set()                                               # UQIDs with no H2D Rsp/Data delivered since taken
+    quiet_latencies = []
     seen = {}                                                   # dispatch kind -> count (coverage)
     next_uqid = [0]
     value = [1000]
@@ -244,6 +248,9 @@ async def run_liveness(ctx, dut, seed, *, cycles=3000, lines=6, host_delay=12, p
                 _, payload, line = h2d[chan].popleft()
                 if chan == "req":
                     snoops[payload["uqid"]] = (line, now)
+                    quiet.add(payload["uqid"])
+                else:
+                    quiet.clear()                               # every waiting snoop saw a host message
         if ctx.get(dut.d2h_req.valid):
             p = ctx.get(dut.d2h_req.p)
             cqid, op, line = int(p.cqid), Req(p.opcode), int(p.addr)
@@ -259,6 +266,9 @@ async def run_liveness(ctx, dut, seed, *, cycles=3000, lines=6, host_delay=12, p
                 fail(f"{op.name} for UQID {uqid}: no snoop with it is waiting (answered twice or never sent)")
             line, t0 = snoops.pop(uqid)
             latencies.append(now - t0)
+            if uqid in quiet:
+                quiet.discard(uqid)
+                quiet_latencies.append(now - t0)
             if now - t0 > bound:
                 fail(f"snoop UQID {uqid} to line {line:#x} answered after {now - t0} cycles (bound {bound})")
             if op in _WITH_DATA:
@@ -329,6 +339,7 @@ async def run_liveness(ctx, dut, seed, *, cycles=3000, lines=6, host_delay=12, p
              f"requests {reqs}")
     if stats is not None:
         stats.update(snoops=len(latencies), max_latency=max(latencies, default=0), bound=bound, cycles=now,
+                     quiet_snoops=len(quiet_latencies), max_quiet_latency=max(quiet_latencies, default=0),
                      dispatch={c.name: n for c, n in seen.items() if c != Dispatch.NONE})
     return latencies
 
