@@ -61,9 +61,10 @@ ENGINE = _boolector_engine()
 
 __all__ = ["ENGINE", "EXTRA_SCRIPT", "PARAMS", "small_dcoh", "drive_dcoh_inputs", "return_credits", "STALL_CODES", "stalled_line"]
 
-# The small configuration of both proofs: two internal caches, one snoop-filter set of two ways (so
-# back-invalidations happen with 3+ lines, and with 2 lines both fit), two CQIDs, one work entry, a
-# coalescer with one group and no window, 2 credits per D2H channel.
+# The small configuration of both proofs: two internal caches, one snoop-filter set of two ways (so a
+# victim's back-invalidation needs 3+ lines, and with 2 lines both fit; an uncached access still
+# back-invalidates its own line's copies), two CQIDs, one work entry, a coalescer with one group and no
+# window, 2 credits per D2H channel.
 PARAMS = dict(caches=2, sf_sets=1, sf_ways=2, tracker=2, work=1, coalesce_window=0, coalesce_block=1,
               coalesce_groups=1, credits=2)
 
