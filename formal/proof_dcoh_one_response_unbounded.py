@@ -1,5 +1,5 @@
-"""dcoh_one_response's safety, unbounded: every D2H Rsp retires exactly one pending snoop of its UQID, in
-every reachable state, by k-induction.
+"""The snoop-response harness's safety, unbounded: every D2H Rsp retires exactly one pending snoop of its
+UQID, in every reachable state, by k-induction.
 
 The harness is formal/dcoh_one_response_harness.py with slow caches (``slow_caches``: the caches take
 commands and completions and answer commands whenever they please, which includes at once, so the
