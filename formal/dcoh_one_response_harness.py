@@ -19,7 +19,14 @@ Assumes (the host's snoop rules, facts §1.1 / the model's ProtocolError):
     counts that as SECOND_SNOOP and holds it until the first is answered; the model raises;
     tests/test_rtl_dcoh.py checks that path), and a snoop's UQID differs from
     the UQID of every unanswered snoop (UQIDs are unique in flight);
-  * reset stays low.
+  * reset stays low;
+  * with the answer bound (not ``slow_caches``), also CXL 3.x §3.2.5.2's rule that the host sends no GO
+    (an H2D Rsp whose opcode carries GO) to a request for a line while a snoop to that line is pending
+    (docs/sources.md §1.7; the model raises ProtocolError).  The safety proofs' host may: the DCOH then
+    counts GO_DURING_SNOOP and parks the snoop's work until the line's data, and that parked work holds
+    the one work entry, so a snoop to the other line that needs it is held for as long as the host
+    withholds the data, without any H2D message that would mark it disturbed (PDR found such a run:
+    docs/formal.md).
 
 Property
 --------
@@ -40,13 +47,15 @@ invariants of formal/dcoh_invariants.py (formal/proof_dcoh_one_response_unbounde
 bound is not proven: the BMC that checked it (``dcoh_one_response``, depth 24) is retired, as no snoop
 could exceed the bound within the steps its time budget reached, and random runs of this configuration
 check it instead (tests/test_formal.py ``test_dcoh_answer_bound_holds_in_random_runs``);
-formal/proof_dcoh_one_response_broken.py shows the Assert failing with a bound of 2 (docs/formal.md).
+formal/proof_dcoh_one_response_broken.py shows the Assert failing with a bound of 2.  PDR (``abc pdr``)
+with the invariants assumed found the GO rule above missing (a 60-step counterexample) and, with the
+rule, gave no verdict in 45 minutes (docs/formal.md).
 """
 
 from amaranth.asserts import AnySeq
-from amaranth.hdl import Assert, Assume, Elaboratable, Module, Signal
+from amaranth.hdl import Assert, Assume, Cat, Elaboratable, Module, Signal
 
-from cxl.messages import H2DReqOpcode as Snp, ID_WIDTH
+from cxl.messages import H2DReqOpcode as Snp, H2DRspOpcode, ID_WIDTH
 from formal.common import no_reset
 from formal.dcoh_invariants import ObservedSnoopFilter, add_invariants
 from formal.dcoh_env import drive_dcoh_inputs, return_credits, small_dcoh, stalled_line
@@ -119,6 +128,8 @@ class DCOHOneResponse(Elaboratable):
         if self.forbid_side_snoop:
             m.d.comb += Assert(~(accepted & cmd_pending), "harness: a snoop taken while a command's answer is owed")
 
+        go = dut.h2d_rsp
+        is_go = Cat(*(go.p.opcode == op for op in H2DRspOpcode if "GO" in op.name)).any()
         matched, pendings, uqids = [], [], []
         for line in range(2 ** AW):
             pending = Signal(name=f"pending{line}")
@@ -135,6 +146,11 @@ class DCOHOneResponse(Elaboratable):
             # host rules: one unanswered snoop per line, distinct UQIDs in flight
             m.d.comb += Assume(~(req.valid & (snp_line == line) & pending))
             m.d.comb += Assume(~(req.valid & pending & (req.p.uqid == uqid)))
+            # with the answer bound: no GO to a request for a line whose snoop is pending (module docstring)
+            if not self.slow_caches:
+                to_line = Cat(*(dut.trk[i].valid & (dut.trk[i].line == line) & (go.p.cqid == i)
+                                for i in range(dut.tracker))).any()
+                m.d.comb += Assume(~(go.valid & is_go & to_line & pending))
             # bookkeeping (a new snoop in the same cycle as the old one's response: the new one wins)
             with m.If(hit):
                 m.d.sync += pending.eq(0)

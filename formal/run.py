@@ -191,7 +191,21 @@ NOTES = """
   bound of 48), in counterexamples where the snoop is held again after each hold. What would bound
   that: a ghost tying the holds left to what a new hold needs (the work entry taken again, by a
   back-invalidation that a waiting access starts in the rescan before the replay, or by the other
-  line's snoop), not a plain count.
+  line's snoop), not a plain count. Then property-directed reachability (`abc pdr`, one core each),
+  with the invariants above assumed (they hold in every reachable state of the slow-caches harness,
+  whose free cache inputs this harness only fixes, so assuming them removes no run). With a bound of
+  26 it found a counterexample at step 60 after 583 s, and not the path of the random runs: the host
+  sent line 0's upgrade its GO while a snoop to line 0 was pending, which CXL 3.x §3.2.5.2 forbids
+  (docs/sources.md §1.7; the golden model raises, the DCOH counts GO_DURING_SNOOP). The DCOH parks
+  that snoop's work until line 0's data, so the one work entry stays taken; the host sends nothing
+  more, so a snoop to line 1 that needs the work entry is held with no H2D message to mark it
+  disturbed (16 cycles in IDLE with its replay waiting, age 27 at step 60), and would be for as long
+  as the host withholds the data: for such a host no bound holds. The harness now assumes that rule
+  wherever it asserts the bound (the random runs' host keeps it, tests/dcoh_liveness.py;
+  `dcoh_one_response_broken` still FAILs at step 6). With the rule, and every other Assert also
+  assumed (proven by `dcoh_one_response_unbounded`; yosys `chformal -assert2assume` on every check
+  cell but the bound's), PDR gave no verdict at a bound of 27 in 45 minutes (both lines), nor at 32
+  in 25 minutes; the bound stays unproven and out of `make formal`.
 - **SWMR and the snoop filter's inclusion, unbounded** (`dcoh_swmr_unbounded`, k-induction at depth 6,
   ~20 s; depth 4 is enough, 3 is not). The SWMR harness (formal/dcoh_swmr_harness.py: two abstract
   MESI caches that follow the co-simulation's cache BFM, host entirely free) with the DCOH's invariants
