@@ -195,7 +195,7 @@ NOTES = """
   with the invariants above assumed (they hold in every reachable state of the slow-caches harness,
   whose free cache inputs this harness only fixes, so assuming them removes no run). With a bound of
   26 it found a counterexample at step 60 after 583 s, and not the path of the random runs: the host
-  sent line 0's upgrade its GO while a snoop to line 0 was pending, which CXL 3.x §3.2.5.2 forbids
+  sent the GO of a request for line 0 while a snoop to line 0 was pending, which CXL 3.x §3.2.5.2 forbids
   (docs/sources.md §1.7; the golden model raises, the DCOH counts GO_DURING_SNOOP). The DCOH parks
   that snoop's work until line 0's data, so the one work entry stays taken; the host sends nothing
   more, so a snoop to line 1 that needs the work entry is held with no H2D message to mark it
