@@ -22,7 +22,8 @@ Assumes (the host's snoop rules, facts §1.1 / the model's ProtocolError):
   * reset stays low;
   * with the answer bound (not ``slow_caches``), also CXL 3.x §3.2.5.2's rule that the host sends no GO
     (an H2D Rsp whose opcode carries GO) to a request for a line while a snoop to that line is pending
-    (docs/sources.md §1.7; the model raises ProtocolError).  The safety proofs' host may: the DCOH then
+    (docs/sources.md §1.7, which speaks of any GO; the golden model raises ProtocolError at a GO
+    itself, the opcode its devices take for reads and ownership).  The safety proofs' host may: the DCOH then
     counts GO_DURING_SNOOP and parks the snoop's work until the line's data, and that parked work holds
     the one work entry, so a snoop to the other line that needs it is held for as long as the host
     withholds the data, without any H2D message that would mark it disturbed (PDR found such a run:
