@@ -61,7 +61,7 @@ Structure.
 * Stage 1, the *plan* (registered every cycle): which flit kind (all-data if >= 4 chunks owed, else
   protocol if anything is queued, else LLCRD if acks wait or a credit return is ready, else nothing);
   for a protocol flit the format code of every slot, the messages each slot takes per channel and how
-  many were taken before it, the G0 slots before it and the totals; the credit step per class, Ak, the
+  many were taken before it, the chunk each G0 slot takes and the totals; the credit step per class, Ak, the
   LLCRD ack count.
   The slot choice depends only on ``avail`` = min(queued, MAX_PER_FLIT) per channel, the priority
   index and the chunks owed (0..3): never on message contents.  So the whole slot 0 -> 3 chain, the
@@ -75,7 +75,7 @@ Structure.
   and ``decide`` (which depends on ``flit.ready``) selects between them in front of the plan
   registers: two plan tables, so ``flit.ready`` is one mux away from them.
 * Stage 2, the *build* (in the deciding cycle): the registered plan selects the queue entries per slot
-  position (``base + r``), the chunks (``cidx`` + G0 slots before), header fields and LLCRD fields;
+  position (``base + r``), the chunks (at the plan's chunk index per slot), header fields and LLCRD fields;
   the first output register (stage A) takes the flit, and the queue heads, owed lines, counters and
   priority are updated from the registered plan.  For the heads both outcomes (planned flit sent or
   not) are formed from registers and ``decide`` (which depends on ``flit.ready``) selects last.
@@ -224,7 +224,11 @@ class FlitPacker(wiring.Component):
                   for s in range(SLOTS)]
         d_base = [{ch: Signal(range(MAX_PER_FLIT[ch] + 1), name=f"d_s{s}_{ch.name.lower()}_base") for ch in chans}
                   for s in range(SLOTS)]
-        d_gb = [Signal(range(SLOTS), name=f"d_s{s}_gb") for s in range(SLOTS)]     # G0 slots before s
+        # The chunk a G0 slot s takes: chunk cidx + (G0 slots before s) of the virtual line sequence.
+        # A protocol flit is planned with fewer than CHUNKS_PER_LINE chunks owed, and then ``cidx`` is
+        # (-owed) mod CHUNKS_PER_LINE (one line owed, or none and cidx 0), so the index is a function of
+        # the plan's key and comes out of the plan table: no adder in front of the chunk muxes.
+        d_cx = [Signal(range(CHUNKS_PER_LINE - 1 + SLOTS), name=f"d_s{s}_chunk") for s in range(SLOTS)]
         d_total = {ch: Signal(range(MAX_PER_FLIT[ch] + 1), name=f"d_{ch.name.lower()}_total") for ch in chans}
         d_gtotal = Signal(range(SLOTS))            # G0 slots of the planned protocol flit
         d_ak = Signal()
@@ -388,7 +392,10 @@ class FlitPacker(wiring.Component):
         owed_vis = Signal(range(owed_max + 1))
         m.d.comb += owed_vis.eq(Mux(decide, d_owed_exec, owed))
         m.d.sync += [owed.eq(owed_vis),
-                     Assert(owed == nlines * cpl - cidx, "owed register out of step with the line buffer")]
+                     Assert(owed == nlines * cpl - cidx, "owed register out of step with the line buffer"),
+                     # what the plan table's chunk indices (``d_cx``) rely on
+                     Assert(~d_proto | (cidx == (cpl - owed)[:(cpl - 1).bit_length()]),
+                            "a protocol flit planned while cidx != (-owed) mod CHUNKS_PER_LINE")]
         m.d.sync += [cidx.eq(cidx_vis), nlines.eq(nlines_vis),
                      line_head.eq(line_head_next),
                      Assert(nlines + new_lines - done <= lq_depth, "line buffer overflow"),
@@ -468,10 +475,10 @@ class FlitPacker(wiring.Component):
             m.d.sync += quiet.eq(Mux(decide, quiet_dec, quiet))
 
         # The plan table: every visible state -> (codes, takes, bases, G0 counts, totals), one word.
-        fields = []                        # (target register, python getter of (plan, full))
+        fields = []                        # (target register, python getter of (plan, full, owed before))
         for s in range(SLOTS):
             fields.append((d_code[s], lambda p, s=s: p[0].slots[s].fmt.code))
-            fields.append((d_gb[s], lambda p, s=s: p[0].slots[s].g0_before))
+            fields.append((d_cx[s], lambda p, s=s: (-p[2]) % cpl + p[0].slots[s].g0_before))
             for i, ch in enumerate(chans):
                 fields.append((d_take[s][ch], lambda p, s=s, i=i: p[0].slots[s].taken[i]))
                 fields.append((d_base[s][ch], lambda p, s=s, i=i: p[0].slots[s].before[i]))
@@ -492,7 +499,7 @@ class FlitPacker(wiring.Component):
         for (a0, a1, a2, p, o), plan in self._plans().items():
             value, shift = 0, 0
             for (sig, get), w in zip(fields, widths):
-                v = get(plan)
+                v = get((*plan, o))
                 assert 0 <= v < (1 << w)
                 value |= v << shift
                 shift += w
@@ -601,7 +608,7 @@ class FlitPacker(wiring.Component):
         proto_slots = [bits0]
         for s in range(1, SLOTS):
             table = slot_bits(s, g_formats, SLOT_BITS)
-            table[g0.code] = chunk_at(f"s{s}_chunk", cidx + d_gb[s])
+            table[g0.code] = chunk_at(f"s{s}_chunk", d_cx[s])
             proto_slots.append(_mux_table(m, f"s{s}_bits", d_code[s], table, SLOT_BITS))
 
         crd_code = d_crd_code
