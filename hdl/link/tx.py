@@ -229,6 +229,7 @@ class FlitPacker(wiring.Component):
         # (-owed) mod CHUNKS_PER_LINE (one line owed, or none and cidx 0), so the index is a function of
         # the plan's key and comes out of the plan table: no adder in front of the chunk muxes.
         d_cx = [Signal(range(CHUNKS_PER_LINE - 1 + SLOTS), name=f"d_s{s}_chunk") for s in range(SLOTS)]
+        assert CHUNKS_PER_LINE & (CHUNKS_PER_LINE - 1) == 0        # the Assert below takes mod by a bit slice
         d_total = {ch: Signal(range(MAX_PER_FLIT[ch] + 1), name=f"d_{ch.name.lower()}_total") for ch in chans}
         d_gtotal = Signal(range(SLOTS))            # G0 slots of the planned protocol flit
         d_ak = Signal()
@@ -474,7 +475,7 @@ class FlitPacker(wiring.Component):
             m.d.comb += quiet_dec.eq(Mux(d_proto | d_llcrd, 0, Mux(quiet != quiet_max, quiet + 1, quiet)))
             m.d.sync += quiet.eq(Mux(decide, quiet_dec, quiet))
 
-        # The plan table: every visible state -> (codes, takes, bases, G0 counts, totals), one word.
+        # The plan table: every visible state -> (codes, chunk indices, takes, bases, totals, G0 count), one word.
         fields = []                        # (target register, python getter of (plan, full, owed before))
         for s in range(SLOTS):
             fields.append((d_code[s], lambda p, s=s: p[0].slots[s].fmt.code))
