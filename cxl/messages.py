@@ -15,7 +15,7 @@ Fields are listed least-significant first: ``valid`` is bit 0 of every message.
 from amaranth.lib import data, enum
 
 __all__ = [
-    "D2HReqOpcode", "D2HRspOpcode", "H2DReqOpcode", "H2DRspOpcode", "GOState", "RspPre",
+    "D2HReqOpcode", "D2HRspOpcode", "H2DReqOpcode", "H2DRspOpcode", "GO_OPCODES", "GOState", "RspPre",
     "D2HReq", "D2HRsp", "D2HDataHdr", "H2DReq", "H2DRsp", "H2DDataHdr",
     "Channel", "CHANNEL_LAYOUTS", "MessageCodec", "CODECS",
     "ADDR_WIDTH", "ID_WIDTH", "LINE_BYTES", "MAX_IDS",
@@ -83,6 +83,13 @@ class H2DRspOpcode(enum.Enum, shape=4):
     GO_ERR_WritePull = 0b1111
 
     __hash__ = object.__hash__      # identity, as cxl.coherence.MESI: the golden model hashes these often
+
+
+# The H2D Rsp opcodes that carry a GO (global observation, the grant that completes a request), by the
+# specification's names.  CXL 3.x §3.2.5.2's "no GO to a line while a snoop to it is pending"
+# (docs/sources.md §1.7) is about every one of them (formal/dcoh_one_response_harness.py assumes it so).
+GO_OPCODES = frozenset({H2DRspOpcode.GO, H2DRspOpcode.GO_WritePull, H2DRspOpcode.GO_WritePull_Drop,
+                        H2DRspOpcode.Fast_GO, H2DRspOpcode.Fast_GO_WritePull, H2DRspOpcode.GO_ERR_WritePull})
 
 
 class GOState(enum.Enum, shape=4):

@@ -21,7 +21,7 @@ Assumes (the host's snoop rules, facts §1.1 / the model's ProtocolError):
     the UQID of every unanswered snoop (UQIDs are unique in flight);
   * reset stays low;
   * with the answer bound (not ``slow_caches``), also CXL 3.x §3.2.5.2's rule that the host sends no GO
-    (an H2D Rsp whose opcode carries GO) to a request for a line while a snoop to that line is pending
+    (an H2D Rsp of ``cxl.messages.GO_OPCODES``) to a request for a line while a snoop to that line is pending
     (docs/sources.md §1.7, which speaks of any GO; the golden model raises ProtocolError at a GO
     itself, the opcode its devices take for reads and ownership).  The safety proofs' host may: the DCOH then
     counts GO_DURING_SNOOP and parks the snoop's work until the line's data, and that parked work holds
@@ -56,7 +56,7 @@ rule, gave no verdict in 45 minutes (docs/formal.md).
 from amaranth.asserts import AnySeq
 from amaranth.hdl import Assert, Assume, Cat, Elaboratable, Module, Signal
 
-from cxl.messages import H2DReqOpcode as Snp, H2DRspOpcode, ID_WIDTH
+from cxl.messages import GO_OPCODES, H2DReqOpcode as Snp, ID_WIDTH
 from formal.common import no_reset
 from formal.dcoh_invariants import ObservedSnoopFilter, add_invariants
 from formal.dcoh_env import drive_dcoh_inputs, return_credits, small_dcoh, stalled_line
@@ -130,7 +130,7 @@ class DCOHOneResponse(Elaboratable):
             m.d.comb += Assert(~(accepted & cmd_pending), "harness: a snoop taken while a command's answer is owed")
 
         go = dut.h2d_rsp
-        is_go = Cat(*(go.p.opcode == op for op in H2DRspOpcode if "GO" in op.name)).any()
+        is_go = Cat(*(go.p.opcode == op for op in sorted(GO_OPCODES, key=lambda op: op.value))).any()
         matched, pendings, uqids = [], [], []
         for line in range(2 ** AW):
             pending = Signal(name=f"pending{line}")
