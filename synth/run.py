@@ -115,6 +115,7 @@ SMALL = {
     "dcoh": {"sf_sets": 8, "sf_ways": 2, "tracker": 4, "work": 2, "coalesce_groups": 2},
     "link_tx": {"upstream": True, "depth": 2, "data_depth": 2},
     "link_rx": {"upstream": False, "depth": 2},
+    "link_rx_split": {"upstream": False, "depth": 2},
 }
 
 # seconds per tool run (yosys, nextpnr); --timeout overrides.  Assumption, from the runs on this 2-core

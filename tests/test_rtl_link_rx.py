@@ -23,7 +23,7 @@ from amaranth.sim import Simulator
 from hypothesis import given, settings, strategies as st
 
 from hdl.link.ports import channel_shape
-from hdl.link.rx import CONTROL_KIND_NAMES, FlitKind, FlitUnpacker, RxError
+from hdl.link.rx import CONTROL_KIND_NAMES, FlitKind, FlitUnpacker, RegisteredFlitUnpacker, RxError
 from cxl.messages import CODECS, D2HReqOpcode, D2HRspOpcode
 from models import flit as F
 from models.flit import (CONTROL_KINDS, Credits, Direction, FlitError, Packer, RandomPolicy, Unpacker,
@@ -38,10 +38,11 @@ Status = namedtuple("Status", "good crc_error rule_error error kind credits mem_
 
 # ---------------------------------------------------------------- simulation harness
 class Harness:
-    """One elaborated unpacker; ``run(job)`` resets it and plays one flit stream."""
+    """One elaborated unpacker; ``run(job)`` resets it and plays one flit stream.  ``registered``: the
+    unpacker behind the input register that splits its pre-decode (``RegisteredFlitUnpacker``)."""
 
-    def __init__(self, upstream, depth=4):
-        self.dut = FlitUnpacker(upstream, depth=depth)
+    def __init__(self, upstream, depth=4, registered=False):
+        self.dut = (RegisteredFlitUnpacker if registered else FlitUnpacker)(upstream, depth=depth)
         self.direction = DIRS[upstream]
         self.job = None
         self.result = None
@@ -115,10 +116,11 @@ class Harness:
 _HARNESSES = {}
 
 
-def harness(upstream, depth=4):
-    if (upstream, depth) not in _HARNESSES:
-        _HARNESSES[upstream, depth] = Harness(upstream, depth)
-    return _HARNESSES[upstream, depth]
+def harness(upstream, depth=4, registered=False):
+    key = (upstream, depth, registered)
+    if key not in _HARNESSES:
+        _HARNESSES[key] = Harness(*key)
+    return _HARNESSES[key]
 
 
 # ---------------------------------------------------------------- the reference's view
@@ -185,9 +187,9 @@ def reference(direction, flits):
     return statuses, msgs
 
 
-def check(direction, flits, data=None, rng=None, depth=4):
+def check(direction, flits, data=None, rng=None, depth=4, registered=False):
     """Play ``flits`` on the RTL (random gaps and backpressure from ``data`` or ``rng``) and compare
-    everything with the reference."""
+    everything with the reference.  ``registered``: on ``RegisteredFlitUnpacker``."""
     if data is not None:
         gaps = data.draw(st.lists(st.sampled_from((0, 0, 0, 1, 3)), min_size=len(flits), max_size=len(flits)),
                          label="gaps")
@@ -198,8 +200,8 @@ def check(direction, flits, data=None, rng=None, depth=4):
         ready = tuple(rng.choice((1.0, 0.5, 0.25)) for _ in PORTS)
         seed = rng.getrandbits(32)
     want_status, want_msgs = reference(direction, flits)
-    got_msgs, got_status, crc_errors, rule_errors, cycles = harness(direction is Direction.UPSTREAM, depth).run(
-        Job(flits, gaps, ready, seed))
+    got_msgs, got_status, crc_errors, rule_errors, cycles = harness(
+        direction is Direction.UPSTREAM, depth, registered).run(Job(flits, gaps, ready, seed))
     assert len(got_status) == len(flits)
     for k, (g, w) in enumerate(zip(got_status, want_status)):
         if not w.good:     # only the verdict matters for a rejected flit
@@ -236,7 +238,8 @@ def random_stream(rng, direction, segments=3):
 
 
 # ---------------------------------------------------------------- 1. vectors
-def test_vectors(tmp_path):
+@pytest.mark.parametrize("registered", (False, True))
+def test_vectors(tmp_path, registered):
     path = F.write_vectors(tmp_path / "v.jsonl", count=100, seed=11)
     rng = random.Random(5)
     for line in path.read_text().splitlines():
@@ -248,18 +251,19 @@ def test_vectors(tmp_path):
         for obj in vec["messages"]:
             msg = msg_from_json(obj)
             want[port_of[msg.chan]].append(msg_value(msg))
-        statuses, _ = check(direction, flits, rng=rng)      # per-flit status and messages vs reference
+        statuses, _ = check(direction, flits, rng=rng, registered=registered)   # status and messages vs reference
         assert all(s.good for s in statuses)
-        got, *_ = harness(direction is Direction.UPSTREAM).result
+        got, *_ = harness(direction is Direction.UPSTREAM, registered=registered).result
         assert got == want                                  # ... and the messages vs the vector itself
 
 
 # ---------------------------------------------------------------- 2. random legal streams
+@pytest.mark.parametrize("registered", (False, True))
 @settings(max_examples=40)
 @given(upstream=st.booleans(), seed=st.integers(0, 2**32 - 1), data=st.data())
-def test_random_streams(upstream, seed, data):
+def test_random_streams(registered, upstream, seed, data):
     flits = random_stream(random.Random(seed), DIRS[upstream])
-    statuses, _ = check(DIRS[upstream], flits, data)
+    statuses, _ = check(DIRS[upstream], flits, data, registered=registered)
     assert all(s.good for s in statuses)
 
 
@@ -271,16 +275,19 @@ def test_random_streams_shallow_lanes(seed, data):
     check(Direction.DOWNSTREAM, flits, data, depth=1)
 
 
-def test_throughput_one_flit_per_cycle():
+@pytest.mark.parametrize("registered", (False, True))
+def test_throughput_one_flit_per_cycle(registered):
     """Streaming reads (header flits + all-data flits) with outputs always ready: one flit per cycle."""
     rng = random.Random(3)
     msgs = [F.random_msg(rng, F.Channel.H2D_DATA) for _ in range(16)]
     flits = F.pack(Direction.DOWNSTREAM, msgs)
-    h = harness(False)
+    h = harness(False, registered=registered)
     got, statuses, _, _, cycles = h.run(Job(flits, [0] * len(flits), (1.0,) * 3, 0))
     assert len(got["data"]) == 16 and all(s.good for s in statuses)
-    # Offered from cycle 0, retired on consecutive edges starting with the second (the input register).
-    assert h.done_at == list(range(2, 2 + len(flits))), h.done_at
+    # Offered from cycle 0, retired on consecutive edges starting with the second (the input register),
+    # one edge later behind the extra register.
+    first = 3 if registered else 2
+    assert h.done_at == list(range(first, first + len(flits))), h.done_at
 
 
 # ---------------------------------------------------------------- 3. errors
@@ -296,10 +303,11 @@ def _flip_burst(flit, start, length, rng):
     return value.to_bytes(len(flit), "little")
 
 
+@pytest.mark.parametrize("registered", (False, True))
 @settings(max_examples=40)
 @given(upstream=st.booleans(), seed=st.integers(0, 2**32 - 1), error=st.sampled_from(("1", "2", "burst")),
        data=st.data())
-def test_crc_errors(upstream, seed, error, data):
+def test_crc_errors(registered, upstream, seed, error, data):
     rng = random.Random(seed)
     direction = DIRS[upstream]
     flits = random_stream(rng, direction, segments=2) or [random_control(rng)]
@@ -315,7 +323,7 @@ def test_crc_errors(upstream, seed, error, data):
         bad = int.from_bytes(_flip_burst(flits[k], rng.randrange(528 - length + 1), length, rng), "little")
     bad = bad.to_bytes(len(flits[k]), "little")
     stream = flits[:k] + [bad] + flits[k:]          # the bad copy first, as a retry would resend it
-    statuses, _ = check(direction, stream, data)
+    statuses, _ = check(direction, stream, data, registered=registered)
     assert statuses[k].crc_error                    # facts §2.3: all 1-, 2-bit and <= 16-bit bursts caught
     assert all(s.good for i, s in enumerate(statuses) if i != k)
 
@@ -328,9 +336,10 @@ def _kinds(direction, flits):
 SLOT_FIELDS = [(offset, width) for name, offset, width in F.HEADER_FIELDS if name.startswith("slot")]
 
 
+@pytest.mark.parametrize("registered", (False, True))
 @settings(max_examples=150)
 @given(upstream=st.booleans(), seed=st.integers(0, 2**32 - 1), data=st.data())
-def test_mutated_flits_match_reference(upstream, seed, data):
+def test_mutated_flits_match_reference(registered, upstream, seed, data):
     """Mutate a valid flit (random bit flips biased to the header and slot 0, or a slot-format field
     rewritten, which re-reads the slot's messages under another format), re-seal it, and insert it
     before the original: the RTL flags a rule error exactly when the reference raises, with the same
@@ -348,7 +357,7 @@ def test_mutated_flits_match_reference(upstream, seed, data):
     for _ in range(rng.choice((0, 1, 1, 2, 3))):
         value ^= 1 << rng.randrange(rng.choice((32, 128, 512)))      # header, slot 0, anywhere
     stream = flits[:k] + [seal(value)] + flits[k:]
-    check(direction, stream, data)
+    check(direction, stream, data, registered=registered)
 
 
 def _payload(header, slots):
@@ -444,8 +453,9 @@ def _malformed():
     return cases
 
 
+@pytest.mark.parametrize("registered", (False, True))
 @pytest.mark.parametrize("case", _malformed(), ids=lambda c: c[0])
-def test_malformed_flits(case):
+def test_malformed_flits(case, registered):
     name, direction, stream, code = case
     rx = Unpacker(direction)
     for flit in stream[:-1]:
@@ -454,7 +464,7 @@ def test_malformed_flits(case):
         rx.receive(stream[-1])
     assert expected_code(e.value) is code, f"{name}: the reference says {e.value}"
     good = F.pack(direction, [F.random_msg(random.Random(1), ch) for ch in direction.channels])
-    statuses, _ = check(direction, stream + good, rng=random.Random(2))
+    statuses, _ = check(direction, stream + good, rng=random.Random(2), registered=registered)
     assert statuses[len(stream) - 1].error is code and statuses[len(stream) - 1].rule_error
 
 

@@ -281,7 +281,9 @@ class LinkPort(wiring.Component):
         D = self.retry_depth
         m.submodules.packer = pk = FlitPacker(self.upstream, depth=self.tx_depth, data_depth=self.tx_depth,
                                               wait=self.pack_wait, credit_batch=self.credit_batch)
-        m.submodules.unpacker = up = FlitUnpacker(not self.upstream, depth=self.rx_depth)
+        # ``early``: the unpacker works out the first half of its pre-decode from the flit the pre-check
+        # stage below takes, into registers loaded with that stage (hdl/link/rx.py, "Early pre-decode").
+        m.submodules.unpacker = up = FlitUnpacker(not self.upstream, depth=self.rx_depth, early=True)
 
         # ============================================================ RX: pre-check of every flit
         # A pipeline stage in front of the receiver: the flit is registered together with its CRC
@@ -295,7 +297,8 @@ class LinkPort(wiring.Component):
         hit = {kind: Signal(name=f"rx_is_{kind.replace('.', '_').lower()}") for kind in RETRY_KINDS}
         pin = self.rx_flit.payload[:PAYLOAD_BITS]
         m.submodules.rx_crc = rcrc = FlitCRC()
-        m.d.comb += [rcrc.payload.eq(pin), self.rx_flit.ready.eq(~rxf.valid | rxf.ready)]
+        m.d.comb += [rcrc.payload.eq(pin), self.rx_flit.ready.eq(~rxf.valid | rxf.ready),
+                     up.early_payload.eq(self.rx_flit.payload), up.early_load.eq(self.rx_flit.ready)]
         with m.If(self.rx_flit.ready):
             m.d.sync += [rxf.valid.eq(self.rx_flit.valid), rxf.payload.eq(self.rx_flit.payload),
                          crc_ok.eq(rcrc.crc == self.rx_flit.payload[PAYLOAD_BITS:])]

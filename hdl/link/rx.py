@@ -64,6 +64,22 @@ is a flat AND/OR of a few registers, the first failing check's code is found fro
 and ``owed`` (a priority chain that only feeds the ``error`` register), and message k goes to lane
 (wptr + k) mod lanes.
 
+Early pre-decode
+----------------
+``FlitUnpacker(upstream, early=True)`` splits the pre-decode across a register its caller already has
+in front of ``flit`` (``hdl.link.port.LinkPort``'s pre-check stage; ``RegisteredFlitUnpacker`` below for
+the unpacker alone).  Two more inputs: ``early_payload``, the flit that register takes at the next edge,
+and ``early_load``, its load enable; the caller must load its register with exactly these (the flit
+then offered on ``flit.payload`` is always the one ``early_payload`` carried when ``early_load`` was last
+high).  The first half of the pre-decode, slot by slot (the slot formats, each slot's message counts and
+the counts before it, every check that reads one slot's bits, the CRC check, the control-flit matches),
+is worked out from ``early_payload`` into registers loaded on ``early_load``; the second half (the flit's
+totals, the per-flit rules, the first failing check, which message goes to which lane) from those
+registers and ``flit.payload`` in the cycle the flit is offered, as before.  So the longest path from a
+flit bit to the pre-decode's registers is cut in two (``_predecode``) without a cycle more; the ports,
+timing and behaviour above are unchanged.  ``early=False`` (the default) does both halves in the cycle the
+flit is offered.
+
 Each request/response channel has ``MAX_PER_FLIT[chan]`` lanes (``LaneFIFO``, the cycles of ``SyncFIFOBuffered``
 with its memory written ahead of the push; ``SyncFIFOBuffered`` itself for ``depth`` 1; ``depth`` entries
 each) written round-robin, so one flit can hand over all its messages of a channel at one edge; the
@@ -111,7 +127,7 @@ from cxl.credits import CREDIT_CLASSES, CreditProtocol, decode_credit
 from cxl.flit import (CHUNK_BYTES, CHUNKS_PER_LINE, HEADER_FIELDS, MAX_PER_FLIT, PAYLOAD_BYTES, S2M_NDR, SLOT_BYTES,
                       SLOT_FORMATS, Direction)
 
-__all__ = ["RxError", "FlitKind", "CONTROL_KIND_NAMES", "FlitUnpacker"]
+__all__ = ["RxError", "FlitKind", "CONTROL_KIND_NAMES", "FlitUnpacker", "RegisteredFlitUnpacker"]
 
 
 class RxError(enum.Enum, shape=5):
@@ -283,9 +299,12 @@ def _or(values, width):
 class FlitUnpacker(wiring.Component):
     """RX unpacker; see the module docstring for ports, timing and error handling."""
 
-    def __init__(self, upstream, *, depth=4):
+    def __init__(self, upstream, *, depth=4, early=False):
         if not isinstance(upstream, bool):
             raise ValueError(f"upstream={upstream!r}: must be True (D2H flits) or False (H2D flits)")
+        if not isinstance(early, bool):
+            raise ValueError(f"early={early!r}: must be True (the first half of the pre-decode from "
+                             "early_payload, a cycle ahead) or False")
         if not isinstance(depth, int) or depth < 1:
             raise ValueError(f"depth={depth!r}: each output lane FIFO needs at least 1 entry")
         if CHUNK_BITS != SLOT_BITS:
@@ -301,6 +320,7 @@ class FlitUnpacker(wiring.Component):
                              "complete per flit, which this design does not support")
         self.upstream = upstream
         self.depth = depth
+        self.early = early
         self.direction = Direction.UPSTREAM if upstream else Direction.DOWNSTREAM
         self.chans = direction_channels(upstream)
         req, rsp, dat = self.chans
@@ -325,15 +345,27 @@ class FlitUnpacker(wiring.Component):
             "ctl": Out(self.ctl_layout),
             "crc_errors": Out(32),
             "rule_errors": Out(32),
+            **({"early_payload": In(FLIT_BITS), "early_load": In(1)} if early else {}),
         })
 
     # ------------------------------------------------ stage 1: pre-decode of the offered flit
-    def _predecode(self, m, pin):
-        """Everything about a flit that depends on its bits alone (not on the data-chunk state), from the
-        flit *offered* on ``flit.payload``; ``elaborate`` registers it together with the flit.  Returns
-        {name: signal}.  The proto checks are split into *segments*: runs of content-only checks
-        between the checks that need the chunk state (ROLLOVER, DATA_SLOT, NO_DATA); per segment the first
-        failing check's code is found here, so the verdict after the register only walks the segments."""
+    def _predecode(self, m, pa, pb, stage):
+        """Everything about a flit that depends on its bits alone (not on the data-chunk state); ``elaborate``
+        registers it together with the flit.  Returns {name: signal}.  The proto checks are split into
+        *segments*: runs of content-only checks between the checks that need the chunk state (ROLLOVER,
+        DATA_SLOT, NO_DATA); per segment the first failing check's code is found here, so the verdict after
+        the register only walks the segments.
+
+        Built in two halves (see "Early pre-decode" in the module docstring).  The first reads the flit
+        ``pa`` and works out, slot by slot, the slot formats, each slot's message counts, the messages
+        before each slot, every check of one slot's bits (the *leaves*: format, padding, NDR, invalid
+        message, opcode, packing, an MDH slot's count, and the header's reserved and BE bits) with their
+        OR per slot, the CRC check and the control-flit matches.  ``stage(name, value)`` hands each of
+        these to the second half in a signal of its own: a wire when the two halves run in one cycle, a
+        register loaded a cycle ahead when they do not.  The second half reads the flit ``pb`` for its message and control
+        fields (raw bits, no logic) and combines: the flit's totals, the MAX, MDH and SZ rules, the first
+        failing check per segment, the state checks' inputs, which message goes to which lane and which
+        slot each chunk comes from."""
         req_ch, rsp_ch, dat_ch = self.chans
         out = {}
 
@@ -343,15 +375,39 @@ class FlitUnpacker(wiring.Component):
             out[name] = sig
             return sig
 
-        p = pin[:PAYLOAD_BITS]
+        def stage_codes(name, codes):
+            """Hands {channel: thermometer code} to the second half, code by code in channel order."""
+            flat = [b for ch in self.chans for b in codes[ch]]
+            if not flat:
+                return {ch: [] for ch in self.chans}
+            sig = stage(name, Cat(*flat))
+            staged, i = {}, 0
+            for ch in self.chans:
+                staged[ch] = [sig[j] for j in range(i, i + len(codes[ch]))]
+                i += len(codes[ch])
+            return staged
+
+        a, p = pa[:PAYLOAD_BITS], pb[:PAYLOAD_BITS]
         m.submodules.crc = crc = FlitCRC()
-        m.d.comb += crc.payload.eq(p)
-        keep("crc_bad", crc.crc != pin[PAYLOAD_BITS:])
+        m.d.comb += crc.payload.eq(a)
+        keep("crc_bad", stage("crc_bad", crc.crc != pa[PAYLOAD_BITS:]))
+        hdr_a = {name: a[offset:offset + width] for name, (offset, width) in HEADER.items()}
         hdr = {name: p[offset:offset + width] for name, (offset, width) in HEADER.items()}
 
-        # ---- protocol flit: every check, in reference order (content checks + state-check markers)
-        items = [("c", Cat(*(v for n, v in hdr.items() if n.startswith("rsvd"))).any(), RxError.RESERVED),
-                 ("c", hdr["be"], RxError.BE)]
+        def slot_bits(q, s):
+            return q[HEADER_BITS:SLOT_BITS] if s == 0 else q[SLOT_BITS * s:SLOT_BITS * (s + 1)]
+
+        # ---- first half: the leaves, slot by slot, and the message counts
+        leaves, leaf_slot = [], []                 # the leaf conditions (from ``pa``) and their slot (-1: header)
+
+        def leaf(cond, slot):
+            leaves.append(cond)
+            leaf_slot.append(slot)
+            return ("leaf", len(leaves) - 1)
+
+        # Protocol-flit checks in reference order: ("c", condition or a leaf, code) and the state-check markers.
+        items = [("c", leaf(Cat(*(v for n, v in hdr_a.items() if n.startswith("rsvd"))).any(), -1), RxError.RESERVED),
+                 ("c", leaf(hdr_a["be"], -1), RxError.BE)]
         cands = {ch: [] for ch in self.chans}      # (present, rank, bits) of each message position, in order
         chunk_slots = []                           # (is G0, slot index) for slots that can be G0
         formats = {(kind, code): f for (d, kind, code), f in SLOT_FORMATS.items() if d is self.direction}
@@ -360,37 +416,42 @@ class FlitUnpacker(wiring.Component):
         # count before slot s adds those of slots 0..s-1 (a short sum, not a chain through every
         # message position).  A position's running count is then count before its slot + the valid bits
         # before it in its format.
-        slot_bits, slot_sel, slot_mine = [], [], []
+        sel_a, sel, slot_mine = [], [], []
         for s in range(SLOTS):
             kind = "H" if s == 0 else "G"
-            slot_bits.append(p[HEADER_BITS:SLOT_BITS] if s == 0 else p[SLOT_BITS * s:SLOT_BITS * (s + 1)])
             mine = [f for (k, _), f in sorted(formats.items()) if k == kind]
-            sel = {f.code: Signal(name=f"slot{s}_{f.name}") for f in mine}
+            sa = {f.code: Signal(name=f"slot{s}_{f.name}") for f in mine}
             for f in mine:
-                m.d.comb += sel[f.code].eq(hdr[f"slot{s}"] == f.code)
-            slot_sel.append(sel)
+                m.d.comb += sa[f.code].eq(hdr_a[f"slot{s}"] == f.code)
+            sel_a.append(sa)
+            staged = stage(f"slot{s}_sel", Cat(*(sa[f.code] for f in mine)))
+            sel.append({f.code: staged[i] for i, f in enumerate(mine)})
             slot_mine.append(mine)
 
-        def valid_bits(s, f, ch):
-            return [slot_bits[s][offset] for item, offset, _ in f.fields if item == ch]   # Valid = bit 0
+        def valid_bits(q, s, f, ch):
+            return [slot_bits(q, s)[offset] for item, offset, _ in f.fields if item == ch]   # Valid = bit 0
 
         # Counts (thermometer codes, see _therm) saturate one above the channel's per-flit maximum: every
         # question asked of them (MAX, == k for k < MAX, != 0, < 2, MDH's "all in one slot") is exact up
         # to there, and a flit with more messages fails MAX at an earlier check than any of the others.
         cap = {ch: MAX_PER_FLIT[ch] + 1 for ch in self.chans}
-        slot_count = [{ch: _therm_select(m, [(slot_sel[s][f.code], _therm(m, valid_bits(s, f, ch), cap[ch]))
-                                             for f in slot_mine[s] if not f.data], cap[ch])
-                       for ch in self.chans} for s in range(SLOTS)]
+        count_a = [{ch: _therm_select(m, [(sel_a[s][f.code], _therm(m, valid_bits(a, s, f, ch), cap[ch]))
+                                          for f in slot_mine[s] if not f.data], cap[ch])
+                    for ch in self.chans} for s in range(SLOTS)]
         # before[s]: the messages in slots 0..s-1, each a balanced sum of the slot counts.
-        before = [{ch: _therm_sum(m, [c[ch] for c in slot_count[:s]], cap[ch]) for ch in self.chans}
-                  for s in range(SLOTS + 1)]
+        before_a = [{ch: _therm_sum(m, [c[ch] for c in count_a[:s]], cap[ch]) for ch in self.chans}
+                    for s in range(SLOTS + 1)]
+        slot_count = [stage_codes(f"slot{s}_count", count_a[s]) for s in range(SLOTS)]
+        before = [{ch: [] for ch in self.chans}] + [stage_codes(f"before{s}", before_a[s])
+                                                     for s in range(1, SLOTS + 1)]
         counts = before[SLOTS]
 
         g0_before = []                             # the G0 flags of the slots before this one
         for s in range(SLOTS):
-            bits, sel, mine = slot_bits[s], slot_sel[s], slot_mine[s]
-            g0 = keep(f"s{s}_g0", Cat(*(sel[f.code] for f in mine if f.data)).any())
-            items.append(("c", ~Cat(*sel.values()).any(), RxError.FORMAT))
+            bits_a, bits = slot_bits(a, s), slot_bits(p, s)
+            mine = slot_mine[s]
+            g0 = keep(f"s{s}_g0", Cat(*(sel[s][f.code] for f in mine if f.data)).any())
+            items.append(("c", leaf(~Cat(*sel_a[s].values()).any(), s), RxError.FORMAT))
             if s >= 1:
                 items.append(("rollover", s))          # (owed >= s) & ~g0
                 # The next slot for data after a Data Header in slot h is max(h + 1, owed + 1): slot s
@@ -411,21 +472,21 @@ class FlitUnpacker(wiring.Component):
             for f in mine:
                 if f.data:
                     continue
-                on = sel[f.code]
-                if f.used_bits < len(bits):
-                    items.append(("c", on & bits[f.used_bits:].any(), RxError.PADDING))
+                on_a, on = sel_a[s][f.code], sel[s][f.code]
+                if f.used_bits < len(bits_a):
+                    items.append(("c", leaf(on_a & bits_a[f.used_bits:].any(), s), RxError.PADDING))
                 taken = {ch: [] for ch in self.chans}
                 for item, offset, width in f.fields:
-                    v = bits[offset:offset + width]
+                    v_a, v = bits_a[offset:offset + width], bits[offset:offset + width]
                     if item == S2M_NDR:
-                        items.append(("c", on & v.any(), RxError.NDR))
+                        items.append(("c", leaf(on_a & v_a.any(), s), RxError.NDR))
                         continue
-                    valid = v[0]     # Valid is bit 0 of every message (cxl.messages)
-                    items.append(("c", on & ~valid & v.any(), RxError.INVALID))
-                    illegal = Cat(*(~Cat(*(v[fo:fo + fw] == e for e in legal)).any()
+                    valid_a, valid = v_a[0], v[0]     # Valid is bit 0 of every message (cxl.messages)
+                    items.append(("c", leaf(on_a & ~valid_a & v_a.any(), s), RxError.INVALID))
+                    illegal = Cat(*(~Cat(*(v_a[fo:fo + fw] == e for e in legal)).any()
                                     for fo, fw, legal in _enum_fields(item))).any()
-                    items.append(("c", on & valid & illegal, RxError.OPCODE))
-                    # valid messages before this one
+                    items.append(("c", leaf(on_a & valid_a & illegal, s), RxError.OPCODE))
+                    # valid messages before this one (second half: the staged count before the slot)
                     rank = _therm_add(m, before[s][item], _therm(m, taken[item], cap[item]), cap[item])
                     taken[item].append(valid)
                     items.append(("c", on & valid & _ge(rank, MAX_PER_FLIT[item]), RxError.MAX))
@@ -434,29 +495,38 @@ class FlitUnpacker(wiring.Component):
                     cands[item].append((present, rank, v))
                 # Tight packing: per channel, no empty position before a filled one.
                 for ch in self.chans:
-                    vb = valid_bits(s, f, ch)
-                    gaps = [~a & b for a, b in zip(vb, vb[1:])]
+                    vb = valid_bits(a, s, f, ch)
+                    gaps = [~x & y for x, y in zip(vb, vb[1:])]
                     if gaps:
-                        items.append(("c", on & Cat(*gaps).any(), RxError.PACKING))
+                        items.append(("c", leaf(on_a & Cat(*gaps).any(), s), RxError.PACKING))
                 if f.mdh:                              # an MDH slot carries 2 or more Data Headers
-                    items.append(("c", on & ~_ge(slot_count[s][dat_ch], 2), RxError.MDH))
+                    items.append(("c", leaf(on_a & ~_ge(count_a[s][dat_ch], 2), s), RxError.MDH))
+        # The leaves, and their OR per slot (and the header's), go to the second half.
+        staged_leaves = stage("leaves", Cat(*leaves))
+        groups = sorted(set(leaf_slot))
+        leaf_any = stage("leaf_any", Cat(*(_or([c for c, g in zip(leaves, leaf_slot) if g == grp], 1)
+                                           for grp in groups)))
+        items = [(it[0], staged_leaves[it[1][1]], it[2]) if it[0] == "c" and isinstance(it[1], tuple) else it
+                 for it in items]
+
+        # ---- second half: the flit-wide rules, from the staged counts and leaves
         # More than one Data Header in the flit: all of them in one MDH slot, or the flit breaks the rule.
-        def same(a, b, n):                         # two codes agree up to n
-            return Cat(*(~(_ge(a, j) ^ _ge(b, j)) for j in range(1, n + 1))).all()
-        one_mdh_slot = Cat(*(Cat(*(slot_sel[s][f.code] for f in slot_mine[s] if f.mdh)).any()
+        def same(x, y, n):                         # two codes agree up to n
+            return Cat(*(~(_ge(x, j) ^ _ge(y, j)) for j in range(1, n + 1))).all()
+        one_mdh_slot = Cat(*(Cat(*(sel[s][f.code] for f in slot_mine[s] if f.mdh)).any()
                              & same(slot_count[s][dat_ch], counts[dat_ch], cap[dat_ch]) for s in range(SLOTS))).any()
         items.append(("c", _ge(counts[dat_ch], 2) & ~one_mdh_slot, RxError.MDH))
         items.append(("c", hdr["sz"] != _ge(counts[dat_ch], 1), RxError.SZ))
-        flat_items = len(items) - 2                # the two checks above have a flat form below
 
         # Whether any content check fails (``good`` needs no more): the same OR, with the checks that
         # need the flit's totals in a shallower form.  MAX at some message <=> a channel's count reaches
         # its maximum + 1 (one code bit instead of a rank at every position); the flat MDH rule <=> Data
         # Headers in two slots, or two or more in one slot that is not an MDH slot; SZ <=> Sz differs
-        # from "a slot has a Data Header".  Checked against the segments in simulation (elaborate).
+        # from "a slot has a Data Header".  Every other check is a leaf, in the staged ORs.  Checked
+        # against the segments in simulation (elaborate).
         has_hdr = [_ge(slot_count[s][dat_ch], 1) for s in range(SLOTS)]
-        not_mdh = [~Cat(*(slot_sel[s][f.code] for f in slot_mine[s] if f.mdh)).any() for s in range(SLOTS)]
-        flat = [it[1] for it in items[:flat_items] if it[0] == "c" and it[2] is not RxError.MAX]
+        not_mdh = [~Cat(*(sel[s][f.code] for f in slot_mine[s] if f.mdh)).any() for s in range(SLOTS)]
+        flat = [leaf_any.any()]
         flat += [_ge(counts[ch], MAX_PER_FLIT[ch] + 1) for ch in self.chans]
         flat += [_ge(_therm(m, has_hdr, 2), 2),
                  Cat(*(_ge(slot_count[s][dat_ch], 2) & not_mdh[s] for s in range(SLOTS))).any(),
@@ -519,11 +589,11 @@ class FlitUnpacker(wiring.Component):
         keep("n_chunks", _therm_value(n_chunks, Shape.cast(range(SLOTS + 1)).width), range(SLOTS + 1))
         keep("n_chunks_code", Cat(*n_chunks))
 
-        # ---- control flit
-        ctl_hit = {}
-        for kind, (fixed, fmask, _, _) in CONTROL_TABLES.items():
-            mask = ((1 << PAYLOAD_BITS) - 1) & ~fmask
-            ctl_hit[kind] = keep(f"ctl_is_{kind.replace('.', '_').lower()}", (p & mask) == fixed)
+        # ---- control flit: which kind it is matches 512 bits (first half); its fields are raw bits
+        kinds = list(CONTROL_TABLES)
+        hits = stage("ctl_hits", Cat(*((a & (((1 << PAYLOAD_BITS) - 1) & ~fmask)) == fixed
+                                        for fixed, fmask, _, _ in CONTROL_TABLES.values())))
+        ctl_hit = {kind: keep(f"ctl_is_{kind.replace('.', '_').lower()}", hits[i]) for i, kind in enumerate(kinds)}
         ctl = Signal(self.ctl_layout, name="pre_ctl")
         for i, (kind, (_, _, spec, _)) in enumerate(CONTROL_TABLES.items()):
             with m.If(ctl_hit[kind]):
@@ -587,7 +657,19 @@ class FlitUnpacker(wiring.Component):
         with m.If(self.flit.ready):
             m.d.sync += held.eq(self.flit.payload)
         p = held[:PAYLOAD_BITS]
-        pre = self._predecode(m, self.flit.payload)
+        # The first half of the pre-decode hands each value on in a signal of its own (every use reads the
+        # signal, not a copy of the expression): with ``early``, a register loaded with the caller's, from
+        # the flit that register takes (module docstring, "Early pre-decode"); else a wire.
+        def stage(name, value):
+            value = Value.cast(value)
+            sig = Signal(len(value), name=f"early_{name}" if self.early else f"pre_a_{name}")
+            if self.early:
+                with m.If(self.early_load):
+                    m.d.sync += sig.eq(value)
+            else:
+                m.d.comb += sig.eq(value)
+            return sig
+        pre = self._predecode(m, self.early_payload if self.early else self.flit.payload, self.flit.payload, stage)
         h = {}
         for name, sig in pre.items():           # registered with the flit it describes
             h[name] = Signal.like(sig, name=f"h_{name}")
@@ -808,4 +890,39 @@ class FlitUnpacker(wiring.Component):
             m.d.sync += self.crc_errors.eq(self.crc_errors + 1)
         with m.If(commit & ~crc_bad & ~good):
             m.d.sync += self.rule_errors.eq(self.rule_errors + 1)
+        return m
+
+
+class RegisteredFlitUnpacker(wiring.Component):
+    """The unpacker behind a one-flit input register, the way ``hdl.link.port.LinkPort`` feeds it (its
+    pre-check stage): ``FlitUnpacker(early=True)``, whose first half of the pre-decode reads the flit as
+    the register takes it ("Early pre-decode" in the module docstring).  The same ports as
+    ``FlitUnpacker`` and the same behaviour one cycle later: a flit taken at edge *n* enters the unpacker
+    at *n+1* at the earliest (``flit.ready`` while the register is empty or hands its flit on, so one flit
+    per cycle still passes) and retires at *n+2*.  ``discard`` acts on the unpacker's held flit, as there.
+    The synthesis top ``link_rx`` (hdl/verilog.py) and the tests' second harness."""
+
+    def __init__(self, upstream, *, depth=4):
+        self.unpacker = FlitUnpacker(upstream, depth=depth, early=True)
+        super().__init__({name: member for name, member in self.unpacker.signature.members.items()
+                          if not name.startswith("early_")})
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.unpacker = up = self.unpacker
+        valid = Signal()
+        payload = Signal(FLIT_BITS)
+        m.d.comb += self.flit.ready.eq(~valid | up.flit.ready)
+        with m.If(self.flit.ready):
+            m.d.sync += [valid.eq(self.flit.valid), payload.eq(self.flit.payload)]
+        m.d.comb += [up.flit.valid.eq(valid), up.flit.payload.eq(payload),
+                     up.early_payload.eq(self.flit.payload), up.early_load.eq(self.flit.ready),
+                     up.discard.eq(self.discard)]
+        for name, member in self.signature.members.items():
+            if name in ("flit", "discard"):
+                continue
+            if member.is_port:
+                m.d.comb += getattr(self, name).eq(getattr(up, name))
+            else:                                  # an output stream
+                wiring.connect(m, wiring.flipped(getattr(self, name)), getattr(up, name))
         return m
