@@ -568,9 +568,10 @@ def test_discard_drops_held_flit():
 
 
 # ---------------------------------------------------------------- parameters and Verilog
-@pytest.mark.parametrize("kwargs", [dict(upstream=1), dict(upstream=True, depth=0), dict(upstream="up")])
+@pytest.mark.parametrize("kwargs", [dict(upstream=1), dict(upstream=True, depth=0), dict(upstream="up"),
+                                    dict(upstream=True, early=1)])
 def test_rejects_bad_parameters(kwargs):
-    with pytest.raises(ValueError, match="upstream|depth"):
+    with pytest.raises(ValueError, match="upstream|depth|early"):
         FlitUnpacker(**kwargs)
 
 
