@@ -900,7 +900,7 @@ class RegisteredFlitUnpacker(wiring.Component):
     ``FlitUnpacker`` and the same behaviour one cycle later: a flit taken at edge *n* enters the unpacker
     at *n+1* at the earliest (``flit.ready`` while the register is empty or hands its flit on, so one flit
     per cycle still passes) and retires at *n+2*.  ``discard`` acts on the unpacker's held flit, as there.
-    The synthesis top ``link_rx`` (hdl/verilog.py) and the tests' second harness."""
+    The synthesis top ``link_rx_split`` (hdl/verilog.py) and the tests' second harness."""
 
     def __init__(self, upstream, *, depth=4):
         self.unpacker = FlitUnpacker(upstream, depth=depth, early=True)
