@@ -73,10 +73,12 @@ Sequence numbers are implicit: both ends count retryable flits from 0 at reset, 
 ``retry_depth`` (a power of two <= 256); they are only carried in RETRY flits.  RETRY.* flits are
 built here, never written to the retry buffer and never counted; every other flit is retryable.
 
-Receiver (``rx_flit`` side).  Each incoming flit's CRC is checked here first (a ``FlitCRC``, in a
-register stage in front of the receiver: one cycle), and RETRY flits are recognised by their exact bit
-pattern in the same stage, so neither ever reaches the unpacker (a RETRY flit may arrive while data
-chunks are owed, which the unpacker would reject).
+Receiver (``rx_flit`` side).  Each incoming flit's CRC is checked here first (in a register stage in
+front of the receiver: one cycle), and RETRY flits are recognised by their exact bit pattern in the same
+stage, so neither a CRC-bad nor a RETRY flit ever reaches the unpacker (a RETRY flit may arrive while data
+chunks are owed, which the unpacker would reject).  Both verdicts are the unpacker's own, worked out
+in the first half of its pre-decode into registers loaded with this stage (hdl/link/rx.py, "Early
+pre-decode").
 * NORMAL: a CRC-good non-RETRY flit goes to the unpacker and gets the next expected sequence number.
   A CRC error -> WAIT with ``eseq`` = that flit's sequence number.  A rule error (a CRC-good flit
   that breaks a format rule) is reported by the unpacker two cycles after it took the flit, when it may
@@ -291,21 +293,17 @@ class LinkPort(wiring.Component):
         # same shape as ``rx_flit``; ``rx_flit`` is taken whenever the stage is empty or hands its flit
         # on in this cycle (``rxf.ready``), so a flit per cycle still passes.  Without the stage the
         # CRC's XOR tree and the 512-bit pattern compares sat in front of the whole retry logic, from
-        # the wire to the clock enable of its counters (the port's critical path, docs/synth.md).
+        # the wire to the clock enable of its counters (the port's critical path, docs/synth.md).  The
+        # verdict and the matches are the unpacker's first-half registers, loaded with this stage from
+        # the same flit (``early_crc_bad``, ``early_ctl_hits``): one CRC tree and one set of compares
+        # serve both.
         rxf = flit_stream().create()
-        crc_ok = Signal()
-        hit = {kind: Signal(name=f"rx_is_{kind.replace('.', '_').lower()}") for kind in RETRY_KINDS}
-        pin = self.rx_flit.payload[:PAYLOAD_BITS]
-        m.submodules.rx_crc = rcrc = FlitCRC()
-        m.d.comb += [rcrc.payload.eq(pin), self.rx_flit.ready.eq(~rxf.valid | rxf.ready),
+        m.d.comb += [self.rx_flit.ready.eq(~rxf.valid | rxf.ready),
                      up.early_payload.eq(self.rx_flit.payload), up.early_load.eq(self.rx_flit.ready)]
         with m.If(self.rx_flit.ready):
-            m.d.sync += [rxf.valid.eq(self.rx_flit.valid), rxf.payload.eq(self.rx_flit.payload),
-                         crc_ok.eq(rcrc.crc == self.rx_flit.payload[PAYLOAD_BITS:])]
-            for kind in RETRY_KINDS:
-                fixed, fmask, _, _ = CONTROL_TABLES[kind]
-                keep = ((1 << PAYLOAD_BITS) - 1) & ~fmask
-                m.d.sync += hit[kind].eq((pin & keep) == fixed)
+            m.d.sync += [rxf.valid.eq(self.rx_flit.valid), rxf.payload.eq(self.rx_flit.payload)]
+        crc_ok = ~up.early_crc_bad
+        hit = {kind: up.early_ctl_hits[list(CONTROL_TABLES).index(kind)] for kind in RETRY_KINDS}
         p = rxf.payload[:PAYLOAD_BITS]
 
         # ============================================================ LLR bookkeeping

@@ -71,7 +71,10 @@ in front of ``flit`` (``hdl.link.port.LinkPort``'s pre-check stage; ``Registered
 the unpacker alone).  Two more inputs: ``early_payload``, the flit that register takes at the next edge,
 and ``early_load``, its load enable; the caller must load its register with exactly these (the flit
 then offered on ``flit.payload`` is always the one ``early_payload`` carried when ``early_load`` was last
-high).  The first half of the pre-decode, slot by slot (the slot formats, each slot's message counts and
+high).  Two more outputs hand the caller verdicts it needs for that same flit, so it need not work
+them out again: ``early_crc_bad`` (its CRC does not match) and ``early_ctl_hits`` (one bit per
+``CONTROL_TABLES`` kind, in that order: the flit is that control flit), valid from the edge at which
+the register takes the flit and held with it.  The first half of the pre-decode, slot by slot (the slot formats, each slot's message counts and
 the counts before it, every check that reads one slot's bits, the CRC check, the control-flit matches),
 is worked out from ``early_payload`` into registers loaded on ``early_load``; the second half (the flit's
 totals, the per-flit rules, the first failing check, which message goes to which lane) from those
@@ -345,7 +348,8 @@ class FlitUnpacker(wiring.Component):
             "ctl": Out(self.ctl_layout),
             "crc_errors": Out(32),
             "rule_errors": Out(32),
-            **({"early_payload": In(FLIT_BITS), "early_load": In(1)} if early else {}),
+            **({"early_payload": In(FLIT_BITS), "early_load": In(1),
+                "early_crc_bad": Out(1), "early_ctl_hits": Out(len(CONTROL_TABLES))} if early else {}),
         })
 
     # ------------------------------------------------ stage 1: pre-decode of the offered flit
@@ -662,7 +666,10 @@ class FlitUnpacker(wiring.Component):
         # the flit that register takes (module docstring, "Early pre-decode"); else a wire.
         def stage(name, value):
             value = Value.cast(value)
-            sig = Signal(len(value), name=f"early_{name}" if self.early else f"pre_a_{name}")
+            if self.early and name in ("crc_bad", "ctl_hits"):
+                sig = getattr(self, f"early_{name}")       # registers the caller reads as well
+            else:
+                sig = Signal(len(value), name=f"early_{name}" if self.early else f"pre_a_{name}")
             if self.early:
                 with m.If(self.early_load):
                     m.d.sync += sig.eq(value)
