@@ -23,7 +23,7 @@ from amaranth.sim import Simulator
 from hypothesis import given, settings, strategies as st
 
 from hdl.link.ports import channel_shape
-from hdl.link.rx import CONTROL_KIND_NAMES, FlitKind, FlitUnpacker, RegisteredFlitUnpacker, RxError
+from hdl.link.rx import CONTROL_KIND_NAMES, CONTROL_TABLES, FlitKind, FlitUnpacker, RegisteredFlitUnpacker, RxError
 from cxl.messages import CODECS, D2HReqOpcode, D2HRspOpcode
 from models import flit as F
 from models.flit import (CONTROL_KINDS, Credits, Direction, FlitError, Packer, RandomPolicy, Unpacker,
@@ -475,6 +475,70 @@ def test_init_param_fields_from_the_specification_layout():
     by_hand[0], by_hand[4], by_hand[8], by_hand[11] = 0x01, 0x8C, 0x02, 0x3C
     got, statuses, *_ = harness(False).run(Job([seal(bytes(by_hand))], [0], (1.0,) * 3, 0))
     assert statuses[0].good and statuses[0].ctl == ("INIT.Param", {"version": 2, "llr_wrap": 0x3C})
+
+
+def test_early_verdicts_describe_the_flit_its_caller_registered():
+    """``FlitUnpacker(early=True)`` hands out its first-half CRC verdict and control-flit matches (the
+    link port's pre-check reads them instead of a CRC tree of its own): after an edge with
+    ``early_load`` they describe the flit ``early_payload`` carried, ``early_crc_bad`` as the CRC
+    check of ``models.flit.seal`` and ``early_ctl_hits`` one-hot at the kind ``decode_control`` finds
+    (none for a protocol flit or a control flit with a reserved bit set), and they hold while
+    ``early_load`` is low."""
+    from cxl.control import decode_control
+    rng = random.Random(7)
+    payloads = []
+    for kind in CONTROL_KIND_NAMES:
+        spec = CONTROL_KINDS[kind][2]
+        for _ in range(3):
+            fields = {name: rng.getrandbits(max(s + w for s, _, w in pieces)) for name, pieces in spec.items()}
+            payloads.append(encode_control(control(kind, **fields)))
+    packer = Packer(Direction.DOWNSTREAM)
+    for _ in range(6):
+        packer.push(F.random_msg(rng, rng.choice(Direction.DOWNSTREAM.channels)))
+    payloads += [int.from_bytes(f[:64], "little") for f in packer.drain()]
+    fixed, fmask, _, _ = CONTROL_TABLES["LLCRD"]
+    reserved = ~(fixed | fmask) & ((1 << 128) - 1)         # slot 0 bits an LLCRD must leave 0
+    payloads.append(fixed | (reserved & -reserved))        # one of them set: no kind matches
+    flits = []
+    for p in payloads:
+        good = seal(p)
+        flits.append(good)
+        bad = int.from_bytes(good, "little") ^ (1 << rng.randrange(528))
+        flits.append(bad.to_bytes(len(good), "little"))
+
+    def expected(flit):
+        payload = int.from_bytes(flit[:64], "little")
+        try:
+            kind = decode_control(payload).kind
+        except FlitError:
+            kind = None
+        hits = sum(1 << i for i, k in enumerate(CONTROL_KIND_NAMES) if k == kind)
+        return int(seal(flit[:64]) != flit), hits
+
+    dut = FlitUnpacker(False, early=True)
+    seen = []
+
+    async def bench(ctx):
+        for flit, other in zip(flits, flits[1:] + flits[:1]):
+            ctx.set(dut.early_payload, int.from_bytes(flit, "little"))
+            ctx.set(dut.early_load, 1)
+            await ctx.tick()
+            ctx.set(dut.early_payload, int.from_bytes(other, "little"))
+            ctx.set(dut.early_load, 0)
+            now = (ctx.get(dut.early_crc_bad), ctx.get(dut.early_ctl_hits))
+            await ctx.tick()
+            seen.append((now, (ctx.get(dut.early_crc_bad), ctx.get(dut.early_ctl_hits))))
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    assert len(seen) == len(flits)
+    for i, (flit, (now, held)) in enumerate(zip(flits, seen)):
+        assert now == expected(flit), f"flit {i}: got (crc_bad, hits) {now}, want {expected(flit)}"
+        assert held == now, f"flit {i}: changed while early_load was low: {now} -> {held}"
+    assert {expected(f)[1] for f in flits} >= {1 << i for i in range(len(CONTROL_KIND_NAMES))} | {0}
+    assert {expected(f)[0] for f in flits} == {0, 1}
 
 
 # ---------------------------------------------------------------- 4. discard
