@@ -13,6 +13,9 @@
   messages or credits is acknowledged, so what stays in each retry buffer is only ack-only LLCRDs, at
   most ``AK_FLITS - 1`` of them (an ack-only LLCRD does not start the ack timer, or two quiet ends
   would acknowledge each other's acks forever), and the occupancy equals that count.
+* **Ack-only LLCRDs never time out.**  Those LLCRDs stay unacknowledged on a quiet link for good, so
+  the sender's ack timeout must leave them out (the packer's ``flit_lazy``): ends with a short
+  ``ack_timeout`` stay quiet several timeouts long with such LLCRDs outstanding, and no link error.
 
 The testbench learns a flit's TX sequence number from the sending port's ``wr_seq`` (it advances at
 the edge that puts a new flit on the wire) and frees entries oldest first when the port's
@@ -58,8 +61,8 @@ def is_lazy(flit):
 class Harness(ReusedSimulator):
     """Random traffic on all six channels, optional corruption by TX sequence number, then a quiet tail."""
 
-    def __init__(self):
-        super().__init__(LinkLoopback(rx_depth=16, retry_depth=DEPTH))
+    def __init__(self, **port_params):
+        super().__init__(LinkLoopback(rx_depth=16, retry_depth=DEPTH, **port_params))
 
     async def _bench(self, ctx):
         job = self.job
@@ -140,7 +143,8 @@ class Harness(ReusedSimulator):
         res = {"cycles": cycle, "latencies": latencies, "injected": injected,
                "left": {w: [tuple(e) for e in buf[w]] for w in sides},
                "occupancy": {w: ctx.get(sides[w].tx_occupancy) for w in sides},
-               "sent_seq": dict(abs_seq)}
+               "sent_seq": dict(abs_seq),
+               "link_error": {w: ctx.get(sides[w].link_error) for w in sides}}
         for side in ("dev", "host"):
             for c in ("retries", "crc_errors", "rule_errors", "flits_replayed"):
                 res[f"{side}_{c}"] = ctx.get(getattr(dut, f"{side}_{c}"))
@@ -196,3 +200,17 @@ def test_acks_within_timer_bound(harness):
         assert not late, f"seed {seed}: {w}: (cycles, seq) acknowledged after more than {bound} cycles: {late}"
         print(w, "max ack latency", max(c for c, _ in lat), "of", len(lat), "flits")
     _check_drained(res, seed)
+
+
+def test_ack_only_llcrds_left_on_a_quiet_link_do_not_time_out():
+    """Traffic, then a quiet link for several ack timeouts with ack-only LLCRDs still in the retry
+    buffers: they never get an ack, and must not end in an ACK_TIMEOUT link error."""
+    timeout = 64                                       # the least above ack_timer + retry_timeout (48)
+    h = Harness(ack_timeout=timeout)
+    for seed in (51, 52):
+        n = {D2H[0]: 6, D2H[2]: 3, H2D[0]: 6, H2D[1]: 6}
+        res = h.run({"seed": seed, "n": n, "p_valid": 0.1, "p_ready": 1.0, "limit": 20_000, "quiet": 4 * timeout})
+        _check_drained(res, seed)
+        assert any(res["left"].values()), f"seed {seed}: no ack-only LLCRD left outstanding: the case is not reached"
+        assert res["link_error"] == {"up": 0, "down": 0}, (
+            f"seed {seed}: link error with only ack-only LLCRDs outstanding: {res['link_error']}, left {res['left']}")

@@ -316,9 +316,8 @@ class LinkPort(wiring.Component):
         cause = {c: Signal(name=f"cause_{c.name.lower()}") for c in LinkErrorCause}   # this cycle
         llcrd_idx = CONTROL_KIND_NAMES.index("LLCRD")
         # An LLCRD that returns no credits (an ack-only LLCRD): received, it does not arm the ack timer;
-        # sent, it does not need an ack in time (hdl/link/retry.py).
-        llcrd_fixed, llcrd_mask, _, _ = CONTROL_TABLES["LLCRD"]
-        wp = pk.flit.payload[:PAYLOAD_BITS]
+        # sent, it does not need an ack in time (hdl/link/retry.py).  The packer says which of its
+        # flits are such LLCRDs (``flit_lazy``, from its plan).
         m.d.comb += [
             llr.rx_valid.eq(rxf.valid), llr.rx_crc_ok.eq(crc_ok),
             llr.rx_is_req.eq(hit["RETRY.Req"]), llr.rx_is_ack.eq(hit["RETRY.Ack"]),
@@ -338,8 +337,7 @@ class LinkPort(wiring.Component):
                            & (up.credits.as_value() == 0) & (up.mem_credits.as_value() == 0)),
             pk.ack_add.eq(llr.ack_add),
             llr.pk_valid.eq(pk.flit.valid), pk.flit.ready.eq(llr.pk_ready), pk.pause.eq(0),
-            llr.pk_lazy.eq(((wp & (((1 << PAYLOAD_BITS) - 1) & ~llcrd_mask)) == llcrd_fixed)
-                           & (Cat(*(_field(wp, "LLCRD", f"{k}_crd") for k in CREDIT_CLASSES)) == 0)),
+            llr.pk_lazy.eq(pk.flit_lazy),
             llr.tx_ready.eq(self.tx_flit.ready),
             llr.stopped.eq(stopped), llr.withhold_acks.eq(self.withhold_acks),
             cause[LinkErrorCause.RETRY_LIMIT].eq(llr.cause_retry_limit),

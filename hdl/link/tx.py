@@ -23,6 +23,10 @@ Ports (``FlitPacker(upstream)``; the channels are ``hdl.link.ports.direction_cha
   the plan sees inputs one cycle late, see "Timing").
 * ``flit``: ``Out(flit_stream())``, 528 bits: payload 511:0 and CRC 527:512 (the integer of the 66
   little-endian bytes of ``models.flit.seal``).
+* ``flit_lazy``: ``Out(1)``, a register that moves with ``flit.payload``: the offered flit is an LLCRD
+  that returns no credits (every credit field 0; an ack-only LLCRD, which the peer acknowledges only
+  with later traffic: the link port's ack timeout leaves it out).  From the plan, not from the bits: an
+  all-data flit whose data happens to read as such an LLCRD is not one.
 
 Timing.  A flit is *decided* (sent to the first output register) in a cycle where
 ``~flit.valid | flit.ready`` and ``~pause``.  Since the pipelining for Fmax (docs/link_layer.md, "RTL
@@ -179,7 +183,7 @@ class FlitPacker(wiring.Component):
         self.counter_bits = counter_bits
         members = {name: In(channel_stream(ch)) for name, ch in zip(_PORTS, self.channels)}
         members.update({f"crd_{k}": In(counter_bits) for k in CREDIT_CLASSES})
-        members.update(ack_add=In(counter_bits), pause=In(1), flit=Out(flit_stream()))
+        members.update(ack_add=In(counter_bits), pause=In(1), flit=Out(flit_stream()), flit_lazy=Out(1))
         super().__init__(members)
 
     # ------------------------------------------------------------------ helpers
@@ -649,11 +653,16 @@ class FlitPacker(wiring.Component):
         # ``advance`` alone.  Latency: a flit decided in cycle t is offered from cycle t+2.
         m.submodules.crc = crc = FlitCRC()
         m.d.comb += crc.payload.eq(out_payload)
+        out_lazy, port_lazy = Signal(), Signal()     # the LLCRD with no credits, beside each stage's flit
         with m.If(advance):
             m.d.sync += [out_valid.eq(decide & (d_alldata | d_proto | d_llcrd)),
                          out_payload.eq(Mux(d_alldata, alldata, Mux(d_proto, proto, llcrd))),
+                         out_lazy.eq(~d_alldata & ~d_proto & d_llcrd
+                                     & (Cat(*(crd_code[k] for k in CREDIT_CLASSES)) == 0)),
                          port_valid.eq(out_valid),
-                         port_payload.eq(Cat(out_payload, crc.crc))]
+                         port_payload.eq(Cat(out_payload, crc.crc)),
+                         port_lazy.eq(out_lazy)]
         m.d.comb += [self.flit.valid.eq(port_valid),
-                     self.flit.payload.eq(port_payload)]
+                     self.flit.payload.eq(port_payload),
+                     self.flit_lazy.eq(port_lazy)]
         return m
