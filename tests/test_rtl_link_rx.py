@@ -27,7 +27,7 @@ from hdl.link.rx import CONTROL_KIND_NAMES, CONTROL_TABLES, FlitKind, FlitUnpack
 from cxl.messages import CODECS, D2HReqOpcode, D2HRspOpcode
 from models import flit as F
 from models.flit import (CONTROL_KINDS, Credits, Direction, FlitError, Packer, RandomPolicy, Unpacker,
-                         control, deframe, encode_control, encode_header, msg_from_json, seal)
+                         control, decode_control, deframe, encode_control, encode_header, msg_from_json, seal)
 
 DIRS = {True: Direction.UPSTREAM, False: Direction.DOWNSTREAM}
 PORTS = ("req", "rsp", "data")
@@ -484,7 +484,6 @@ def test_early_verdicts_describe_the_flit_its_caller_registered():
     check of ``models.flit.seal`` and ``early_ctl_hits`` one-hot at the kind ``decode_control`` finds
     (none for a protocol flit or a control flit with a reserved bit set), and they hold while
     ``early_load`` is low."""
-    from cxl.control import decode_control
     rng = random.Random(7)
     payloads = []
     for kind in CONTROL_KIND_NAMES:

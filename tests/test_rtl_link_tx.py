@@ -21,10 +21,9 @@ import pytest
 from amaranth.back import verilog
 from hypothesis import given, strategies as st
 
-from cxl.control import decode_control
 from hdl.link.tx import COUNTER_BITS, FlitPacker
 from models.flit import (CREDIT_CLASSES, FLIT_BYTES, Credits, Direction, FlitError, Packer, Unpacker, deframe,
-                         msg_from_json, random_msg, stream_payload as encode, write_vectors)
+                         decode_control, msg_from_json, random_msg, stream_payload as encode, write_vectors)
 from tb.reused_sim import ReusedSimulator
 
 # Constructors that raise on bad parameters leave a half-made Elaboratable behind; that is expected.

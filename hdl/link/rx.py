@@ -74,11 +74,11 @@ then offered on ``flit.payload`` is always the one ``early_payload`` carried whe
 high).  Two more outputs hand the caller verdicts it needs for that same flit, so it need not work
 them out again: ``early_crc_bad`` (its CRC does not match) and ``early_ctl_hits`` (one bit per
 ``CONTROL_TABLES`` kind, in that order: the flit is that control flit), valid from the edge at which
-the register takes the flit and held with it.  The first half of the pre-decode, slot by slot (the slot formats, each slot's message counts and
-the counts before it, every check that reads one slot's bits, the CRC check, the control-flit matches),
-is worked out from ``early_payload`` into registers loaded on ``early_load``; the second half (the flit's
-totals, the per-flit rules, the first failing check, which message goes to which lane) from those
-registers and ``flit.payload`` in the cycle the flit is offered, as before.  So the longest path from a
+the register takes the flit and held with it.  The first half of the pre-decode, slot by slot (the slot
+formats, each slot's message counts and the counts before it, every check that reads one slot's bits,
+the CRC check, the control-flit matches), is worked out from ``early_payload`` into registers loaded on
+``early_load``; the second half (the flit's totals, the per-flit rules, the first failing check, which
+message goes to which lane) from those registers and ``flit.payload`` in the cycle the flit is offered, as before.  So the longest path from a
 flit bit to the pre-decode's registers is cut in two (``_predecode``) without a cycle more; the ports,
 timing and behaviour above are unchanged.  ``early=False`` (the default) does both halves in the cycle the
 flit is offered.
