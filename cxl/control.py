@@ -10,7 +10,7 @@ from typing import NamedTuple
 from cxl.flit import SLOT_BITS, FlitError, bits_text, get_bits, mask_bits
 
 __all__ = ["ControlFlit", "CONTROL_KINDS", "INIT_VERSION_CXL2", "control_field_width", "control",
-           "encode_control", "decode_control"]
+           "encode_control", "decode_control", "is_ack_only_llcrd"]
 
 
 class ControlFlit(NamedTuple):
@@ -124,3 +124,14 @@ def decode_control(payload):
         for shift, offset, width in pieces:
             fields[name] |= get_bits(payload, offset, width) << shift
     return ControlFlit(kind, fields)
+
+
+def is_ack_only_llcrd(payload):
+    """Whether a 512-bit payload is an LLCRD whose credit fields are all 0 (it returns no credits and only
+    acknowledges): the link ends acknowledge such a flit only with later traffic, so a sender's ack
+    timeout leaves it out (hdl/link/port.py, "Ack policy").  Any other payload, legal or not: False."""
+    try:
+        ctl = decode_control(payload)
+    except FlitError:
+        return False
+    return ctl.kind == "LLCRD" and not any(v for name, v in ctl.fields.items() if name.endswith("_crd"))

@@ -160,6 +160,17 @@ def test_control_flit_round_trip(kind, data):
     assert r.kind == "control" and r.control == ctl
 
 
+@given(kind=st.sampled_from(sorted(CONTROL_KINDS)), data=st.data())
+def test_ack_only_llcrd_is_an_llcrd_with_no_credits(kind, data):
+    """``cxl.control.is_ack_only_llcrd``: an LLCRD whose three credit fields are 0, whatever its acks;
+    never another kind, nor a payload that is not a legal control flit (one reserved bit set)."""
+    from cxl.control import is_ack_only_llcrd
+    spec = CONTROL_KINDS[kind][2]
+    fields = {name: data.draw(st.integers(0, (1 << F.control_field_width(p)) - 1)) for name, p in spec.items()}
+    payload = encode_control(control(kind, **fields))
+    credits = [v for name, v in fields.items() if name.endswith("_crd")]
+    assert is_ack_only_llcrd(payload) == (kind == "LLCRD" and not any(credits))
+    assert not is_ack_only_llcrd(payload | 1 << 200)            # bits in slot 1: not a control flit
 # ---------------------------------------------------------------- packing rules and policy
 def line(seed):
     return bytes((seed * 7 + i) & 0xFF for i in range(64))

@@ -29,9 +29,9 @@ import pytest
 
 from hdl.link.loopback import LinkLoopback
 from hdl.link.ports import PAYLOAD_BITS, direction_channels
-from hdl.link.rx import CONTROL_TABLES
 from hdl.link.tx import AK_FLITS
-from models.flit import decode_control, random_msg, stream_payload as encode
+from cxl.control import is_ack_only_llcrd
+from models.flit import random_msg, stream_payload as encode
 from tb.reused_sim import ReusedSimulator
 
 D2H = direction_channels(True)
@@ -48,14 +48,7 @@ ACK_PIPELINE = 16
 
 def is_lazy(flit):
     """True for an LLCRD that returns no credits (an ack-only LLCRD, which does not start the timer)."""
-    p = flit & MASK
-    fixed, fmask, _, _ = CONTROL_TABLES["LLCRD"]
-    if p & ~fmask & MASK != fixed:
-        return False
-    fields = decode_control(p).fields
-    return all(v == 0 for k, v in fields.items() if k.endswith("_crd"))
-
-
+    return is_ack_only_llcrd(flit & MASK)
 
 
 class Harness(ReusedSimulator):

@@ -145,7 +145,7 @@ from amaranth.lib.wiring import In, Out
 from hdl.dcoh.qos import CreditCounter
 from hdl.link.crc import FlitCRC
 from hdl.link.ports import FLIT_BITS, PAYLOAD_BITS, channel_stream, direction_channels, flit_stream
-from hdl.link.rx import CONTROL_KIND_NAMES, CONTROL_TABLES, FlitUnpacker, RxError
+from hdl.link.rx import CONTROL_KIND_NAMES, FlitUnpacker, RxError
 from hdl.link.retry import LinkRetry
 from hdl.link.tx import FlitPacker
 from cxl.control import CONTROL_KINDS, control, encode_control
@@ -303,7 +303,7 @@ class LinkPort(wiring.Component):
         with m.If(self.rx_flit.ready):
             m.d.sync += [rxf.valid.eq(self.rx_flit.valid), rxf.payload.eq(self.rx_flit.payload)]
         crc_ok = ~up.early_crc_bad
-        hit = {kind: up.early_ctl_hits[list(CONTROL_TABLES).index(kind)] for kind in RETRY_KINDS}
+        hit = {kind: up.early_ctl_hits[CONTROL_KIND_NAMES.index(kind)] for kind in RETRY_KINDS}
         p = rxf.payload[:PAYLOAD_BITS]
 
         # ============================================================ LLR bookkeeping

@@ -72,16 +72,16 @@ the unpacker alone).  Two more inputs: ``early_payload``, the flit that register
 and ``early_load``, its load enable; the caller must load its register with exactly these (the flit
 then offered on ``flit.payload`` is always the one ``early_payload`` carried when ``early_load`` was last
 high).  Two more outputs hand the caller verdicts it needs for that same flit, so it need not work
-them out again: ``early_crc_bad`` (its CRC does not match) and ``early_ctl_hits`` (one bit per
-``CONTROL_TABLES`` kind, in that order: the flit is that control flit), valid from the edge at which
+them out again: ``early_crc_bad`` (its CRC does not match) and ``early_ctl_hits`` (one bit per kind of
+``CONTROL_KIND_NAMES``, in that order: the flit is that control flit), valid from the edge at which
 the register takes the flit and held with it.  The first half of the pre-decode, slot by slot (the slot
 formats, each slot's message counts and the counts before it, every check that reads one slot's bits,
 the CRC check, the control-flit matches), is worked out from ``early_payload`` into registers loaded on
 ``early_load``; the second half (the flit's totals, the per-flit rules, the first failing check, which
-message goes to which lane) from those registers and ``flit.payload`` in the cycle the flit is offered, as before.  So the longest path from a
-flit bit to the pre-decode's registers is cut in two (``_predecode``) without a cycle more; the ports,
-timing and behaviour above are unchanged.  ``early=False`` (the default) does both halves in the cycle the
-flit is offered.
+message goes to which lane) from those registers and ``flit.payload`` in the cycle the flit is offered,
+as before.  So the longest path from a flit bit to the pre-decode's registers is cut in two
+(``_predecode``) without a cycle more; the ports, timing and behaviour above are unchanged.
+``early=False`` (the default) does both halves in the cycle the flit is offered.
 
 Each request/response channel has ``MAX_PER_FLIT[chan]`` lanes (``LaneFIFO``, the cycles of ``SyncFIFOBuffered``
 with its memory written ahead of the push; ``SyncFIFOBuffered`` itself for ``depth`` 1; ``depth`` entries
@@ -366,10 +366,10 @@ class FlitUnpacker(wiring.Component):
         message, opcode, packing, an MDH slot's count, and the header's reserved and BE bits) with their
         OR per slot, the CRC check and the control-flit matches.  ``stage(name, value)`` hands each of
         these to the second half in a signal of its own: a wire when the two halves run in one cycle, a
-        register loaded a cycle ahead when they do not.  The second half reads the flit ``pb`` for its message and control
-        fields (raw bits, no logic) and combines: the flit's totals, the MAX, MDH and SZ rules, the first
-        failing check per segment, the state checks' inputs, which message goes to which lane and which
-        slot each chunk comes from."""
+        register loaded a cycle ahead when they do not.  The second half reads the flit ``pb`` for its
+        message and control fields (raw bits, no logic) and combines: the flit's totals, the MAX, MDH and
+        SZ rules, the first failing check per segment, the state checks' inputs, which message goes to
+        which lane and which slot each chunk comes from."""
         req_ch, rsp_ch, dat_ch = self.chans
         out = {}
 
@@ -594,9 +594,9 @@ class FlitUnpacker(wiring.Component):
         keep("n_chunks_code", Cat(*n_chunks))
 
         # ---- control flit: which kind it is matches 512 bits (first half); its fields are raw bits
-        kinds = list(CONTROL_TABLES)
-        hits = stage("ctl_hits", Cat(*((a & (((1 << PAYLOAD_BITS) - 1) & ~fmask)) == fixed
-                                        for fixed, fmask, _, _ in CONTROL_TABLES.values())))
+        kinds = CONTROL_KIND_NAMES                 # the bit order of ``early_ctl_hits``
+        hits = stage("ctl_hits", Cat(*((a & (((1 << PAYLOAD_BITS) - 1) & ~CONTROL_TABLES[k][1])) == CONTROL_TABLES[k][0]
+                                        for k in kinds)))
         ctl_hit = {kind: keep(f"ctl_is_{kind.replace('.', '_').lower()}", hits[i]) for i, kind in enumerate(kinds)}
         ctl = Signal(self.ctl_layout, name="pre_ctl")
         for i, (kind, (_, _, spec, _)) in enumerate(CONTROL_TABLES.items()):
@@ -664,12 +664,11 @@ class FlitUnpacker(wiring.Component):
         # The first half of the pre-decode hands each value on in a signal of its own (every use reads the
         # signal, not a copy of the expression): with ``early``, a register loaded with the caller's, from
         # the flit that register takes (module docstring, "Early pre-decode"); else a wire.
+        staged = {}
+
         def stage(name, value):
             value = Value.cast(value)
-            if self.early and name in ("crc_bad", "ctl_hits"):
-                sig = getattr(self, f"early_{name}")       # registers the caller reads as well
-            else:
-                sig = Signal(len(value), name=f"early_{name}" if self.early else f"pre_a_{name}")
+            sig = staged[name] = Signal(len(value), name=f"early_{name}" if self.early else f"pre_a_{name}")
             if self.early:
                 with m.If(self.early_load):
                     m.d.sync += sig.eq(value)
@@ -677,6 +676,8 @@ class FlitUnpacker(wiring.Component):
                 m.d.comb += sig.eq(value)
             return sig
         pre = self._predecode(m, self.early_payload if self.early else self.flit.payload, self.flit.payload, stage)
+        if self.early:                          # two of those registers serve the caller as well
+            m.d.comb += [self.early_crc_bad.eq(staged["crc_bad"]), self.early_ctl_hits.eq(staged["ctl_hits"])]
         h = {}
         for name, sig in pre.items():           # registered with the flit it describes
             h[name] = Signal.like(sig, name=f"h_{name}")
