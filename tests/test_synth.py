@@ -122,3 +122,36 @@ def test_several_placement_seeds():
     assert not (work / f"seed{synth.SEED}").exists()
     md = synth.markdown({"credit_counter": e}, {}, {}, "test")
     assert re.search(r"Placement seeds: 1: [0-9.]+, 2: [0-9.]+ MHz \(mean [0-9.]+, min [0-9.]+\)", md)
+
+
+def test_congestion_groups_nets_by_bus(tmp_path):
+    from synth import congestion
+    assert congestion.net_group("dut.unpacker.flit__payload[451]") == "dut.unpacker.flit__payload[]"
+    assert congestion.net_group("dut.packer.data_q3[17]") == "dut.packer.data_q#[]"
+    csv_path = tmp_path / "hm_congestion_by_net_4.csv"
+    csv_path.write_text("dut.a[1],5\ndut.a[2],3\ndut.b_LUT4_Z[0],1\nchain[7],2\n")
+    s = congestion.summarize(csv_path, top=2)
+    assert (s["overuse"], s["nets"]) == (11, 4)
+    assert s["groups"] == [{"group": "dut.a[]", "overuse": 8, "nets": 2, "share": round(8 / 11, 4)},
+                           {"group": "chain[]", "overuse": 2, "nets": 1, "share": round(2 / 11, 4)}]
+    csv_path.write_text("dut.a[1],5,extra\n")
+    with pytest.raises(ValueError, match="net,overuse"):
+        congestion.summarize(csv_path)
+
+
+def test_congestion_run_stops_at_the_asked_iteration(entry):
+    """router2 with its heatmap on the small block's netlist (it needs 8 iterations to route with the pinned
+    toolchain): stopped after iteration 2, the summary is that iteration's CSV; asked for more iterations
+    than it needs, it routes and the last CSV (no overuse left) is summed."""
+    from synth import congestion
+    work = OUT / "credit_counter"
+    s = congestion.run(work, iterations=2)
+    assert s["iteration"] == 2 and not s["routed"]
+    assert s == {**s, **congestion.summarize(work / "congestion" / "hm_congestion_by_net_2.csv")}
+    assert s["overuse"] > 0 and s["groups"]
+    assert 'LOCATE COMP "clk" SITE "G2"' in (work / "congestion" / "clock.lpf").read_text()
+    s = congestion.run(work, iterations=50)
+    assert s["routed"] and s["iteration"] < 50 and s["overuse"] == 0
+    assert json.loads((work / "congestion" / "congestion.json").read_text())["iteration"] == s["iteration"]
+    with pytest.raises(ValueError, match="iterations"):
+        congestion.run(work, iterations=0)
