@@ -30,7 +30,7 @@ from pathlib import Path
 
 from synth.run import NEXTPNR_DEVICE, PACKAGE, SEED, SPEED, TARGET_MHZ, _tool
 
-__all__ = ["CLOCK_SITE", "net_group", "summarize", "run", "main"]
+__all__ = ["CLOCK_SITE", "net_group", "summarize", "run", "markdown", "main"]
 
 # Ref: the ULX3S board (an LFE5U-85F in CABGA381) takes its 25 MHz clock at ball G2, a PCLK input
 # (github.com/emard/ulx3s, doc/constraints/ulx3s_v20.lpf: LOCATE COMP "clk_25mhz" SITE "G2").
