@@ -594,12 +594,14 @@ class FlitUnpacker(wiring.Component):
         keep("n_chunks_code", Cat(*n_chunks))
 
         # ---- control flit: which kind it is matches 512 bits (first half); its fields are raw bits
-        kinds = CONTROL_KIND_NAMES                 # the bit order of ``early_ctl_hits``
-        hits = stage("ctl_hits", Cat(*((a & (((1 << PAYLOAD_BITS) - 1) & ~CONTROL_TABLES[k][1])) == CONTROL_TABLES[k][0]
-                                        for k in kinds)))
+        # One order for the match bits (``early_ctl_hits``) and for ``ctl.kind``: CONTROL_KIND_NAMES.
+        kinds = CONTROL_KIND_NAMES
+        free = (1 << PAYLOAD_BITS) - 1
+        hits = stage("ctl_hits", Cat(*((a & (free & ~CONTROL_TABLES[k][1])) == CONTROL_TABLES[k][0] for k in kinds)))
         ctl_hit = {kind: keep(f"ctl_is_{kind.replace('.', '_').lower()}", hits[i]) for i, kind in enumerate(kinds)}
         ctl = Signal(self.ctl_layout, name="pre_ctl")
-        for i, (kind, (_, _, spec, _)) in enumerate(CONTROL_TABLES.items()):
+        for i, kind in enumerate(kinds):
+            spec = CONTROL_TABLES[kind][2]
             with m.If(ctl_hit[kind]):
                 m.d.comb += ctl.kind.eq(i)
                 for name, pieces in spec.items():
