@@ -54,7 +54,10 @@ that depends on a flit's bits alone is *pre-decoded* from ``flit.payload`` in th
 and registered together with it (``_predecode``): the CRC check, the slot formats, every content-only
 rule (per run of such rules between the two state-dependent ones, ROLLOVER and NO_DATA, the first
 failing one's code), the messages of each channel compacted in order (message k of the flit), their
-counts, which G0 slot each chunk of the flit comes from, the control-flit decode.  The per-slot message counts are summed per
+counts, which G0 slot each chunk of the flit comes from, the control-flit decode.  The compaction is in
+two steps, so that a flit bit feeds only the logic of its own slot: per slot and channel the slot's
+messages at its format's positions (message i of the slot), then message k of the flit is message
+k - before[s] of the slot s whose count of messages before it allows that.  The per-slot message counts are summed per
 slot (one format per slot is selected), not through a chain over every message position.  The three
 checks that need the data-chunk state (ROLLOVER, DATA_SLOT, NO_DATA) only need the chunks owed, which a
 protocol flit meets as 0..CHUNKS_PER_LINE-1, so whether the protocol flit fails is pre-decoded once
@@ -75,8 +78,9 @@ high).  Two more outputs hand the caller verdicts it needs for that same flit, s
 them out again: ``early_crc_bad`` (its CRC does not match) and ``early_ctl_hits`` (one bit per kind of
 ``CONTROL_KIND_NAMES``, in that order: the flit is that control flit), valid from the edge at which
 the register takes the flit and held with it.  The first half of the pre-decode, slot by slot (the slot
-formats, each slot's message counts and the counts before it, every check that reads one slot's bits,
-the CRC check, the control-flit matches), is worked out from ``early_payload`` into registers loaded on
+formats, each slot's message counts and the counts before it, each slot's messages per channel at its
+format's positions, every check that reads one slot's bits, the CRC check, the control-flit matches), is
+worked out from ``early_payload`` into registers loaded on
 ``early_load``; the second half (the flit's totals, the per-flit rules, the first failing check, which
 message goes to which lane) from those registers and ``flit.payload`` in the cycle the flit is offered,
 as before.  So the longest path from a flit bit to the pre-decode's registers is cut in two
@@ -362,14 +366,15 @@ class FlitUnpacker(wiring.Component):
 
         Built in two halves (see "Early pre-decode" in the module docstring).  The first reads the flit
         ``pa`` and works out, slot by slot, the slot formats, each slot's message counts, the messages
-        before each slot, every check of one slot's bits (the *leaves*: format, padding, NDR, invalid
+        before each slot, each slot's messages per channel at its format's positions, every check of one
+        slot's bits (the *leaves*: format, padding, NDR, invalid
         message, opcode, packing, an MDH slot's count, and the header's reserved and BE bits) with their
         OR per slot, the CRC check and the control-flit matches.  ``stage(name, value)`` hands each of
         these to the second half in a signal of its own: a wire when the two halves run in one cycle, a
         register loaded a cycle ahead when they do not.  The second half reads the flit ``pb`` for its
-        message and control fields (raw bits, no logic) and combines: the flit's totals, the MAX, MDH and
-        SZ rules, the first failing check per segment, the state checks' inputs, which message goes to
-        which lane and which slot each chunk comes from."""
+        valid bits and control fields (raw bits, no logic) and combines: the flit's totals, the MAX, MDH
+        and SZ rules, the first failing check per segment, the state checks' inputs, which slot message
+        is message k of the flit and which slot each chunk comes from."""
         req_ch, rsp_ch, dat_ch = self.chans
         out = {}
 
@@ -412,7 +417,7 @@ class FlitUnpacker(wiring.Component):
         # Protocol-flit checks in reference order: ("c", condition or a leaf, code) and the state-check markers.
         items = [("c", leaf(Cat(*(v for n, v in hdr_a.items() if n.startswith("rsvd"))).any(), -1), RxError.RESERVED),
                  ("c", leaf(hdr_a["be"], -1), RxError.BE)]
-        cands = {ch: [] for ch in self.chans}      # (present, rank, bits) of each message position, in order
+        positions = {ch: 0 for ch in self.chans}   # message positions of each channel over every slot format
         chunk_slots = []                           # (is G0, slot index) for slots that can be G0
         formats = {(kind, code): f for (d, kind, code), f in SLOT_FORMATS.items() if d is self.direction}
         # Messages per channel in each slot, and before each slot.  At most one format of a slot is
@@ -494,9 +499,7 @@ class FlitUnpacker(wiring.Component):
                     rank = _therm_add(m, before[s][item], _therm(m, taken[item], cap[item]), cap[item])
                     taken[item].append(valid)
                     items.append(("c", on & valid & _ge(rank, MAX_PER_FLIT[item]), RxError.MAX))
-                    present = Signal(name=f"slot{s}_{f.name}_{item.name.lower()}_at{offset}")
-                    m.d.comb += present.eq(on & valid)
-                    cands[item].append((present, rank, v))
+                    positions[item] += 1
                 # Tight packing: per channel, no empty position before a filled one.
                 for ch in self.chans:
                     vb = valid_bits(a, s, f, ch)
@@ -570,15 +573,28 @@ class FlitUnpacker(wiring.Component):
             keep(f"state_bad{o}", _or([c for c, err in checks if isinstance(err, RxError)], 1))
 
         # ---- the messages of each channel, in order, compacted to lanes 0.. (content only)
+        # In two steps, so that a flit bit feeds only its own slot's logic.  First half: per slot and
+        # channel, its i-th message in the slot's format (the format's i-th field of that channel; one
+        # format is selected), handed on by ``stage``.  Second half: message k of the flit is the i-th of
+        # slot s where before[s] == k - i and the slot has more than i (tight packing makes the slot's
+        # first count[s] fields the valid ones; a flit that breaks it fails PACKING and writes nothing).
         for ch, name in zip(self.chans, ("req", "rsp", "data")):
-            n = MAX_PER_FLIT[ch]
-            for k in range(n):
-                # At most one present position has rank k: an OR of the masked candidates.
-                msg = Signal(CODECS[ch].width, name=f"pre_{name}_msg{k}")
-                m.d.comb += msg.eq(_or([Mux(present & _is(rank, k), v, 0) for present, rank, v in cands[ch]],
-                                       CODECS[ch].width))
+            width = CODECS[ch].width
+            local = []
+            for s in range(SLOTS):
+                fields = [(sel_a[s][f.code], [slot_bits(a, s)[o:o + w] for item, o, w in f.fields if item == ch])
+                          for f in slot_mine[s] if not f.data]
+                n_local = max([len(fs) for _, fs in fields] + [0])
+                values = [_or([Mux(on_a, fs[i], 0) for on_a, fs in fields if i < len(fs)], width)
+                          for i in range(n_local)]
+                staged_msgs = stage(f"slot{s}_{name}_msgs", Cat(*values)) if values else None
+                local.append([staged_msgs[width * i:width * (i + 1)] for i in range(n_local)])
+            for k in range(MAX_PER_FLIT[ch]):
+                msg = Signal(width, name=f"pre_{name}_msg{k}")
+                m.d.comb += msg.eq(_or([Mux(_ge(slot_count[s][ch], i + 1) & _is(before[s][ch], k - i), v, 0)
+                                        for s in range(SLOTS) for i, v in enumerate(local[s]) if i <= k], width))
                 out[f"{name}_msg{k}"] = msg
-            n_shape = range(len(cands[ch]) + 1)
+            n_shape = range(positions[ch] + 1)
             keep(f"{name}_n", _therm_value(counts[ch], Shape.cast(n_shape).width), n_shape)
 
         # ---- the chunks of a protocol flit: its G0 slots, compacted in slot order.  Only which slot each
