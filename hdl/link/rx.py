@@ -564,13 +564,13 @@ class FlitUnpacker(wiring.Component):
         self._order = order
 
         # Whether a state check fails, for every chunks-owed count a protocol flit can meet (owed <
-        # CHUNKS_PER_LINE, else the flit is all-data), with owed a constant: these fold to a few gates, and
-        # ``good`` after the register only needs ``owed`` to select one of these flags (and
-        # ``content_bad``).  The first failing check's code is found after the register (it only feeds
-        # the ``error`` register).
+        # CHUNKS_PER_LINE, else the flit is all-data), with owed a constant: these fold to a few gates.
+        # The flit's whole verdict per owed count is made from them at the end (``good_if_owed``).  The
+        # first failing check's code is found after the register (it only feeds the ``error`` register).
+        state_bad = []
         for o in range(CHUNKS_PER_LINE):
             checks = self._proto_checks(out, lambda values, o=o: Const(o in values, 1))
-            keep(f"state_bad{o}", _or([c for c, err in checks if isinstance(err, RxError)], 1))
+            state_bad.append(_or([c for c, err in checks if isinstance(err, RxError)], 1))
 
         # ---- the messages of each channel, in order, compacted to lanes 0.. (content only)
         # In two steps, so that a flit bit feeds only its own slot's logic.  First half: per slot and
@@ -627,6 +627,15 @@ class FlitUnpacker(wiring.Component):
         out["ctl"] = ctl
         keep("ctl_any", Cat(*ctl_hit.values()).any())
         self._ctl_kinds = list(ctl_hit)
+
+        # ---- the verdict for each chunks-owed count a flit that is not all-data can meet: good, if the
+        # CRC matches and, for a control flit, nothing is owed and it is a known one, for a protocol
+        # flit, no content or state check fails.  After the register ``good`` is then ``owed`` selecting
+        # one of these (or the CRC alone for an all-data flit): the retire loop (``good`` -> ``retire``
+        # -> ``flit.ready`` -> every input register's enable) starts two registers deep, not at the checks.
+        for o in range(CHUNKS_PER_LINE):
+            keep(f"good_if_owed{o}", ~out["crc_bad"] & Mux(hdr["type"], out["ctl_any"] & Const(o == 0, 1),
+                                                           ~out["content_bad"] & ~state_bad[o]))
         return out
 
     def _proto_checks(self, h, owed_in):
@@ -730,13 +739,11 @@ class FlitUnpacker(wiring.Component):
         # ------------------------------------------------ protocol flit verdict
         owed_lo = Signal(range(CHUNKS_PER_LINE))   # = owed whenever the flit is a protocol flit
         m.d.comb += owed_lo.eq(owed)
-        state_bad = Signal()                       # pre-decoded per owed count
+        good_if_owed = Signal()                    # the verdict pre-decoded per owed count
         with m.Switch(owed_lo):
             for o in range(CHUNKS_PER_LINE):
                 with m.Case(o):
-                    m.d.comb += state_bad.eq(h[f"state_bad{o}"])
-        proto_bad = Signal()
-        m.d.comb += proto_bad.eq(h["content_bad"] | state_bad)
+                    m.d.comb += good_if_owed.eq(h[f"good_if_owed{o}"])
         m.d.sync += Assert(~held_valid | (h["content_bad"] == Cat(*(h[it[1]] for it in self._order if it[0] == "seg")).any()),
                            "the flat content verdict disagrees with the segments")
         proto_code = Signal(RxError)               # the first failing check: segments + state checks
@@ -759,10 +766,10 @@ class FlitUnpacker(wiring.Component):
                 m.d.comb += code.eq(RxError.CONTROL)
         with m.Else():
             m.d.comb += code.eq(proto_code)
-        # good == (code == NONE), from the pre-decoded ``proto_bad`` (the ``code`` priority chain only feeds
-        # the registered ``error`` output; ``good`` feeds ``retire`` and from there ``flit.ready``).
+        # good == (code == NONE), from the verdicts pre-decoded per owed count (the ``code`` priority chain
+        # only feeds the registered ``error`` output; ``good`` feeds ``retire`` and from there ``flit.ready``).
         good = Signal()
-        m.d.comb += good.eq(~crc_bad & (all_data | (is_ctl & owed_zero & h["ctl_any"]) | (is_proto & ~proto_bad)))
+        m.d.comb += good.eq(Mux(all_data, ~crc_bad, good_if_owed))
         m.d.sync += Assert(~held_valid | (good == (code == RxError.NONE)), "good out of step with the verdict")
 
         # ------------------------------------------------ data chunks of this flit
