@@ -54,18 +54,18 @@ that depends on a flit's bits alone is *pre-decoded* from ``flit.payload`` in th
 and registered together with it (``_predecode``): the CRC check, the slot formats, every content-only
 rule (per run of such rules between the two state-dependent ones, ROLLOVER and NO_DATA, the first
 failing one's code), the messages of each channel compacted in order (message k of the flit), their
-counts, which G0 slot each chunk of the flit comes from, the control-flit decode.  The compaction is in
-two steps, so that a flit bit feeds only the logic of its own slot: per slot and channel the slot's
-messages at its format's positions (message i of the slot), then message k of the flit is message
-k - before[s] of the slot s whose count of messages before it allows that.  The per-slot message counts are summed per
-slot (one format per slot is selected), not through a chain over every message position.  The three
-checks that need the data-chunk state (ROLLOVER, DATA_SLOT, NO_DATA) only need the chunks owed, which a
-protocol flit meets as 0..CHUNKS_PER_LINE-1, so whether the protocol flit fails is pre-decoded once
-per owed value (a flat OR).  After the register only the chunk-state part remains: ``owed`` and
-"all-data due" are registers of their own, ``owed`` selects one of the pre-decoded fail flags, ``good``
-is a flat AND/OR of a few registers, the first failing check's code is found from the segments' codes
-and ``owed`` (a priority chain that only feeds the ``error`` register), and message k goes to lane
-(wptr + k) mod lanes.
+counts, which G0 slot each chunk of the flit comes from, the control-flit decode, and the verdict for
+each chunks-owed count.  The compaction is in two steps, so that a flit bit feeds only the logic of its
+own slot: per slot and channel the slot's messages at its format's positions (message i of the slot),
+then message k of the flit is message k - before[s] of the slot s whose count of messages before it
+allows that.  The per-slot message counts are summed per slot (one format per slot is selected), not
+through a chain over every message position.  The three checks that need the data-chunk state
+(ROLLOVER, DATA_SLOT, NO_DATA) only need the chunks owed, which a protocol flit meets as
+0..CHUNKS_PER_LINE-1, so the flit's whole verdict is pre-decoded once per owed value.  After the register
+only the chunk-state part remains: ``owed`` and "all-data due" are registers of their own, ``good`` is
+``owed`` selecting one of the pre-decoded verdicts (the CRC alone for an all-data flit), the first
+failing check's code is found from the segments' codes and ``owed`` (a priority chain that only feeds
+the ``error`` register), and message k goes to lane (wptr + k) mod lanes.
 
 Early pre-decode
 ----------------
@@ -78,9 +78,8 @@ high).  Two more outputs hand the caller verdicts it needs for that same flit, s
 them out again: ``early_crc_bad`` (its CRC does not match) and ``early_ctl_hits`` (one bit per kind of
 ``CONTROL_KIND_NAMES``, in that order: the flit is that control flit), valid from the edge at which
 the register takes the flit and held with it.  The first half of the pre-decode, slot by slot (the slot
-formats, each slot's message counts and the counts before it, each slot's messages per channel at its
-format's positions, every check that reads one slot's bits, the CRC check, the control-flit matches), is
-worked out from ``early_payload`` into registers loaded on
+formats, each slot's message counts and the counts before it, every check that reads one slot's bits,
+the CRC check, the control-flit matches), is worked out from ``early_payload`` into registers loaded on
 ``early_load``; the second half (the flit's totals, the per-flit rules, the first failing check, which
 message goes to which lane) from those registers and ``flit.payload`` in the cycle the flit is offered,
 as before.  So the longest path from a flit bit to the pre-decode's registers is cut in two
@@ -366,15 +365,14 @@ class FlitUnpacker(wiring.Component):
 
         Built in two halves (see "Early pre-decode" in the module docstring).  The first reads the flit
         ``pa`` and works out, slot by slot, the slot formats, each slot's message counts, the messages
-        before each slot, each slot's messages per channel at its format's positions, every check of one
-        slot's bits (the *leaves*: format, padding, NDR, invalid
+        before each slot, every check of one slot's bits (the *leaves*: format, padding, NDR, invalid
         message, opcode, packing, an MDH slot's count, and the header's reserved and BE bits) with their
         OR per slot, the CRC check and the control-flit matches.  ``stage(name, value)`` hands each of
         these to the second half in a signal of its own: a wire when the two halves run in one cycle, a
         register loaded a cycle ahead when they do not.  The second half reads the flit ``pb`` for its
-        valid bits and control fields (raw bits, no logic) and combines: the flit's totals, the MAX, MDH
-        and SZ rules, the first failing check per segment, the state checks' inputs, which slot message
-        is message k of the flit and which slot each chunk comes from."""
+        message and control fields (raw bits, selected by the staged slot formats) and combines: the
+        flit's totals, the MAX, MDH and SZ rules, the first failing check per segment, the verdict per
+        chunks-owed count, which message goes to which lane and which slot each chunk comes from."""
         req_ch, rsp_ch, dat_ch = self.chans
         out = {}
 
@@ -573,22 +571,26 @@ class FlitUnpacker(wiring.Component):
             state_bad.append(_or([c for c, err in checks if isinstance(err, RxError)], 1))
 
         # ---- the messages of each channel, in order, compacted to lanes 0.. (content only)
-        # In two steps, so that a flit bit feeds only its own slot's logic.  First half: per slot and
-        # channel, its i-th message in the slot's format (the format's i-th field of that channel; one
-        # format is selected), handed on by ``stage``.  Second half: message k of the flit is the i-th of
-        # slot s where before[s] == k - i and the slot has more than i (tight packing makes the slot's
-        # first count[s] fields the valid ones; a flit that breaks it fails PACKING and writes nothing).
+        # In two steps, so that a flit bit feeds only its own slot's logic: per slot and channel, the
+        # slot's i-th message (its format's i-th field of that channel, the format from the staged
+        # selects); then message k of the flit is the i-th of slot s where before[s] == k - i and the slot
+        # has more than i (tight packing makes the slot's first count[s] fields the valid ones; a flit
+        # that breaks it fails PACKING and writes nothing).  Both steps read ``pb`` and staged codes only.
+        # Staging the slots' messages instead (~1 100 register bits in the first half) routed slower: more
+        # enables on the retire loop's ``flit.ready`` (docs/link_layer.md, "RTL pipelining", sixth round).
         for ch, name in zip(self.chans, ("req", "rsp", "data")):
             width = CODECS[ch].width
             local = []
             for s in range(SLOTS):
-                fields = [(sel_a[s][f.code], [slot_bits(a, s)[o:o + w] for item, o, w in f.fields if item == ch])
+                fields = [(sel[s][f.code], [slot_bits(p, s)[o:o + w] for item, o, w in f.fields if item == ch])
                           for f in slot_mine[s] if not f.data]
                 n_local = max([len(fs) for _, fs in fields] + [0])
-                values = [_or([Mux(on_a, fs[i], 0) for on_a, fs in fields if i < len(fs)], width)
-                          for i in range(n_local)]
-                staged_msgs = stage(f"slot{s}_{name}_msgs", Cat(*values)) if values else None
-                local.append([staged_msgs[width * i:width * (i + 1)] for i in range(n_local)])
+                values = []
+                for i in range(n_local):
+                    v = Signal(width, name=f"pre_slot{s}_{name}_msg{i}")
+                    m.d.comb += v.eq(_or([Mux(on, fs[i], 0) for on, fs in fields if i < len(fs)], width))
+                    values.append(v)
+                local.append(values)
             for k in range(MAX_PER_FLIT[ch]):
                 msg = Signal(width, name=f"pre_{name}_msg{k}")
                 m.d.comb += msg.eq(_or([Mux(_ge(slot_count[s][ch], i + 1) & _is(before[s][ch], k - i), v, 0)
