@@ -3,8 +3,8 @@
 ``LaneFIFO(width, depth)`` has the ports and the cycle behaviour of ``amaranth.lib.fifo.SyncFIFOBuffered``
 with the same depth (2 or more): a memory of ``depth - 1`` entries behind an output register, ``w_rdy``
 while the memory has a free entry, a pushed entry on ``r_data`` (with ``r_rdy``) from the second edge
-after the push, ``depth`` entries in all.  Two differences inside: ``w_rdy`` comes from a register, and
-the memory's write enable is ``w_rdy`` alone.  Whenever there is room, the free entry at the write pointer is written with whatever ``w_data``
+after the push, ``depth`` entries in all.  One difference inside: the memory's write enable is ``w_rdy``
+alone.  Whenever there is room, the free entry at the write pointer is written with whatever ``w_data``
 holds; ``w_en`` only moves the pointer and the level.  Reads follow the level, so an entry not pushed
 is never read and writing it early is harmless (the next write overwrites it).  What this buys: the
 memory's write enable, one input per LUTRAM cell (about 150 cells for a lane as wide as a data line),
@@ -12,7 +12,7 @@ does not wait for the unpacker's retire decision, which on ECP5 was the end of t
 (docs/synth.md, "What bounds Fmax").
 """
 
-from amaranth.hdl import Assert, Module, Mux, Signal
+from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -43,14 +43,10 @@ class LaneFIFO(wiring.Component):
         w_port = storage.write_port()
         r_port = storage.read_port(domain="sync")
 
-        # ``w_rdy`` is a register of its own (level != inner, kept in step with the level): the unpacker's
-        # retire decision reads it, and that loop ends in every input register's enable.
-        full = Signal()
-        m.d.sync += Assert(full == (level == inner), "full out of step with the level")
         push = Signal()
         pop = Signal()                                  # memory -> output register
         m.d.comb += [
-            self.w_rdy.eq(~full),
+            self.w_rdy.eq(level != inner),
             push.eq(self.w_rdy & self.w_en),
             pop.eq((level != 0) & (~self.r_rdy | self.r_en)),
             w_port.addr.eq(produce),
@@ -65,9 +61,9 @@ class LaneFIFO(wiring.Component):
         with m.If(pop):
             m.d.sync += consume.eq(Mux(consume == inner - 1, 0, consume + 1))
         with m.If(push & ~pop):
-            m.d.sync += [level.eq(level + 1), full.eq(level == inner - 1)]
+            m.d.sync += level.eq(level + 1)
         with m.If(pop & ~push):
-            m.d.sync += [level.eq(level - 1), full.eq(0)]
+            m.d.sync += level.eq(level - 1)
         with m.If(pop):
             m.d.sync += self.r_rdy.eq(1)
         with m.Elif(self.r_en):
