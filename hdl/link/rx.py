@@ -705,20 +705,6 @@ class FlitUnpacker(wiring.Component):
                 m.d.comb += sig.eq(value)
             return sig
         pre = self._predecode(m, self.early_payload if self.early else self.flit.payload, self.flit.payload, stage)
-        # The chunks owed after a protocol flit, for each count owed before it (a protocol flit meets
-        # 0..CHUNKS_PER_LINE-1): owed + CHUNKS_PER_LINE x its headers - its chunks, and the two flags
-        # kept beside ``owed``.  Pre-decoded, so the update after the register is a select, not an
-        # add, a subtract and two compares (used only for a good flit, which never takes more chunks
-        # than are owed).
-        owed_max = CHUNKS_PER_LINE * queue_len
-        for o in range(CHUNKS_PER_LINE):
-            nxt = Signal(range(owed_max + 1), name=f"pre_owed_next_if_owed{o}")
-            m.d.comb += nxt.eq(o + CHUNKS_PER_LINE * pre["data_n"] - pre["n_chunks"])
-            pre[f"owed_next_if_owed{o}"] = nxt
-            pre[f"owed_big_if_owed{o}"] = Signal(name=f"pre_owed_big_if_owed{o}")
-            pre[f"owed_zero_if_owed{o}"] = Signal(name=f"pre_owed_zero_if_owed{o}")
-            m.d.comb += [pre[f"owed_big_if_owed{o}"].eq(nxt >= CHUNKS_PER_LINE),
-                         pre[f"owed_zero_if_owed{o}"].eq(nxt == 0)]
         if self.early:                          # two of those registers serve the caller as well
             m.d.comb += [self.early_crc_bad.eq(staged["crc_bad"]), self.early_ctl_hits.eq(staged["ctl_hits"])]
         h = {}
@@ -735,12 +721,12 @@ class FlitUnpacker(wiring.Component):
         buf = [Signal(CHUNK_BITS, name=f"buf{i}") for i in range(CHUNKS_PER_LINE - 1)]
         # Chunks owed (= hq_n * CHUNKS_PER_LINE - have) and "an all-data flit is due" are registers of
         # their own, updated with hq_n and have, so the verdict does not start with that arithmetic.
+        owed_max = CHUNKS_PER_LINE * queue_len
         owed = Signal(range(owed_max + 1))
         owed_big = Signal()                     # owed >= CHUNKS_PER_LINE
         owed_zero = Signal(init=1)              # owed == 0
         m.d.sync += Assert(owed == hq_n * CHUNKS_PER_LINE - have, "owed register out of step")
         m.d.sync += Assert(owed_zero == (owed == 0), "owed_zero out of step")
-        m.d.sync += Assert(owed_big == (owed >= CHUNKS_PER_LINE), "owed_big out of step")
 
         all_data = Signal()
         is_ctl = Signal()
@@ -873,15 +859,8 @@ class FlitUnpacker(wiring.Component):
         # ------------------------------------------------ commit the chunk state
         with m.If(commit & good & ~is_ctl):
             pop = complete.as_unsigned()
-            with m.If(all_data):                           # an all-data flit: SLOTS chunks, no header
-                m.d.sync += [owed.eq(owed - SLOTS), owed_big.eq(owed >= CHUNKS_PER_LINE + SLOTS),
-                             owed_zero.eq(owed == SLOTS)]
-            with m.Else():
-                with m.Switch(owed_lo):
-                    for o in range(CHUNKS_PER_LINE):
-                        with m.Case(o):
-                            m.d.sync += [owed.eq(h[f"owed_next_if_owed{o}"]), owed_big.eq(h[f"owed_big_if_owed{o}"]),
-                                         owed_zero.eq(h[f"owed_zero_if_owed{o}"])]
+            owed_next = owed + Mux(is_proto, CHUNKS_PER_LINE * h["data_n"], 0) - n_ch
+            m.d.sync += [owed.eq(owed_next), owed_big.eq(owed_next >= CHUNKS_PER_LINE), owed_zero.eq(owed_next == 0)]
             m.d.sync += have.eq(have + n_ch - CHUNKS_PER_LINE * pop)
             for q, b in enumerate(buf):
                 m.d.sync += b.eq(Mux(complete, ext[q + CHUNKS_PER_LINE], ext[q]))
