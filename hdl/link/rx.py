@@ -634,7 +634,8 @@ class FlitUnpacker(wiring.Component):
         # CRC matches and, for a control flit, nothing is owed and it is a known one, for a protocol
         # flit, no content or state check fails.  After the register ``good`` is then ``owed`` selecting
         # one of these (or the CRC alone for an all-data flit): the retire loop (``good`` -> ``retire``
-        # -> ``flit.ready`` -> every input register's enable) starts two registers deep, not at the checks.
+        # -> ``flit.ready`` -> every input register's enable) starts at registered verdicts, with no
+        # CRC, type or control-match gates after them.
         for o in range(CHUNKS_PER_LINE):
             keep(f"good_if_owed{o}", ~out["crc_bad"] & Mux(hdr["type"], out["ctl_any"] & Const(o == 0, 1),
                                                            ~out["content_bad"] & ~state_bad[o]))
