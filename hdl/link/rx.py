@@ -415,7 +415,6 @@ class FlitUnpacker(wiring.Component):
         # Protocol-flit checks in reference order: ("c", condition or a leaf, code) and the state-check markers.
         items = [("c", leaf(Cat(*(v for n, v in hdr_a.items() if n.startswith("rsvd"))).any(), -1), RxError.RESERVED),
                  ("c", leaf(hdr_a["be"], -1), RxError.BE)]
-        positions = {ch: 0 for ch in self.chans}   # message positions of each channel over every slot format
         chunk_slots = []                           # (is G0, slot index) for slots that can be G0
         formats = {(kind, code): f for (d, kind, code), f in SLOT_FORMATS.items() if d is self.direction}
         # Messages per channel in each slot, and before each slot.  At most one format of a slot is
@@ -497,7 +496,6 @@ class FlitUnpacker(wiring.Component):
                     rank = _therm_add(m, before[s][item], _therm(m, taken[item], cap[item]), cap[item])
                     taken[item].append(valid)
                     items.append(("c", on & valid & _ge(rank, MAX_PER_FLIT[item]), RxError.MAX))
-                    positions[item] += 1
                 # Tight packing: per channel, no empty position before a filled one.
                 for ch in self.chans:
                     vb = valid_bits(a, s, f, ch)
@@ -596,7 +594,7 @@ class FlitUnpacker(wiring.Component):
                 m.d.comb += msg.eq(_or([Mux(_ge(slot_count[s][ch], i + 1) & _is(before[s][ch], k - i), v, 0)
                                         for s in range(SLOTS) for i, v in enumerate(local[s]) if i <= k], width))
                 out[f"{name}_msg{k}"] = msg
-            n_shape = range(positions[ch] + 1)
+            n_shape = range(cap[ch] + 1)            # the count's code saturates at cap (a bad flit above it)
             keep(f"{name}_n", _therm_value(counts[ch], Shape.cast(n_shape).width), n_shape)
 
         # ---- the chunks of a protocol flit: its G0 slots, compacted in slot order.  Only which slot each
