@@ -61,7 +61,11 @@ Structure.
   so the owed lines and then the lines of the queued headers are consecutive entries from
   ``line_head`` and nothing is copied.  After any flit at most ``MAX_PER_FLIT[DataHdr]`` lines are owed
   (the rollover rule finishes an older line within the flit), so the data ring has ``data_depth`` +
-  that many entries; ``data.ready`` still counts queued headers against ``data_depth``.
+  that many entries; ``data.ready`` still counts queued headers against ``data_depth``.  The ring's
+  headers are flip-flops; its lines are in four RAM banks, one per chunk position (bank c holds chunk
+  c of every entry), read through registered ports whose addresses are formed a cycle ahead from what
+  ``line_head`` and ``cidx`` will be: the chunks of one flit are consecutive, at most four, so each
+  comes from a bank of its own and a slot's chunk is a 4-to-1 choice of the banks' outputs.
 * Stage 1, the *plan* (registered every cycle): which flit kind (all-data if >= 4 chunks owed, else
   protocol if anything is queued, else LLCRD if acks wait or a credit return is ready, else nothing);
   for a protocol flit the format code of every slot, the messages each slot takes per channel and how
@@ -109,15 +113,16 @@ Preconditions: the pending counters must not overflow ``counter_bits`` (asserted
 
 from amaranth.hdl import Assert, Cat, Const, Module, Mux, Shape, Signal
 from amaranth.lib import wiring
+from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from hdl.link.crc import FlitCRC
-from hdl.link.ports import LINE_BITS, PAYLOAD_BITS, channel_shape, channel_stream, direction_channels, flit_stream
+from hdl.link.ports import PAYLOAD_BITS, channel_shape, channel_stream, direction_channels, flit_stream
 from cxl.messages import CODECS
 from cxl.control import CONTROL_KINDS, control, encode_control
 from cxl.credits import CREDIT_CLASSES, CREDIT_VALUES, encode_credit
 from cxl.flit import (ACKS_DUE, AK_FLITS, CREDITS_DUE, CHUNKS_PER_LINE, check_credit_batch, check_pack_wait,
-                      DATA_CHANNELS, H_SLOT_BITS, HEADER_BITS, HEADER_FIELDS, MAX_PER_FLIT,
+                      H_SLOT_BITS, HEADER_BITS, HEADER_FIELDS, MAX_PER_FLIT,
                       ORDERED_BEHIND, S2M_NDR, SLOT_BITS, SLOTS, Direction)
 from cxl.packing import flit_full, plan_flit, positions, slot_formats
 
@@ -257,8 +262,8 @@ class FlitPacker(wiring.Component):
         # port's handshake and the tail register, not on ``flit.ready``), and the flit reads entry
         # (head + k) mod n; a sent flit only moves the head.  Before, the queues were shift registers
         # and the enable of every entry bit (a 512-bit line per data entry) hung on ``decide``.
-        # The data ring also keeps the lines whose headers were sent and whose chunks are still owed
-        # (the "line buffer"): owed lines from ``line_head``, then the queued data entries from
+        # The data ring also keeps the lines (in the chunk banks below) whose headers were sent and
+        # whose chunks are still owed (the "line buffer"): owed lines from ``line_head``, then the queued data entries from
         # ``head`` = line_head + nlines, so the virtual line sequence (owed lines, then the lines of
         # the queued headers) is ring entries line_head, line_head + 1, ...  After any flit at most
         # ``MAX_PER_FLIT[DataHdr]`` lines are owed (the rollover rule finishes an older line within
@@ -266,12 +271,15 @@ class FlitPacker(wiring.Component):
         # queued headers only, as before.
         lq_depth = MAX_PER_FLIT[data_ch]
         q, count, cnt_vis, pops, pushes, writes, head, head_vis, ring = {}, {}, {}, {}, {}, {}, {}, {}, {}
-        head_sent = {}
+        head_sent, tails = {}, {}
         for ch, pname in zip(chans, _PORTS):
             depth, port = self.depths[ch], ports[ch]
             n = depth + (lq_depth if ch is data_ch else 0)
             ring[ch] = n
-            entries = [Signal(channel_shape(ch), name=f"{pname}_q{i}") for i in range(n)]
+            # The data ring's entries hold the headers only; their lines are in the chunk banks below.
+            shape = channel_shape(ch)
+            shape = shape.members["hdr"] if ch is data_ch else shape
+            entries = [Signal(shape, name=f"{pname}_q{i}") for i in range(n)]
             cnt = Signal(range(depth + 1), name=f"{pname}_count")
             hd = Signal(range(n), name=f"{pname}_head")
             tail = Signal(range(n), name=f"{pname}_tail")
@@ -287,8 +295,9 @@ class FlitPacker(wiring.Component):
                 m.d.comb += w.eq(push & (tail == i))
                 writes[ch].append(w)
                 with m.If(w):
-                    m.d.sync += entries[i].eq(port.payload)
+                    m.d.sync += entries[i].eq(port.payload.hdr if ch is data_ch else port.payload)
             m.d.sync += tail.eq(Mux(push, _ring_add(m, tail, 1, n, f"{pname}_tail_inc"), tail))
+            tails[ch] = tail
             # Head after the flit decided now: both outcomes from registers, ``dp`` selects last.
             head_sent[ch] = _ring_add(m, hd, d_total[ch], n, f"{pname}_head_sent")
             head_vis[ch] = Signal(range(n), name=f"{pname}_head_vis")
@@ -339,43 +348,40 @@ class FlitPacker(wiring.Component):
         cidx = Signal(range(cpl))                  # chunks of the first owed line already sent
         max_done = (cpl - 1 + SLOTS) // cpl        # whole lines one flit can finish
         max_x = (cpl - 1) + SLOTS                  # cidx + chunks one flit can take
-        # Lines 0 and 1 of the virtual sequence (one flit reads chunks of these two only): entries
-        # line_head and line_head + 1, one even and one odd when the ring has an even number of
-        # entries.  Then each entry feeds a single dn/2-to-1 mux (its bank's), and a 2-to-1 swap by
-        # line_head's parity orders the two lines; read directly, every entry fed two dn-to-1 muxes
-        # (2 x 512 of them), which router1 could not route in the time limit.
-        n_vlines = (max_x - 1) // cpl + 1
-        assert n_vlines == 2
-        lines = {i: q[data_ch][i].data for i in range(dn)}
         line_head_next = Signal(range(dn))         # line_head after this cycle's flit
-        if dn % 2 == 0:
-            # The bank indices and the swap select are registers of their own, loaded with what
-            # line_head will be (init 0, like line_head): the build path (b045dda's critical path,
-            # line_head -> index adder -> bank mux -> ... -> output register) starts at them, and the
-            # index adder runs in the previous cycle.
-            half = dn // 2
-            odd_first = Signal(name="vline_odd_first")
-            odd_at = Signal(range(half), name="vline_odd_index")
-            even_at = Signal(range(half), name="vline_even_index")
-            odd_at_next = Signal(range(half))
-            m.d.comb += odd_at_next.eq(line_head_next >> 1)
-            m.d.sync += [odd_first.eq(line_head_next[0]), odd_at.eq(odd_at_next),
-                         even_at.eq(Mux(line_head_next[0], _ring_add(m, odd_at_next, 1, half, "vline_even_next"),
-                                        odd_at_next)),
-                         Assert(odd_first == line_head[0], "bank select out of step with line_head"),
-                         Assert(odd_at == line_head >> 1, "odd bank index out of step with line_head")]
-            even = _mux_table(m, "vline_even", even_at, {i: lines[2 * i] for i in range(half)}, LINE_BITS)
-            odd = _mux_table(m, "vline_odd", odd_at, {i: lines[2 * i + 1] for i in range(half)}, LINE_BITS)
-            vlines = [Signal(LINE_BITS, name="vline0"), Signal(LINE_BITS, name="vline1")]
-            m.d.comb += [vlines[0].eq(Mux(odd_first, odd, even)), vlines[1].eq(Mux(odd_first, even, odd))]
-        else:
-            vlines = [_mux_table(m, "vline0", line_head, lines, LINE_BITS),
-                      _mux_table(m, "vline1", _ring_add(m, line_head, 1, dn, "vline1_index"), lines, LINE_BITS)]
+        cidx_vis = Signal(range(cpl))              # cidx after this cycle's flit
+        # The lines are kept in RAM, one bank per chunk position: bank c holds chunk c of every ring
+        # entry, written at the tail with the header (all banks in one cycle).  The chunks one flit
+        # takes are consecutive in the virtual line sequence (from chunk ``cidx`` of line 0: the owed
+        # lines, then the lines of the queued headers) and there are at most CHUNKS_PER_LINE of them,
+        # so each is in a bank of its own: chunk x is chunk x % cpl of virtual line x // cpl, and
+        # bank c's chunk in the flit is that of line 1 (entry line_head + 1) if c < cidx, else of
+        # line 0.  Each bank's read address is formed from what line_head and cidx will be and the
+        # read port registers it (transparent to the bank's write, so a line written in this cycle
+        # reads back in the next, as from flip-flops), and a slot's chunk is a 4-to-1 choice of the
+        # banks' registered outputs.  Before, the lines were flip-flops in the ring entries, read
+        # through two dn/2-to-1 line muxes of 512 bits and a chunk mux behind them: the entries' clock
+        # enables and the line muxes were among the link end's most congested nets (docs/synth.md).
+        assert max_x - 1 < 2 * cpl                 # a flit reads chunks of virtual lines 0 and 1 only
+        bank_out = []
+        for c in range(cpl):
+            mem = Memory(shape=chunk_bits, depth=dn, init=[])
+            m.submodules[f"line_chunk{c}"] = mem
+            wr = mem.write_port()
+            rd = mem.read_port(transparent_for=(wr,))
+            m.d.comb += [wr.addr.eq(tails[data_ch]), wr.en.eq(pushes[data_ch]),
+                         wr.data.eq(ports[data_ch].payload.data[c * chunk_bits:(c + 1) * chunk_bits]),
+                         rd.addr.eq(_ring_add(m, line_head_next, cidx_vis > c, dn, f"line_chunk{c}_next"))]
+            # What the read port's address register holds (a copy kept for the Assert only).
+            at = Signal(range(dn), name=f"line_chunk{c}_at")
+            m.d.sync += [at.eq(rd.addr),
+                         Assert(at == _ring_add(m, line_head, cidx > c, dn, f"line_chunk{c}_now"),
+                                f"line bank {c} read out of step with line_head and cidx")]
+            bank_out.append(rd.data)
 
-        # Chunk x of the virtual sequence: chunk x % cpl of line x // cpl.
+        # Chunk x of the virtual sequence: the output of bank x % cpl (its address chose the line).
         def chunk_at(name, x):
-            return _mux_table(m, name, x, {i: vlines[i // cpl][(i % cpl) * chunk_bits:(i % cpl + 1) * chunk_bits]
-                                           for i in range(max_x)}, chunk_bits)
+            return _mux_table(m, name, x[:(cpl - 1).bit_length()], dict(enumerate(bank_out)), chunk_bits)
 
         # The sent flit consumes g_total chunks of the virtual sequence; whole lines leave the front.
         g_total = Signal(range(SLOTS + 1))
@@ -385,7 +391,7 @@ class FlitPacker(wiring.Component):
         x_end = Signal(range(cpl + SLOTS))
         m.d.comb += x_end.eq(cidx + g_total)
         done = _mux_table(m, "lines_done", x_end, {x: x // cpl for x in range(cpl + SLOTS)}, range(max_done + 1))
-        cidx_vis = _mux_table(m, "cidx_vis", x_end, {x: x % cpl for x in range(cpl + SLOTS)}, range(cpl))
+        m.d.comb += cidx_vis.eq(_mux_table(m, "cidx_sum", x_end, {x: x % cpl for x in range(cpl + SLOTS)}, range(cpl)))
         nlines_vis = Signal(range(lq_depth + 1))
         m.d.comb += [nlines_vis.eq(nlines + new_lines - done),
                      line_head_next.eq(_ring_add(m, line_head, done, dn, "line_head_sum"))]
@@ -580,7 +586,7 @@ class FlitPacker(wiring.Component):
         # Message k of the queue is ring entry (head + k) mod n; ``head`` is a register here (the plan
         # was made against the head after the previous flit, which is this register now).
         def msg_at(ch, k, name):
-            table = {i: (e.hdr.as_value() if ch in DATA_CHANNELS else e.as_value()) for i, e in enumerate(q[ch])}
+            table = {i: e.as_value() for i, e in enumerate(q[ch])}
             return _mux_table(m, name, _ring_add(m, head[ch], k, ring[ch], f"{name}_index"), table,
                               CODECS[ch].width)
 
