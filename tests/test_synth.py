@@ -156,3 +156,24 @@ def test_congestion_run_stops_at_the_asked_iteration(entry):
     assert json.loads((work / "congestion" / "congestion.json").read_text())["iteration"] == s["iteration"]
     with pytest.raises(ValueError, match="iterations"):
         congestion.run(work, iterations=0)
+
+
+def test_static_flow():
+    """`--flow static`: the electrostatic placer and router2, the clock pin locked to its PCLK site; the
+    entry and the report say which flow placed the top, and an unknown flow is refused by name."""
+    out = synth.OUT_DIR / "test_static"
+    if out.exists():
+        shutil.rmtree(out)
+    e = synth.run_top("credit_counter", out, timeout=300, component=CreditCounter(8), params={"initial": 8},
+                      flow="static")
+    assert (e["flow"], e["placer"], e["router"], e["clock_site"]) == ("static", "static", "router2", synth.CLOCK_SITE)
+    assert e["ff"] == 8 and e["fmax_mhz"] > 0
+    work = out / "credit_counter"
+    assert f'LOCATE COMP "clk" SITE "{synth.CLOCK_SITE}"' in (work / "clock.lpf").read_text()
+    log = (work / "nextpnr.log").read_text()
+    assert "Running Static placer" in log, "nextpnr did not run the static placer"
+    assert "Running router2" in log
+    md = synth.markdown({"credit_counter": e}, {}, {}, "test")
+    assert f"Placed by `static`, routed by router2, the clock pin at {synth.CLOCK_SITE}." in md
+    with pytest.raises(ValueError, match="flow='fast': unknown place-and-route flow; known: heap, static"):
+        synth.run_top("credit_counter", out, timeout=300, component=CreditCounter(8), flow="fast")
