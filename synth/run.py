@@ -7,7 +7,11 @@ below with a 150 MHz constraint on the ``sync`` clock, and write ``build/synth/r
 Per-top work files (RTLIL, yosys script and log, netlist, ``stat.json``, LPF, nextpnr log and report)
 are kept in ``build/synth/<top>/``.
 
-Usage: ``python -m synth.run [--tops dcoh,link_tx] [--out build/synth] [--small] [--timeout S]``.
+Usage: ``python -m synth.run [--tops dcoh,link_tx] [--out build/synth] [--small] [--timeout S]
+[--seeds 1,2,3] [--flow heap|static]``.  ``--flow`` picks nextpnr's placer and router (:data:`FLOWS`):
+``heap`` (HeAP and router1, the default and the flow of every earlier figure) or ``static`` (the
+electrostatic placer and router2, the clock pin at :data:`CLOCK_SITE`), which routes the link end
+where HeAP's dense placement leaves both routers short of wires (docs/synth.md).
 A top whose module does not import (e.g. still being written) is skipped with a message and listed as
 skipped in report.md; it does not fail the run.  A tool error or timeout does (exit status 1).
 Missing timing does **not** fail the run: nextpnr gets ``--timing-allow-fail`` (docs/toolchain.md,
