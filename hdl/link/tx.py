@@ -276,7 +276,7 @@ class FlitPacker(wiring.Component):
         # queued headers only, as before.
         lq_depth = MAX_PER_FLIT[data_ch]
         q, count, cnt_vis, pops, pushes, writes, head, head_vis, ring = {}, {}, {}, {}, {}, {}, {}, {}, {}
-        head_sent, tails, avail_after = {}, {}, {}
+        head_sent, tails = {}, {}
         for ch, pname in zip(chans, _PORTS):
             depth, port = self.depths[ch], ports[ch]
             n = depth + (lq_depth if ch is data_ch else 0)
@@ -311,18 +311,6 @@ class FlitPacker(wiring.Component):
             cnt_vis[ch] = Signal(range(depth + 1), name=f"{pname}_count_vis")
             m.d.comb += cnt_vis[ch].eq(cnt - pop)
             m.d.sync += cnt.eq(cnt_vis[ch] + push)
-            # What the next plan's key takes of the count, registered for every total a flit can take:
-            # ``avail_after[k]`` = min(count - k, window) (0 if negative), so the plan finds its key
-            # with a select by the planned total instead of a subtract and a clamp (the plan path).
-            cap = self._window(ch)
-            count_next = cnt_vis[ch] + push
-            after = [Signal(range(cap + 1), name=f"{pname}_avail_after{k}") for k in range(MAX_PER_FLIT[ch] + 1)]
-            for k, a in enumerate(after):
-                m.d.sync += a.eq(Mux(count_next >= k + cap, cap, Mux(count_next > k, count_next - k, 0)))
-                left_k = cnt - k
-                m.d.sync += Assert(a == Mux(cnt >= k + cap, cap, Mux(cnt > k, left_k, 0)),
-                                   f"{pname} avail_after{k} out of step with the count")
-            avail_after[ch] = after
 
         # -------------------------------------------------------------- GO before snoop (downstream)
         # Per queued H2D Req, ``ahead``: the H2D Rsps queued before it that are still queued (the model's
@@ -540,17 +528,12 @@ class FlitPacker(wiring.Component):
         def plan_for(tag, p, l, owed_o):
             """The next plan if the flit decided now is a protocol flit (``p``), an LLCRD (``l``),
             and leaves ``owed_o`` chunks owed: a dict of the values for the plan registers."""
-            avail, lefts = {}, {}
+            avail = {}
             for ch in chans:
                 cap = caps[ch]
                 avail[ch] = Signal(range(cap + 1), name=f"{ch.name.lower()}_avail_{tag}")
-                left = Signal(range(cap + 1), name=f"{ch.name.lower()}_left_{tag}")    # min(count - taken, cap)
-                with m.Switch(d_total[ch]):
-                    for k, a in enumerate(avail_after[ch]):
-                        with m.Case(k):
-                            m.d.comb += left.eq(a)
-                lefts[ch] = left
-                queued = Mux(p, left, avail_after[ch][0])
+                left = count[ch] - Mux(p, d_total[ch], 0)
+                queued = Mux(left > cap, cap, left)
                 if req_visible_of is not None and ch is ordered[0]:     # GO before snoop: fewer may join
                     vis = req_visible_of(p, tag)
                     queued = Mux(vis < queued, vis, queued)
@@ -561,7 +544,7 @@ class FlitPacker(wiring.Component):
             m.d.comb += owed_lo.eq(owed_o)                   # < cpl whenever a protocol flit is planned
             busy = Signal(name=f"busy_{tag}")                # a message or chunk is queued
             is_alldata = Signal(name=f"is_alldata_{tag}")
-            m.d.comb += [busy.eq(Cat(*[Mux(p, lefts[ch], avail_after[ch][0]) != 0 for ch in chans]).any()
+            m.d.comb += [busy.eq(Cat(*[count[ch] != Mux(p, d_total[ch], 0) for ch in chans]).any()
                                  | (owed_o != 0)),
                          is_alldata.eq(owed_o >= cpl)]
             word = Signal(sum(widths), name=f"plan_word_{tag}")
