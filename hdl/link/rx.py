@@ -87,8 +87,7 @@ as before.  So the longest path from a flit bit to the pre-decode's registers is
 ``early=False`` (the default) does both halves in the cycle the flit is offered.
 
 Each request/response channel has ``MAX_PER_FLIT[chan]`` lanes (``LaneFIFO``, the cycles of ``SyncFIFOBuffered``
-with its memory written ahead of the push and its output registers' enables off the reader's ``ready``;
-``SyncFIFOBuffered`` itself for ``depth`` 1; ``depth`` entries
+with its memory written ahead of the push; ``SyncFIFOBuffered`` itself for ``depth`` 1; ``depth`` entries
 each) written round-robin, so one flit can hand over all its messages of a channel at one edge; the
 output reads the lanes in the same rotation, which keeps the reference order.  At most one line can
 complete per flit (checked at elaboration), so the data channel has one lane.  Data headers wait in a

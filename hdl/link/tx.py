@@ -258,15 +258,10 @@ class FlitPacker(wiring.Component):
         m.d.comb += [dp.eq(decide & d_proto), da.eq(decide & d_alldata), dl.eq(decide & d_llcrd)]
 
         # -------------------------------------------------------------- input window queues (rings)
-        # Entries never move: a message is written at the tail, and the flit reads entry
+        # Entries never move: a message is written at the tail (its clock enable depends only on the
+        # port's handshake and the tail register, not on ``flit.ready``), and the flit reads entry
         # (head + k) mod n; a sent flit only moves the head.  Before, the queues were shift registers
         # and the enable of every entry bit (a 512-bit line per data entry) hung on ``decide``.
-        # The tail entry is written whenever the queue has room, with whatever the port offers, and
-        # only a handshake moves the tail (as ``LaneFIFO`` does at the RX lanes): an entry past the
-        # queue's end is never read as a message, and while there is room the tail is such an entry
-        # (for the data ring too: owed lines and queued headers fill at most ``data_depth`` - 1 +
-        # ``MAX_PER_FLIT[DataHdr]`` of its entries then).  So an entry's clock enable is the tail
-        # register and the registered ``ready``, not the sender's ``valid``.
         # The data ring also keeps the lines (in the chunk banks below) whose headers were sent and
         # whose chunks are still owed (the "line buffer"): owed lines from ``line_head``, then the queued data entries from
         # ``head`` = line_head + nlines, so the virtual line sequence (owed lines, then the lines of
@@ -297,7 +292,7 @@ class FlitPacker(wiring.Component):
             pops[ch], pushes[ch], writes[ch] = pop, push, []
             for i in range(n):
                 w = Signal(name=f"{pname}_q{i}_write")
-                m.d.comb += w.eq(port.ready & (tail == i))
+                m.d.comb += w.eq(push & (tail == i))
                 writes[ch].append(w)
                 with m.If(w):
                     m.d.sync += entries[i].eq(port.payload.hdr if ch is data_ch else port.payload)
@@ -374,7 +369,7 @@ class FlitPacker(wiring.Component):
             m.submodules[f"line_chunk{c}"] = mem
             wr = mem.write_port()
             rd = mem.read_port(transparent_for=(wr,))
-            m.d.comb += [wr.addr.eq(tails[data_ch]), wr.en.eq(ports[data_ch].ready),
+            m.d.comb += [wr.addr.eq(tails[data_ch]), wr.en.eq(pushes[data_ch]),
                          wr.data.eq(ports[data_ch].payload.data[c * chunk_bits:(c + 1) * chunk_bits]),
                          rd.addr.eq(_ring_add(m, line_head_next, cidx_vis > c, dn, f"line_chunk{c}_next"))]
             # What the read port's address register holds (a copy kept for the Assert only).
