@@ -28,6 +28,8 @@ TOPS = {
     "link_rx": ("hdl.link.rx", "FlitUnpacker", {"upstream": False}),  # device RX: H2D flits
     # the same behind the input register that splits its pre-decode, as the link port builds it
     "link_rx_split": ("hdl.link.rx", "RegisteredFlitUnpacker", {"upstream": False}),
+    # ... and never waiting for room in its lanes (the port's credits keep them from overflowing)
+    "link_rx_nostall": ("hdl.link.rx", "RegisteredFlitUnpacker", {"upstream": False, "stall": False}),
     "link":    ("hdl.link.port", "LinkPort", {"upstream": True}),     # device end: TX + RX + credits + retry
     "device":  ("hdl.device", "Device", {}),                          # DCOH + device link end
     # the DCOH's snoop filter alone (its default size and mode), and the pipelined one beside it

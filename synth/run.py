@@ -133,6 +133,7 @@ SMALL = {
     "link_tx": {"upstream": True, "depth": 2, "data_depth": 2},
     "link_rx": {"upstream": False, "depth": 2},
     "link_rx_split": {"upstream": False, "depth": 2},
+    "link_rx_nostall": {"upstream": False, "depth": 2, "stall": False},
 }
 
 # seconds per tool run (yosys, nextpnr); --timeout overrides.  Assumption, from the runs on this 2-core

@@ -8,7 +8,8 @@
   it unable to place the replay that follows, and resume when answered.
 * **Link errors, never a hang**: a peer that never answers (``ACK_TIMEOUT``), a RETRY.Req that is
   never answered (``RETRY_LIMIT``), more acks or credits than outstanding (``ACK_OVERFLOW``,
-  ``CREDIT_OVERFLOW``): the port reports the cause, then sends nothing and takes no messages.
+  ``CREDIT_OVERFLOW``), more messages than credits (``RX_OVERFLOW``): the port reports the cause,
+  then sends nothing and takes no messages.
 * **Wire faults in the loopback**: a cut wire, a host that withholds acks or credits, a dropped and a
   duplicated flit: every run ends (all messages delivered, or a reported link error) within its cycle
   bound; a cut or a withheld ack or credit ends in the expected link error with nothing delivered
@@ -23,11 +24,12 @@ import pytest
 from amaranth.sim import Simulator
 
 from hdl.link.loopback import FaultMode, LinkLoopback, WireInjector
-from hdl.link.port import RX_ERROR_KINDS, LinkErrorCause, LinkPort
+from hdl.link.port import RX_ERROR_KINDS, LinkErrorCause, LinkPort, default_credits
 from hdl.link.ports import direction_channels
+from cxl.flit import MAX_PER_FLIT
 from cxl.messages import CODECS, H2DReqOpcode
 from models.flit import (FLIT_BYTES, Direction, FlitError, Unpacker, control, decode_control,
-                         encode_control, random_msg, seal)
+                         encode_control, pack, random_msg, seal)
 from tb.reused_sim import ReusedSimulator
 
 D2H = direction_channels(True)
@@ -181,6 +183,40 @@ def test_peer_overflow_is_a_link_error(fields, cause):
     dut = LinkPort(True)
     res = _bare_port_run(dut, [None, to_int(seal(encode_control(control("LLCRD", **fields))))], 40)
     assert res["link_error"] and res["cause"] == cause, res
+
+
+@pytest.mark.parametrize("extra", (0, 4))
+def test_messages_beyond_credits_are_an_rx_overflow(extra):
+    """The receiver never waits for room (hdl/link/port.py, "Receiver"): a peer sending as many H2D Rsp as
+    this end's default credits grant, with nobody taking them, leaves them all queued and no error; 4 more
+    than that end in ``RX_OVERFLOW`` (never a hang, the wire never held back), and the messages within
+    the credits still come out, in order, once taken."""
+    dut = LinkPort(True)
+    rsp_ch = H2D[1]
+    cap = MAX_PER_FLIT[rsp_ch] * dut.rx_depth
+    assert default_credits(False, dut.rx_depth)["rsp"] == cap     # the host end's default pool for it
+    rng = random.Random(9)
+    msgs = [random_msg(rng, rsp_ch) for _ in range(cap + extra)]
+    # then LLCRDs with nothing in them, so that a receiver that waited for room would hold the wire back
+    flits = [to_int(f) for f in pack(Direction.DOWNSTREAM, msgs)] + [to_int(seal(encode_control(control("LLCRD"))))] * 3
+    take_from = len(flits) + 60
+    seen = {"got": [], "not_ready": 0}
+    port = getattr(dut, rsp_ch.name.lower())
+
+    def drive(ctx, state, cycle):
+        seen["not_ready"] += cycle < take_from and not ctx.get(dut.rx_flit.ready)
+        ctx.set(port.ready, cycle >= take_from)
+        if cycle >= take_from and ctx.get(port.valid):
+            seen["got"].append(ctx.get(port.payload).as_value().value)
+
+    res = _bare_port_run(dut, flits, take_from + cap + 40, on_cycle=drive)
+    want = [CODECS[rsp_ch].encode(m.fields) for m in msgs[:cap]]
+    assert seen["not_ready"] == 0, "the receiver held the wire back"
+    if extra:
+        assert res["link_error"] and res["cause"] == LinkErrorCause.RX_OVERFLOW, res
+    else:
+        assert not res["link_error"], res
+    assert seen["got"] == want, (len(seen["got"]), cap)
 
 
 # ---------------------------------------------------------------- the loopback with wire faults

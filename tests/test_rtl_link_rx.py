@@ -24,6 +24,7 @@ from hypothesis import given, settings, strategies as st
 
 from hdl.link.ports import channel_shape
 from hdl.link.rx import CONTROL_KIND_NAMES, CONTROL_TABLES, FlitKind, FlitUnpacker, RegisteredFlitUnpacker, RxError
+from cxl.flit import MAX_PER_FLIT
 from cxl.messages import CODECS, D2HReqOpcode, D2HRspOpcode
 from models import flit as F
 from models.flit import (CONTROL_KINDS, Credits, Direction, FlitError, Packer, RandomPolicy, Unpacker,
@@ -32,7 +33,10 @@ from models.flit import (CONTROL_KINDS, Credits, Direction, FlitError, Packer, R
 DIRS = {True: Direction.UPSTREAM, False: Direction.DOWNSTREAM}
 PORTS = ("req", "rsp", "data")
 
-Job = namedtuple("Job", "flits gaps ready seed")
+# ``use``: per flit, the messages it brings per port (req, rsp, data headers); given, the sender keeps to
+# credits of ``cap`` per port and a message's credit comes back when the consumer takes it (the way
+# ``LinkPort`` drives an unpacker that never waits for room, ``stall=False``).
+Job = namedtuple("Job", "flits gaps ready seed use cap", defaults=(None, None))
 Status = namedtuple("Status", "good crc_error rule_error error kind credits mem_credits acks ctl")
 
 
@@ -41,8 +45,8 @@ class Harness:
     """One elaborated unpacker; ``run(job)`` resets it and plays one flit stream.  ``registered``: the
     unpacker behind the input register that splits its pre-decode (``RegisteredFlitUnpacker``)."""
 
-    def __init__(self, upstream, depth=4, registered=False):
-        self.dut = (RegisteredFlitUnpacker if registered else FlitUnpacker)(upstream, depth=depth)
+    def __init__(self, upstream, depth=4, registered=False, stall=True):
+        self.dut = (RegisteredFlitUnpacker if registered else FlitUnpacker)(upstream, depth=depth, stall=stall)
         self.direction = DIRS[upstream]
         self.job = None
         self.result = None
@@ -67,12 +71,16 @@ class Harness:
         got = {name: [] for name in PORTS}
         statuses = []
         self.done_at = []
+        self.overflows = []                     # indices of the retired flits that overflowed a lane
+        in_use = [0] * len(PORTS)               # credits held by messages not yet taken (with job.use)
         limit = 200 + 60 * n        # backpressure is >= 25 % ready, so this is generous
         i, gap, cycles, idle = 0, (job.gaps[0] if n else 0), 0, 0
         while True:
             assert cycles < limit, f"hang: {len(statuses)} of {n} flits retired after {cycles} cycles"
             drain = len(statuses) == n
             offer = i < n and gap == 0
+            if offer and job.use is not None:   # a sender that keeps to its credits
+                offer = all(u + k <= c for u, k, c in zip(in_use, job.use[i], job.cap))
             ctx.set(dut.flit.valid, offer)
             if offer:
                 ctx.set(dut.flit.payload, flits[i])
@@ -85,7 +93,10 @@ class Harness:
                     any_valid = True
                     if ready:
                         got[name].append(ctx.get(port.payload).as_value().value)
+                        in_use[PORTS.index(name)] -= 1
             if offer and ctx.get(dut.flit.ready):
+                if job.use is not None:
+                    in_use = [u + k for u, k in zip(in_use, job.use[i])]
                 i += 1
                 gap = job.gaps[i] if i < n else 0
             elif not offer and gap:
@@ -93,6 +104,8 @@ class Harness:
             await ctx.tick()
             cycles += 1
             if ctx.get(dut.done):
+                if ctx.get(dut.overflow):
+                    self.overflows.append(len(statuses))
                 statuses.append(self._status(ctx))
                 self.done_at.append(cycles)
             if drain:
@@ -116,8 +129,8 @@ class Harness:
 _HARNESSES = {}
 
 
-def harness(upstream, depth=4, registered=False):
-    key = (upstream, depth, registered)
+def harness(upstream, depth=4, registered=False, stall=True):
+    key = (upstream, depth, registered, stall)
     if key not in _HARNESSES:
         _HARNESSES[key] = Harness(*key)
     return _HARNESSES[key]
@@ -187,9 +200,39 @@ def reference(direction, flits):
     return statuses, msgs
 
 
-def check(direction, flits, data=None, rng=None, depth=4, registered=False):
+def credit_use(direction, flits):
+    """Per flit, the credits its messages take per port (req, rsp, data): a data line's credit from the
+    flit with its header until the line is taken (a bad flit takes none)."""
+    rx = Unpacker(direction)
+    port_of = dict(zip(direction.channels, PORTS))
+    use = []
+    for flit in flits:
+        before = len(rx.waiting)
+        try:
+            r = rx.receive(flit)
+        except FlitError:
+            use.append((0, 0, 0))
+            continue
+        counts = {name: 0 for name in PORTS}
+        for m in r.messages:
+            counts[port_of[m.chan]] += 1
+        counts["data"] += len(rx.waiting) - before           # headers now waiting for their chunks
+        use.append(tuple(counts[name] for name in PORTS))
+    return use
+
+
+def lane_capacity(direction, depth):
+    """What an unpacker's lanes hold per port: ``MAX_PER_FLIT`` lanes of ``depth`` for req and rsp, one
+    lane for data (hdl/link/rx.py; the same rule as ``hdl.link.port.default_credits``)."""
+    req, rsp, _ = direction.channels
+    return (MAX_PER_FLIT[req] * depth, MAX_PER_FLIT[rsp] * depth, depth)
+
+
+def check(direction, flits, data=None, rng=None, depth=4, registered=False, stall=True):
     """Play ``flits`` on the RTL (random gaps and backpressure from ``data`` or ``rng``) and compare
-    everything with the reference.  ``registered``: on ``RegisteredFlitUnpacker``."""
+    everything with the reference.  ``registered``: on ``RegisteredFlitUnpacker``.  ``stall=False``: on
+    an unpacker that never waits for room, fed by a sender that keeps to the lanes' credits; no flit
+    may overflow a lane."""
     if data is not None:
         gaps = data.draw(st.lists(st.sampled_from((0, 0, 0, 1, 3)), min_size=len(flits), max_size=len(flits)),
                          label="gaps")
@@ -200,8 +243,10 @@ def check(direction, flits, data=None, rng=None, depth=4, registered=False):
         ready = tuple(rng.choice((1.0, 0.5, 0.25)) for _ in PORTS)
         seed = rng.getrandbits(32)
     want_status, want_msgs = reference(direction, flits)
-    got_msgs, got_status, crc_errors, rule_errors, cycles = harness(
-        direction is Direction.UPSTREAM, depth, registered).run(Job(flits, gaps, ready, seed))
+    credited = {} if stall else dict(use=credit_use(direction, flits), cap=lane_capacity(direction, depth))
+    h = harness(direction is Direction.UPSTREAM, depth, registered, stall)
+    got_msgs, got_status, crc_errors, rule_errors, cycles = h.run(Job(flits, gaps, ready, seed, **credited))
+    assert h.overflows == [], f"flits {h.overflows} overflowed a lane, though the sender kept to its credits"
     assert len(got_status) == len(flits)
     for k, (g, w) in enumerate(zip(got_status, want_status)):
         if not w.good:     # only the verdict matters for a rejected flit
@@ -221,14 +266,14 @@ def random_control(rng):
     return seal(encode_control(control(kind, **fields)))
 
 
-def random_stream(rng, direction, segments=3):
+def random_stream(rng, direction, segments=3, channels=None):
     """Flits of a few packed segments (reference or random policy) with control flits between them
-    (where no data chunk is owed, so they are legal)."""
+    (where no data chunk is owed, so they are legal); messages of ``channels`` (default: all three)."""
     flits = []
     for _ in range(segments):
         packer = Packer(direction) if rng.random() < 0.5 else RandomPolicy(direction, rng)
         for _ in range(rng.choice((0, rng.randrange(1, 6), rng.randrange(6, 20)))):
-            packer.push(F.random_msg(rng, rng.choice(direction.channels)))
+            packer.push(F.random_msg(rng, rng.choice(channels or direction.channels)))
         packer.return_credits(*(rng.choice((0, rng.randrange(1, 100))) for _ in range(3)))
         packer.acknowledge(rng.choice((0, rng.randrange(1, 40))))
         flits += packer.drain()
@@ -273,6 +318,47 @@ def test_random_streams_shallow_lanes(seed, data):
     """Depth-1 lanes: every flit with a message waits for the output, the hardest backpressure case."""
     flits = random_stream(random.Random(seed), Direction.DOWNSTREAM)
     check(Direction.DOWNSTREAM, flits, data, depth=1)
+
+
+@pytest.mark.parametrize("depth", (2, 8))
+@settings(max_examples=15)
+@given(upstream=st.booleans(), seed=st.integers(0, 2**32 - 1), data=st.data())
+def test_random_streams_without_stalls(depth, upstream, seed, data):
+    """``stall=False`` (the link port's unpacker): a sender that keeps to credits equal to the lanes'
+    capacity, each credit back the cycle its message is taken, never overflows a lane, and the RTL does
+    what the reference does.  Depth 2 is where a lane's last entry is hidden from ``SyncFIFOBuffered``'s
+    ``w_rdy`` for a cycle (``LaneFIFO(exact=True)``); 8 is the port's default.  At depth 2 the streams
+    carry no data: the golden packer puts up to 4 Data Headers in a flit, which 2 data credits never let
+    a sender do.  At 8 every stream is one a credit-keeping sender could send: a protocol flit starts
+    with at most one line waiting for chunks and brings at most 4 more headers (at 4 deep, 1 + 4 > 4:
+    the harness, waiting for a credit that only the later chunks can free, would report a hang)."""
+    direction = DIRS[upstream]
+    flits = random_stream(random.Random(seed), direction, channels=direction.channels[:2] if depth < 8 else None)
+    check(direction, flits, data, depth=depth, registered=True, stall=False)
+
+
+def test_overflow_without_stalls_is_reported():
+    """``stall=False`` with nobody taking messages: the flit that brings the first response beyond the
+    lanes' capacity pulses ``overflow`` with its status, no flit before it does, and the input stays
+    ready throughout (the sender broke its credits; the port makes it a link error)."""
+    direction = Direction.DOWNSTREAM
+    depth = 2
+    rng = random.Random(5)
+    rsp = direction.channels[1]
+    msgs = [F.random_msg(rng, rsp) for _ in range(3 * MAX_PER_FLIT[rsp] * depth)]
+    flits = F.pack(direction, msgs)
+    cap = lane_capacity(direction, depth)[1]
+    total, first_over = 0, None
+    for k, use in enumerate(credit_use(direction, flits)):
+        total += use[1]
+        if total > cap and first_over is None:
+            first_over = k
+    assert first_over is not None
+    h = harness(False, depth, stall=False)
+    got, statuses, _, _, _ = h.run(Job(flits, [0] * len(flits), (0.0, 0.0, 0.0), 0))
+    assert len(statuses) == len(flits) and all(s.good for s in statuses)
+    assert h.overflows and h.overflows[0] == first_over, (h.overflows, first_over)
+    assert h.done_at == list(range(2, 2 + len(flits))), "the unpacker held a flit back"
 
 
 @pytest.mark.parametrize("registered", (False, True))
@@ -632,9 +718,9 @@ def test_discard_drops_held_flit():
 
 # ---------------------------------------------------------------- parameters and Verilog
 @pytest.mark.parametrize("kwargs", [dict(upstream=1), dict(upstream=True, depth=0), dict(upstream="up"),
-                                    dict(upstream=True, early=1)])
+                                    dict(upstream=True, early=1), dict(upstream=True, stall=0)])
 def test_rejects_bad_parameters(kwargs):
-    with pytest.raises(ValueError, match="upstream|depth|early"):
+    with pytest.raises(ValueError, match="upstream|depth|early|stall"):
         FlitUnpacker(**kwargs)
 
 

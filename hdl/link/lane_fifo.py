@@ -10,6 +10,16 @@ is never read and writing it early is harmless (the next write overwrites it).  
 memory's write enable, one input per LUTRAM cell (about 150 cells for a lane as wide as a data line),
 does not wait for the unpacker's retire decision, which on ECP5 was the end of the critical path
 (docs/synth.md, "What bounds Fmax").
+
+``exact=True``: ``w_rdy`` is high whenever fewer than ``depth`` entries are held, a function of
+registers only (the level and the output register's full flag).  ``SyncFIFOBuffered`` (and this FIFO
+with ``exact=False``) refuses a push while its memory is full, even in the cycle in which the output
+register is empty and takes the memory's entry at the same edge; with ``depth`` 3 or more that state is
+unreachable, with ``depth`` 2 it follows every push into an empty FIFO, so such a FIFO holds 2 entries
+but may refuse a second one for a cycle.  A receiver that never waits for room (the unpacker with
+``stall=False``, sized by credits to exactly ``depth`` entries a lane) needs every entry.  The push
+then writes the memory's one free-to-be entry at the edge its old content is read out (the read port
+reads before the write), so nothing is lost.
 """
 
 from amaranth.hdl import Module, Mux, Signal
@@ -21,13 +31,14 @@ __all__ = ["LaneFIFO"]
 
 
 class LaneFIFO(wiring.Component):
-    def __init__(self, width, depth):
+    def __init__(self, width, depth, *, exact=False):
         if not isinstance(width, int) or width < 1:
             raise ValueError(f"width={width!r}: must be a positive int")
         if not isinstance(depth, int) or depth < 2:
             raise ValueError(f"depth={depth!r}: LaneFIFO needs 2 or more entries (a memory behind a register)")
         self.width = width
         self.depth = depth
+        self.exact = bool(exact)
         super().__init__({
             "w_data": In(width), "w_en": In(1), "w_rdy": Out(1),
             "r_data": Out(width), "r_rdy": Out(1), "r_en": In(1),
@@ -46,7 +57,8 @@ class LaneFIFO(wiring.Component):
         push = Signal()
         pop = Signal()                                  # memory -> output register
         m.d.comb += [
-            self.w_rdy.eq(level != inner),
+            # exact: a full memory still takes a push when the output register is empty, since it pops then
+            self.w_rdy.eq((level != inner) | (~self.r_rdy if self.exact else 0)),
             push.eq(self.w_rdy & self.w_en),
             pop.eq((level != 0) & (~self.r_rdy | self.r_en)),
             w_port.addr.eq(produce),

@@ -56,7 +56,9 @@ flit that needs an ack (any retryable flit but an ack-only LLCRD) was outstandin
 cycles with no ack arriving; ``CREDIT_TIMEOUT``: a message waited ``credit_timeout`` cycles with no
 credit for its channel; ``ACK_OVERFLOW``: the peer acknowledged more flits than were outstanding;
 ``CREDIT_OVERFLOW``: it returned more credits than were in flight (both impossible from a correct peer:
-a duplicated flit on the wire, say; the excess is ignored).  From the cycle after the error the port
+a duplicated flit on the wire, say; the excess is ignored); ``RX_OVERFLOW``: a received flit carried a
+message for which this end had no room, so the peer sent beyond the credits this end grants (the
+message is lost: the receiver never waits for room, below).  From the cycle after the error the port
 **stops**: it sends nothing more, takes no new messages and drops every received flit (messages
 already in the unpacker's queues still come out), so nothing is delivered from a link whose state is
 no longer trusted.  The thresholds are assumptions (facts §2.5 names LL_REPLAY_COUNT, [S, low
@@ -73,7 +75,13 @@ Sequence numbers are implicit: both ends count retryable flits from 0 at reset, 
 ``retry_depth`` (a power of two <= 256); they are only carried in RETRY flits.  RETRY.* flits are
 built here, never written to the retry buffer and never counted; every other flit is retryable.
 
-Receiver (``rx_flit`` side).  Each incoming flit's CRC is checked here first (in a register stage in
+Receiver (``rx_flit`` side).  The unpacker never waits for room in its output lanes
+(``FlitUnpacker(stall=False)``, hdl/link/rx.py "Never waiting for room"): a peer that keeps to its
+credits (the default pools, :func:`default_credits`, are exactly what the lanes hold) never sends a
+message this end cannot take, as in CXL, where a receiver cannot hold the link back.  So the wire is
+held back only by the retry rules (a resuming RETRY.Ack waits while the unpacker still holds flits),
+and no clock enable of the ~2 000 input and pre-decode register bits waits on the lanes' levels.
+Each incoming flit's CRC is checked here first (in a register stage in
 front of the receiver: one cycle), and RETRY flits are recognised by their exact bit pattern in the same
 stage, so neither a CRC-bad nor a RETRY flit ever reaches the unpacker (a RETRY flit may arrive while data
 chunks are owed, which the unpacker would reject).  Both verdicts are the unpacker's own, worked out
@@ -174,6 +182,7 @@ class LinkErrorCause(enum.IntFlag):
     CREDIT_TIMEOUT = 4
     ACK_OVERFLOW = 8
     CREDIT_OVERFLOW = 16
+    RX_OVERFLOW = 32
 
 
 def rx_errors_signature():
@@ -285,7 +294,9 @@ class LinkPort(wiring.Component):
                                               wait=self.pack_wait, credit_batch=self.credit_batch)
         # ``early``: the unpacker works out the first half of its pre-decode from the flit the pre-check
         # stage below takes, into registers loaded with that stage (hdl/link/rx.py, "Early pre-decode").
-        m.submodules.unpacker = up = FlitUnpacker(not self.upstream, depth=self.rx_depth, early=True)
+        # ``stall=False``: the peer's credits, not a room check, keep the lanes from overflowing (module
+        # docstring, "Receiver"); an overflow is the peer's error (``RX_OVERFLOW``).
+        m.submodules.unpacker = up = FlitUnpacker(not self.upstream, depth=self.rx_depth, early=True, stall=False)
 
         # ============================================================ RX: pre-check of every flit
         # A pipeline stage in front of the receiver: the flit is registered together with its CRC
@@ -385,7 +396,8 @@ class LinkPort(wiring.Component):
         m.d.sync += credit_wait.eq(Mux(starving, Mux(credit_wait == self.credit_timeout, credit_wait,
                                                      credit_wait + 1), 0))
         m.d.comb += [cause[LinkErrorCause.CREDIT_TIMEOUT].eq(credit_wait == self.credit_timeout),
-                     cause[LinkErrorCause.CREDIT_OVERFLOW].eq(Cat(*over).any())]
+                     cause[LinkErrorCause.CREDIT_OVERFLOW].eq(Cat(*over).any()),
+                     cause[LinkErrorCause.RX_OVERFLOW].eq(up.overflow)]
 
         # ============================================================ TX: retry buffer and output
         # Every new flit is written at its sequence number; a replay reads them back in order (a

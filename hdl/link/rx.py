@@ -97,7 +97,26 @@ one waiting header) with a chunk count and a buffer for the first three chunks o
 Throughput: one flit per cycle while the outputs keep up (``done`` every cycle).  Latency: a flit
 accepted at clock edge *n* is retired at edge *n+1*, so its status pulses are high between edges *n+1*
 and *n+2*; its messages are valid on the output streams from edge *n+2* (the FIFO output register).
-Backpressure never hangs: with full outputs, the held flit waits and ``flit.ready`` is low.
+Backpressure never hangs: with full outputs, the held flit waits and ``flit.ready`` is low (with
+``stall=True``; see "Never waiting for room" for the other choice).
+
+Never waiting for room (``stall=False``)
+----------------------------------------
+A CXL receiver cannot hold the wire back: the sender spends a credit per message and the receiver
+returns it when its consumer takes the message, so a sender whose credits equal what the receiver
+buffers never sends a message the receiver has no room for (``hdl.link.port.default_credits``).
+``FlitUnpacker(upstream, stall=False)`` relies on that: the held flit retires at the next edge whatever
+the lanes hold, ``flit.ready`` is constant 1, and the input register and every pre-decode register load
+every cycle, so none of their ~2 000 clock enables hangs on the room check (that loop, lane level ->
+room -> ``retire`` -> ``flit.ready`` -> the enables, bounded the link end's Fmax: docs/link_layer.md,
+"RTL pipelining").  Each lane then counts all ``depth`` of its entries as room (``LaneFIFO(exact=True)``:
+a 2-deep ``SyncFIFOBuffered`` may refuse a push for a cycle while holding one entry).  A good flit with a
+message for a lane that is full is a sender that broke its credits: the message is lost, and
+``overflow`` pulses with the flit's status (the port turns it into a link error and stops).  With
+``stall=True`` (the default) the held flit waits for room as described above and ``overflow`` is 0.
+Messages per channel are written round-robin over the lanes and read in the same rotation, so with
+``n`` lanes of ``depth`` entries no lane is full while the channel holds fewer than ``n * depth``
+messages that the consumer has not taken: credits of ``n * depth`` are exactly enough.
 
 Discard
 -------
@@ -305,9 +324,12 @@ def _or(values, width):
 class FlitUnpacker(wiring.Component):
     """RX unpacker; see the module docstring for ports, timing and error handling."""
 
-    def __init__(self, upstream, *, depth=4, early=False):
+    def __init__(self, upstream, *, depth=4, early=False, stall=True):
         if not isinstance(upstream, bool):
             raise ValueError(f"upstream={upstream!r}: must be True (D2H flits) or False (H2D flits)")
+        if not isinstance(stall, bool):
+            raise ValueError(f"stall={stall!r}: must be True (a flit waits for lane room) or False (it never "
+                             "waits: the sender's credits keep the lanes from overflowing)")
         if not isinstance(early, bool):
             raise ValueError(f"early={early!r}: must be True (the first half of the pre-decode from "
                              "early_payload, a cycle ahead) or False")
@@ -327,6 +349,7 @@ class FlitUnpacker(wiring.Component):
         self.upstream = upstream
         self.depth = depth
         self.early = early
+        self.stall = stall
         self.direction = Direction.UPSTREAM if upstream else Direction.DOWNSTREAM
         self.chans = direction_channels(upstream)
         req, rsp, dat = self.chans
@@ -351,6 +374,7 @@ class FlitUnpacker(wiring.Component):
             "ctl": Out(self.ctl_layout),
             "crc_errors": Out(32),
             "rule_errors": Out(32),
+            "overflow": Out(1),
             **({"early_payload": In(FLIT_BITS), "early_load": In(1),
                 "early_crc_bad": Out(1), "early_ctl_hits": Out(len(CONTROL_TABLES))} if early else {}),
         })
@@ -678,7 +702,9 @@ class FlitUnpacker(wiring.Component):
         commit = Signal()                       # retiring, not discarded: the flit takes effect
         accept = Signal()
         m.d.comb += commit.eq(retire & ~self.discard)
-        m.d.comb += self.flit.ready.eq(~held_valid | retire)
+        # Without stalls (``stall=False``) every held flit retires at the next edge, so the input side is
+        # always ready: the constant keeps ``retire`` out of the input registers' enables altogether.
+        m.d.comb += self.flit.ready.eq(~held_valid | retire if self.stall else 1)
         m.d.comb += accept.eq(self.flit.valid & self.flit.ready)
         with m.If(accept):
             m.d.sync += held_valid.eq(1)
@@ -810,7 +836,7 @@ class FlitUnpacker(wiring.Component):
             lanes = []
             for i in range(n_lanes):
                 # LaneFIFO writes its memory ahead of the push (hdl/link/lane_fifo.py); it needs 2+ entries.
-                fifo = (LaneFIFO(width, self.depth) if self.depth >= 2 else
+                fifo = (LaneFIFO(width, self.depth, exact=not self.stall) if self.depth >= 2 else
                         SyncFIFOBuffered(width=width, depth=self.depth))
                 m.submodules[f"{name}_lane{i}"] = fifo
                 lanes.append(fifo)
@@ -826,8 +852,10 @@ class FlitUnpacker(wiring.Component):
             return lanes, wptr
 
         need = {}
+        lane_sets = {}
         for name, chan in (("req", req_ch), ("rsp", rsp_ch)):
             group, wptr = lane_group(name, MAX_PER_FLIT[chan], CODECS[chan].width)
+            lane_sets[name] = group
             n_lanes = len(group)
             n_msgs = h[f"{name}_n"]
             # Message k of this flit goes to lane (wptr + k) mod n_lanes.
@@ -851,9 +879,15 @@ class FlitUnpacker(wiring.Component):
             dfifo.w_data.eq(dmsg), dfifo.w_en.eq(commit & delivers_line),
         ]
         need[dat_ch] = (~is_ctl & complete, dfifo.w_rdy)
-        # A good flit waits for room in every channel it writes; a bad one retires at once.
-        has_room = Cat(*(~wants | room for wants, room in need.values())).all()
-        m.d.comb += retire.eq(held_valid & (self.discard | ~good | has_room))   # a discarded flit writes nothing
+        # A good flit waits for room in every channel it writes; a bad one retires at once.  Without stalls
+        # every flit retires at once, and a message its lane has no room for is the sender's overflow.
+        if self.stall:
+            has_room = Cat(*(~wants | room for wants, room in need.values())).all()
+            m.d.comb += retire.eq(held_valid & (self.discard | ~good | has_room))   # a discarded flit writes nothing
+        else:
+            m.d.comb += retire.eq(held_valid)
+            lanes = [f for name in ("req", "rsp") for f in lane_sets[name]] + [dfifo]
+            m.d.sync += self.overflow.eq(Cat(*(f.w_en & ~f.w_rdy for f in lanes)).any())
 
         # ------------------------------------------------ commit the chunk state
         with m.If(commit & good & ~is_ctl):
@@ -936,8 +970,8 @@ class RegisteredFlitUnpacker(wiring.Component):
     per cycle still passes) and retires at *n+2*.  ``discard`` acts on the unpacker's held flit, as there.
     The synthesis top ``link_rx_split`` (hdl/verilog.py) and the tests' second harness."""
 
-    def __init__(self, upstream, *, depth=4):
-        self.unpacker = FlitUnpacker(upstream, depth=depth, early=True)
+    def __init__(self, upstream, *, depth=4, stall=True):
+        self.unpacker = FlitUnpacker(upstream, depth=depth, early=True, stall=stall)
         super().__init__({name: member for name, member in self.unpacker.signature.members.items()
                           if not name.startswith("early_")})
 
