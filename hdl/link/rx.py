@@ -92,9 +92,7 @@ each) written round-robin, so one flit can hand over all its messages of a chann
 output reads the lanes in the same rotation, which keeps the reference order.  At most one line can
 complete per flit (checked at elaboration), so the data channel has one lane.  Data headers wait in a
 small queue (``1 + MAX_PER_FLIT[data]`` entries: a protocol flit starts with at most 3 chunks owed, i.e.
-one waiting header) with a chunk count and a ring of two lines' worth of chunk slots: the head line's
-chunks so far, and the free slots, each written every cycle with the held flit's chunk that would land
-there, so that only the count and the ring's base wait for the flit's verdict.
+one waiting header) with a chunk count and a buffer for the first three chunks of the head line.
 
 Throughput: one flit per cycle while the outputs keep up (``done`` every cycle).  Latency: a flit
 accepted at clock edge *n* is retired at edge *n+1*, so its status pulses are high between edges *n+1*
@@ -745,18 +743,7 @@ class FlitUnpacker(wiring.Component):
         hq = [Signal(hdr_width, name=f"hq{i}") for i in range(queue_len)]      # waiting data headers
         hq_n = Signal(range(queue_len + 1))
         have = Signal(range(CHUNKS_PER_LINE))                                   # chunks of hq[0] so far
-        # The chunks of the lines not yet complete, in a ring of two lines' worth of slots: the head line's
-        # chunks so far at slots rbase .. rbase + have - 1 (rbase is 0 or CHUNKS_PER_LINE), every other slot
-        # free.  Each free slot is written every cycle with the held flit's chunk that would land there
-        # (chunk j at rbase + have + j), good flit or not; only ``have`` and ``rbase`` wait for the verdict.
-        # A chunk written by a flit that does not take effect sits in a free slot and is overwritten, and
-        # the chunks left over when a line completes are already where the next line's chunks belong.  So
-        # no enable of the 1 024 ring bits depends on ``good`` (the shifting buffer this replaced loaded
-        # its 384 bits on ``commit & good``: the link end's critical path once the receiver no longer
-        # waited for room, docs/link_layer.md, "RTL pipelining", eighth round).
-        RING = 2 * CHUNKS_PER_LINE
-        ring = [Signal(CHUNK_BITS, name=f"ring{i}") for i in range(RING)]
-        rbase = Signal()                        # the head line's chunks start at slot rbase * CHUNKS_PER_LINE
+        buf = [Signal(CHUNK_BITS, name=f"buf{i}") for i in range(CHUNKS_PER_LINE - 1)]
         # Chunks owed (= hq_n * CHUNKS_PER_LINE - have) and "an all-data flit is due" are registers of
         # their own, updated with hq_n and have, so the verdict does not start with that arithmetic.
         owed_max = CHUNKS_PER_LINE * queue_len
@@ -824,29 +811,16 @@ class FlitUnpacker(wiring.Component):
             for j in range(SLOTS):
                 m.d.comb += chunks[j].eq(_or([Mux(h[f"chunk{j}_from_slot{s}"], p[SLOT_BITS * s:SLOT_BITS * (s + 1)], 0)
                                               for s in self._chunk_slots], CHUNK_BITS))
-        # ext[q]: chunk q of the head line, those in the ring first (slot rbase + q), then this flit's.
-        ext = [Signal(CHUNK_BITS, name=f"ext{q}") for q in range(CHUNKS_PER_LINE)]
-        in_ring = [Signal(CHUNK_BITS, name=f"in_ring{q}") for q in range(CHUNKS_PER_LINE - 1)]
-        for q, r in enumerate(in_ring):
-            m.d.comb += r.eq(Mux(rbase, ring[CHUNKS_PER_LINE + q], ring[q]))
+        # ext[q]: chunk q of the head line and then of the next line, buffered chunks first.
+        ext = [Signal(CHUNK_BITS, name=f"ext{q}") for q in range(2 * CHUNKS_PER_LINE - 1)]
         with m.Switch(have):
             for hv in range(CHUNKS_PER_LINE):
                 with m.Case(hv):
                     for q, e in enumerate(ext):
                         if q < hv:
-                            m.d.comb += e.eq(in_ring[q])
+                            m.d.comb += e.eq(buf[q])
                         elif q - hv < SLOTS:
                             m.d.comb += e.eq(chunks[q - hv])
-        # Every free slot takes the chunk that lands there (its distance past the head line's chunks),
-        # every cycle: the selects are registers (``rbase``, ``have``), never the verdict.
-        for slot, r in enumerate(ring):
-            with m.Switch(Cat(have, rbase)):
-                for hv in range(CHUNKS_PER_LINE):
-                    for rb in range(2):
-                        j = (slot - rb * CHUNKS_PER_LINE - hv) % RING
-                        if j < SLOTS:
-                            with m.Case(hv | (rb << len(have))):
-                                m.d.sync += r.eq(chunks[j])
         # complete: have + n_ch >= CHUNKS_PER_LINE, decoded per value of ``have`` from the chunk count's
         # thermometer code (it is in the ``retire`` path; a sum and compare would be a carry chain).
         n_chunks = [h["n_chunks_code"][j] for j in range(len(h["n_chunks_code"]))]
@@ -920,7 +894,9 @@ class FlitUnpacker(wiring.Component):
             pop = complete.as_unsigned()
             owed_next = owed + Mux(is_proto, CHUNKS_PER_LINE * h["data_n"], 0) - n_ch
             m.d.sync += [owed.eq(owed_next), owed_big.eq(owed_next >= CHUNKS_PER_LINE), owed_zero.eq(owed_next == 0)]
-            m.d.sync += [have.eq(have + n_ch - CHUNKS_PER_LINE * pop), rbase.eq(rbase ^ pop)]
+            m.d.sync += have.eq(have + n_ch - CHUNKS_PER_LINE * pop)
+            for q, b in enumerate(buf):
+                m.d.sync += b.eq(Mux(complete, ext[q + CHUNKS_PER_LINE], ext[q]))
             base = hq_n - pop
             for i in range(queue_len):                     # shift out the completed head
                 m.d.sync += hq[i].eq(Mux(complete, hq[i + 1], hq[i]) if i + 1 < queue_len else
