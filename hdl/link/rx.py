@@ -37,6 +37,8 @@ Per retired flit, from registers (a value gated by a registered pulse, see "per-
     ``ctl_valid``   a good control flit; ``ctl.kind`` indexes ``CONTROL_KIND_NAMES`` (the reference's
                     ``CONTROL_KINDS`` keys, in order) and ``ctl.<field>`` holds every field any control
                     flit has (the union by name; fields the kind lacks are 0).
+    ``overflow``    (``stall=False`` only, else 0) the flit carried a message its lane had no room for:
+                    the sender broke its credits, and that message is lost (see "Never waiting for room").
 Counters (32 bits, wrap around): ``crc_errors``, ``rule_errors`` (the two error classes).
 
 Structure, timing, throughput
