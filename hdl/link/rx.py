@@ -746,22 +746,6 @@ class FlitUnpacker(wiring.Component):
         hq_n = Signal(range(queue_len + 1))
         have = Signal(range(CHUNKS_PER_LINE))                                   # chunks of hq[0] so far
         buf = [Signal(CHUNK_BITS, name=f"buf{i}") for i in range(CHUNKS_PER_LINE - 1)]
-        # The wide part of the chunk state (``buf``, ``hq``: ~500 bits) is not loaded on the verdict.
-        # Every cycle, what it would become if the held flit takes effect (``*_cand``) and what it is
-        # (``*_reg``) are both registered, with no enable, and one registered bit, ``pend`` (the flit
-        # retired at the last edge took effect and carried data state), picks between them after the
-        # registers: ``buf`` and ``hq`` are those picks, the same values, cycle for cycle, that registers
-        # loaded on ``commit & good`` held.  So the verdict (``owed`` -> ``good``) fans out to one
-        # flip-flop instead of ~500 clock enables (the link end's critical path once its receiver no
-        # longer waited for room: docs/link_layer.md, "RTL pipelining", eighth round).
-        pend = Signal()
-        buf_reg = [Signal(CHUNK_BITS, name=f"buf_reg{i}") for i in range(len(buf))]
-        buf_cand = [Signal(CHUNK_BITS, name=f"buf_cand{i}") for i in range(len(buf))]
-        hq_reg = [Signal(hdr_width, name=f"hq_reg{i}") for i in range(queue_len)]
-        hq_cand = [Signal(hdr_width, name=f"hq_cand{i}") for i in range(queue_len)]
-        for now, reg, cand in zip(buf + hq, buf_reg + hq_reg, buf_cand + hq_cand):
-            m.d.comb += now.eq(Mux(pend, cand, reg))
-            m.d.sync += reg.eq(now)
         # Chunks owed (= hq_n * CHUNKS_PER_LINE - have) and "an all-data flit is due" are registers of
         # their own, updated with hq_n and have, so the verdict does not start with that arithmetic.
         owed_max = CHUNKS_PER_LINE * queue_len
@@ -908,28 +892,24 @@ class FlitUnpacker(wiring.Component):
             m.d.sync += self.overflow.eq(Cat(*(f.w_en & ~f.w_rdy for f in lanes)).any())
 
         # ------------------------------------------------ commit the chunk state
-        pop = complete.as_unsigned()
-        base = hq_n - pop
-        m.d.sync += pend.eq(commit & good & ~is_ctl)
-        # The candidates, registered every cycle whatever the verdict (see ``pend`` above).
-        for q, b in enumerate(buf_cand):
-            m.d.sync += b.eq(Mux(complete, ext[q + CHUNKS_PER_LINE], ext[q]))
-        for i in range(queue_len):                         # shift out the completed head
-            m.d.sync += hq_cand[i].eq(Mux(complete, hq[i + 1], hq[i]) if i + 1 < queue_len else
-                                      Mux(complete, 0, hq[i]))
-        with m.If(is_proto):
-            n_hdrs = h["data_n"]
-            for k in range(MAX_PER_FLIT[dat_ch]):          # then append this flit's headers in order
-                for i in range(queue_len):
-                    with m.If((n_hdrs > k) & (base + k == i)):
-                        m.d.sync += hq_cand[i].eq(h[f"data_msg{k}"])
-        # The narrow part waits for the verdict, as before.
         with m.If(commit & good & ~is_ctl):
+            pop = complete.as_unsigned()
             owed_next = owed + Mux(is_proto, CHUNKS_PER_LINE * h["data_n"], 0) - n_ch
             m.d.sync += [owed.eq(owed_next), owed_big.eq(owed_next >= CHUNKS_PER_LINE), owed_zero.eq(owed_next == 0)]
             m.d.sync += have.eq(have + n_ch - CHUNKS_PER_LINE * pop)
+            for q, b in enumerate(buf):
+                m.d.sync += b.eq(Mux(complete, ext[q + CHUNKS_PER_LINE], ext[q]))
+            base = hq_n - pop
+            for i in range(queue_len):                     # shift out the completed head
+                m.d.sync += hq[i].eq(Mux(complete, hq[i + 1], hq[i]) if i + 1 < queue_len else
+                                     Mux(complete, 0, hq[i]))
             with m.If(is_proto):
-                m.d.sync += hq_n.eq(base + h["data_n"])
+                n_hdrs = h["data_n"]
+                for k in range(MAX_PER_FLIT[dat_ch]):      # then append this flit's headers in order
+                    for i in range(queue_len):
+                        with m.If((n_hdrs > k) & (base + k == i)):
+                            m.d.sync += hq[i].eq(h[f"data_msg{k}"])
+                m.d.sync += hq_n.eq(base + n_hdrs)
             with m.Else():
                 m.d.sync += hq_n.eq(base)
 
