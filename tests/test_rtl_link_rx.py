@@ -22,8 +22,10 @@ from amaranth.back import verilog
 from amaranth.sim import Simulator
 from hypothesis import given, settings, strategies as st
 
+from hdl.link.port import default_credits
 from hdl.link.ports import channel_shape
 from hdl.link.rx import CONTROL_KIND_NAMES, CONTROL_TABLES, FlitKind, FlitUnpacker, RegisteredFlitUnpacker, RxError
+from cxl.credits import CREDIT_CLASSES
 from cxl.flit import MAX_PER_FLIT
 from cxl.messages import CODECS, D2HReqOpcode, D2HRspOpcode
 from models import flit as F
@@ -222,10 +224,10 @@ def credit_use(direction, flits):
 
 
 def lane_capacity(direction, depth):
-    """What an unpacker's lanes hold per port: ``MAX_PER_FLIT`` lanes of ``depth`` for req and rsp, one
-    lane for data (hdl/link/rx.py; the same rule as ``hdl.link.port.default_credits``)."""
-    req, rsp, _ = direction.channels
-    return (MAX_PER_FLIT[req] * depth, MAX_PER_FLIT[rsp] * depth, depth)
+    """What an unpacker's lanes hold per port (req, rsp, data): the sender's default credit pools, which
+    ``hdl.link.port.default_credits`` sizes to those lanes."""
+    pools = default_credits(direction is Direction.UPSTREAM, depth)
+    return tuple(pools[cls] for cls in CREDIT_CLASSES)
 
 
 def check(direction, flits, data=None, rng=None, depth=4, registered=False, stall=True):
