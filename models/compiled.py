@@ -2,15 +2,27 @@
 
 :func:`build` (``make fast-model``) compiles :data:`HOT_MODULES` with Cython (pure-Python mode: the same
 ``.py`` files, unchanged, become C extension modules) into ``build/fast-model/<interpreter>/models``,
-with a manifest of the sources' SHA-256.  When ``models`` is imported, :func:`compiled_dir` puts that
-folder first on the package's ``__path__`` if the manifest matches the sources now on disk, so the
-extension modules are imported instead of the ``.py`` files; otherwise (no build, a build for another
-interpreter, a source changed since) the pure-Python modules are used, as on a bare machine.
-``CXL_MODEL_BUILD=python`` forces the pure-Python modules.
+with a manifest of the SHA-256 of the sources and their type declarations.  When ``models`` is imported,
+:func:`compiled_dir` puts that folder first on the package's ``__path__`` if the manifest matches the
+files now on disk, so the extension modules are imported instead of the ``.py`` files; otherwise (no
+build, a build for another interpreter, a file changed since) the pure-Python modules are used, as on a
+bare machine.  ``CXL_MODEL_BUILD=python`` forces the pure-Python modules.
 
-The compiled modules are ordinary Python classes and functions (Cython without static types), so they
-behave exactly as the sources do: the same messages, summaries and errors (tests/test_model_equivalence.py
-runs on whichever build is active), and the tests that patch a handler on purpose still can.
+Static types.  Beside each hot module, a ``.pxd`` of the same name (Cython's "augmenting" declarations,
+which plain Python never reads) makes the model's classes extension types: their attributes become C
+fields, the methods it lists ``cpdef`` (called in C when the receiver's type is known), and the locals
+it names typed, so that the loop, the handlers and the checks reach the state without dictionary
+lookups.  The ``.py`` files stay the one definition of the model; the declarations only say what type
+each attribute and local already has.  What that changes for users of the compiled build:
+
+- the classes take no new attributes, and no method can be replaced on the class itself.  Subclasses
+  can override any method (tests/model_trace.py records every message that way, and breaks its
+  recording subclasses on purpose), and ``Device`` and ``Link`` keep an instance ``__dict__``, so a
+  testbench may still replace a method on one instance (tb/system_tb.py, tb/hypothesis_traces.py);
+- the test suite runs the pure-Python modules (tests/conftest.py), since several tests patch the
+  classes; tests/test_model_build.py builds the compiled modules and checks that they give the
+  equivalence digests of tests/model_digests.json (the same messages at the same cycles, the same
+  summaries, and the same errors at the same cycles for the runs broken on purpose).
 """
 
 import hashlib
@@ -36,8 +48,11 @@ def sources_digest(package=PACKAGE):
     """SHA-256 over the names and contents of the hot modules' sources."""
     h = hashlib.sha256()
     for name in HOT_MODULES:
-        h.update(name.encode() + b"\0")
-        h.update((Path(package) / f"{name}.py").read_bytes())
+        for suffix in (".py", ".pxd"):          # the .pxd: the static types of the compiled build
+            f = Path(package) / f"{name}{suffix}"
+            if suffix == ".py" or f.exists():
+                h.update(f.name.encode() + b"\0")
+                h.update(f.read_bytes())
     return h.hexdigest()
 
 
@@ -79,7 +94,9 @@ def build(root=BUILD_ROOT, package=PACKAGE, jobs=2):
     exts = [Extension(f"models.{m}", [str(Path(package) / f"{m}.py")], extra_compile_args=["-O2", "-g0"])
             for m in HOT_MODULES]                      # no debug info: it doubles the C compile time
     exts = cythonize(exts, build_dir=str(tmp), language_level=3, nthreads=jobs, quiet=True,
-                     compiler_directives={"binding": True})   # binding: functions keep Python's introspection
+                     compiler_directives={"binding": True,       # functions keep Python's introspection
+                                          "nonecheck": True})    # None where a typed object is read:
+                                                                 # AttributeError, not a crash
     dist = Distribution({"name": "cxl-dcoh-fast-model", "ext_modules": exts})
     cmd = build_ext(dist)
     cmd.build_lib, cmd.build_temp, cmd.parallel = str(out.parent), str(tmp), jobs

@@ -43,7 +43,17 @@ __all__ = ["SnoopFilter", "Coalescer", "TxArbiter", "CpuOp", "Device", "Protocol
 _D2H_REQ = _Ch.D2H_REQ
 _GO_STATES = {g._value_: g for g in GOState}
 _STABLE = frozenset((_D.I, _D.S, _D.E, _D.M))       # DevState.stable, without the property call
-_HOLDERS = {}                                       # presence vector -> the caches it names (Device._holders)
+_HOLDERS = {}                                       # presence vector -> the caches it names (_holders)
+
+
+def _holders(e):
+    """The internal caches whose bit is set in ``e.presence``, lowest first (a tuple, one per presence
+    vector, made once: cheaper than walking the bits on every call)."""
+    p = e.presence
+    h = _HOLDERS.get(p)
+    if h is None:
+        h = _HOLDERS[p] = tuple([k for k in range(p.bit_length()) if (p >> k) & 1])
+    return h
 
 
 class ProtocolError(RuntimeError):
@@ -358,21 +368,11 @@ class Device:
         if e.dirty:
             return _D.M
         if e.state is _D.E:
-            for k in self._holders(e):
+            for k in _holders(e):
                 if self.caches[k][line][0] is _MESI.M:
                     return _D.M
             return _D.E
         return _D.S
-
-    @staticmethod
-    def _holders(e):
-        """The internal caches whose bit is set in ``e.presence``, lowest first (a tuple, one per presence
-        vector, made once: cheaper than walking the bits on every call)."""
-        p = e.presence
-        h = _HOLDERS.get(p)
-        if h is None:
-            h = _HOLDERS[p] = tuple(k for k in range(p.bit_length()) if (p >> k) & 1)
-        return h
 
     def busy(self, line):
         return line in self.by_line or line in self.work
@@ -595,7 +595,7 @@ class Device:
         """Give cache ``k`` a copy from its peers: for a read, downgrade any E/M peer to S; for a
         write (device exclusive), invalidate the peers."""
         value = None
-        for j in list(self._holders(e)):
+        for j in list(_holders(e)):
             if j == k:
                 continue
             st, v = self.caches[j][line]
@@ -609,7 +609,7 @@ class Device:
         if write:
             e.presence = 1 << k
         else:
-            if k not in self._holders(e):
+            if k not in _holders(e):
                 self.caches[k][line] = [_MESI.S, value]
             e.presence |= 1 << k
         self.sf.touch(e.set, e.way)
@@ -659,7 +659,12 @@ class Device:
         e = self.sf.entries.get(line)
         if e is None or not e.presence:
             return False
-        copies = max(self.caches[k][line][0]._value_[1] for k in self._holders(e))   # MESI.perm
+        copies = 0                       # the strongest permission a copy has (MESI.perm); a loop,
+        caches = self.caches             # not max() over a generator: the compiled build types this
+        for k in _holders(e):       # method (models/dcoh.pxd), and Cython compiles no closure there
+            p = caches[k][line][0]._value_[1]
+            if p > copies:
+                copies = p
         return (data and state is not _D.MI_A) or INTERNAL_PERMISSION.get(nxt, _Perm.NONE) < copies
 
     def on_snoop(self, msg, now):
@@ -691,22 +696,27 @@ class Device:
             if t is not None:
                 value = t.value                       # MI_A: the write-back buffer holds it
             else:
-                value = next(self.caches[k][line][1] for k in self._holders(e)
-                             if self.caches[k][line][0] is _MESI.M or e.dirty)
+                for k in _holders(e):        # the first copy in M (any copy if the entry is dirty)
+                    c = self.caches[k][line]
+                    if c[0] is _MESI.M or e.dirty:
+                        value = c[1]
+                        break
+                else:
+                    raise StopIteration     # as next() on no such copy did
         if t is not None:
             t.state = nxt
             if e is not None and INTERNAL_PERMISSION.get(nxt, _Perm.NONE) is _Perm.NONE and e.presence:
-                for k in self._holders(e):
+                for k in _holders(e):
                     del self.caches[k][line]
                 e.presence, e.state, e.dirty = 0, None, False
         elif e is not None and nxt is not state:
             self.woken.update((("line", line), ("set", e.set)))       # a way freed, or the entry changed
             if nxt is _D.S:
-                for k in self._holders(e):
+                for k in _holders(e):
                     self.caches[k][line][0] = _MESI.S
                 e.state, e.dirty = _D.S, False
             elif nxt is _D.I:
-                for k in self._holders(e):
+                for k in _holders(e):
                     del self.caches[k][line]
                 self.sf.free(line)
             else:
@@ -761,7 +771,7 @@ class Device:
             return
         e = self.sf.entries[line]
         value = None
-        for k in self._holders(e):
+        for k in _holders(e):
             st, v = self.caches[k].pop(line)
             if value is None or st is _MESI.M:
                 value = v
@@ -834,7 +844,7 @@ class Device:
             if t.op in _READ_DATA:          # RdShared, RdAny, RdOwn
                 self.checker.read(line, t.data, f"{self.name()} {t.op.name} data")
             if t.state is _D.E and op.kind == "store":
-                for j in self._holders(e):
+                for j in _holders(e):
                     del self.caches[j][line]
                 e.state, e.dirty, e.presence = _D.E, False, 1 << k
                 self.caches[k][line] = [_MESI.M, op.value]
@@ -870,7 +880,7 @@ class Device:
                     raise AssertionError(f"inclusion broken: {self.name()} cache {k} holds line {line:#x} "
                                          f"in {st.name} but the snoop filter does not track it")
         for line, e in self.sf.entries.items():
-            for k in self._holders(e):
+            for k in _holders(e):
                 if line not in self.caches[k]:
                     raise AssertionError(f"{self.name()} snoop filter says cache {k} holds line {line:#x}")
             if e.state is None and line not in self.by_line:

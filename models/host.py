@@ -247,7 +247,10 @@ class Host:
         sf = self.sf
         if not q or s in self.evicting or sf.free_way(s) is not None:
             return
-        if not any(self._needs_entry(t) for t in q):
+        for t in q:                   # any waiter needing an entry (a loop: the compiled build types
+            if self._needs_entry(t):  # this method, models/host.pxd, and Cython compiles no closure there)
+                break
+        else:
             return
         way = sf.victim(s, self.active)
         if way is None:

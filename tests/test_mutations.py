@@ -1,6 +1,10 @@
 """The checks must be able to fail.  Each test breaks one protocol rule on purpose (monkeypatched)
 and requires that both the exhaustive search and the Hypothesis state machine catch it, with the
-invariant that should catch it named in the error."""
+invariant that should catch it named in the error.
+
+Each mutation patches the model's class (``host.Host``, ``dcoh.Device``, ``link.Link``), or the subclass
+of it given as ``cls``: tests/model_trace.py breaks its recording subclasses, which it can do in the
+compiled build too, whose classes are extension types that take no new attributes (models/compiled.py)."""
 
 import pytest
 from hypothesis import HealthCheck, Phase, settings
@@ -13,9 +17,10 @@ from cxl.coherence import STALL, DevState
 from test_model_stateful import CoherenceMachine
 
 
-def _skip_one_sharer(monkeypatch):
+def _skip_one_sharer(monkeypatch, cls=None):
     """Host forgets to SnpInv the highest-numbered other holder."""
-    orig = host.Host._start
+    cls = cls or host.Host
+    orig = cls._start
 
     def start(self, txn, now):
         holders = self.dir.get(txn.line, {})
@@ -27,12 +32,13 @@ def _skip_one_sharer(monkeypatch):
             holders[others[-1]] = hidden
             return
         orig(self, txn, now)
-    monkeypatch.setattr(host.Host, "_start", start)
+    monkeypatch.setattr(cls, "_start", start)
 
 
-def _drop_writeback(monkeypatch):
+def _drop_writeback(monkeypatch, cls=None):
     """Host acknowledges a DirtyEvict but does not write its data to memory."""
-    orig = host.Host._pulled
+    cls = cls or host.Host
+    orig = cls._pulled
 
     def pulled(self, txn, msg, now):
         old = self.mem.get(txn.line)
@@ -42,34 +48,36 @@ def _drop_writeback(monkeypatch):
                 self.mem.pop(txn.line, None)
             else:
                 self.mem[txn.line] = old
-    monkeypatch.setattr(host.Host, "_pulled", pulled)
+    monkeypatch.setattr(cls, "_pulled", pulled)
 
 
-def _forget_presence(monkeypatch):
+def _forget_presence(monkeypatch, cls=None):
     """DCOH fills an internal cache from a peer but does not record it in the snoop filter."""
-    orig = dcoh.Device._internal_fill
+    cls = cls or dcoh.Device
+    orig = cls._internal_fill
 
     def fill(self, e, k, line, write):
         before = e.presence
         orig(self, e, k, line, write)
         if not write:
             e.presence = before
-    monkeypatch.setattr(dcoh.Device, "_internal_fill", fill)
+    monkeypatch.setattr(cls, "_internal_fill", fill)
 
 
-def _double_credit(monkeypatch):
+def _double_credit(monkeypatch, cls=None):
     """The snoop-response channel returns two credits for one message."""
-    orig = link.Link.consumed
+    cls = cls or link.Link
+    orig = cls.consumed
 
     def consumed(self, chan, now):
         orig(self, chan, now)
         if chan is Channel.D2H_RSP:
             self.credits[chan] += 1
-    monkeypatch.setattr(link.Link, "consumed", consumed)
+    monkeypatch.setattr(cls, "consumed", consumed)
 
 
-def _stall_forever(monkeypatch):
-    """The snoop handler holds SnpData to an E line forever."""
+def _stall_forever(monkeypatch, cls=None):
+    """The snoop handler holds SnpData to an E line forever (a table entry: ``cls`` is not used)."""
     monkeypatch.setitem(dcoh.snoop_transition.__globals__["SNOOP_TABLE"], (DevState.E, Snp.SnpData),
                         (STALL, DevState.E, 0))
 

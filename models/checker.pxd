@@ -1,0 +1,11 @@
+cdef class Checker:
+    cdef public object initial
+    cdef public dict ghost
+    cdef public dict writer
+    cdef public set touched
+    cdef public object reads
+    cdef public object writes
+    cpdef value(self, line)
+    cpdef write(self, line, value, who)
+    cpdef read(self, line, value, who)
+    cpdef read_at_serialization(self, line, value, who)

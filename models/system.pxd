@@ -1,0 +1,37 @@
+cimport cython
+# The classes under other names: System builds its links, host and devices from the module's Python
+# names Link, Host and Device (which tests swap for subclasses), so those must stay plain globals.
+from models.link cimport Link as LinkT
+from models.dcoh cimport Device as DeviceT, TxArbiter as TxArbiterT
+from models.checker cimport Checker as CheckerT
+from models.host cimport Host as HostT
+
+cdef class System:
+    cdef dict __dict__                  # drivers keep their own notes on it (models/explore.py)
+    cdef public object cfg
+    cdef public bint timed
+    cdef public CheckerT checker
+    cdef public list links
+    cdef public HostT host
+    cdef public dict stats
+    cdef public list devices
+    cdef public object now
+    cdef public list _check_units
+    cdef public list _coal_units
+    cdef public list _step_units
+
+    @cython.locals(link=LinkT, dev=DeviceT, up=list, down=list, touched=set, host=HostT, n=Py_ssize_t,
+                   i=Py_ssize_t)
+    cpdef step_timed(self, now)
+
+    @cython.locals(lines=set, ghost=dict, host=HostT, active=dict, mem=dict, host_dir=dict, units=list,
+                   caches=tuple, entries=dict, cache=dict, inclusion_ok=bint, wrote=bint,
+                   writers=Py_ssize_t, readers=Py_ssize_t, link=LinkT)
+    cpdef check_step(self)
+
+@cython.locals(dev=DeviceT, arb=TxArbiterT, nd=list, ops=list, dev_done=list, credits=list, wake=list,
+               soon=bint, msgs=Py_ssize_t, done=Py_ssize_t)
+cpdef drive(sysm, next_op, pace, stop, on_done=*, progress=*, max_cycles=*)
+
+@cython.locals(i=Py_ssize_t, first=object)
+cpdef _first_down(DeviceT dev, list flight, now)
