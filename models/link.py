@@ -28,7 +28,7 @@ _ALL_CHANNELS = (1 << len(CHANNELS)) - 1
 _CHANNELS_IN = [tuple(c for c in range(len(CHANNELS)) if (m >> c) & 1) for m in range(_ALL_CHANNELS + 1)]
 
 
-class Msg(NamedTuple):
+class _MsgFields(NamedTuple):
     """One model message.  ``op`` is the opcode enum member (None for data headers); ``uid`` the CQID
     or UQID the header carries; ``line`` the line address (carried on the wire by requests and snoops;
     for responses and data it is the model's own note of the line, used for the ordering rule and
@@ -41,6 +41,18 @@ class Msg(NamedTuple):
     rsp_data: int = 0
     data: Optional[int] = None
     bogus: bool = False
+
+
+_tuple_new = tuple.__new__
+
+
+class Msg(_MsgFields):
+    """The message tuple (fields: :class:`_MsgFields`), built without the interpreted ``__new__`` that
+    ``NamedTuple`` generates: in the compiled build (models/compiled.py) this ``__new__`` is compiled."""
+    __slots__ = ()
+
+    def __new__(cls, chan, op, uid, line, rsp_data=0, data=None, bogus=False):
+        return _tuple_new(cls, (chan, op, uid, line, rsp_data, data, bogus))
 
 
 def encode(msg):
