@@ -24,14 +24,15 @@ the opcode enums hash by identity (cxl/messages.py), and the per-device and per-
 loop reads are gathered once (``_check_units``, ``_step_units``).
 Same seed, same messages: every change for speed keeps the message trace, the summary and the errors
 of runs broken on purpose, cycle for cycle (tests/test_model_equivalence.py against digests recorded
-before the change).  ``make fast-model`` compiles the hot modules with Cython (models/compiled.py).
-Instructions beyond imports (cachegrind, 2k transactions, seed 1): 1.15e9 before the last round,
-1.03e9 pure Python, 0.92e9 compiled (~100k instructions per message); BENCHMARKS.md has the wall-clock
-figures.  What remains is spread over the handlers and the loop (no function holds much more than a
-tenth of the time, py-spy); the per-line checks are about 11 % of the instructions and the credit
-checks 3 %.  Cython without
-static types only removes the interpreter's dispatch; 200k messages/s would need the model's state in
-typed C structures, which the tests that patch a handler method on purpose cannot patch.
+before the change).  ``make fast-model`` compiles the hot modules with Cython, typed by the ``.pxd``
+beside each (models/compiled.py): the classes become extension types with C fields and C-called
+methods.  Instructions beyond imports (cachegrind, 2k transactions, seed 1): 1.07e9 pure Python,
+0.92e9 compiled without static types, 0.60e9 compiled with them (~60k instructions per message);
+BENCHMARKS.md has the wall-clock figures.  What remains is spread over the handlers and the loop (no
+function holds much more than a tenth of the time, perf), and is now mostly the Python objects the
+model's state is made of (dictionaries of lines, enum members, message tuples, Python integers for
+cycles): 200k messages/s would need that state itself in C types (integer states, per-line arrays),
+not only the classes that hold it.
 """
 
 import argparse
