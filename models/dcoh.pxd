@@ -4,6 +4,7 @@
 # modules ignore it.  Every attribute an instance sets must be declared here (``__dict__`` keeps room
 # for others), and a type named here must hold for every value the model stores there.
 cimport cython
+from models.link cimport Link as LinkT
 
 cpdef tuple _holders(SFEntry e)
 
@@ -79,7 +80,7 @@ cdef class Device:
     cdef dict __dict__
     cdef public object index
     cdef public object cfg
-    cdef public object link
+    cdef public LinkT link
     cdef public object checker
     cdef public list caches
     cdef public SnoopFilter sf
@@ -122,7 +123,7 @@ cdef class Device:
     cpdef _try_issue(self, CpuOp op, now)
     cpdef _issue_miss(self, CpuOp op, code, now)
     cpdef _internal_fill(self, SFEntry e, k, line, write)
-    @cython.locals(arb=TxArbiter, t=Txn, sent=Py_ssize_t)
+    @cython.locals(link=LinkT, arb=TxArbiter, t=Txn, sent=Py_ssize_t)
     cpdef transmit(self, now, limit=*)
     @cython.locals(w=LineWork)
     cpdef can_accept_snoop(self, msg)

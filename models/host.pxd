@@ -1,5 +1,6 @@
 # Static types for the compiled build of models/host.py (``make fast-model``; see models/dcoh.pxd).
 cimport cython
+from models.link cimport Link as LinkT
 from models.dcoh cimport SnoopFilter as SnoopFilterT, SFEntry as SFEntryT
 
 cdef class HostTxn:
@@ -46,6 +47,7 @@ cdef class Host:
     cdef public dict set_wait
     cdef public set _retrying
     cdef public dict counts
+    @cython.locals(link=LinkT)
     cpdef _send(self, dev, msg, now, lag=*)
     @cython.locals(used=set)
     cpdef _uqid(self)

@@ -155,7 +155,8 @@ class Host:
 
     # ---------------------------------------------------------------- helpers
     def _send(self, dev, msg, now, lag=0):
-        self.links[dev].send(msg, now, self.cfg.host_latency + lag)
+        link = self.links[dev]
+        link.send(msg, now, self.cfg.host_latency + lag)
 
     def _uqid(self):
         u = 0

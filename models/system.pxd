@@ -35,3 +35,6 @@ cpdef drive(sysm, next_op, pace, stop, on_done=*, progress=*, max_cycles=*)
 
 @cython.locals(i=Py_ssize_t, first=object)
 cpdef _first_down(DeviceT dev, list flight, now)
+
+@cython.locals(k=int)
+cpdef randbelow(getrandbits, n)

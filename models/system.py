@@ -472,14 +472,25 @@ class Workload:
         ``rng.randrange(2)``: the same draws from the generator, with the cumulative weights summed
         here the way ``choices`` sums them (so the same floats, the same picks)."""
         rng = self.rng
-        random, below = rng.random, rng._randbelow    # choice(s) is s[_randbelow(len(s))], randrange(n)
+        random, bits = rng.random, rng.getrandbits    # choice(s) is s[_randbelow(len(s))], randrange(n)
         cum = self._layout_cum                        # is _randbelow(n): the same draws, fewer calls
         layout = self.layouts[bisect(cum, random() * (cum[-1] + 0.0), 0, len(cum) - 1)]
-        line = layout[below(len(layout))]
+        line = layout[randbelow(bits, len(layout))]
         cum = self._kind_cum
         kind = self.kinds[bisect(cum, random() * (cum[-1] + 0.0), 0, len(cum) - 1)]
         self.value += 1
-        return CpuOp(kind, k, line, self.value, below(2))
+        return CpuOp(kind, k, line, self.value, randbelow(bits, 2))
+
+
+def randbelow(getrandbits, n):
+    """``random.Random._randbelow(n)`` for a generator whose ``getrandbits`` is given: the same draws
+    (``n.bit_length()`` bits, drawn again while the number is n or more), in a function the compiled
+    build compiles (the generator's own method is interpreted Python)."""
+    k = n.bit_length()
+    r = getrandbits(k)
+    while r >= n:
+        r = getrandbits(k)
+    return r
 
 
 def state_event_coverage(devices):
@@ -595,7 +606,7 @@ def run(cfg, transactions, seed, progress=None):
     devs = sysm.devices
     latency = {}
     devload_hist = [0, 0, 0, 0]
-    below, think1 = rng._randbelow, wl.think + 1       # rng.randrange(think1), the same draw
+    bits, think1 = rng.getrandbits, wl.think + 1       # rng.randrange(think1), the same draw
 
     def on_done(dev, dev_done):
         devload_hist[dev.devload()] += 1
@@ -610,7 +621,7 @@ def run(cfg, transactions, seed, progress=None):
         return wl.next_op(k)
 
     t_start = time.perf_counter()
-    now, msgs, done = drive(sysm, next_op, lambda: below(think1),
+    now, msgs, done = drive(sysm, next_op, lambda: randbelow(bits, think1),
                             lambda done: done >= transactions, on_done, progress)
     sysm.check_all()
     wall = time.perf_counter() - t_start
