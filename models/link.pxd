@@ -1,5 +1,10 @@
+# Static types for the compiled build of models/link.py (``make fast-model``; see models/compiled.py).
+# A channel is a Channel member (an IntEnum) wherever it is stored; the methods below only index and
+# shift with it, so they take it as a C integer.
+cimport cython
+
 cdef class Link:
-    cdef dict __dict__
+    cdef dict __dict__                  # a testbench may replace ``send`` on one link (tb/system_tb.py)
     cdef public object latency
     cdef public object initial
     cdef public bint timed
@@ -11,8 +16,10 @@ cdef class Link:
     cdef public list waiting
     cdef public object wake
     cdef public object next_due
-    cdef public object changed
+    cdef public long changed
+    @cython.locals(c=Py_ssize_t, credits=list)
     cpdef send(self, msg, now, extra=*)
+    @cython.locals(c=Py_ssize_t)
     cpdef _launch(self, list entry, now)
-    cpdef _credit_back(self, chan, now)
+    cpdef _credit_back(self, Py_ssize_t chan, now)
     cpdef consumed(self, chan, now)
