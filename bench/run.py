@@ -290,11 +290,11 @@ def markdown(res):
               "imports (cachegrind, 2k transactions, seed 1): 1.15e9 before the last round, 1.03e9 pure "
               "Python (identity hashes for the opcode enums, credit checks on the moved channels only, "
               "containers gathered once), 0.92e9 with `make fast-model` when it compiled the hot modules without static types (it removed "
-              "only the interpreter's dispatch), 0.60e9 now that it types them (a `.pxd` beside each hot "
+              "only the interpreter's dispatch), 0.56e9 now that it types them (a `.pxd` beside each hot "
               "module makes the model's classes extension types with C fields and C-called methods, "
               "models/compiled.py; 1.07e9 pure Python on the same day). Wall-clock figures swing "
               "with the load of this shared 2-core machine: compare runs made under the same load. "
-              "What is left (~60k instructions per message) is spread over the handlers and the loop, and "
+              "What is left (~55k instructions per message) is spread over the handlers and the loop, and "
               "is mostly the Python objects the state is made of (dictionaries of lines, enum members, "
               "message tuples, integers for cycles); 200k msgs/s needs that state itself in C types "
               "(models/system.py docstring).",

@@ -26,7 +26,7 @@ cdef class System:
 
     @cython.locals(lines=set, ghost=dict, host=HostT, active=dict, mem=dict, host_dir=dict, units=list,
                    caches=tuple, entries=dict, cache=dict, inclusion_ok=bint, wrote=bint,
-                   writers=Py_ssize_t, readers=Py_ssize_t, link=LinkT)
+                   writers=Py_ssize_t, readers=Py_ssize_t, link=LinkT, held=long, bit=long, c=list)
     cpdef check_step(self)
 
 @cython.locals(dev=DeviceT, arb=TxArbiterT, nd=list, ops=list, dev_done=list, credits=list, wake=list,

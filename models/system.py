@@ -27,7 +27,7 @@ of runs broken on purpose, cycle for cycle (tests/test_model_equivalence.py agai
 before the change).  ``make fast-model`` compiles the hot modules with Cython, typed by the ``.pxd``
 beside each (models/compiled.py): the classes become extension types with C fields and C-called
 methods.  Instructions beyond imports (cachegrind, 2k transactions, seed 1): 1.07e9 pure Python,
-0.92e9 compiled without static types, 0.60e9 compiled with them (~60k instructions per message);
+0.92e9 compiled without static types, 0.56e9 compiled with them (~55k instructions per message);
 BENCHMARKS.md has the wall-clock figures.  What remains is spread over the handlers and the loop (no
 function holds much more than a tenth of the time, perf), and is now mostly the Python objects the
 model's state is made of (dictionaries of lines, enum members, message tuples, Python integers for
