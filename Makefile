@@ -59,7 +59,7 @@ define need
 	else echo '$(3)' >&2; exit 1; fi
 endef
 
-.PHONY: fast-model help venv iverilog cxx warmup deps sim regress model test explore table vectors report clean which-verilator formal verilog bench
+.PHONY: fast-model model-build help venv iverilog cxx warmup deps sim regress model test explore table vectors report clean which-verilator formal verilog bench
 
 help:
 	@echo 'cxl-dcoh targets:'
@@ -77,8 +77,9 @@ help:
 	@echo '                REGRESS_JOBS=$(REGRESS_JOBS) workers, or REGRESS_SCHEDULER=tcp://host:8786 (default: $$DASK_SCHEDULER)'
 	@echo '                -> build/regress/summary.json (+ per-seed summaries, summary_junit.xml)'
 	@echo '  make model    golden-model system simulation (MODEL_TRANSACTIONS=$(MODEL_TRANSACTIONS)) -> build/model/summary.json'
-	@echo '  make fast-model  compile the golden model'"'"'s hot modules with Cython (optional; models/compiled.py) ->'
-	@echo '                build/fast-model, used by `import models` while it matches the sources (CXL_MODEL_BUILD=python: not)'
+	@echo '  make fast-model  compile the golden model'"'"'s hot modules with Cython (models/compiled.py; sim, regress and'
+	@echo '                model do it themselves when it is missing or stale) -> build/fast-model, used by `import models`'
+	@echo '                while it matches the sources (CXL_MODEL_BUILD=python: not)'
 	@echo '  make test     all tests but the slow ones (pytest -m "not slow" on TEST_JOBS=$(TEST_JOBS) workers,'
 	@echo '                HYPOTHESIS_PROFILE=$(HYPOTHESIS_PROFILE); PYTEST_ARGS=...)'
 	@echo '  make explore  exhaustive exploration of tiny configurations -> build/explore/summary.json'
@@ -103,9 +104,9 @@ venv: $(STAMP)
 
 $(STAMP): pyproject.toml
 	$(call need,$(PYTHON) -c 'import ensurepip$(,) venv',python3 python3-venv,$(PYTHON) cannot create a venv: run `sudo apt-get install python3-venv`)
-	@echo "==> creating .venv and installing pinned packages (pip install -e '.[dev]')"
+	@echo "==> creating .venv and installing pinned packages (pip install -e '.[dev,fast]')"
 	@$(PYTHON) -m venv $(VENV)
-	@$(BIN)/pip install -q --disable-pip-version-check -e '.[dev]'
+	@$(BIN)/pip install -q --disable-pip-version-check -e '.[dev,fast]'
 	@touch $@
 
 iverilog:
@@ -135,14 +136,14 @@ which-verilator: venv
 	@$(WITH_VLT) && command -v verilator && verilator --version
 
 # ---------------------------------------------------------------- jobs
-sim: deps
+sim: deps model-build
 	@mkdir -p build/sim
 	@$(WITH_VLT) && $(PY) -m tb.run_system --sim $(SIM) --devices $(DEVICES) --transactions $(TRANSACTIONS) \
 	  --seed $(SEED) $(if $(WAVES),--waves) $(if $(TESTCASE),--testcase $(TESTCASE)) $(if $(HOST),--host $(HOST)) \
 	  $(if $(DCOH),--dcoh $(DCOH)) $(if $(BATCH),--batch $(BATCH)) $(if $(CACHE_STALL),--cache-stall $(CACHE_STALL)) \
 	  --out build/sim/summary.json
 
-regress: deps
+regress: deps model-build
 	@mkdir -p build/regress
 	@$(WITH_VLT) && $(PY) -m pytest -q -m slow -n $(TEST_JOBS) --dist loadfile
 	@$(WITH_VLT) && $(PY) -m tb.run_system --sim $(REGRESS_SIM) --devices $(DEVICES) --seed $(SEED) \
@@ -151,7 +152,7 @@ regress: deps
 	  $(if $(CACHE_STALL),--cache-stall $(CACHE_STALL)) \
 	  $(if $(REGRESS_SCHEDULER),--scheduler $(REGRESS_SCHEDULER)) --out build/regress/summary.json
 
-model: venv
+model: venv model-build
 	@mkdir -p build/model
 	$(PY) -m models.system --devices $(DEVICES) --transactions $(MODEL_TRANSACTIONS) --seed $(SEED) \
 	  $(if $(HOST),--config $(HOST)) --out build/model/summary.json
@@ -159,6 +160,12 @@ model: venv
 fast-model: venv
 	@$(BIN)/pip install -q --disable-pip-version-check -e '.[dev,fast]'
 	$(PY) -c 'import sys, models.compiled as c; sys.exit(c.main())'
+
+# The golden model compiled for sim, regress and model (the system testbench's shadows and host run about
+# a fifth faster) when no build matches the sources; a machine that cannot compile it runs the pure-Python
+# model, with a note.  The tests always run the pure-Python model (tests/conftest.py).
+model-build: venv
+	@$(PY) -c 'import sys, models.compiled as c; sys.exit(c.main(["--if-stale"]))'
 
 # The wall time of the test run goes to build/bench/make_test_s.txt (make bench reports it).
 test: deps

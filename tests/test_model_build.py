@@ -49,6 +49,24 @@ def test_an_edited_type_declaration_makes_the_build_stale(tmp_path):
     assert compiled.compiled_dir(pkg, root, environ={}) is None
 
 
+def test_if_stale_leaves_a_matching_build_alone(tmp_path, monkeypatch):
+    """``--if-stale`` (make sim, regress, model) builds nothing while a build matches the sources."""
+    fake = _fake_build(tmp_path)
+    monkeypatch.setattr(compiled, "compiled_dir", lambda root, environ: fake[2])
+    monkeypatch.setattr(compiled, "build", lambda *a, **k: pytest.fail("built although the build matches"))
+    assert compiled.main(["--if-stale", "--root", str(fake[1])]) == 0
+
+
+def test_if_stale_falls_back_to_python_when_it_cannot_build(tmp_path, monkeypatch, capsys):
+    """A machine that cannot compile the model (here: no Cython) gets a note, and the job goes on."""
+    def no_cython(*a, **k):
+        raise ModuleNotFoundError("No module named 'Cython'")
+    monkeypatch.setattr(compiled, "build", no_cython)
+    assert compiled.main(["--if-stale", "--root", str(tmp_path / "nothing-built")]) == 0
+    err = capsys.readouterr().err
+    assert "could not be built" in err and "No module named 'Cython'" in err and "pure-Python" in err
+
+
 def test_the_environment_forces_python(tmp_path):
     pkg, root, _ = _fake_build(tmp_path)
     assert compiled.compiled_dir(pkg, root, environ={compiled.ENV: "python"}) is None
