@@ -1,8 +1,9 @@
 # Static types for the compiled build of models/dcoh.py (``make fast-model``, models/compiled.py): Cython
 # reads this file beside the .py, makes these classes extension types with the attributes below as C
 # fields, and the methods listed cpdef (a C call when the receiver's type is known).  The pure-Python
-# modules ignore it.  Every attribute an instance sets must be declared here (``__dict__`` keeps room
-# for others), and a type named here must hold for every value the model stores there.
+# modules ignore it.  Every attribute an instance sets must be declared here, and a type named here must
+# hold for every value the model stores there.  A class with ``__dict__`` takes other attributes too,
+# including a method replaced on one instance (which the compiled callers then call); the others do not.
 cimport cython
 from models.link cimport Link as LinkT
 
@@ -33,6 +34,7 @@ cdef class SnoopFilter:
     cpdef free(self, line)
 
 cdef class Coalescer:
+    cdef dict __dict__                  # a testbench may replace ``add`` on one device's (tb/hypothesis_traces.py)
     cdef public object window
     cdef public object block
     cdef public dict groups
@@ -77,7 +79,7 @@ cdef class LineWork:
     cdef public object evict
 
 cdef class Device:
-    cdef dict __dict__
+    cdef dict __dict__                  # testbenches replace handlers on one device (tb/hypothesis_traces.py)
     cdef public object index
     cdef public object cfg
     cdef public LinkT link

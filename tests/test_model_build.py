@@ -80,17 +80,51 @@ def test_forced_python_imports_the_sources():
     assert r.stdout.split()[0] == "python" and r.stdout.split()[1].endswith("system.py")
 
 
-@pytest.mark.slow
+def instance_overrides():
+    """What the testbenches' per-instance replacements see (tb/hypothesis_traces.py replaces a device's
+    ``can_accept_snoop``, ``on_snoop`` and its coalescer's ``add``; tb/system_tb.py a link's ``send``):
+    a fixed random trace through ``run_trace``, and the sends a replaced ``send`` saw.  The same in both
+    builds, and not nothing, when the compiled callers call the replacements."""
+    import random
+    from models.config import Config
+    from tb.hypothesis_traces import run_trace
+    rng = random.Random(5)
+    ops = [[rng.randrange(2), rng.randrange(2), rng.choice(("load", "store", "evict")), 0x80 + rng.randrange(6),
+            i + 1, rng.randrange(2)] for i in range(300)]
+    cfg = Config(devices=2, sf_sets=2, sf_ways=2, coalesce_window=16, coalesce_block=4)
+    scores = run_trace(ops, cfg)
+    scores.pop("coverage")
+    from models.system import System, Workload, drive
+    sysm = System(Config(), timed=True)
+    seen = [0]
+    link = sysm.links[0]
+    send = link.send
+
+    def spy(msg, now, extra=0):
+        seen[0] += 1
+        send(msg, now, extra)
+    link.send = spy
+    wl = Workload(sysm.cfg, random.Random(1))
+    drive(sysm, lambda d, k: wl.next_op(k), lambda: 3, lambda done: done >= 200)
+    return {**scores, "spied_sends": seen[0]}
+
+
 def test_the_compiled_build_runs_the_same_model(tmp_path):
-    """Build with Cython into a scratch folder and run the equivalence digests on it (about 3 minutes)."""
+    """Build with Cython into a scratch folder and run the equivalence digests on it, and the testbenches'
+    per-instance replacements (:func:`instance_overrides`) against the pure-Python model's (about 30 s:
+    make sim, regress and model run this build, the rest of the suite the pure-Python modules)."""
     pytest.importorskip("Cython")
     out = compiled.build(tmp_path / "fast")
     code = ("import sys, json; sys.path.insert(0, 'tests'); import models; "
             f"models.__path__.insert(0, {str(out)!r}); import models.compiled as c; "
-            "from model_trace import all_digests; print(json.dumps([c.active(), all_digests()]))")
+            "from model_trace import all_digests; from test_model_build import instance_overrides; "
+            "print(json.dumps([c.active(), all_digests(), instance_overrides()]))")
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     import json
-    build, digests = json.loads(r.stdout.splitlines()[-1])
+    build, digests, overrides = json.loads(r.stdout.splitlines()[-1])
     assert build == "cython"
     assert digests == json.loads((ROOT / "tests" / "model_digests.json").read_text())
+    pure = instance_overrides()                   # this process runs the pure-Python model (conftest.py)
+    assert pure["spied_sends"] > 0 and pure["held"] + pure["stalled"] + pure["merged"] > 0, pure
+    assert overrides == pure
