@@ -214,7 +214,7 @@ VLT_LINT_WAIVERS := -Wno-CASEINCOMPLETE -Wno-WIDTHEXPAND -Wno-WIDTHTRUNC -Wno-AL
 
 VERILOG_ARGS ?=
 
-bench: venv
+bench: venv model-build
 	@mkdir -p build/bench
 	$(PY) -m bench.run --out build/bench $(if $(UPDATE_DOCS),--update-docs)
 

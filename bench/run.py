@@ -10,8 +10,8 @@ Figures and where they come from:
 * ``model_msgs_per_s``: the golden model's timed system (``models.system.run``, default scenario, 20k
   transactions, invariant checks on: every touched line after every step, and credits) -- messages
   per wall second (target 200k), the median of ``MODEL_RUNS`` fresh interpreters on the pure-Python
-  sources; ``model_compiled_msgs_per_s`` the same on the ``make fast-model`` build (models/compiled.py),
-  null when it is not built for the current sources;
+  sources; ``model_compiled_msgs_per_s`` the same on the compiled build (models/compiled.py; ``make
+  bench`` builds it first when it can), null when it is not built for the current sources;
 * ``snoop_per_cycle``, ``snoop_miss_latency_cycles`` and the DCOH's other cycle counts:
   ``bench.dcoh_bench`` on the RTL (also rewrites bench/dcoh_cycles.json, which the CXL timing model reads),
   among them the streams of non-conflicting lines (``snoop_hit_per_cycle``, ``snoop_hit_probe_per_cycle``,
