@@ -1,3 +1,4 @@
+# Static types for the compiled build of models/checker.py (``make fast-model``; see models/dcoh.pxd).
 cdef class Checker:
     cdef public object initial
     cdef public dict ghost

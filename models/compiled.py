@@ -17,7 +17,8 @@ each attribute and local already has.  What that changes for users of the compil
 
 - the classes take no new attributes, and no method can be replaced on the class itself.  Subclasses
   can override any method (tests/model_trace.py records every message that way, and breaks its
-  recording subclasses on purpose), and ``Device`` and ``Link`` keep an instance ``__dict__``, so a
+  recording subclasses on purpose), and ``System``, ``Device``, its ``Coalescer`` and ``Link`` keep
+  an instance ``__dict__``, so a driver may keep notes on the system (models/explore.py) and a
   testbench may still replace a method on one instance (tb/system_tb.py, tb/hypothesis_traces.py);
 - the test suite runs the pure-Python modules (tests/conftest.py), since several tests patch the
   classes; tests/test_model_build.py builds the compiled modules and checks that they give the

@@ -659,9 +659,11 @@ class Device:
         e = self.sf.entries.get(line)
         if e is None or not e.presence:
             return False
-        copies = 0                       # the strongest permission a copy has (MESI.perm); a loop,
-        caches = self.caches             # not max() over a generator: the compiled build types this
-        for k in _holders(e):       # method (models/dcoh.pxd), and Cython compiles no closure there
+        # the strongest permission a copy has (MESI.perm); a loop, not max() over a generator: the
+        # compiled build types this method (models/dcoh.pxd), and Cython compiles no closure there
+        copies = 0
+        caches = self.caches
+        for k in _holders(e):
             p = caches[k][line][0]._value_[1]
             if p > copies:
                 copies = p

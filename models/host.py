@@ -248,8 +248,10 @@ class Host:
         sf = self.sf
         if not q or s in self.evicting or sf.free_way(s) is not None:
             return
-        for t in q:                   # any waiter needing an entry (a loop: the compiled build types
-            if self._needs_entry(t):  # this method, models/host.pxd, and Cython compiles no closure there)
+        # a waiter that needs an entry; a loop, not any() over a generator: the compiled build types this
+        # method (models/host.pxd), and Cython compiles no closure there
+        for t in q:
+            if self._needs_entry(t):
                 break
         else:
             return

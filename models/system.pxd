@@ -1,3 +1,4 @@
+# Static types for the compiled build of models/system.py (``make fast-model``; see models/dcoh.pxd).
 cimport cython
 # The classes under other names: System builds its links, host and devices from the module's Python
 # names Link, Host and Device (which tests swap for subclasses), so those must stay plain globals.
