@@ -104,7 +104,9 @@ def run(work, iterations=ITERATIONS, top=25, timeout=STEP_TIMEOUT, seed=SEED, pl
             if proc.poll() is None:
                 proc.kill()
             proc.wait()
-    routed = proc.returncode == 0
+    # routed within the asked iterations: a small netlist can route to the end between two polls, past
+    # the iteration asked for, whose CSV (with its overuse) is then the one summed
+    routed = proc.returncode == 0 and _last_iteration(out) <= iterations
     last = min(_last_iteration(out), iterations)
     if last == 0:
         raise RuntimeError(f"nextpnr wrote no congestion heatmap (exit {proc.returncode}; log: {out / 'nextpnr.log'})")

@@ -139,6 +139,23 @@ def test_congestion_groups_nets_by_bus(tmp_path):
         congestion.summarize(csv_path)
 
 
+def test_congestion_run_routed_between_two_polls_is_summed_at_the_asked_iteration(entry, monkeypatch):
+    """A small netlist can route to the end between two looks at the heatmaps: the run is still summed at
+    the iteration asked for, which had overuse, and does not count as routed."""
+    import time
+    from synth import congestion
+
+    class SlowPolls:                    # every look waits long enough for nextpnr to finish
+        monotonic = staticmethod(time.monotonic)
+
+        @staticmethod
+        def sleep(_):
+            time.sleep(5)
+    monkeypatch.setattr(congestion, "time", SlowPolls)
+    s = congestion.run(OUT / "credit_counter", iterations=2)
+    assert s["iteration"] == 2 and not s["routed"] and s["overuse"] > 0
+
+
 def test_congestion_run_stops_at_the_asked_iteration(entry):
     """router2 with its heatmap on the small block's netlist (it needs 8 iterations to route with the pinned
     toolchain): stopped after iteration 2, the summary is that iteration's CSV; asked for more iterations
