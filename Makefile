@@ -161,9 +161,9 @@ fast-model: venv
 	@$(BIN)/pip install -q --disable-pip-version-check -e '.[dev,fast]'
 	$(PY) -c 'import sys, models.compiled as c; sys.exit(c.main())'
 
-# The golden model compiled for sim, regress and model (the system testbench runs a tenth to a fifth
-# faster: BENCHMARKS.md) when no build matches the sources; a machine that cannot compile it runs the pure-Python
-# model, with a note.  The tests always run the pure-Python model (tests/conftest.py).
+# The golden model compiled for sim, regress, model and bench (the system testbench runs a tenth to a
+# fifth faster: BENCHMARKS.md) when no build matches the sources; a machine that cannot compile it runs
+# the pure-Python model, with a note.  The tests always run the pure-Python model (tests/conftest.py).
 model-build: venv
 	@$(PY) -c 'import sys, models.compiled as c; sys.exit(c.main(["--if-stale"]))'
 
