@@ -15,11 +15,15 @@ it names typed, so that the loop, the handlers and the checks reach the state wi
 lookups.  The ``.py`` files stay the one definition of the model; the declarations only say what type
 each attribute and local already has.  What that changes for users of the compiled build:
 
-- the classes take no new attributes, and no method can be replaced on the class itself.  Subclasses
-  can override any method (tests/model_trace.py records every message that way, and breaks its
-  recording subclasses on purpose), and ``System``, ``Device``, its ``Coalescer`` and ``Link`` keep
-  an instance ``__dict__``, so a driver may keep notes on the system (models/explore.py) and a
-  testbench may still replace a method on one instance (tb/system_tb.py, tb/hypothesis_traces.py);
+- the classes take no new attributes, and no method can be replaced on the class itself nor on one
+  instance: instrument with a subclass, which can override any method (tests/model_trace.py records
+  every message that way, and breaks its recording subclasses on purpose; tb/hypothesis_traces.py
+  counts in subclasses of ``Device`` and ``Coalescer``, built through ``System(device_class=...)``;
+  tb/system_tb.py puts a ``Link`` subclass in with ``System.replace_link``).  Only ``System`` keeps an
+  instance ``__dict__``, so that a driver may keep notes on it (models/explore.py): Cython gives every
+  instance of such a class a dictionary, and every cpdef call then looks for a method replaced in it,
+  through a cache of one instance that misses whenever calls alternate between the devices or links
+  (8 % of the run's instructions when ``Device``, ``Coalescer`` and ``Link`` had one);
 - the test suite runs the pure-Python modules (tests/conftest.py), since several tests patch the
   classes; tests/test_model_build.py builds the compiled modules and checks that they give the
   equivalence digests of tests/model_digests.json (the same messages at the same cycles, the same

@@ -2,8 +2,10 @@
 # reads this file beside the .py, makes these classes extension types with the attributes below as C
 # fields, and the methods listed cpdef (a C call when the receiver's type is known).  The pure-Python
 # modules ignore it.  Every attribute an instance sets must be declared here, and a type named here must
-# hold for every value the model stores there.  A class with ``__dict__`` takes other attributes too,
-# including a method replaced on one instance (which the compiled callers then call); the others do not.
+# hold for every value the model stores there.  No class here has an instance ``__dict__``: Cython gives
+# each instance of such a class a dictionary of its own, and then every cpdef call checks that instance
+# for a replaced method, a check whose one-entry cache misses whenever the calls alternate between
+# devices (8 % of the run's instructions).  Instrument a device with a subclass (tb/hypothesis_traces.py).
 cimport cython
 from models.link cimport Link as LinkT
 
@@ -34,7 +36,6 @@ cdef class SnoopFilter:
     cpdef free(self, line)
 
 cdef class Coalescer:
-    cdef dict __dict__                  # a testbench may replace ``add`` on one device's (tb/hypothesis_traces.py)
     cdef public object window
     cdef public object block
     cdef public dict groups
@@ -79,7 +80,6 @@ cdef class LineWork:
     cdef public object evict
 
 cdef class Device:
-    cdef dict __dict__                  # testbenches replace handlers on one device (tb/hypothesis_traces.py)
     cdef public object index
     cdef public object cfg
     cdef public LinkT link

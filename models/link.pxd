@@ -1,10 +1,10 @@
 # Static types for the compiled build of models/link.py (``make fast-model``; see models/compiled.py).
 # A channel is a Channel member (an IntEnum) wherever it is stored; the methods below only index and
-# shift with it, so they take it as a C integer.
+# shift with it, so they take it as a C integer.  No instance ``__dict__`` (see models/dcoh.pxd): a
+# testbench instruments a link with a subclass (tb/system_tb.py).
 cimport cython
 
 cdef class Link:
-    cdef dict __dict__                  # a testbench may replace ``send`` on one link (tb/system_tb.py)
     cdef public object latency
     cdef public object initial
     cdef public bint timed

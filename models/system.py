@@ -72,14 +72,18 @@ class ForwardProgressError(AssertionError):
 
 
 class System:
-    def __init__(self, cfg, timed=True):
+    def __init__(self, cfg, timed=True, device_class=None):
+        """The host, ``cfg.devices`` devices and a link each.  ``device_class``: a subclass of
+        :class:`~models.dcoh.Device` to build the devices from (a testbench's instrumented one,
+        tb/hypothesis_traces.py); None: ``Device``.  A link is replaced with :meth:`replace_link`."""
         self.cfg = cfg
         self.timed = timed
         self.checker = Checker()
         self.links = [Link(cfg, timed) for _ in range(cfg.devices)]
         self.host = Host(cfg, self.links, self.checker)
         self.stats = {}
-        self.devices = [Device(d, cfg, self.links[d], self.checker, self.stats) for d in range(cfg.devices)]
+        device_class = Device if device_class is None else device_class
+        self.devices = [device_class(d, cfg, self.links[d], self.checker, self.stats) for d in range(cfg.devices)]
         self.now = 0
         # What check_step and step_timed read per device, gathered once (these dicts, lists and deques are
         # never replaced, only changed):

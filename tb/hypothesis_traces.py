@@ -31,7 +31,7 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
 from models.config import Config
-from models.dcoh import CpuOp
+from models.dcoh import Coalescer, CpuOp, Device
 from models.system import System, drive
 from tb.system_top import DEFAULT_DCOH
 
@@ -81,44 +81,50 @@ def traces(cfg, min_size=8, max_size=48):
         lambda ops: [[d, k, kind, line, i + 1, v] for i, (d, k, kind, line, v) in enumerate(ops)])
 
 
-class _Counters:
-    """Instruments one model Device (on the instance; models/ is unchanged): snoops it refused
-    (stalled in a transient state), snoops that arrived while a back-invalidation of their line was
-    under way (held until its probes), snoops that had to wait for probes of their own, probes that
-    joined an open coalescer group (``merged``), and the shortest time between two probes to one
-    block (``gap``: a gradient toward merging, for ``target``)."""
+class _CountingCoalescer(Coalescer):
+    """A device's coalescer that counts the probes that joined an open group (``merged``) and keeps the
+    shortest time between two probes to one block (``gap``: a gradient toward merging, for ``target``)."""
 
-    def __init__(self, dev):
-        self.stalled, self.held, self.probe_wait, self.merged, self.gap = {}, 0, 0, 0, None
-        can, on_snoop, coal = dev.can_accept_snoop, dev.on_snoop, dev.coal
-        add = coal.add
-        last = {}
+    def __init__(self, window, block):
+        super().__init__(window, block)
+        self.merged, self.gap, self.last = 0, None, {}
 
-        def coal_add(line, caches, now):
-            b = line // coal.block
-            if b in coal.groups:
-                self.merged += 1
-            if b in last and (self.gap is None or now - last[b] < self.gap):
-                self.gap = now - last[b]
-            last[b] = now
-            add(line, caches, now)
-        coal.add = coal_add
+    def add(self, line, caches, now):
+        b = line // self.block
+        if b in self.groups:
+            self.merged += 1
+        if b in self.last and (self.gap is None or now - self.last[b] < self.gap):
+            self.gap = now - self.last[b]
+        self.last[b] = now
+        super().add(line, caches, now)
 
-        def can_accept_snoop(msg):
-            ok = can(msg)
-            if not ok:
-                self.stalled[id(msg)] = msg          # the message kept alive: ids stay distinct
-            return ok
 
-        def on_snoop_(msg, now):
-            w = dev.work.get(msg.line)
-            if w is not None:
-                self.held += 1
-            on_snoop(msg, now)
-            w2 = dev.work.get(msg.line)
-            if w is None and w2 is not None and w2.snoop is msg:
-                self.probe_wait += 1
-        dev.can_accept_snoop, dev.on_snoop = can_accept_snoop, on_snoop_
+class _CountingDevice(Device):
+    """A model device that counts snoops it refused (stalled in a transient state), snoops that arrived
+    while a back-invalidation of their line was under way (held until its probes) and snoops that had
+    to wait for probes of their own; its coalescer is a :class:`_CountingCoalescer`.  Subclasses, so
+    that models/ stays unchanged: the compiled golden model's devices take no attributes or replaced
+    methods of their own (models/dcoh.pxd)."""
+
+    def __init__(self, index, cfg, link, checker, stats=None):
+        super().__init__(index, cfg, link, checker, stats)
+        self.coal = _CountingCoalescer(cfg.coalesce_window, cfg.coalesce_block)
+        self.stalled, self.held, self.probe_wait = {}, 0, 0
+
+    def can_accept_snoop(self, msg):
+        ok = super().can_accept_snoop(msg)
+        if not ok:
+            self.stalled[id(msg)] = msg          # the message kept alive: ids stay distinct
+        return ok
+
+    def on_snoop(self, msg, now):
+        w = self.work.get(msg.line)
+        if w is not None:
+            self.held += 1
+        super().on_snoop(msg, now)
+        w2 = self.work.get(msg.line)
+        if w is None and w2 is not None and w2.snoop is msg:
+            self.probe_wait += 1
 
 
 def run_trace(ops, cfg, think=0, max_cycles=200000):
@@ -128,12 +134,11 @@ def run_trace(ops, cfg, think=0, max_cycles=200000):
     checked every cycle.  Runs until everything is issued and the system is quiescent, then
     ``check_all``.  Returns the scores.  Raises the model's own errors (invariant, protocol, forward
     progress): a model bug."""
-    sysm = System(cfg, timed=True)
+    sysm = System(cfg, timed=True, device_class=_CountingDevice)
     devs = sysm.devices
     queues = {}
     for d, k, kind, line, value, variant in ops:
         queues.setdefault((d, k), deque()).append(CpuOp(kind, k, line, value, variant))
-    counters = [_Counters(dev) for dev in devs]
 
     def next_op(d, k):
         q = queues.get((d, k))
@@ -146,12 +151,12 @@ def run_trace(ops, cfg, think=0, max_cycles=200000):
     now, _, done = drive(sysm, next_op, lambda: think, finished, max_cycles=max_cycles)
     sysm.check_all()
     pairs = sorted({f"{s} / {e}" for dev in devs for (s, e) in dev.coverage})
-    return {"pairs": len(pairs), "stalled": sum(len(c.stalled) for c in counters),
-            "held": sum(c.held for c in counters), "probe_wait": sum(c.probe_wait for c in counters),
+    return {"pairs": len(pairs), "stalled": sum(len(dev.stalled) for dev in devs),
+            "held": sum(dev.held for dev in devs), "probe_wait": sum(dev.probe_wait for dev in devs),
             "sf_evictions": sysm.stats.get("sf_evictions", 0),
             "coalesced": sum(dev.coal.msgs_in - dev.coal.msgs_out for dev in devs),
-            "merged": sum(c.merged for c in counters),
-            "closest": max((64 - min(c.gap, 64) for c in counters if c.gap is not None), default=0),
+            "merged": sum(dev.coal.merged for dev in devs),
+            "closest": max((64 - min(dev.coal.gap, 64) for dev in devs if dev.coal.gap is not None), default=0),
             "requests": done, "cycles": now, "coverage": pairs}
 
 

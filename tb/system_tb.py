@@ -77,7 +77,7 @@ from models.checker import InvariantViolation
 from models.config import Config
 from models.coverage import closure_report
 from models.dcoh import CpuOp, cache_hit
-from models.link import encode as encode_msg
+from models.link import Link, encode as encode_msg
 from cxl.coherence import Perm
 from models.latency import latency_entry
 from models.system import System, Workload, state_event_coverage
@@ -122,6 +122,24 @@ _CACHE_STATE = {CacheState.I: "I", CacheState.S: "S", CacheState.E: "E", CacheSt
 def _freed_text(key):
     """One key of ``Device.woken`` (a CQID, a work entry, a line, a snoop-filter set) for a failure message."""
     return key if isinstance(key, str) else f"{key[0]} {key[1]:#x}"
+
+
+class HostSendSpy(Link):
+    """The golden model's link to device ``d``, which hands every message the host sends on it to that
+    device's testbench side (``bench.devs[d].h2d_sent``) to drive into the RTL.  The RTL's host answers
+    at once (the RTL link's latency stands in for the model's), but keeps any lag beyond its lookup that
+    the host gives a message on purpose.  A subclass rather than a method replaced on one link: the
+    compiled golden model's links take no attributes of their own (models/link.pxd)."""
+
+    def __init__(self, cfg, timed, bench, d):
+        super().__init__(cfg, timed)
+        self.bench, self.d = bench, d
+
+    def send(self, msg, now, extra=0):
+        super().send(msg, now, extra)
+        if not msg.chan.upstream:
+            self.bench.devs[self.d].h2d_sent(self.flight[False][-1],
+                                             now + max(0, extra - self.bench.cfg.host_latency))
 
 
 class DeviceSide:
@@ -544,6 +562,8 @@ class SystemBench:
         self.flit_checker = self.new_flit_checker() if flit_monitor else None
         self.broken = os.environ.get("SIM_BREAK")     # tests only: break the device side on purpose
         self.sysm = System(self.cfg, timed=False)
+        for d in range(len(self.sysm.links)):           # before the device sides take their links
+            self.sysm.replace_link(d, HostSendSpy(self.cfg, False, self, d))
         self.workload = Workload(self.cfg, self.rng)
         self.host_rng = random.Random(f"host traffic {seed}")      # as models.system.run
         # a trace: each cache replays its accesses in order instead of the random workload
@@ -577,22 +597,6 @@ class SystemBench:
         self._last_done, self._last_done_at = 0, 0      # for watch()
         self.touched = set()
         self.devs = [self.side_class(self, d) for d in range(self.devices)]
-        for d, link in enumerate(self.sysm.links):
-            self._spy(link, self.devs[d])
-
-    @staticmethod
-    def _spy(link, side):
-        send = link.send
-
-        host_latency = side.bench.cfg.host_latency
-
-        def spy(msg, now, extra=0):
-            send(msg, now, extra)
-            if not msg.chan.upstream:
-                # the RTL's host answers at once (the RTL link's latency stands in for the model's), but
-                # keeps any lag beyond its lookup that the host gives a message on purpose
-                side.h2d_sent(link.flight[False][-1], now + max(0, extra - host_latency))
-        link.send = spy
 
     def new_flit_checker(self):
         """The flit checker's process (tb/flit_checker.py); this testbench hands it flits one by one."""

@@ -18,8 +18,8 @@ from pathlib import Path
 # The golden model's pure-Python modules, whether or not ``make fast-model`` has built the compiled ones:
 # tests patch the model's classes on purpose (tests/test_mutations.py, tests/test_model_wakeup.py), and
 # the compiled build's classes are extension types, which take no new attributes.  The compiled build is
-# checked by tests/test_model_build.py (the equivalence digests and the testbenches' per-instance
-# replacements, in a process of its own).  Set before
+# checked by tests/test_model_build.py (the equivalence digests and the testbenches' instrumented
+# subclasses, in a process of its own).  Set before
 # anything imports ``models``; CXL_MODEL_BUILD set by the caller wins.
 os.environ.setdefault("CXL_MODEL_BUILD", "python")
 

@@ -23,6 +23,7 @@ from hdl.dcoh.snoop_filter import SFState
 from cxl.messages import Channel, D2HReqOpcode, D2HRspOpcode
 from models.config import Config
 from models.dcoh import CpuOp
+from models.link import Link
 from tb.cache_bfm import CacheBFM
 from cxl.coherence import DevState
 from models.system import System
@@ -68,6 +69,20 @@ def _rtl_sf(ctx, dut):
 KINDS = ("load", "load", "store", "store", "evict", "rdcurr", "itomwr", "wrinv", "clflush")
 
 
+class UpstreamSpy(Link):
+    """A model link that also appends every message its device sends to ``sent`` (a subclass: the
+    compiled golden model's links take no replaced methods, models/link.pxd)."""
+
+    def __init__(self, cfg, timed, sent):
+        super().__init__(cfg, timed)
+        self.sent = sent
+
+    def send(self, msg, now, extra=0):
+        if msg.chan.upstream:
+            self.sent.append(msg)
+        return super().send(msg, now, extra)
+
+
 async def run_cosim(ctx, dut, seed, steps=0, *, cfg=None, trace=None, lines=6, log=None):
     """Drive ``steps`` random moves (or the moves of ``trace``: ("cpu", d, k, kind, line, value,
     variant) / ("deliver", d, upstream, index) / ("flush", d, block) / ("host", kind, line, value));
@@ -80,14 +95,7 @@ async def run_cosim(ctx, dut, seed, steps=0, *, cfg=None, trace=None, lines=6, l
     dev = sysm.devices[0]
     bfm = CacheBFM(cfg.caches)
     sent = []                       # D2H messages device 0 sent in the model this step
-    link0 = sysm.links[0]
-    orig_send = link0.send
-
-    def spy(msg, now, extra=0):
-        if msg.chan.upstream:
-            sent.append(msg)
-        return orig_send(msg, now, extra)
-    link0.send = spy
+    sysm.replace_link(0, UpstreamSpy(cfg, False, sent))
     value = [100]
 
     for d in (dut.d2h_req, dut.d2h_rsp, dut.d2h_data, dut.cpu_rsp, dut.cmd):

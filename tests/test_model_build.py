@@ -80,14 +80,17 @@ def test_forced_python_imports_the_sources():
     assert r.stdout.split()[0] == "python" and r.stdout.split()[1].endswith("system.py")
 
 
-def instance_overrides():
-    """What the testbenches' per-instance replacements see (tb/hypothesis_traces.py replaces a device's
-    ``can_accept_snoop``, ``on_snoop`` and its coalescer's ``add``; tb/system_tb.py a link's ``send``):
-    a fixed random trace through ``run_trace``, and the sends a replaced ``send`` saw.  The same in both
-    builds, and not nothing, when the compiled callers call the replacements."""
+def instrumented_runs():
+    """What the testbenches' instrumented subclasses see (tb/hypothesis_traces.py counts in subclasses of
+    ``Device`` and ``Coalescer``; tb/system_tb.py's ``HostSendSpy`` is a ``Link`` that hands on what the
+    host sends): a fixed random trace through ``run_trace``, and the host's sends a ``HostSendSpy``
+    handed on.  The same in both builds, and not nothing, when the compiled callers call the overrides."""
+    import hashlib
     import random
+    from types import SimpleNamespace
     from models.config import Config
     from tb.hypothesis_traces import run_trace
+    from tb.system_tb import HostSendSpy
     rng = random.Random(5)
     ops = [[rng.randrange(2), rng.randrange(2), rng.choice(("load", "store", "evict")), 0x80 + rng.randrange(6),
             i + 1, rng.randrange(2)] for i in range(300)]
@@ -96,35 +99,31 @@ def instance_overrides():
     scores.pop("coverage")
     from models.system import System, Workload, drive
     sysm = System(Config(), timed=True)
-    seen = [0]
-    link = sysm.links[0]
-    send = link.send
-
-    def spy(msg, now, extra=0):
-        seen[0] += 1
-        send(msg, now, extra)
-    link.send = spy
+    handed = []
+    side = SimpleNamespace(h2d_sent=lambda entry, release: handed.append((entry[1].chan.name, release)))
+    bench = SimpleNamespace(devs=[side], cfg=sysm.cfg)
+    sysm.replace_link(0, HostSendSpy(sysm.cfg, True, bench, 0))
     wl = Workload(sysm.cfg, random.Random(1))
     drive(sysm, lambda d, k: wl.next_op(k), lambda: 3, lambda done: done >= 200)
-    return {**scores, "spied_sends": seen[0]}
+    return {**scores, "handed_on": len(handed), "handed": hashlib.sha256(repr(handed).encode()).hexdigest()}
 
 
 def test_the_compiled_build_runs_the_same_model(tmp_path):
     """Build with Cython into a scratch folder and run the equivalence digests on it, and the testbenches'
-    per-instance replacements (:func:`instance_overrides`) against the pure-Python model's (about 30 s:
+    instrumented subclasses (:func:`instrumented_runs`) against the pure-Python model's (about 30 s:
     make sim, regress and model run this build, the rest of the suite the pure-Python modules)."""
     pytest.importorskip("Cython")
     out = compiled.build(tmp_path / "fast")
     code = ("import sys, json; sys.path.insert(0, 'tests'); import models; "
             f"models.__path__.insert(0, {str(out)!r}); import models.compiled as c; "
-            "from model_trace import all_digests; from test_model_build import instance_overrides; "
-            "print(json.dumps([c.active(), all_digests(), instance_overrides()]))")
+            "from model_trace import all_digests; from test_model_build import instrumented_runs; "
+            "print(json.dumps([c.active(), all_digests(), instrumented_runs()]))")
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     import json
     build, digests, overrides = json.loads(r.stdout.splitlines()[-1])
     assert build == "cython"
     assert digests == json.loads((ROOT / "tests" / "model_digests.json").read_text())
-    pure = instance_overrides()                   # this process runs the pure-Python model (conftest.py)
-    assert pure["spied_sends"] > 0 and pure["held"] + pure["stalled"] + pure["merged"] > 0, pure
+    pure = instrumented_runs()                    # this process runs the pure-Python model (conftest.py)
+    assert pure["handed_on"] > 0 and pure["held"] + pure["stalled"] + pure["merged"] > 0, pure
     assert overrides == pure
