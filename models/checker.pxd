@@ -7,6 +7,7 @@ cdef class Checker:
     cdef public object reads
     cdef public object writes
     cpdef value(self, line)
-    cpdef write(self, line, value, who)
-    cpdef read(self, line, value, who)
-    cpdef read_at_serialization(self, line, value, who)
+    cpdef writer_of(self, line)
+    cpdef write(self, line, value, who, tuple args=*)
+    cpdef read(self, line, value, who, tuple args=*)
+    cpdef read_at_serialization(self, line, value, who, tuple args=*)

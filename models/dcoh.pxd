@@ -10,6 +10,8 @@ cimport cython
 from models.link cimport Link as LinkT
 
 cpdef tuple _holders(SFEntry e)
+cpdef tuple _snoop_step(state, snoop)
+cpdef tuple _response_step(state, event)
 
 cdef class SFEntry:
     cdef public object state

@@ -23,7 +23,8 @@ import heapq
 from collections import deque
 
 from cxl.coherence import (MESI, Perm, DevState as D, STALL, GRANTED, REQUEST_START, GO_OF, INTERNAL_PERMISSION,
-                           snoop_transition, response_transition, UndeclaredTransition)
+                           RESPONSE_TABLE, SNOOP_TABLE, snoop_transition, response_transition,
+                           UndeclaredTransition)
 from cxl.device import ACCESS_KINDS, REQUEST_PRIORITY
 from cxl.messages import (Channel, D2HReqOpcode as Req, D2HRspOpcode as Rsp, H2DRspOpcode as HRsp,
                           GOState)
@@ -54,6 +55,19 @@ def _holders(e):
     if h is None:
         h = _HOLDERS[p] = tuple([k for k in range(p.bit_length()) if (p >> k) & 1])
     return h
+
+
+def _snoop_step(state, snoop):
+    """``cxl.coherence.snoop_transition(state, snoop)``, with the table looked up here: the compiled
+    build compiles this module, not cxl/coherence.py.  A pair the table lacks raises there."""
+    r = SNOOP_TABLE.get((state, snoop))
+    return snoop_transition(state, snoop) if r is None else r
+
+
+def _response_step(state, event):
+    """``cxl.coherence.response_transition(state, event)``, looked up here (see :func:`_snoop_step`)."""
+    r = RESPONSE_TABLE.get((state, event))
+    return response_transition(state, event) if r is None else r
 
 
 class ProtocolError(RuntimeError):
@@ -511,9 +525,9 @@ class Device:
         if cache_hit(cache, op):
             if kind == "store":
                 c[0], c[1] = _MESI.M, op.value
-                self.checker.write(line, op.value, f"{self.name()} cache {k} store")
+                self.checker.write(line, op.value, "dev{} cache {} store", (self.index, k))
             elif c is not None:
-                self.checker.read(line, c[1], f"{self.name()} cache {k} {kind} hit")
+                self.checker.read(line, c[1], "dev{} cache {} {} hit", (self.index, k, kind))
             self._finish_op(op)
             return True
         if line in self.by_line or line in self.work:       # self.busy(line)
@@ -523,7 +537,7 @@ class Device:
         if kind == "load":
             if e is not None:       # another internal cache has it: fill from it, no host traffic
                 self._internal_fill(e, k, line, write=False)
-                self.checker.read(line, cache[line][1], f"{self.name()} cache {k} internal fill")
+                self.checker.read(line, cache[line][1], "dev{} cache {} internal fill", (self.index, k))
                 self._finish_op(op)
                 return True
             return self._issue_miss(op, _Req.RdAny if op.variant else _Req.RdShared, now)
@@ -531,7 +545,7 @@ class Device:
             if e is not None and e.state is _D.E:
                 self._internal_fill(e, k, line, write=True)
                 cache[line] = [_MESI.M, op.value]
-                self.checker.write(line, op.value, f"{self.name()} cache {k} store after internal upgrade")
+                self.checker.write(line, op.value, "dev{} cache {} store after internal upgrade", (self.index, k))
                 self._finish_op(op)
                 return True
             code = _Req.RdOwnNoData if op.variant else _Req.RdOwn
@@ -644,7 +658,7 @@ class Device:
         if w is not None:
             return True
         state = self.line_state(line)
-        rsp, nxt, data = snoop_transition(state, msg.op)
+        rsp, nxt, data = _snoop_step(state, msg.op)
         if rsp is STALL:        # held until the data arrives: counts as taken once per refusal
             cov = (state._name_, msg.op._name_)
             self.coverage[cov] = self.coverage.get(cov, 0) + 1
@@ -677,7 +691,7 @@ class Device:
             w.snoop = msg
             return
         state = self.line_state(line)
-        rsp, nxt, data = snoop_transition(state, msg.op)
+        rsp, nxt, data = _snoop_step(state, msg.op)
         if self._snoop_probes(line, state, nxt, data):
             self._new_work(line).snoop = msg
             self.coal.add(line, self.sf.entries[line].presence, now)
@@ -687,7 +701,7 @@ class Device:
     def _answer_snoop(self, msg, now, extra):
         line = msg.line
         state = self.line_state(line)
-        rsp, nxt, data = snoop_transition(state, msg.op)
+        rsp, nxt, data = _snoop_step(state, msg.op)
         assert rsp is not STALL
         cov = (state._name_, msg.op._name_)
         self.coverage[cov] = self.coverage.get(cov, 0) + 1
@@ -801,7 +815,7 @@ class Device:
                 raise ProtocolError(f"{self.name()}: GO with state {msg.rsp_data:#x} for {t!r}")
         else:
             event = msg.op._name_
-        nxt, action = response_transition(t.state, event)
+        nxt, action = _response_step(t.state, event)
         cov = (t.state._name_, event)
         self.coverage[cov] = self.coverage.get(cov, 0) + 1
         if event in ("GO-S", "GO-E"):
@@ -817,7 +831,7 @@ class Device:
         t = self.txns.get(msg.uid)
         if t is None:
             raise ProtocolError(f"{self.name()}: H2D Data for CQID {msg.uid}, which is not in use")
-        nxt, _ = response_transition(t.state, "Data")
+        nxt, _ = _response_step(t.state, "Data")
         cov = (t.state._name_, "Data")
         self.coverage[cov] = self.coverage.get(cov, 0) + 1
         t.data = msg.data
@@ -844,19 +858,19 @@ class Device:
             e = self.sf.entries[line]
             k = op.k
             if t.op in _READ_DATA:          # RdShared, RdAny, RdOwn
-                self.checker.read(line, t.data, f"{self.name()} {t.op.name} data")
+                self.checker.read(line, t.data, "dev{} {.name} data", (self.index, t.op))
             if t.state is _D.E and op.kind == "store":
                 for j in _holders(e):
                     del self.caches[j][line]
                 e.state, e.dirty, e.presence = _D.E, False, 1 << k
                 self.caches[k][line] = [_MESI.M, op.value]
-                self.checker.write(line, op.value, f"{self.name()} cache {k} store after {t.op.name}")
+                self.checker.write(line, op.value, "dev{} cache {} store after {.name}", (self.index, k, t.op))
             else:
                 e.state, e.dirty, e.presence = t.state, False, 1 << k
                 self.caches[k][line] = [_MESI.S if t.state is _D.S else _MESI.E, t.data]
             self.sf.touch(e.set, e.way)
         elif t.op is _Req.RdCurr:
-            self.checker.read_at_serialization(line, t.data, f"{self.name()} RdCurr data")
+            self.checker.read_at_serialization(line, t.data, "dev{} RdCurr data", (self.index,))
         if op is not None:
             self._finish_op(op)
         if not self.defer_service:

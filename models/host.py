@@ -76,6 +76,7 @@ _RESULT = {  # response -> (state the responder is left in, whether data follows
 
 _GO_I = _GO.Invalid.value
 _HostOp = Members(HostOp)
+_HOST_SNOOP = {op: op.snoop for op in HostOp}      # HostOp.snoop without the enum's value property
 _Write = HostOp.Write
 
 
@@ -298,7 +299,7 @@ class Host:
         self.active[line] = txn
         holders = self.dir.get(line, {})
         if txn.dev is None:           # the host's own: HostOp
-            snoop = txn.op.snoop
+            snoop = _HOST_SNOOP[txn.op]
             if txn.op is _HostOp.BackInvalidate:
                 whom = "holders"
             elif self.cfg.host_snoop_scope == "all":
@@ -379,7 +380,7 @@ class Host:
             txn.fwd = w.data
             if w.rsp is not _Rsp.RspVFwdV:          # the snooped copy gave up M: memory is now current
                 self.mem[txn.line] = w.data
-                self.checker.read(txn.line, w.data, f"host: snoop data from dev{w.dev}")
+                self.checker.read(txn.line, w.data, "host: snoop data from dev{}", (w.dev,))
         txn.pending -= 1
         if txn.pending == 0:
             self._grant(txn, now)
@@ -402,7 +403,7 @@ class Host:
                 holders[dev], state = "E", _GO.Exclusive
             data_first = False
             if op is not _Req.RdOwnNoData:
-                self.checker.read(line, value, f"host: data for {op.name} from dev{dev}")
+                self.checker.read(line, value, "host: data for {.name} from dev{}", (op, dev))
                 data_first = self._data_first()
                 if data_first:
                     self.counts["data_first"] += 1
@@ -418,15 +419,15 @@ class Host:
         elif op is _Req.RdCurr:
             if txn.snap is not None:   # serialized when the owner answered SnpCur
                 if value != txn.snap:
-                    self.checker.read(line, value, f"host: data for RdCurr from dev{dev} (SnpCur said "
-                                      f"{txn.snap})")
+                    self.checker.read(line, value, "host: data for RdCurr from dev{} (SnpCur said {})",
+                                      (dev, txn.snap))
             else:
-                self.checker.read(line, value, f"host: data for RdCurr from dev{dev}")
+                self.checker.read(line, value, "host: data for RdCurr from dev{}", (dev,))
             self._send(dev, Msg(_Ch.H2D_DATA, None, txn.cqid, line, data=value), now)
             self._finish(txn, now)
         elif op is _Req.ItoMWr or op is _Req.DirtyEvict or (op is _Req.CleanEvict and self._pull_clean()):
             if op is _Req.ItoMWr:
-                self.checker.write(line, txn.value, f"ItoMWr from dev{dev} (GO)")
+                self.checker.write(line, txn.value, "ItoMWr from dev{} (GO)", (dev,))
             else:
                 txn.expect_bogus = holders.get(dev) != "E"
                 if op is _Req.CleanEvict:
@@ -457,7 +458,7 @@ class Host:
             if msg.bogus:
                 self.bogus_dropped += 1
             else:
-                self.checker.read(line, msg.data, f"host: {txn.op.name} data from dev{txn.dev}")
+                self.checker.read(line, msg.data, "host: {.name} data from dev{}", (txn.op, txn.dev))
                 self.mem[line] = msg.data
         elif txn.op is _Req.ItoMWr:
             if msg.bogus or msg.data != txn.value:
@@ -465,7 +466,7 @@ class Host:
             self.mem[line] = msg.data
         elif txn.op is _Req.WrInv:
             self.mem[line] = msg.data
-            self.checker.write(line, msg.data, f"WrInv from dev{txn.dev} (GO)")
+            self.checker.write(line, msg.data, "WrInv from dev{} (GO)", (txn.dev,))
             self._rsp(txn, _HRsp.GO, _GO_I, now)
         self._finish(txn, now)
 
@@ -486,7 +487,7 @@ class Host:
             if txn.snap is not None and value == txn.snap:
                 self.checker.read_at_serialization(line, value, "host read_current (SnpCur)")
             else:
-                self.checker.read(line, value, f"host {op.value[0]}")
+                self.checker.read(line, value, "host {0.value[0]}", (op,))
         self._finish(txn, now)
 
     def _finish(self, txn, now):

@@ -265,7 +265,7 @@ class System:
                     if c[1] != self.checker.value(line):
                         raise InvariantViolation(
                             f"data value: {who} holds {c[1]} in line {line:#x}; last write serialized was "
-                            f"{self.checker.value(line)} (by {self.checker.writer.get(line, 'initial memory')})")
+                            f"{self.checker.value(line)} (by {self.checker.writer_of(line)})")
             if len(writers) > 1 or (writers and readers):
                 raise InvariantViolation(f"SWMR on line {line:#x}: writers {writers}, readers {readers}")
             self.check_host_directory(line)
