@@ -7,7 +7,7 @@
 # for a replaced method, a check whose one-entry cache misses whenever the calls alternate between
 # devices (8 % of the run's instructions).  Instrument a device with a subclass (tb/hypothesis_traces.py).
 cimport cython
-from models.link cimport Link as LinkT
+from models.link cimport Link as LinkT, Msg as MsgT
 
 cpdef tuple _holders(SFEntry e)
 cpdef tuple _snoop_step(state, snoop)
@@ -130,13 +130,13 @@ cdef class Device:
     @cython.locals(link=LinkT, arb=TxArbiter, t=Txn, sent=Py_ssize_t)
     cpdef transmit(self, now, limit=*)
     @cython.locals(w=LineWork)
-    cpdef can_accept_snoop(self, msg)
+    cpdef can_accept_snoop(self, MsgT msg)
     @cython.locals(e=SFEntry, caches=list)
     cpdef _snoop_probes(self, line, state, nxt, data)
     @cython.locals(w=LineWork)
-    cpdef on_snoop(self, msg, now)
+    cpdef on_snoop(self, MsgT msg, now)
     @cython.locals(t=Txn, e=SFEntry)
-    cpdef _answer_snoop(self, msg, now, extra)
+    cpdef _answer_snoop(self, MsgT msg, now, extra)
     cpdef flush(self, block, now, only=*)
     cpdef close_probe(self, block, only=*)
     @cython.locals(w=LineWork)
@@ -144,9 +144,9 @@ cdef class Device:
     @cython.locals(e=SFEntry)
     cpdef _evict_after_back_invalidation(self, line, cqid, now)
     @cython.locals(t=Txn, w=LineWork)
-    cpdef on_h2d_rsp(self, msg, now)
+    cpdef on_h2d_rsp(self, MsgT msg, now)
     @cython.locals(t=Txn)
-    cpdef on_h2d_data(self, msg, now)
+    cpdef on_h2d_data(self, MsgT msg, now)
     cpdef _advance(self, Txn t, nxt, now)
     @cython.locals(e=SFEntry, op=CpuOp)
     cpdef _complete(self, Txn t, now)

@@ -1,6 +1,6 @@
 # Static types for the compiled build of models/host.py (``make fast-model``; see models/dcoh.pxd).
 cimport cython
-from models.link cimport Link as LinkT
+from models.link cimport Link as LinkT, Msg as MsgT
 from models.dcoh cimport SnoopFilter as SnoopFilterT, SFEntry as SFEntryT
 
 cdef class HostTxn:
@@ -48,13 +48,13 @@ cdef class Host:
     cdef public set _retrying
     cdef public dict counts
     @cython.locals(link=LinkT)
-    cpdef _send(self, dev, msg, now, lag=*)
+    cpdef _send(self, dev, MsgT msg, now, lag=*)
     @cython.locals(used=set)
     cpdef _uqid(self)
     cpdef _free(self, uqid)
     cpdef _rsp(self, HostTxn txn, op, rsp_data, now)
     cpdef memory(self, line)
-    cpdef on_d2h_req(self, dev, msg, now)
+    cpdef on_d2h_req(self, dev, MsgT msg, now)
     cpdef _arrive(self, HostTxn txn, now)
     @cython.locals(sf=SnoopFilterT)
     cpdef _admit(self, HostTxn txn, now)
@@ -68,14 +68,14 @@ cdef class Host:
     @cython.locals(holders=dict, targets=list)
     cpdef _start(self, HostTxn txn, now)
     @cython.locals(w=_SnoopWait, holders=dict)
-    cpdef on_d2h_rsp(self, dev, msg, now)
+    cpdef on_d2h_rsp(self, dev, MsgT msg, now)
     @cython.locals(w=_SnoopWait, txn=HostTxn)
-    cpdef on_d2h_data(self, dev, msg, now)
+    cpdef on_d2h_data(self, dev, MsgT msg, now)
     @cython.locals(txn=HostTxn)
     cpdef _snoop_progress(self, uqid, _SnoopWait w, now)
     @cython.locals(holders=dict)
     cpdef _grant(self, HostTxn txn, now)
-    cpdef _pulled(self, HostTxn txn, msg, now)
+    cpdef _pulled(self, HostTxn txn, MsgT msg, now)
     cpdef _host_done(self, HostTxn txn, now)
     @cython.locals(sf=SnoopFilterT)
     cpdef _finish(self, HostTxn txn, now)

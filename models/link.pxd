@@ -4,6 +4,16 @@
 # testbench instruments a link with a subclass (tb/system_tb.py).
 cimport cython
 
+cdef class Msg:
+    cdef readonly object chan
+    cdef readonly object op
+    cdef readonly object uid
+    cdef readonly object line
+    cdef readonly object rsp_data
+    cdef readonly object data
+    cdef readonly object bogus
+    cpdef tuple fields(self)
+
 cdef class Link:
     cdef public object latency
     cdef public object initial
@@ -18,7 +28,7 @@ cdef class Link:
     cdef public object next_due
     cdef public long changed
     @cython.locals(c=Py_ssize_t, credits=list)
-    cpdef send(self, msg, now, extra=*)
+    cpdef send(self, Msg msg, now, extra=*)
     @cython.locals(c=Py_ssize_t)
     cpdef _launch(self, list entry, now)
     cpdef _credit_back(self, Py_ssize_t chan, now)

@@ -12,7 +12,6 @@ Invariant: available + in flight + returns in flight == initial, per channel (``
 
 import heapq
 from collections import deque
-from typing import NamedTuple, Optional
 
 from cxl.messages import Channel, CODECS
 from .members import Members
@@ -28,31 +27,47 @@ _ALL_CHANNELS = (1 << len(CHANNELS)) - 1
 _CHANNELS_IN = [tuple(c for c in range(len(CHANNELS)) if (m >> c) & 1) for m in range(_ALL_CHANNELS + 1)]
 
 
-class _MsgFields(NamedTuple):
-    """One model message.  ``op`` is the opcode enum member (None for data headers); ``uid`` the CQID
-    or UQID the header carries; ``line`` the line address (carried on the wire by requests and snoops;
-    for responses and data it is the model's own note of the line, used for the ordering rule and
-    checking); ``rsp_data`` the H2D Rsp RspData field; ``data`` the line value a data message carries,
-    or, on an ItoMWr/WrInv request, the value the device is going to write (ghost bookkeeping)."""
-    chan: Channel
-    op: Optional[object]
-    uid: int
-    line: int
-    rsp_data: int = 0
-    data: Optional[int] = None
-    bogus: bool = False
+class Msg:
+    """One model message.  ``chan`` its channel; ``op`` the opcode enum member (None for data headers);
+    ``uid`` the CQID or UQID the header carries; ``line`` the line address (carried on the wire by
+    requests and snoops; for responses and data it is the model's own note of the line, used for the
+    ordering rule and checking); ``rsp_data`` the H2D Rsp RspData field; ``data`` the line value a data
+    message carries, or, on an ItoMWr/WrInv request, the value the device is going to write (ghost
+    bookkeeping); ``bogus`` the D2H Data Bogus bit.
 
+    A value: read-only fields, equal and hashed by them (:meth:`fields`), printed as
+    ``Msg(chan=..., op=..., ...)``.  A class rather than a ``NamedTuple``, so that the compiled build
+    (models/link.pxd) makes it an extension type whose fields the handlers read as C fields."""
+    __slots__ = ("chan", "op", "uid", "line", "rsp_data", "data", "bogus")
 
-_tuple_new = tuple.__new__
+    def __init__(self, chan, op, uid, line, rsp_data=0, data=None, bogus=False):
+        self.chan = chan
+        self.op = op
+        self.uid = uid
+        self.line = line
+        self.rsp_data = rsp_data
+        self.data = data
+        self.bogus = bogus
 
+    def fields(self):
+        return (self.chan, self.op, self.uid, self.line, self.rsp_data, self.data, self.bogus)
 
-class Msg(_MsgFields):
-    """The message tuple (fields: :class:`_MsgFields`), built without the interpreted ``__new__`` that
-    ``NamedTuple`` generates: in the compiled build (models/compiled.py) this ``__new__`` is compiled."""
-    __slots__ = ()
+    def __eq__(self, other):
+        if not isinstance(other, Msg):
+            return NotImplemented
+        return self.fields() == other.fields()
 
-    def __new__(cls, chan, op, uid, line, rsp_data=0, data=None, bogus=False):
-        return _tuple_new(cls, (chan, op, uid, line, rsp_data, data, bogus))
+    def __ne__(self, other):
+        if not isinstance(other, Msg):
+            return NotImplemented
+        return self.fields() != other.fields()
+
+    def __hash__(self):
+        return hash(self.fields())
+
+    def __repr__(self):
+        return (f"Msg(chan={self.chan!r}, op={self.op!r}, uid={self.uid!r}, line={self.line!r}, "
+                f"rsp_data={self.rsp_data!r}, data={self.data!r}, bogus={self.bogus!r})")
 
 
 def encode(msg):

@@ -2,7 +2,7 @@
 cimport cython
 # The classes under other names: System builds its links, host and devices from the module's Python
 # names Link, Host and Device (which tests swap for subclasses), so those must stay plain globals.
-from models.link cimport Link as LinkT
+from models.link cimport Link as LinkT, Msg as MsgT
 from models.dcoh cimport Device as DeviceT, TxArbiter as TxArbiterT
 from models.checker cimport Checker as CheckerT
 from models.host cimport Host as HostT
@@ -22,7 +22,7 @@ cdef class System:
     cdef public list _step_units
 
     @cython.locals(link=LinkT, dev=DeviceT, up=list, down=list, touched=set, host=HostT, n=Py_ssize_t,
-                   i=Py_ssize_t)
+                   i=Py_ssize_t, msg=MsgT)
     cpdef step_timed(self, now)
 
     @cython.locals(lines=set, ghost=dict, host=HostT, active=dict, mem=dict, host_dir=dict, units=list,
@@ -34,7 +34,7 @@ cdef class System:
                soon=bint, msgs=Py_ssize_t, done=Py_ssize_t)
 cpdef drive(sysm, next_op, pace, stop, on_done=*, progress=*, max_cycles=*)
 
-@cython.locals(i=Py_ssize_t, first=object)
+@cython.locals(i=Py_ssize_t, first=object, m=MsgT)
 cpdef _first_down(DeviceT dev, list flight, now)
 
 @cython.locals(k=int)
