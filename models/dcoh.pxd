@@ -94,6 +94,7 @@ cdef class Device:
     cdef public dict work
     cdef public object work_cap
     cdef public list ops
+    cdef public Py_ssize_t active_ops
     cdef public list queue
     cdef public Coalescer coal
     cdef public TxArbiter arb

@@ -342,6 +342,7 @@ class Device:
         # the most lines self.work may hold (Config.work_entries; 0: no limit, never reached)
         self.work_cap = cfg.work_entries or float("inf")
         self.ops = [None] * cfg.caches
+        self.active_ops = 0     # internal caches with an access outstanding (the entries of ``ops`` not None)
         self.queue = []         # accepted CpuOps not yet issued
         self.coal = Coalescer(cfg.coalesce_window, cfg.coalesce_block)
         self.arb = TxArbiter(cfg.starvation_bound)
@@ -410,6 +411,7 @@ class Device:
         op.t0 = now
         self.checker.touched.add(op.line)
         self.ops[op.k] = op
+        self.active_ops += 1
         self.queue.append(op)
         self.service(now)
         return True
@@ -462,6 +464,7 @@ class Device:
 
     def _finish_op(self, op):
         self.ops[op.k] = None
+        self.active_ops -= 1
 
     def _alloc_cqid(self):
         return self.free_cqids.pop(0) if self.free_cqids else None
@@ -901,6 +904,9 @@ class Device:
                     raise AssertionError(f"{self.name()} snoop filter says cache {k} holds line {line:#x}")
             if e.state is None and line not in self.by_line:
                 raise AssertionError(f"{self.name()} placeholder entry for line {line:#x} with no request")
+        if self.active_ops != sum(op is not None for op in self.ops):
+            raise AssertionError(f"{self.name()} counts {self.active_ops} accesses outstanding, its caches "
+                                 f"{sum(op is not None for op in self.ops)}")
         live = set(self.txns)
         if live & set(self.free_cqids) or len(live) + len(self.free_cqids) + \
                 sum(w.evict is not None for w in self.work.values()) != self.cfg.max_outstanding:

@@ -52,6 +52,15 @@ class Msg:
     def fields(self):
         return (self.chan, self.op, self.uid, self.line, self.rsp_data, self.data, self.bogus)
 
+    def replace(self, **changes):
+        """A copy with the fields named in ``changes`` replaced (a ``TypeError`` names a field it lacks)."""
+        f = dict(zip(self.__slots__, self.fields()))
+        bad = set(changes) - set(f)
+        if bad:
+            raise TypeError(f"Msg has no field {', '.join(sorted(bad))}")
+        f.update(changes)
+        return Msg(**f)
+
     def __eq__(self, other):
         if not isinstance(other, Msg):
             return NotImplemented

@@ -30,8 +30,23 @@ cdef class System:
                    writers=Py_ssize_t, readers=Py_ssize_t, link=LinkT, held=long, bit=long, c=list)
     cpdef check_step(self)
 
+cdef class Workload:
+    cdef public object cfg
+    cdef public object rng
+    cdef public object think
+    cdef public list layouts
+    cdef public list weights
+    cdef public list kinds
+    cdef public list kind_w
+    cdef public list _layout_cum
+    cdef public list _kind_cum
+    cdef public object value
+    cdef public object host_value
+    @cython.locals(cum=list, layout=list)
+    cpdef next_op(self, k)
+
 @cython.locals(dev=DeviceT, arb=TxArbiterT, nd=list, ops=list, dev_done=list, credits=list, wake=list,
-               soon=bint, msgs=Py_ssize_t, done=Py_ssize_t)
+               soon=bint, msgs=Py_ssize_t, done=Py_ssize_t, ncaches=Py_ssize_t)
 cpdef drive(sysm, next_op, pace, stop, on_done=*, progress=*, max_cycles=*)
 
 @cython.locals(i=Py_ssize_t, first=object, m=MsgT)

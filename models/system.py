@@ -536,7 +536,8 @@ def drive(sysm, next_op, pace, stop, on_done=None, progress=None, max_cycles=Non
             heapq.heappush(wake, t)
     step_timed, check_step, touched = sysm.step_timed, sysm.check_step, sysm.checker.touched
     heappush, heappop = heapq.heappush, heapq.heappop
-    ks = range(cfg.caches)
+    ncaches = cfg.caches
+    ks = range(ncaches)
     units = [(d, dev, next_issue[d], dev.ops, dev.arb, dev.done, dev.link.credits) for d, dev in enumerate(devs)]
     while not stop(done):
         msgs += step_timed(now)
@@ -546,7 +547,7 @@ def drive(sysm, next_op, pace, stop, on_done=None, progress=None, max_cycles=Non
         # this cycle changes a device's caches, arbiter or credits, so that is known here already.)
         soon = False
         for d, dev, nd, ops, arb, dev_done, credits in units:
-            if None in ops:
+            if dev.active_ops < ncaches:          # some cache is idle (None in ops)
                 for k in ks:
                     if ops[k] is None and nd[k] <= now:
                         op = next_op(d, k)
@@ -567,7 +568,7 @@ def drive(sysm, next_op, pace, stop, on_done=None, progress=None, max_cycles=Non
                     on_done(dev, dev_done)
                 done += len(dev_done)
                 dev_done.clear()
-            if None in ops:
+            if dev.active_ops < ncaches:          # some cache is idle (None in ops)
                 for k in ks:
                     if ops[k] is None and nd[k] <= now:
                         nd[k] = now + 1

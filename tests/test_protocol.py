@@ -71,7 +71,7 @@ def test_codec_errors_name_the_problem():
 def test_model_messages_round_trip(addr, uid):
     for m in (Msg(Channel.D2H_REQ, D2HReqOpcode.ItoMWr, uid, addr),
               Msg(Channel.H2D_REQ, H2DReqOpcode.SnpInv, uid, addr)):
-        assert decode(m.chan, encode(m)) == m._replace(data=None)
+        assert decode(m.chan, encode(m)) == m.replace(data=None)
     m = Msg(Channel.H2D_RSP, H2DRspOpcode.GO, uid, 0, rsp_data=GOState.Exclusive.value)
     assert decode(m.chan, encode(m)) == m
     m = Msg(Channel.D2H_DATA, None, uid, 0, data=None, bogus=True)
