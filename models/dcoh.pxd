@@ -8,10 +8,16 @@
 # devices (8 % of the run's instructions).  Instrument a device with a subclass (tb/hypothesis_traces.py).
 cimport cython
 from models.link cimport Link as LinkT, Msg as MsgT
+from models.checker cimport Checker as CheckerT
 
+@cython.locals(h=tuple, holders=dict)
 cpdef tuple _holders(SFEntry e)
+@cython.locals(table=dict)
 cpdef tuple _snoop_step(state, snoop)
+@cython.locals(table=dict)
 cpdef tuple _response_step(state, event)
+@cython.locals(c=list)
+cpdef bint cache_hit(dict cache, CpuOp op)
 
 cdef class SFEntry:
     cdef public object state
@@ -85,7 +91,7 @@ cdef class Device:
     cdef public object index
     cdef public object cfg
     cdef public LinkT link
-    cdef public object checker
+    cdef public CheckerT checker
     cdef public list caches
     cdef public SnoopFilter sf
     cdef public dict txns

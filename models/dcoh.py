@@ -51,22 +51,25 @@ def _holders(e):
     """The internal caches whose bit is set in ``e.presence``, lowest first (a tuple, one per presence
     vector, made once: cheaper than walking the bits on every call)."""
     p = e.presence
-    h = _HOLDERS.get(p)
+    holders = _HOLDERS
+    h = holders.get(p)
     if h is None:
-        h = _HOLDERS[p] = tuple([k for k in range(p.bit_length()) if (p >> k) & 1])
+        h = holders[p] = tuple([k for k in range(p.bit_length()) if (p >> k) & 1])
     return h
 
 
 def _snoop_step(state, snoop):
     """``cxl.coherence.snoop_transition(state, snoop)``, with the table looked up here: the compiled
     build compiles this module, not cxl/coherence.py.  A pair the table lacks raises there."""
-    r = SNOOP_TABLE.get((state, snoop))
+    table = SNOOP_TABLE
+    r = table.get((state, snoop))
     return snoop_transition(state, snoop) if r is None else r
 
 
 def _response_step(state, event):
     """``cxl.coherence.response_transition(state, event)``, looked up here (see :func:`_snoop_step`)."""
-    r = RESPONSE_TABLE.get((state, event))
+    table = RESPONSE_TABLE
+    r = table.get((state, event))
     return response_transition(state, event) if r is None else r
 
 

@@ -2,6 +2,12 @@
 cimport cython
 from models.link cimport Link as LinkT, Msg as MsgT
 from models.dcoh cimport SnoopFilter as SnoopFilterT, SFEntry as SFEntryT
+from models.checker cimport Checker as CheckerT
+
+cdef class EveryNth:
+    cdef public double fraction
+    cdef public double credit
+    cpdef bint tick(self)
 
 cdef class HostTxn:
     cdef public object dev
@@ -28,10 +34,10 @@ cdef class _SnoopWait:
 cdef class Host:
     cdef public object cfg
     cdef public list links
-    cdef public object checker
-    cdef public object _data_first
-    cdef public object _data_late
-    cdef public object _pull_clean
+    cdef public CheckerT checker
+    cdef public EveryNth _data_first
+    cdef public EveryNth _data_late
+    cdef public EveryNth _pull_clean
     cdef public dict mem
     cdef public dict dir
     cdef public dict active

@@ -115,14 +115,14 @@ class _SnoopWait:
 
 
 class EveryNth:
-    """A host policy applied to a fraction of the cases: called once per case, True for every
+    """A host policy applied to a fraction of the cases: :meth:`tick` once per case, True for every
     1/fraction-th (a count, not a random draw, so a run is the same for the same seed; 0: never, 1: always)."""
     __slots__ = ("fraction", "credit")
 
     def __init__(self, fraction):
         self.fraction, self.credit = fraction, 0.0
 
-    def __call__(self):
+    def tick(self):
         self.credit += self.fraction
         if self.credit >= 1:
             self.credit -= 1
@@ -404,14 +404,14 @@ class Host:
             data_first = False
             if op is not _Req.RdOwnNoData:
                 self.checker.read(line, value, "host: data for {.name} from dev{}", (op, dev))
-                data_first = self._data_first()
+                data_first = self._data_first.tick()
                 if data_first:
                     self.counts["data_first"] += 1
                     self._send(dev, Msg(_Ch.H2D_DATA, None, txn.cqid, line, data=value), now)
             self._rsp(txn, _HRsp.GO, state._value_, now)
             if op is not _Req.RdOwnNoData and not data_first:
                 lag = 0
-                if self._data_late():
+                if self._data_late.tick():
                     lag = self.cfg.host_data_lag
                     self.counts["data_late"] += 1
                 self._send(dev, Msg(_Ch.H2D_DATA, None, txn.cqid, line, data=value), now, lag)
@@ -425,7 +425,7 @@ class Host:
                 self.checker.read(line, value, "host: data for RdCurr from dev{}", (dev,))
             self._send(dev, Msg(_Ch.H2D_DATA, None, txn.cqid, line, data=value), now)
             self._finish(txn, now)
-        elif op is _Req.ItoMWr or op is _Req.DirtyEvict or (op is _Req.CleanEvict and self._pull_clean()):
+        elif op is _Req.ItoMWr or op is _Req.DirtyEvict or (op is _Req.CleanEvict and self._pull_clean.tick()):
             if op is _Req.ItoMWr:
                 self.checker.write(line, txn.value, "ItoMWr from dev{} (GO)", (dev,))
             else:
