@@ -19,7 +19,7 @@ coalescer), then evicts the line to the host (DirtyEvict with the dirty data, el
 CleanEvictNoData) before the way is reused.
 """
 
-import heapq
+from heapq import heappush
 from collections import deque
 
 from cxl.coherence import (MESI, Perm, DevState as D, STALL, GRANTED, REQUEST_START, GO_OF, INTERNAL_PERMISSION,
@@ -187,7 +187,7 @@ class Coalescer:
         if g is None:
             g = self.groups[b] = [now + self.window, [], 0]
             if self.wake is not None:
-                heapq.heappush(self.wake, now + self.window)
+                heappush(self.wake, now + self.window)
         g[1].append(line)
         g[2] |= caches
         self.msgs_in += bin(caches).count("1")

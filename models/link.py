@@ -10,7 +10,7 @@ In timed mode the return takes the link latency; in untimed (exploration) mode i
 Invariant: available + in flight + returns in flight == initial, per channel (``check_credits``).
 """
 
-import heapq
+from heapq import heappush
 from collections import deque
 
 from cxl.messages import Channel, CODECS
@@ -150,7 +150,7 @@ class Link:
             t = now + self.latency + extra
             self.flight[c <= _D2H_DATA].append([t, msg, extra])
             if self.wake is not None:
-                heapq.heappush(self.wake, t)
+                heappush(self.wake, t)
                 if t < self.next_due:
                     self.next_due = t
         else:
@@ -165,7 +165,7 @@ class Link:
         self.changed |= 1 << c
         entry[0] = t = now + self.latency + entry[2]
         if self.wake is not None:
-            heapq.heappush(self.wake, t)
+            heappush(self.wake, t)
             if t < self.next_due:
                 self.next_due = t
 
@@ -187,7 +187,7 @@ class Link:
             self.returns.append((t, chan))     # the latency is fixed, so this stays sorted by time
             self.returning[chan] += 1
             if self.wake is not None:
-                heapq.heappush(self.wake, t)
+                heappush(self.wake, t)
                 if t < self.next_due:
                     self.next_due = t
         else:
