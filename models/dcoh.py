@@ -30,20 +30,26 @@ from cxl.messages import (Channel, D2HReqOpcode as Req, D2HRspOpcode as Rsp, H2D
                           GOState)
 
 from .link import Msg
-from .members import Members
 
-# The enums' members for hot code (see models/members.py): the same objects, cheaper to look up.
-_D, _MESI, _Perm, _Ch = Members(D), Members(MESI), Members(Perm), Members(Channel)
-_Req, _Rsp, _HRsp = Members(Req), Members(Rsp), Members(HRsp)
+# The enum members hot code uses, as module constants (``_<enum>_<member>``): in the compiled build a
+# module constant is one cached lookup, where an enum's attribute goes through its metaclass.
+_Ch_D2H_DATA, _Ch_D2H_REQ, _Ch_D2H_RSP = Channel.D2H_DATA, Channel.D2H_REQ, Channel.D2H_RSP
+_D_E, _D_I, _D_M, _D_MI_A, _D_S = D.E, D.I, D.M, D.MI_A, D.S
+_HRsp_GO = HRsp.GO
+_MESI_E, _MESI_M, _MESI_S = MESI.E, MESI.M, MESI.S
+_Perm_NONE = Perm.NONE
+_Req_CLFlush, _Req_CleanEvict, _Req_CleanEvictNoData = Req.CLFlush, Req.CleanEvict, Req.CleanEvictNoData
+_Req_DirtyEvict, _Req_ItoMWr, _Req_RdAny, _Req_RdCurr = Req.DirtyEvict, Req.ItoMWr, Req.RdAny, Req.RdCurr
+_Req_RdOwn, _Req_RdOwnNoData, _Req_RdShared, _Req_WrInv = Req.RdOwn, Req.RdOwnNoData, Req.RdShared, Req.WrInv
+_Rsp_RspVFwdV, _Rsp_RspVHitV = Rsp.RspVFwdV, Rsp.RspVHitV
 _READ_DATA = (Req.RdShared, Req.RdAny, Req.RdOwn)
 
 __all__ = ["SnoopFilter", "Coalescer", "TxArbiter", "CpuOp", "Device", "ProtocolError", "cache_hit",
            "devload_level"]
 
 
-_D2H_REQ = _Ch.D2H_REQ
 _GO_STATES = {g._value_: g for g in GOState}
-_STABLE = frozenset((_D.I, _D.S, _D.E, _D.M))       # DevState.stable, without the property call
+_STABLE = frozenset((_D_I, _D_S, _D_E, _D_M))       # DevState.stable, without the property call
 _HOLDERS = {}                                       # presence vector -> the caches it names (_holders)
 
 
@@ -300,7 +306,7 @@ def cache_hit(cache, op):
     if op.kind in ("load", "rdcurr"):
         return c is not None
     if op.kind == "store":
-        return c is not None and (c[0] is _MESI.M or c[0] is _MESI.E)     # write permission
+        return c is not None and (c[0] is _MESI_M or c[0] is _MESI_E)     # write permission
     if op.kind == "evict":
         return c is None
     return False
@@ -382,15 +388,15 @@ class Device:
             return t.state
         e = self.sf.entries.get(line)
         if e is None or e.state is None:
-            return _D.I
+            return _D_I
         if e.dirty:
-            return _D.M
-        if e.state is _D.E:
+            return _D_M
+        if e.state is _D_E:
             for k in _holders(e):
-                if self.caches[k][line][0] is _MESI.M:
-                    return _D.M
-            return _D.E
-        return _D.S
+                if self.caches[k][line][0] is _MESI_M:
+                    return _D_M
+            return _D_E
+        return _D_S
 
     def busy(self, line):
         return line in self.by_line or line in self.work
@@ -530,7 +536,7 @@ class Device:
         c = cache.get(line)
         if cache_hit(cache, op):
             if kind == "store":
-                c[0], c[1] = _MESI.M, op.value
+                c[0], c[1] = _MESI_M, op.value
                 self.checker.write(line, op.value, "dev{} cache {} store", (self.index, k))
             elif c is not None:
                 self.checker.read(line, c[1], "dev{} cache {} {} hit", (self.index, k, kind))
@@ -546,20 +552,20 @@ class Device:
                 self.checker.read(line, cache[line][1], "dev{} cache {} internal fill", (self.index, k))
                 self._finish_op(op)
                 return True
-            return self._issue_miss(op, _Req.RdAny if op.variant else _Req.RdShared, now)
+            return self._issue_miss(op, _Req_RdAny if op.variant else _Req_RdShared, now)
         if kind == "store":
-            if e is not None and e.state is _D.E:
+            if e is not None and e.state is _D_E:
                 self._internal_fill(e, k, line, write=True)
-                cache[line] = [_MESI.M, op.value]
+                cache[line] = [_MESI_M, op.value]
                 self.checker.write(line, op.value, "dev{} cache {} store after internal upgrade", (self.index, k))
                 self._finish_op(op)
                 return True
-            code = _Req.RdOwnNoData if op.variant else _Req.RdOwn
+            code = _Req_RdOwnNoData if op.variant else _Req_RdOwn
             if e is not None:       # device holds it in S: upgrade
                 if not self.free_cqids:
                     op.why = _WAIT_CQID
                     return False
-                self._new_txn(code, line, _D.S, op, op.value, now)
+                self._new_txn(code, line, _D_S, op, op.value, now)
                 return True
             return self._issue_miss(op, code, now)
         if kind == "evict":
@@ -576,12 +582,12 @@ class Device:
             value = c[1]
             del cache[line]
             self.sf.free(line)
-            if state is _D.M:
-                code = _Req.DirtyEvict
-            elif state is _D.E:
-                code = _Req.CleanEvictNoData if op.variant else _Req.CleanEvict
+            if state is _D_M:
+                code = _Req_DirtyEvict
+            elif state is _D_E:
+                code = _Req_CleanEvictNoData if op.variant else _Req_CleanEvict
             else:           # S: CleanEvict is for E lines only (cxl.coherence.REQUEST_START), whatever the variant
-                code = _Req.CleanEvictNoData
+                code = _Req_CleanEvictNoData
             self._new_txn(code, line, state, op, value, now)
             return True
         # uncached requests: the device must not hold the line; flush its own copies first
@@ -595,8 +601,8 @@ class Device:
         if not self.free_cqids:
             op.why = _WAIT_CQID
             return False
-        code = {"rdcurr": _Req.RdCurr, "itomwr": _Req.ItoMWr, "wrinv": _Req.WrInv, "clflush": _Req.CLFlush}[kind]
-        self._new_txn(code, line, _D.I, op, op.value, now)
+        code = {"rdcurr": _Req_RdCurr, "itomwr": _Req_ItoMWr, "wrinv": _Req_WrInv, "clflush": _Req_CLFlush}[kind]
+        self._new_txn(code, line, _D_I, op, op.value, now)
         return True
 
     def _issue_miss(self, op, code, now):
@@ -607,7 +613,7 @@ class Device:
         if w is None:
             return False
         self.sf.allocate(op.line, w)
-        self._new_txn(code, op.line, _D.I, op, op.value, now)
+        self._new_txn(code, op.line, _D_I, op, op.value, now)
         op.victim = None
         return True
 
@@ -622,15 +628,15 @@ class Device:
             value = v
             if write:
                 del self.caches[j][line]
-            elif st is _MESI.M or st is _MESI.E:
-                if st is _MESI.M:
+            elif st is _MESI_M or st is _MESI_E:
+                if st is _MESI_M:
                     e.dirty = True
-                self.caches[j][line] = [_MESI.S, v]
+                self.caches[j][line] = [_MESI_S, v]
         if write:
             e.presence = 1 << k
         else:
             if k not in _holders(e):
-                self.caches[k][line] = [_MESI.S, value]
+                self.caches[k][line] = [_MESI_S, value]
             e.presence |= 1 << k
         self.sf.touch(e.set, e.way)
         self.stats["internal_fills"] = self.stats.get("internal_fills", 0) + 1
@@ -642,12 +648,12 @@ class Device:
         link = self.link
         arb = self.arb
         while arb.count:
-            if link.credits[_D2H_REQ] <= 0 or (limit is not None and sent >= limit):
+            if link.credits[_Ch_D2H_REQ] <= 0 or (limit is not None and sent >= limit):
                 break
             t = arb.pop()
             op = t.op
-            link.send(Msg(_D2H_REQ, op, t.cqid, t.line,
-                          data=t.value if op is _Req.ItoMWr or op is _Req.WrInv else None), now)
+            link.send(Msg(_Ch_D2H_REQ, op, t.cqid, t.line,
+                          data=t.value if op is _Req_ItoMWr or op is _Req_WrInv else None), now)
             sent += 1
         return sent
 
@@ -687,7 +693,7 @@ class Device:
             p = caches[k][line][0]._value_[1]
             if p > copies:
                 copies = p
-        return (data and state is not _D.MI_A) or INTERNAL_PERMISSION.get(nxt, _Perm.NONE) < copies
+        return (data and state is not _D_MI_A) or INTERNAL_PERMISSION.get(nxt, _Perm_NONE) < copies
 
     def on_snoop(self, msg, now):
         self.now = now
@@ -720,24 +726,24 @@ class Device:
             else:
                 for k in _holders(e):        # the first copy in M (any copy if the entry is dirty)
                     c = self.caches[k][line]
-                    if c[0] is _MESI.M or e.dirty:
+                    if c[0] is _MESI_M or e.dirty:
                         value = c[1]
                         break
                 else:
                     raise StopIteration     # as next() on no such copy did
         if t is not None:
             t.state = nxt
-            if e is not None and INTERNAL_PERMISSION.get(nxt, _Perm.NONE) is _Perm.NONE and e.presence:
+            if e is not None and INTERNAL_PERMISSION.get(nxt, _Perm_NONE) is _Perm_NONE and e.presence:
                 for k in _holders(e):
                     del self.caches[k][line]
                 e.presence, e.state, e.dirty = 0, None, False
         elif e is not None and nxt is not state:
             self.woken.update((("line", line), ("set", e.set)))       # a way freed, or the entry changed
-            if nxt is _D.S:
+            if nxt is _D_S:
                 for k in _holders(e):
-                    self.caches[k][line][0] = _MESI.S
-                e.state, e.dirty = _D.S, False
-            elif nxt is _D.I:
+                    self.caches[k][line][0] = _MESI_S
+                e.state, e.dirty = _D_S, False
+            elif nxt is _D_I:
                 for k in _holders(e):
                     del self.caches[k][line]
                 self.sf.free(line)
@@ -745,10 +751,10 @@ class Device:
                 raise UndeclaredTransition(f"{self.name()} snoop apply", state, nxt)
         # SnpCur leaves the device its permission, so it may write again before the host uses the
         # answer: the read is serialized here.  The response notes the value then (ghost only).
-        snap = self.checker.value(line) if rsp is _Rsp.RspVHitV or rsp is _Rsp.RspVFwdV else None
-        self.link.send(Msg(_Ch.D2H_RSP, rsp, msg.uid, line, data=snap), now, extra)
+        snap = self.checker.value(line) if rsp is _Rsp_RspVHitV or rsp is _Rsp_RspVFwdV else None
+        self.link.send(Msg(_Ch_D2H_RSP, rsp, msg.uid, line, data=snap), now, extra)
         if data:
-            self.link.send(Msg(_Ch.D2H_DATA, None, msg.uid, line, data=value), now, extra)
+            self.link.send(Msg(_Ch_D2H_DATA, None, msg.uid, line, data=value), now, extra)
         name = rsp._name_
         self.stats[name] = self.stats.get(name, 0) + 1
 
@@ -786,7 +792,7 @@ class Device:
 
     def _evict_after_back_invalidation(self, line, cqid, now):
         state = self.line_state(line)
-        if state is _D.I:             # a snoop took it meanwhile: nothing left to evict
+        if state is _D_I:             # a snoop took it meanwhile: nothing left to evict
             self.woken.add("cqid")
             self.free_cqids.append(cqid)
             self.free_cqids.sort()
@@ -795,10 +801,10 @@ class Device:
         value = None
         for k in _holders(e):
             st, v = self.caches[k].pop(line)
-            if value is None or st is _MESI.M:
+            if value is None or st is _MESI_M:
                 value = v
         self.sf.free(line)
-        code = {_D.M: _Req.DirtyEvict, _D.E: _Req.CleanEvict, _D.S: _Req.CleanEvictNoData}[state]
+        code = {_D_M: _Req_DirtyEvict, _D_E: _Req_CleanEvict, _D_S: _Req_CleanEvictNoData}[state]
         self._new_txn(code, line, state, None, value, now, cqid=cqid)
 
     # ---------------------------------------------------------------- host responses and data
@@ -807,7 +813,7 @@ class Device:
         t = self.txns.get(msg.uid)
         if t is None:
             raise ProtocolError(f"{self.name()}: {msg.op.name} for CQID {msg.uid}, which is not in use")
-        if msg.op is _HRsp.GO:
+        if msg.op is _HRsp_GO:
             if self.work:
                 w = self.work.get(t.line)
                 if w is not None and w.snoop is not None:
@@ -825,10 +831,10 @@ class Device:
         cov = (t.state._name_, event)
         self.coverage[cov] = self.coverage.get(cov, 0) + 1
         if event in ("GO-S", "GO-E"):
-            t.granted = _D.S if event == "GO-S" else _D.E
+            t.granted = _D_S if event == "GO-S" else _D_E
         if action is not None:
             bogus = action == "send_bogus"
-            self.link.send(Msg(_Ch.D2H_DATA, None, msg.rsp_data, t.line,
+            self.link.send(Msg(_Ch_D2H_DATA, None, msg.rsp_data, t.line,
                                data=None if bogus else t.value, bogus=bogus), now)
         self._advance(t, nxt, now)
 
@@ -860,22 +866,22 @@ class Device:
         self.free_cqids.append(t.cqid)
         self.free_cqids.sort()
         self.done.append((t.op, now - t.t0))
-        if t.state is not _D.I:                   # a read or ownership request granted the line
+        if t.state is not _D_I:                   # a read or ownership request granted the line
             e = self.sf.entries[line]
             k = op.k
             if t.op in _READ_DATA:          # RdShared, RdAny, RdOwn
                 self.checker.read(line, t.data, "dev{} {.name} data", (self.index, t.op))
-            if t.state is _D.E and op.kind == "store":
+            if t.state is _D_E and op.kind == "store":
                 for j in _holders(e):
                     del self.caches[j][line]
-                e.state, e.dirty, e.presence = _D.E, False, 1 << k
-                self.caches[k][line] = [_MESI.M, op.value]
+                e.state, e.dirty, e.presence = _D_E, False, 1 << k
+                self.caches[k][line] = [_MESI_M, op.value]
                 self.checker.write(line, op.value, "dev{} cache {} store after {.name}", (self.index, k, t.op))
             else:
                 e.state, e.dirty, e.presence = t.state, False, 1 << k
-                self.caches[k][line] = [_MESI.S if t.state is _D.S else _MESI.E, t.data]
+                self.caches[k][line] = [_MESI_S if t.state is _D_S else _MESI_E, t.data]
             self.sf.touch(e.set, e.way)
-        elif t.op is _Req.RdCurr:
+        elif t.op is _Req_RdCurr:
             self.checker.read_at_serialization(line, t.data, "dev{} RdCurr data", (self.index,))
         if op is not None:
             self._finish_op(op)

@@ -38,7 +38,6 @@ from cxl.messages import (Channel, D2HReqOpcode as Req, D2HRspOpcode as Rsp, H2D
 from .link import Msg
 from cxl.coherence import HOST_TABLE, SNOOP_RESPONSES, UndeclaredTransition
 
-from .members import Members
 from .dcoh import ProtocolError, SnoopFilter
 
 __all__ = ["Host", "HostOp", "HOST_ACCESS"]
@@ -62,9 +61,6 @@ class HostOp(enum.Enum):
 # Host accesses by the name drivers use (Workload, the explorer, the state machine, tests).
 HOST_ACCESS = {op.value[0]: op for op in (HostOp.Read, HostOp.ReadCurrent, HostOp.Write)}
 
-# The enums' members for hot code (see models/members.py): the same objects, cheaper to look up.
-_Req, _Rsp, _Snp, _HRsp = Members(Req), Members(Rsp), Members(Snp), Members(HRsp)
-_GO, _Ch = Members(GOState), Members(Channel)
 _READS = (Req.RdShared, Req.RdAny, Req.RdOwn, Req.RdOwnNoData)
 
 _RESULT = {  # response -> (state the responder is left in, whether data follows)
@@ -74,8 +70,19 @@ _RESULT = {  # response -> (state the responder is left in, whether data follows
 }
 
 
-_GO_I = _GO.Invalid.value
-_HostOp = Members(HostOp)
+_GO_I = GOState.Invalid.value
+# The enum members hot code uses, as module constants (``_<enum>_<member>``): in the compiled build a
+# module constant is one cached lookup, where an enum's attribute goes through its metaclass.
+_Ch_H2D_DATA, _Ch_H2D_REQ, _Ch_H2D_RSP = Channel.H2D_DATA, Channel.H2D_REQ, Channel.H2D_RSP
+_GO_Exclusive, _GO_Shared = GOState.Exclusive, GOState.Shared
+_HRsp_GO, _HRsp_GO_WritePull, _HRsp_GO_WritePull_Drop = HRsp.GO, HRsp.GO_WritePull, HRsp.GO_WritePull_Drop
+_HRsp_WritePull = HRsp.WritePull
+_HostOp_BackInvalidate, _HostOp_Write = HostOp.BackInvalidate, HostOp.Write
+_Req_CleanEvict, _Req_DirtyEvict, _Req_ItoMWr = Req.CleanEvict, Req.DirtyEvict, Req.ItoMWr
+_Req_RdAny, _Req_RdCurr, _Req_RdOwnNoData = Req.RdAny, Req.RdCurr, Req.RdOwnNoData
+_Req_RdShared, _Req_WrInv = Req.RdShared, Req.WrInv
+_Rsp_RspVFwdV = Rsp.RspVFwdV
+_Snp_SnpInv = Snp.SnpInv
 _HOST_SNOOP = {op: op.snoop for op in HostOp}      # HostOp.snoop without the enum's value property
 _Write = HostOp.Write
 
@@ -173,7 +180,7 @@ class Host:
         self.used_uqids.remove(uqid)
 
     def _rsp(self, txn, op, rsp_data, now):
-        self._send(txn.dev, Msg(_Ch.H2D_RSP, op, txn.cqid, txn.line, rsp_data=rsp_data), now)
+        self._send(txn.dev, Msg(_Ch_H2D_RSP, op, txn.cqid, txn.line, rsp_data=rsp_data), now)
 
     def memory(self, line):
         return self.mem.get(line, self.checker.initial)
@@ -262,7 +269,7 @@ class Host:
         victim = sf.tags[s][way]
         self.counts["back_invalidations"] += 1
         self.checker.touched.add(victim)
-        ev = HostTxn(None, _HostOp.BackInvalidate, None, victim, None, now)
+        ev = HostTxn(None, _HostOp_BackInvalidate, None, victim, None, now)
         self.active[victim] = ev
         self.evicting[s] = victim
         self._start(ev, now)
@@ -300,12 +307,12 @@ class Host:
         holders = self.dir.get(line, {})
         if txn.dev is None:           # the host's own: HostOp
             snoop = _HOST_SNOOP[txn.op]
-            if txn.op is _HostOp.BackInvalidate:
+            if txn.op is _HostOp_BackInvalidate:
                 whom = "holders"
             elif self.cfg.host_snoop_scope == "all":
                 whom = "all"
             else:
-                whom = "others" if snoop is _Snp.SnpInv else "owner"
+                whom = "others" if snoop is _Snp_SnpInv else "owner"
             rule = (snoop, whom)
         else:
             rule = HOST_TABLE[txn.op]["snoop"]
@@ -321,7 +328,7 @@ class Host:
             for d in sorted(targets):
                 uqid = self._uqid()
                 self.snoops[uqid] = _SnoopWait(txn, d, snoop)
-                self._send(d, Msg(_Ch.H2D_REQ, snoop, uqid, line), now)
+                self._send(d, Msg(_Ch_H2D_REQ, snoop, uqid, line), now)
         txn.pending = len(targets)
         if not targets:
             self._grant(txn, now)
@@ -378,7 +385,7 @@ class Host:
             txn.snap = w.snap
         if w.has_data:
             txn.fwd = w.data
-            if w.rsp is not _Rsp.RspVFwdV:          # the snooped copy gave up M: memory is now current
+            if w.rsp is not _Rsp_RspVFwdV:          # the snooped copy gave up M: memory is now current
                 self.mem[txn.line] = w.data
                 self.checker.read(txn.line, w.data, "host: snoop data from dev{}", (w.dev,))
         txn.pending -= 1
@@ -395,63 +402,63 @@ class Host:
         value = txn.fwd if txn.fwd is not None else self.memory(line)
         if op in _READS:                # RdShared, RdAny, RdOwn, RdOwnNoData
             others = [d for d in holders if d != dev]
-            if op is _Req.RdShared or (op is _Req.RdAny and others):
-                holders[dev], state = "S", _GO.Shared
+            if op is _Req_RdShared or (op is _Req_RdAny and others):
+                holders[dev], state = "S", _GO_Shared
             else:
                 if others:
                     raise AssertionError(f"host: granting E on line {line:#x} to dev{dev} while {others} hold it")
-                holders[dev], state = "E", _GO.Exclusive
+                holders[dev], state = "E", _GO_Exclusive
             data_first = False
-            if op is not _Req.RdOwnNoData:
+            if op is not _Req_RdOwnNoData:
                 self.checker.read(line, value, "host: data for {.name} from dev{}", (op, dev))
                 data_first = self._data_first.tick()
                 if data_first:
                     self.counts["data_first"] += 1
-                    self._send(dev, Msg(_Ch.H2D_DATA, None, txn.cqid, line, data=value), now)
-            self._rsp(txn, _HRsp.GO, state._value_, now)
-            if op is not _Req.RdOwnNoData and not data_first:
+                    self._send(dev, Msg(_Ch_H2D_DATA, None, txn.cqid, line, data=value), now)
+            self._rsp(txn, _HRsp_GO, state._value_, now)
+            if op is not _Req_RdOwnNoData and not data_first:
                 lag = 0
                 if self._data_late.tick():
                     lag = self.cfg.host_data_lag
                     self.counts["data_late"] += 1
-                self._send(dev, Msg(_Ch.H2D_DATA, None, txn.cqid, line, data=value), now, lag)
+                self._send(dev, Msg(_Ch_H2D_DATA, None, txn.cqid, line, data=value), now, lag)
             self._finish(txn, now)
-        elif op is _Req.RdCurr:
+        elif op is _Req_RdCurr:
             if txn.snap is not None:   # serialized when the owner answered SnpCur
                 if value != txn.snap:
                     self.checker.read(line, value, "host: data for RdCurr from dev{} (SnpCur said {})",
                                       (dev, txn.snap))
             else:
                 self.checker.read(line, value, "host: data for RdCurr from dev{}", (dev,))
-            self._send(dev, Msg(_Ch.H2D_DATA, None, txn.cqid, line, data=value), now)
+            self._send(dev, Msg(_Ch_H2D_DATA, None, txn.cqid, line, data=value), now)
             self._finish(txn, now)
-        elif op is _Req.ItoMWr or op is _Req.DirtyEvict or (op is _Req.CleanEvict and self._pull_clean.tick()):
-            if op is _Req.ItoMWr:
+        elif op is _Req_ItoMWr or op is _Req_DirtyEvict or (op is _Req_CleanEvict and self._pull_clean.tick()):
+            if op is _Req_ItoMWr:
                 self.checker.write(line, txn.value, "ItoMWr from dev{} (GO)", (dev,))
             else:
                 txn.expect_bogus = holders.get(dev) != "E"
-                if op is _Req.CleanEvict:
+                if op is _Req_CleanEvict:
                     txn.expect_bogus = dev not in holders
             holders.pop(dev, None)
             txn.pull = self._uqid()
             self.pulls[txn.pull] = txn
-            self._rsp(txn, _HRsp.GO_WritePull, txn.pull, now)
-        elif op is _Req.WrInv:
+            self._rsp(txn, _HRsp_GO_WritePull, txn.pull, now)
+        elif op is _Req_WrInv:
             txn.pull = self._uqid()
             self.pulls[txn.pull] = txn
-            self._rsp(txn, _HRsp.WritePull, txn.pull, now)
-        elif op is _Req.CleanEvict:
+            self._rsp(txn, _HRsp_WritePull, txn.pull, now)
+        elif op is _Req_CleanEvict:
             holders.pop(dev, None)
-            self._rsp(txn, _HRsp.GO_WritePull_Drop, 0, now)
+            self._rsp(txn, _HRsp_GO_WritePull_Drop, 0, now)
             self._finish(txn, now)
         else:   # CLFlush, CleanEvictNoData
             holders.pop(dev, None)
-            self._rsp(txn, _HRsp.GO, _GO_I, now)
+            self._rsp(txn, _HRsp_GO, _GO_I, now)
             self._finish(txn, now)
 
     def _pulled(self, txn, msg, now):
         line = txn.line
-        if txn.op is _Req.DirtyEvict or txn.op is _Req.CleanEvict:
+        if txn.op is _Req_DirtyEvict or txn.op is _Req_CleanEvict:
             if msg.bogus != txn.expect_bogus:
                 raise ProtocolError(f"host: {txn.op.name} data from dev{txn.dev} line {line:#x} has Bogus="
                                     f"{int(msg.bogus)}, expected {int(txn.expect_bogus)}")
@@ -460,26 +467,26 @@ class Host:
             else:
                 self.checker.read(line, msg.data, "host: {.name} data from dev{}", (txn.op, txn.dev))
                 self.mem[line] = msg.data
-        elif txn.op is _Req.ItoMWr:
+        elif txn.op is _Req_ItoMWr:
             if msg.bogus or msg.data != txn.value:
                 raise ProtocolError(f"host: ItoMWr data from dev{txn.dev} differs from the request")
             self.mem[line] = msg.data
-        elif txn.op is _Req.WrInv:
+        elif txn.op is _Req_WrInv:
             self.mem[line] = msg.data
             self.checker.write(line, msg.data, "WrInv from dev{} (GO)", (txn.dev,))
-            self._rsp(txn, _HRsp.GO, _GO_I, now)
+            self._rsp(txn, _HRsp_GO, _GO_I, now)
         self._finish(txn, now)
 
     def _host_done(self, txn, now):
         """Every snoop of the host's own transaction answered (data in): read or write memory."""
         line, op = txn.line, txn.op
-        if op is _HostOp.BackInvalidate:
+        if op is _HostOp_BackInvalidate:
             if self.dir.get(line):
                 raise ProtocolError(f"host: back-invalidation of line {line:#x} left holders {self.dir[line]}")
             self.dir.pop(line, None)
             self.sf.free(line)
             del self.evicting[self.sf.set_of(line)]
-        elif op is _HostOp.Write:
+        elif op is _HostOp_Write:
             self.mem[line] = txn.value
             self.checker.write(line, txn.value, "host write (its snoops answered)")
         else:

@@ -14,14 +14,15 @@ from heapq import heappush
 from collections import deque
 
 from cxl.messages import Channel, CODECS
-from .members import Members
 
 __all__ = ["Msg", "Link", "encode", "decode"]
 
-_Ch = Members(Channel)           # Channel's members, cheaper to look up in hot code
+# The enum members hot code uses, as module constants (``_<enum>_<member>``): in the compiled build a
+# module constant is one cached lookup, where an enum's attribute goes through its metaclass.
+_Ch_D2H_DATA, _Ch_D2H_REQ, _Ch_D2H_RSP = Channel.D2H_DATA, Channel.D2H_REQ, Channel.D2H_RSP
+_Ch_H2D_DATA, _Ch_H2D_REQ, _Ch_H2D_RSP = Channel.H2D_DATA, Channel.H2D_REQ, Channel.H2D_RSP
 CHANNELS = tuple(Channel)
 INF = float("inf")      # iterating the enum class itself is slow in the hot loop
-_D2H_DATA = _Ch.D2H_DATA
 _ALL_CHANNELS = (1 << len(CHANNELS)) - 1
 # a mask of channel bits -> the channel numbers it holds, lowest first (Link.check_changed)
 _CHANNELS_IN = [tuple(c for c in range(len(CHANNELS)) if (m >> c) & 1) for m in range(_ALL_CHANNELS + 1)]
@@ -82,15 +83,15 @@ class Msg:
 def encode(msg):
     """The header's wire encoding (the integer of its cxl.messages layout)."""
     c = msg.chan
-    if c is _Ch.D2H_REQ:
+    if c is _Ch_D2H_REQ:
         f = dict(opcode=msg.op, cqid=msg.uid, nt=0, addr=msg.line)
-    elif c is _Ch.D2H_RSP:
+    elif c is _Ch_D2H_RSP:
         f = dict(opcode=msg.op, uqid=msg.uid)
-    elif c is _Ch.D2H_DATA:
+    elif c is _Ch_D2H_DATA:
         f = dict(uqid=msg.uid, chunk_valid=0, bogus=int(msg.bogus), poison=0)
-    elif c is _Ch.H2D_REQ:
+    elif c is _Ch_H2D_REQ:
         f = dict(opcode=msg.op, addr=msg.line, uqid=msg.uid)
-    elif c is _Ch.H2D_RSP:
+    elif c is _Ch_H2D_RSP:
         f = dict(opcode=msg.op, rsp_data=msg.rsp_data, rsp_pre=0, cqid=msg.uid)
     else:
         f = dict(cqid=msg.uid, chunk_valid=0, poison=0, go_err=0)
@@ -100,15 +101,15 @@ def encode(msg):
 def decode(chan, value, line=0, data=None):
     """Inverse of :func:`encode`; ``line``/``data`` supply what the header does not carry."""
     f = CODECS[chan].decode(value)
-    if chan is _Ch.D2H_REQ:
+    if chan is _Ch_D2H_REQ:
         return Msg(chan, f["opcode"], f["cqid"], f["addr"])
-    if chan is _Ch.D2H_RSP:
+    if chan is _Ch_D2H_RSP:
         return Msg(chan, f["opcode"], f["uqid"], line)
-    if chan is _Ch.D2H_DATA:
+    if chan is _Ch_D2H_DATA:
         return Msg(chan, None, f["uqid"], line, data=data, bogus=bool(f["bogus"]))
-    if chan is _Ch.H2D_REQ:
+    if chan is _Ch_H2D_REQ:
         return Msg(chan, f["opcode"], f["uqid"], f["addr"])
-    if chan is _Ch.H2D_RSP:
+    if chan is _Ch_H2D_RSP:
         return Msg(chan, f["opcode"], f["cqid"], line, rsp_data=f["rsp_data"])
     return Msg(chan, None, f["cqid"], line, data=data)
 
@@ -148,14 +149,14 @@ class Link:
             self.in_flight[c] += 1
             self.changed |= 1 << c
             t = now + self.latency + extra
-            self.flight[c <= _D2H_DATA].append([t, msg, extra])
+            self.flight[c <= _Ch_D2H_DATA].append([t, msg, extra])
             if self.wake is not None:
                 heappush(self.wake, t)
                 if t < self.next_due:
                     self.next_due = t
         else:
             entry = [None, msg, extra]
-            self.flight[c <= _D2H_DATA].append(entry)
+            self.flight[c <= _Ch_D2H_DATA].append(entry)
             self.waiting[c].append(entry)
 
     def _launch(self, entry, now):
@@ -203,11 +204,11 @@ class Link:
     def blocked(flight, i):
         """Ordering rule: a snoop may not pass an earlier H2D Rsp to the same line."""
         msg = flight[i][1]
-        if msg.chan is not _Ch.H2D_REQ:
+        if msg.chan is not _Ch_H2D_REQ:
             return False
         for j in range(i):
             m = flight[j][1]
-            if m.chan is _Ch.H2D_RSP and m.line == msg.line:
+            if m.chan is _Ch_H2D_RSP and m.line == msg.line:
                 return True
         return False
 
@@ -254,7 +255,7 @@ class Link:
                                      f"+ in flight {self.in_flight[c]} + returning {self.returning[c]} "
                                      f"= {total} != {self.initial}")
             if full:
-                n = sum(1 for t, m, _ in self.flight[c <= _Ch.D2H_DATA] if m.chan is c and t is not None)
+                n = sum(1 for t, m, _ in self.flight[c <= _Ch_D2H_DATA] if m.chan is c and t is not None)
                 r = sum(1 for _, rc in self.returns if rc is c)
                 if (n, r) != (self.in_flight[c], self.returning[c]):
                     raise AssertionError(f"{c.name}: {n} in flight and {r} returning, but the counters "
@@ -266,7 +267,7 @@ class Link:
         down_order = {}
         rest = []
         for t, m, _ in self.flight[False]:
-            if m.chan is _Ch.H2D_DATA:
+            if m.chan is _Ch_H2D_DATA:
                 rest.append((m, t is None))
             else:
                 down_order.setdefault(m.line, []).append((m, t is None))

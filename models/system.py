@@ -19,8 +19,8 @@ SWMR, data value, memory and inclusion of every touched line in one pass over th
 the slower routines (``check_lines``, ``Device.check_line``) only to name a failure, so it raises the
 same error at the same cycle; credit conservation is checked on the channels whose counters moved since
 the last check (``Link.check_changed``; an unchanged channel holds totals that already passed).  Hot
-code reads enum members through ``models.members.Members`` (a plain attribute, not the enum metaclass),
-the opcode enums hash by identity (cxl/messages.py), and the per-device and per-link containers the
+code reads enum members as module constants (``_MESI_M``: not through the enum's metaclass), the
+opcode enums hash by identity (cxl/messages.py), and the per-device and per-link containers the
 loop reads are gathered once (``_check_units``, ``_step_units``).
 Same seed, same messages: every change for speed keeps the message trace, the summary and the errors
 of runs broken on purpose, cycle for cycle (tests/test_model_equivalence.py against digests recorded
@@ -56,15 +56,17 @@ from .latency import latency_entry
 from .link import INF, Link
 from cxl.coherence import Perm, DevState, MESI
 
-from .members import Members
 
 __all__ = ["System", "Workload", "drive", "run", "state_event_coverage", "main"]
 
-# The enums' members for hot code (see models/members.py): the same objects, cheaper to look up.
-_D, _MESI, _Perm, _Ch = Members(DevState), Members(MESI), Members(Perm), Members(Channel)
+# The enum members hot code uses, as module constants (``_<enum>_<member>``): in the compiled build a
+# module constant is one cached lookup, where an enum's attribute goes through its metaclass.
+_Ch_D2H_REQ, _Ch_D2H_RSP, _Ch_H2D_REQ = Channel.D2H_REQ, Channel.D2H_RSP, Channel.H2D_REQ
+_Ch_H2D_RSP = Channel.H2D_RSP
+_D_I, _D_S = DevState.I, DevState.S
+_MESI_E, _MESI_M = MESI.E, MESI.M
+_Perm_READWRITE = Perm.READWRITE
 
-_M, _E = _MESI.M, _MESI.E
-_D2H_REQ, _D2H_RSP, _H2D_REQ, _H2D_RSP = _Ch.D2H_REQ, _Ch.D2H_RSP, _Ch.H2D_REQ, _Ch.H2D_RSP
 
 
 class ForwardProgressError(AssertionError):
@@ -114,7 +116,7 @@ class System:
             return idx
         dev = self.devices[d]
         flight = link.flight[False]
-        return [i for i in idx if flight[i][1].chan is not _Ch.H2D_REQ or dev.can_accept_snoop(flight[i][1])]
+        return [i for i in idx if flight[i][1].chan is not _Ch_H2D_REQ or dev.can_accept_snoop(flight[i][1])]
 
     def deliver(self, d, upstream, i):
         link = self.links[d]
@@ -124,17 +126,17 @@ class System:
         c = msg.chan
         if upstream:
             h = self.host
-            if c is _Ch.D2H_REQ:
+            if c is _Ch_D2H_REQ:
                 h.on_d2h_req(d, msg, now)
-            elif c is _Ch.D2H_RSP:
+            elif c is _Ch_D2H_RSP:
                 h.on_d2h_rsp(d, msg, now)
             else:
                 h.on_d2h_data(d, msg, now)
         else:
             dev = self.devices[d]
-            if c is _Ch.H2D_REQ:
+            if c is _Ch_H2D_REQ:
                 dev.on_snoop(msg, now)
-            elif c is _Ch.H2D_RSP:
+            elif c is _Ch_H2D_RSP:
                 dev.on_h2d_rsp(msg, now)
             else:
                 dev.on_h2d_data(msg, now)
@@ -179,9 +181,9 @@ class System:
                     msg = up.pop(i)[1]
                     c = msg.chan
                     link.consumed(c, now)
-                    if c is _D2H_REQ:
+                    if c is _Ch_D2H_REQ:
                         host.on_d2h_req(d, msg, now)
-                    elif c is _D2H_RSP:
+                    elif c is _Ch_D2H_RSP:
                         host.on_d2h_rsp(d, msg, now)
                     else:
                         host.on_d2h_data(d, msg, now)
@@ -195,9 +197,9 @@ class System:
                     msg = down.pop(first)[1]
                     c = msg.chan
                     link.consumed(c, now)
-                    if c is _H2D_REQ:
+                    if c is _Ch_H2D_REQ:
                         dev.on_snoop(msg, now)
-                    elif c is _H2D_RSP:
+                    elif c is _Ch_H2D_RSP:
                         dev.on_h2d_rsp(msg, now)
                     else:
                         dev.on_h2d_data(msg, now)
@@ -258,7 +260,7 @@ class System:
                     if c is None:
                         continue
                     who = f"dev{dev.index} cache {k} ({c[0].name})"
-                    if c[0].perm is _Perm.READWRITE:
+                    if c[0].perm is _Perm_READWRITE:
                         writers.append(who)
                     else:
                         readers.append(who)
@@ -290,7 +292,7 @@ class System:
                     f"host directory inclusion: dev{dev.index} holds line {line:#x} ({names}) but the host "
                     f"lists {sorted(holders) or 'no holder'}" + (" (its entry is gone)" if host.sf is not None
                                                                  and line not in host.sf.entries else ""))
-            if holders[dev.index] != "E" and any(st.perm is _Perm.READWRITE for st in copies):
+            if holders[dev.index] != "E" and any(st.perm is _Perm_READWRITE for st in copies):
                 raise InvariantViolation(f"host directory inclusion: dev{dev.index} may write line {line:#x} "
                                          f"({names}) but the host lists it as {holders[dev.index]}")
         if holders and host.sf is not None and line not in host.sf.entries:
@@ -305,9 +307,9 @@ class System:
             e = dev.sf.entries.get(line)                     # dev.line_state(line), which is I or S
             if e is None or e.state is None:                 # unless the entry is dirty or in E
                 continue
-            if e.dirty or e.state is not _D.S:
+            if e.dirty or e.state is not _D_S:
                 state = dev.line_state(line)
-                if state is not _D.I and state is not _D.S:
+                if state is not _D_I and state is not _D_S:
                     return False
         return True
 
@@ -339,7 +341,7 @@ class System:
                         held |= bit
                         c = cache[line]
                         st = c[0]
-                        if st is _M or st is _E:
+                        if st is _MESI_M or st is _MESI_E:
                             writers += 1
                             wrote = True
                         else:
@@ -411,7 +413,7 @@ def _first_down(dev, flight, now):
     for t, m, _ in flight:
         i += 1
         c = m.chan
-        if c is _H2D_RSP:
+        if c is _Ch_H2D_RSP:
             if rsp_lines is None:
                 rsp_lines = [m.line]
             else:
@@ -421,7 +423,7 @@ def _first_down(dev, flight, now):
             continue
         if t is None or t > now:
             continue
-        if c is _H2D_REQ:
+        if c is _Ch_H2D_REQ:
             if rsp_lines is not None and m.line in rsp_lines:
                 continue          # a snoop may not pass an earlier H2D Rsp to its line
             if not dev.can_accept_snoop(m):
@@ -561,7 +563,7 @@ def drive(sysm, next_op, pace, stop, on_done=None, progress=None, max_cycles=Non
                 dev.service(now)
             if arb.count:
                 dev.transmit(now, 1)
-                if arb.count and credits[_D2H_REQ] > 0:
+                if arb.count and credits[_Ch_D2H_REQ] > 0:
                     soon = True
             if dev_done:
                 if on_done is not None:
