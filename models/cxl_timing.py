@@ -30,7 +30,6 @@ contended by N devices; every fetch-add migrates the line),
 :func:`ring_allreduce_s` (gradient sync).
 """
 
-import heapq
 import json
 import math
 import random
@@ -40,7 +39,7 @@ from pathlib import Path
 
 from cxl.messages import Channel, MAX_IDS
 from .config import Config
-from .link import Link
+from .link import Link, WakeTimes
 from .dcoh import CpuOp
 from .flit import efficiency as flit_efficiency, optimum as flit_optimum
 from cxl.coherence import DevState
@@ -280,7 +279,7 @@ class TimedLink(Link):
         t = on_wire + self.latency + (self.rng.randint(0, self.jitter) if self.jitter else 0)
         entry[0] = t
         if self.wake is not None:
-            heapq.heappush(self.wake, t)
+            self.wake.push(t)
             if t < self.next_due:
                 self.next_due = t
 
@@ -309,7 +308,7 @@ class GoldenSim:
             home = _HomeAgent(_ticks(p.host_occupancy_ns, p.tick_ns))
             for d in range(cfg.devices):
                 self.sys.replace_link(d, TimedLink(cfg, p, rng, home))
-        self.wake = []
+        self.wake = WakeTimes()
         for link in self.sys.links:
             link.wake = self.wake
         for dev in self.sys.devices:
@@ -317,7 +316,7 @@ class GoldenSim:
         self.now = 0
 
     def at(self, t):
-        heapq.heappush(self.wake, t)
+        self.wake.push(t)
 
     def issue(self, d, kind, line, value=0):
         """Accept a CPU access in device ``d``'s cache 0 now.  Returns False if that cache is busy."""
@@ -341,12 +340,12 @@ class GoldenSim:
 
     def advance(self):
         """Move to the next event time; False if nothing is left to happen."""
-        wake = self.wake
-        while wake and wake[0] <= self.now:
-            heapq.heappop(wake)
-        if not wake:
+        wake, heap = self.wake, self.wake.heap
+        while heap and heap[0] <= self.now:
+            wake.pop()
+        if not heap:
             return False
-        self.now = heapq.heappop(wake)
+        self.now = wake.pop()
         return True
 
     def value(self, d, line):

@@ -7,7 +7,7 @@
 # for a replaced method, a check whose one-entry cache misses whenever the calls alternate between
 # devices (8 % of the run's instructions).  Instrument a device with a subclass (tb/hypothesis_traces.py).
 cimport cython
-from models.link cimport Link as LinkT, Msg as MsgT
+from models.link cimport Link as LinkT, Msg as MsgT, WakeTimes as WakeTimesT
 from models.checker cimport Checker as CheckerT
 
 @cython.locals(h=tuple, holders=dict)
@@ -49,7 +49,7 @@ cdef class Coalescer:
     cdef public dict groups
     cdef public object msgs_in
     cdef public object msgs_out
-    cdef public object wake
+    cdef public WakeTimesT wake
     @cython.locals(g=list)
     cpdef add(self, line, caches, now)
 

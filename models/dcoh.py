@@ -19,7 +19,6 @@ coalescer), then evicts the line to the host (DirtyEvict with the dirty data, el
 CleanEvictNoData) before the way is reused.
 """
 
-from heapq import heappush
 from collections import deque
 
 from cxl.coherence import (MESI, Perm, DevState as D, STALL, GRANTED, REQUEST_START, GO_OF, INTERNAL_PERMISSION,
@@ -185,7 +184,7 @@ class Coalescer:
         self.groups = {}            # block -> [deadline, [lines], cache mask]
         self.msgs_in = 0
         self.msgs_out = 0
-        self.wake = None            # timed mode: a heap the simulator wakes up from
+        self.wake = None            # timed mode: the WakeTimes the simulator visits (models/link.py)
 
     def add(self, line, caches, now):
         b = line // self.block
@@ -193,7 +192,7 @@ class Coalescer:
         if g is None:
             g = self.groups[b] = [now + self.window, [], 0]
             if self.wake is not None:
-                heappush(self.wake, now + self.window)
+                self.wake.push(now + self.window)
         g[1].append(line)
         g[2] |= caches
         self.msgs_in += bin(caches).count("1")

@@ -14,6 +14,12 @@ cdef class Msg:
     cdef readonly object bogus
     cpdef tuple fields(self)
 
+cdef class WakeTimes:
+    cdef public list heap
+    cdef public set pending
+    cpdef push(self, t)
+    cpdef pop(self)
+
 cdef class Link:
     cdef public object latency
     cdef public object initial
@@ -24,7 +30,7 @@ cdef class Link:
     cdef public list in_flight
     cdef public list returning
     cdef public list waiting
-    cdef public object wake
+    cdef public WakeTimes wake
     cdef public object next_due
     cdef public long changed
     @cython.locals(c=Py_ssize_t, credits=list)

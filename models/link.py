@@ -10,12 +10,12 @@ In timed mode the return takes the link latency; in untimed (exploration) mode i
 Invariant: available + in flight + returns in flight == initial, per channel (``check_credits``).
 """
 
-from heapq import heappush
+from heapq import heappop, heappush
 from collections import deque
 
 from cxl.messages import Channel, CODECS
 
-__all__ = ["Msg", "Link", "encode", "decode"]
+__all__ = ["Msg", "Link", "WakeTimes", "encode", "decode"]
 
 # The enum members hot code uses, as module constants (``_<enum>_<member>``): in the compiled build a
 # module constant is one cached lookup, where an enum's attribute goes through its metaclass.
@@ -120,6 +120,28 @@ def msg_order(m):
             -1 if m.data is None else m.data, m.bogus)
 
 
+class WakeTimes:
+    """The cycles at which something in the timed model is due, which its cycle loop visits
+    (``models.system.drive``): a heap of times that the links' and coalescers' timers push to, each
+    time kept once however many timers name it (more than half of the pushes name a time already
+    pending).  ``heap[0]`` is the earliest; :meth:`pop` takes it."""
+    __slots__ = ("heap", "pending")
+
+    def __init__(self):
+        self.heap = []
+        self.pending = set()
+
+    def push(self, t):
+        if t not in self.pending:
+            self.pending.add(t)
+            heappush(self.heap, t)
+
+    def pop(self):
+        t = heappop(self.heap)
+        self.pending.discard(t)
+        return t
+
+
 class Link:
     def __init__(self, cfg, timed):
         self.latency = cfg.link_latency
@@ -133,7 +155,7 @@ class Link:
         self.in_flight = [0] * len(CHANNELS)        # counted as they go; check_credits(full) recounts
         self.returning = [0] * len(CHANNELS)
         self.waiting = [deque() for _ in CHANNELS]  # entries of ``flight`` still waiting for a credit
-        self.wake = None                            # timed mode: a heap the simulator wakes up from
+        self.wake = None                            # timed mode: the WakeTimes the simulator visits
         self.next_due = INF                         # timed mode: nothing to do here before this cycle
         self.changed = _ALL_CHANNELS                # bit c: a counter of channel c moved since the last
                                                     # check_changed() (all of them: nothing checked yet)
@@ -151,7 +173,7 @@ class Link:
             t = now + self.latency + extra
             self.flight[c <= _Ch_D2H_DATA].append([t, msg, extra])
             if self.wake is not None:
-                heappush(self.wake, t)
+                self.wake.push(t)
                 if t < self.next_due:
                     self.next_due = t
         else:
@@ -166,7 +188,7 @@ class Link:
         self.changed |= 1 << c
         entry[0] = t = now + self.latency + entry[2]
         if self.wake is not None:
-            heappush(self.wake, t)
+            self.wake.push(t)
             if t < self.next_due:
                 self.next_due = t
 
@@ -188,7 +210,7 @@ class Link:
             self.returns.append((t, chan))     # the latency is fixed, so this stays sorted by time
             self.returning[chan] += 1
             if self.wake is not None:
-                heappush(self.wake, t)
+                self.wake.push(t)
                 if t < self.next_due:
                     self.next_due = t
         else:

@@ -2,7 +2,7 @@
 cimport cython
 # The classes under other names: System builds its links, host and devices from the module's Python
 # names Link, Host and Device (which tests swap for subclasses), so those must stay plain globals.
-from models.link cimport Link as LinkT, Msg as MsgT
+from models.link cimport Link as LinkT, Msg as MsgT, WakeTimes as WakeTimesT
 from models.dcoh cimport Device as DeviceT, TxArbiter as TxArbiterT
 from models.checker cimport Checker as CheckerT
 from models.host cimport Host as HostT
@@ -45,7 +45,8 @@ cdef class Workload:
     @cython.locals(cum=list, layout=list)
     cpdef next_op(self, k)
 
-@cython.locals(dev=DeviceT, arb=TxArbiterT, nd=list, ops=list, dev_done=list, credits=list, wake=list,
+@cython.locals(dev=DeviceT, arb=TxArbiterT, nd=list, ops=list, dev_done=list, credits=list, wake=WakeTimesT,
+               heap=list,
                soon=bint, msgs=Py_ssize_t, done=Py_ssize_t, ncaches=Py_ssize_t)
 cpdef drive(sysm, next_op, pace, stop, on_done=*, progress=*, max_cycles=*)
 

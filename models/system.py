@@ -37,7 +37,6 @@ not only the classes that hold it.
 
 import argparse
 from collections import Counter
-import heapq
 from bisect import bisect
 from itertools import accumulate
 import json
@@ -53,7 +52,7 @@ from .coverage import closure, state_event_universe
 from .dcoh import Device, CpuOp
 from .host import Host
 from .latency import latency_entry
-from .link import INF, Link
+from .link import INF, Link, WakeTimes
 from cxl.coherence import Perm, DevState, MESI
 
 
@@ -527,7 +526,7 @@ def drive(sysm, next_op, pace, stop, on_done=None, progress=None, max_cycles=Non
     done = 0
     last_watchdog = 0
     never = float("inf")
-    wake = []                       # event times; every timer below pushes here
+    wake = WakeTimes()              # event times; every timer below pushes here
     for link in sysm.links:
         link.wake = wake
     for dev in devs:
@@ -535,9 +534,9 @@ def drive(sysm, next_op, pace, stop, on_done=None, progress=None, max_cycles=Non
     next_issue = [[pace() for _ in range(cfg.caches)] for _ in devs]
     for nd in next_issue:
         for t in nd:
-            heapq.heappush(wake, t)
+            wake.push(t)
     step_timed, check_step, touched = sysm.step_timed, sysm.check_step, sysm.checker.touched
-    heappush, heappop = heapq.heappush, heapq.heappop
+    heap = wake.heap
     ncaches = cfg.caches
     ks = range(ncaches)
     units = [(d, dev, next_issue[d], dev.ops, dev.arb, dev.done, dev.link.credits) for d, dev in enumerate(devs)]
@@ -558,7 +557,7 @@ def drive(sysm, next_op, pace, stop, on_done=None, progress=None, max_cycles=Non
                             continue
                         dev.accept(op, now)
                         nd[k] = t = now + 1 + pace()
-                        heappush(wake, t)
+                        wake.push(t)
             if dev.queue:
                 dev.service(now)
             if arb.count:
@@ -582,19 +581,19 @@ def drive(sysm, next_op, pace, stop, on_done=None, progress=None, max_cycles=Non
             sysm.watchdog()
             if progress:
                 progress(done, now)
-        while wake and wake[0] <= now:
-            heappop(wake)
+        while heap and heap[0] <= now:
+            wake.pop()
         if soon:
             nxt = now + 1
         else:
-            if not wake:
+            if not heap:
                 if stop(done):
                     break
                 sysm.watchdog()
                 raise ForwardProgressError(f"nothing left to happen at cycle {now} with "
                                            f"{len(sysm.outstanding())} requests outstanding: "
                                            f"{sysm.outstanding()}")
-            nxt = heappop(wake)
+            nxt = wake.pop()
         if nxt - now > cfg.watchdog:
             sysm.now = nxt
             sysm.watchdog()
