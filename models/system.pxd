@@ -3,7 +3,7 @@ cimport cython
 # The classes under other names: System builds its links, host and devices from the module's Python
 # names Link, Host and Device (which tests swap for subclasses), so those must stay plain globals.
 from models.link cimport Link as LinkT, Msg as MsgT, WakeTimes as WakeTimesT
-from models.dcoh cimport Device as DeviceT, TxArbiter as TxArbiterT
+from models.dcoh cimport Device as DeviceT, TxArbiter as TxArbiterT, SFEntry as SFEntryT
 from models.checker cimport Checker as CheckerT
 from models.host cimport Host as HostT
 
@@ -27,7 +27,7 @@ cdef class System:
 
     @cython.locals(lines=set, ghost=dict, host=HostT, active=dict, mem=dict, host_dir=dict, units=list,
                    caches=tuple, entries=dict, cache=dict, inclusion_ok=bint, wrote=bint,
-                   writers=Py_ssize_t, readers=Py_ssize_t, link=LinkT, held=long, bit=long, c=list)
+                   writers=Py_ssize_t, readers=Py_ssize_t, link=LinkT, held=long, bit=long, c=list, e=SFEntryT)
     cpdef check_step(self)
 
 cdef class Workload:
@@ -47,7 +47,7 @@ cdef class Workload:
 
 @cython.locals(dev=DeviceT, arb=TxArbiterT, nd=list, ops=list, dev_done=list, credits=list, wake=WakeTimesT,
                heap=list,
-               soon=bint, msgs=Py_ssize_t, done=Py_ssize_t, ncaches=Py_ssize_t)
+               soon=bint, msgs=Py_ssize_t, done=Py_ssize_t, ncaches=Py_ssize_t, target=Py_ssize_t)
 cpdef drive(sysm, next_op, pace, stop, on_done=*, progress=*, max_cycles=*)
 
 @cython.locals(i=Py_ssize_t, first=object, m=MsgT)

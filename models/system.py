@@ -350,8 +350,9 @@ class System:
                 if held and (holders is None or index not in holders
                              or (wrote and holders[index] != "E")):
                     self.check_lines((line,))             # raises: host directory inclusion
-                if line in entries:
-                    if entries[line].presence != held:
+                e = entries.get(line)
+                if e is not None:
+                    if e.presence != held:
                         inclusion_ok = False
                 elif held:
                     inclusion_ok = False
@@ -517,8 +518,12 @@ def drive(sysm, next_op, pace, stop, on_done=None, progress=None, max_cycles=Non
     cache has nothing more to issue), its next access ``1 + pace()`` cycles later at the earliest; the
     DCOH services its queue and sends one D2H request; completed accesses go to ``on_done(dev, done)``
     (then cleared); the touched lines are checked.  Only cycles with something due are visited.
-    ``stop(done)``, asked before each cycle and when nothing is left to happen, ends the loop;
-    nothing left to happen otherwise, or more than ``max_cycles``, is a ``ForwardProgressError``."""
+    ``stop(done)``, asked before each cycle and when nothing is left to happen, ends the loop (an
+    integer N for ``stop``: once N accesses have completed, without a call per cycle); nothing left to
+    happen otherwise, or more than ``max_cycles``, is a ``ForwardProgressError``."""
+    target = stop if isinstance(stop, int) else -1
+    if target >= 0:
+        stop = None
     cfg = sysm.cfg
     devs = sysm.devices
     now = 0
@@ -540,7 +545,7 @@ def drive(sysm, next_op, pace, stop, on_done=None, progress=None, max_cycles=Non
     ncaches = cfg.caches
     ks = range(ncaches)
     units = [(d, dev, next_issue[d], dev.ops, dev.arb, dev.done, dev.link.credits) for d, dev in enumerate(devs)]
-    while not stop(done):
+    while (done < target) if stop is None else not stop(done):
         msgs += step_timed(now)
         # Each device: issue from idle caches whose think time is over, DCOH service, one D2H request,
         # completions.  Then whether it has something to do next cycle: a request the arbiter could
@@ -587,7 +592,7 @@ def drive(sysm, next_op, pace, stop, on_done=None, progress=None, max_cycles=Non
             nxt = now + 1
         else:
             if not heap:
-                if stop(done):
+                if (done >= target) if stop is None else stop(done):
                     break
                 sysm.watchdog()
                 raise ForwardProgressError(f"nothing left to happen at cycle {now} with "
@@ -627,8 +632,7 @@ def run(cfg, transactions, seed, progress=None):
         return wl.next_op(k)
 
     t_start = time.perf_counter()
-    now, msgs, done = drive(sysm, next_op, lambda: randbelow(bits, think1),
-                            lambda done: done >= transactions, on_done, progress)
+    now, msgs, done = drive(sysm, next_op, lambda: randbelow(bits, think1), transactions, on_done, progress)
     sysm.check_all()
     wall = time.perf_counter() - t_start
     coal_in = sum(d.coal.msgs_in for d in devs)
