@@ -18,6 +18,8 @@ cpdef tuple _snoop_step(state, snoop)
 cpdef tuple _response_step(state, event)
 @cython.locals(c=list)
 cpdef bint cache_hit(dict cache, CpuOp op)
+@cython.locals(level=int)
+cpdef int devload_level(occupied, capacity, thresholds)
 
 cdef class SFEntry:
     cdef public object state
@@ -27,16 +29,20 @@ cdef class SFEntry:
     cdef public object way
 
 cdef class SnoopFilter:
-    cdef public object sets
-    cdef public object ways
+    cdef public Py_ssize_t sets
+    cdef public Py_ssize_t ways
     cdef public list tags
     cdef public list plru
     cdef public dict entries
     cpdef set_of(self, line)
     cpdef lookup(self, line)
+    @cython.locals(node=long, bits=long, parent=long)
     cpdef touch(self, s, way)
+    @cython.locals(node=long, bits=long)
     cpdef plru_way(self, s)
+    @cython.locals(tags=list, w=Py_ssize_t)
     cpdef free_way(self, s)
+    @cython.locals(tags=list, w=Py_ssize_t)
     cpdef victim(self, s, busy)
     @cython.locals(e=SFEntry)
     cpdef allocate(self, line, way)
@@ -60,6 +66,7 @@ cdef class TxArbiter:
     cdef public object max_passed
     cdef public Py_ssize_t count
     cpdef push(self, txn)
+    @cython.locals(queues=list, passed=list, waiting=list, starved=list, c=Py_ssize_t, o=Py_ssize_t)
     cpdef pop(self)
 
 cdef class CpuOp:

@@ -249,16 +249,17 @@ class TxArbiter:
         return self.count
 
     def pop(self):
-        waiting = [c for c in range(self.CLASSES) if self.queues[c]]
-        starved = [c for c in waiting if self.passed[c] >= self.bound]
+        queues, passed = self.queues, self.passed
+        waiting = [c for c in range(len(queues)) if queues[c]]
+        starved = [c for c in waiting if passed[c] >= self.bound]
         c = starved[-1] if starved else waiting[0]
         for o in waiting:
             if o != c:
-                self.passed[o] += 1
-                self.max_passed = max(self.max_passed, self.passed[o])
-        self.passed[c] = 0
+                passed[o] += 1
+                self.max_passed = max(self.max_passed, passed[o])
+        passed[c] = 0
         self.count -= 1
-        return self.queues[c].popleft()
+        return queues[c].popleft()
 
     def key(self):
         return (tuple(tuple(t.cqid for t in q) for q in self.queues), tuple(self.passed))
@@ -268,7 +269,11 @@ def devload_level(occupied, capacity, thresholds):
     """2-bit DevLoad-style level: 0 Light, 1 Optimal, 2 Moderate overload, 3 Severe overload
     (encodings from facts §3.2; the occupancy thresholds are a configuration assumption)."""
     f = occupied / capacity
-    return sum(f >= t for t in thresholds)
+    level = 0
+    for t in thresholds:
+        if f >= t:
+            level += 1
+    return level
 
 
 # ------------------------------------------------------------------------------------------------

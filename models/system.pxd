@@ -47,8 +47,8 @@ cdef class Workload:
 
 @cython.locals(dev=DeviceT, arb=TxArbiterT, nd=list, ops=list, dev_done=list, credits=list, wake=WakeTimesT,
                heap=list,
-               soon=bint, msgs=Py_ssize_t, done=Py_ssize_t, ncaches=Py_ssize_t, target=Py_ssize_t)
-cpdef drive(sysm, next_op, pace, stop, on_done=*, progress=*, max_cycles=*)
+               soon=bint, msgs=Py_ssize_t, done=Py_ssize_t, ncaches=Py_ssize_t, target=Py_ssize_t, touched=set)
+cpdef drive(System sysm, next_op, pace, stop, on_done=*, progress=*, max_cycles=*)
 
 @cython.locals(i=Py_ssize_t, first=object, m=MsgT)
 cpdef _first_down(DeviceT dev, list flight, now)

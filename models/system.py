@@ -540,13 +540,13 @@ def drive(sysm, next_op, pace, stop, on_done=None, progress=None, max_cycles=Non
     for nd in next_issue:
         for t in nd:
             wake.push(t)
-    step_timed, check_step, touched = sysm.step_timed, sysm.check_step, sysm.checker.touched
+    touched = sysm.checker.touched
     heap = wake.heap
     ncaches = cfg.caches
     ks = range(ncaches)
     units = [(d, dev, next_issue[d], dev.ops, dev.arb, dev.done, dev.link.credits) for d, dev in enumerate(devs)]
     while (done < target) if stop is None else not stop(done):
-        msgs += step_timed(now)
+        msgs += sysm.step_timed(now)
         # Each device: issue from idle caches whose think time is over, DCOH service, one D2H request,
         # completions.  Then whether it has something to do next cycle: a request the arbiter could
         # send, or an internal cache that finished and may issue again.  (Nothing after its turn in
@@ -580,7 +580,7 @@ def drive(sysm, next_op, pace, stop, on_done=None, progress=None, max_cycles=Non
                         nd[k] = now + 1
                         soon = True
         if touched:
-            check_step()
+            sysm.check_step()
         if now - last_watchdog >= 1000:
             last_watchdog = now
             sysm.watchdog()
