@@ -742,7 +742,9 @@ class Device:
                     del self.caches[k][line]
                 e.presence, e.state, e.dirty = 0, None, False
         elif e is not None and nxt is not state:
-            self.woken.update((("line", line), ("set", e.set)))       # a way freed, or the entry changed
+            woken = self.woken                                        # a way freed, or the entry changed
+            woken.add(("line", line))
+            woken.add(("set", e.set))
             if nxt is _D_S:
                 for k in _holders(e):
                     self.caches[k][line][0] = _MESI_S
@@ -786,7 +788,10 @@ class Device:
             if w is None:
                 continue
             # its line and its work entry are free, and a back-invalidation frees a way of its set
-            self.woken.update((("line", line), ("set", self.sf.set_of(line)), "work"))
+            woken = self.woken
+            woken.add(("line", line))
+            woken.add(("set", self.sf.set_of(line)))
+            woken.add("work")
             if w.snoop is not None:
                 self._answer_snoop(w.snoop, now, extra)
             if w.evict is not None:
@@ -866,7 +871,8 @@ class Device:
         del self.by_line[line]
         # its line (and a fill's entry) and its CQID: a way-waiter that wants a victim of this line's set
         # also waits for a CQID (CpuOp.why), so the set needs no key of its own here
-        self.woken.update((("line", line), "cqid"))
+        self.woken.add(("line", line))
+        self.woken.add("cqid")
         self.free_cqids.append(t.cqid)
         self.free_cqids.sort()
         self.done.append((t.op, now - t.t0))
