@@ -58,6 +58,8 @@ cdef class Coalescer:
     cdef public WakeTimesT wake
     @cython.locals(g=list)
     cpdef add(self, line, caches, now)
+    @cython.locals(g=list)
+    cpdef pop(self, b, only=*)
 
 cdef class TxArbiter:
     cdef public object bound

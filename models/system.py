@@ -177,7 +177,8 @@ class System:
                         if t is not None and t < nxt:
                             nxt = t
                         continue
-                    msg = up.pop(i)[1]
+                    msg = up[i][1]
+                    del up[i]
                     c = msg.chan
                     link.consumed(c, now)
                     if c is _Ch_D2H_REQ:
@@ -193,7 +194,8 @@ class System:
                     first = _first_down(dev, down, now)
                     if first is None:
                         break
-                    msg = down.pop(first)[1]
+                    msg = down[first][1]
+                    del down[first]
                     c = msg.chan
                     link.consumed(c, now)
                     if c is _Ch_H2D_REQ:
