@@ -26,7 +26,7 @@ cdef class Link:
     cdef public bint timed
     cdef public dict flight
     cdef public list credits
-    cdef public object returns
+    cdef public list returns
     cdef public list in_flight
     cdef public list returning
     cdef public list waiting

@@ -151,7 +151,7 @@ class Link:
                                                     # order; ready_at None: still waiting for a credit
         # Per-channel lists indexed by the Channel value.
         self.credits = [cfg.credits] * len(CHANNELS)
-        self.returns = deque()                      # (ready_at, chan) (timed mode only)
+        self.returns = []                           # (ready_at, chan) (timed mode only), oldest first
         self.in_flight = [0] * len(CHANNELS)        # counted as they go; check_credits(full) recounts
         self.returning = [0] * len(CHANNELS)
         self.waiting = [deque() for _ in CHANNELS]  # entries of ``flight`` still waiting for a credit
@@ -219,7 +219,9 @@ class Link:
     def tick_credits(self, now):
         returns = self.returns
         while returns and returns[0][0] <= now:
-            self._credit_back(returns.popleft()[1], now)
+            chan = returns[0][1]
+            del returns[0]
+            self._credit_back(chan, now)
 
     # -- delivery ---------------------------------------------------------------------------------
     @staticmethod

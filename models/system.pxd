@@ -22,7 +22,7 @@ cdef class System:
     cdef public list _step_units
 
     @cython.locals(link=LinkT, dev=DeviceT, up=list, down=list, touched=set, host=HostT, n=Py_ssize_t,
-                   i=Py_ssize_t, msg=MsgT)
+                   i=Py_ssize_t, msg=MsgT, returns=list, chan=Py_ssize_t)
     cpdef step_timed(self, now)
 
     @cython.locals(lines=set, ghost=dict, host=HostT, active=dict, mem=dict, host_dir=dict, units=list,

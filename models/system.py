@@ -165,7 +165,9 @@ class System:
             link.next_due = INF
             if returns and returns[0][0] <= now:
                 while returns and returns[0][0] <= now:     # link.tick_credits(now), inline
-                    link._credit_back(returns.popleft()[1], now)
+                    chan = returns[0][1]
+                    del returns[0]
+                    link._credit_back(chan, now)
             nxt = returns[0][0] if returns else INF       # link.next_time(), computed on the way
             if up:
                 host = self.host
