@@ -30,6 +30,9 @@ cdef class System:
                    writers=Py_ssize_t, readers=Py_ssize_t, link=LinkT, held=long, bit=long, c=list, e=SFEntryT)
     cpdef check_step(self)
 
+    @cython.locals(host=HostT, dev=DeviceT)
+    cpdef _oldest_age(self)
+
 cdef class Workload:
     cdef public object cfg
     cdef public object rng

@@ -391,7 +391,25 @@ class System:
             out += dev.outstanding()
         return sorted(out, reverse=True)
 
+    def _oldest_age(self):
+        """The largest age in :meth:`outstanding`, without describing each item (-1: nothing)."""
+        host = self.host
+        oldest = -1
+        for t in host.active.values():
+            oldest = max(oldest, host.now - t.t0)
+        for q in host.queue.values():
+            for t in q:
+                oldest = max(oldest, host.now - t.t0)
+        for dev in self.devices:
+            for t in dev.txns.values():
+                oldest = max(oldest, dev.now - t.t0)
+            for op in dev.queue:
+                oldest = max(oldest, dev.now - op.t0)
+        return oldest
+
     def watchdog(self):
+        if self._oldest_age() <= self.cfg.watchdog:
+            return                      # the common case: nothing to describe
         out = self.outstanding()
         if out and out[0][0] > self.cfg.watchdog:
             lines = "\n".join(f"  age {age:>7} cycles: {what}" for age, what in out)

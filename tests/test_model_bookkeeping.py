@@ -32,3 +32,38 @@ def test_wake_times_keep_each_time_once_and_come_out_in_order():
     assert [w.pop(), w.pop()] == [3, 5]
     w.push(3)
     assert [w.pop(), w.pop()] == [3, 7] and not w.heap and not w.pending
+
+
+def test_the_watchdogs_oldest_age_is_the_oldest_outstanding_item():
+    """``System.watchdog`` compares ``_oldest_age`` (no description built) before it describes anything:
+    it must be the largest age ``outstanding()`` lists, whichever kind of item is the oldest (a host
+    transaction active or queued, a device request, a waiting access): at every step of a busy run, each
+    kind present is made the oldest in turn."""
+    import random
+    from models.system import Workload, drive
+    sysm = System(Config(host_traffic=0.3, max_outstanding=4), timed=True)
+    wl, host_rng = Workload(sysm.cfg, random.Random(3)), random.Random(4)
+    made_oldest = set()
+
+    def check():
+        out = sysm.outstanding()
+        assert sysm._oldest_age() == (out[0][0] if out else -1)
+
+    def next_op(d, k):
+        if host_rng.random() < 0.3:
+            sysm.host.host_access(*wl.host_op(host_rng), sysm.now)
+        check()
+        host = sysm.host
+        kinds = {"host active": list(host.active.values()), "host queued": [t for q in host.queue.values() for t in q],
+                 "device request": [t for dev in sysm.devices for t in dev.txns.values()],
+                 "waiting access": [op for dev in sysm.devices for op in dev.queue]}
+        for kind, items in kinds.items():
+            if items:
+                item, t0 = items[-1], items[-1].t0
+                item.t0 = -10 ** 6             # the oldest by far
+                check()
+                item.t0 = t0
+                made_oldest.add(kind)
+        return wl.next_op(k)
+    drive(sysm, next_op, lambda: 1, 600)
+    assert made_oldest == {"host active", "host queued", "device request", "waiting access"}, made_oldest
