@@ -547,6 +547,7 @@ def drive(sysm, next_op, pace, stop, on_done=None, progress=None, max_cycles=Non
     if target >= 0:
         stop = None
     cfg = sysm.cfg
+    watchdog = cfg.watchdog
     devs = sysm.devices
     now = 0
     msgs = 0
@@ -621,7 +622,7 @@ def drive(sysm, next_op, pace, stop, on_done=None, progress=None, max_cycles=Non
                                            f"{len(sysm.outstanding())} requests outstanding: "
                                            f"{sysm.outstanding()}")
             nxt = wake.pop()
-        if nxt - now > cfg.watchdog:
+        if nxt - now > watchdog:
             sysm.now = nxt
             sysm.watchdog()
         now = nxt
@@ -647,11 +648,12 @@ def run(cfg, transactions, seed, progress=None):
             latency.setdefault(op._name_, []).append(lat)
 
     host_rng, host_traffic, host = random.Random(f"host traffic {seed}"), cfg.host_traffic, sysm.host
+    host_draw, cpu_op = host_rng.random, wl.next_op     # bound once: called for every access
 
     def next_op(d, k):
-        if host_traffic and host_rng.random() < host_traffic:
+        if host_traffic and host_draw() < host_traffic:
             host.host_access(*wl.host_op(host_rng), sysm.now)
-        return wl.next_op(k)
+        return cpu_op(k)
 
     t_start = time.perf_counter()
     now, msgs, done = drive(sysm, next_op, lambda: randbelow(bits, think1), transactions, on_done, progress)
