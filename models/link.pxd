@@ -39,5 +39,6 @@ cdef class Link:
     cpdef _launch(self, list entry, now)
     cpdef _credit_back(self, Py_ssize_t chan, now)
     cpdef consumed(self, chan, now)
-    @cython.locals(moved=long, c=Py_ssize_t, a=Py_ssize_t, credits=list, in_flight=list, returning=list)
+    @cython.locals(moved=long, c=Py_ssize_t, a=Py_ssize_t, f=Py_ssize_t, r=Py_ssize_t, initial=Py_ssize_t,
+                   credits=list, in_flight=list, returning=list)
     cpdef check_changed(self)

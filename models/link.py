@@ -265,8 +265,8 @@ class Link:
             self.changed = 0
             initial, credits, in_flight, returning = self.initial, self.credits, self.in_flight, self.returning
             for c in _CHANNELS_IN[moved]:
-                a = credits[c]
-                if a + in_flight[c] + returning[c] != initial or a < 0:
+                a, f, r = credits[c], in_flight[c], returning[c]
+                if a + f + r != initial or a < 0:
                     self.check_credits()     # raises, naming the (lowest) channel that is off
 
     def check_credits(self, full=False):
