@@ -24,10 +24,13 @@ each attribute and local already has.  What that changes for users of the compil
   instance of such a class a dictionary, and every cpdef call then looks for a method replaced in it,
   through a cache of one instance that misses whenever calls alternate between the devices or links
   (8 % of the run's instructions when ``Device``, ``Coalescer`` and ``Link`` had one);
+- a message (``models.link.Msg``) is a value: its fields are read-only in the compiled build (the
+  pure-Python class does not enforce it), ``Msg.replace`` makes a changed copy;
 - the test suite runs the pure-Python modules (tests/conftest.py), since several tests patch the
   classes; tests/test_model_build.py builds the compiled modules and checks that they give the
   equivalence digests of tests/model_digests.json (the same messages at the same cycles, the same
-  summaries, and the same errors at the same cycles for the runs broken on purpose).
+  summaries, and the same errors at the same cycles for the runs broken on purpose), and that the
+  testbenches' instrumented subclasses see the same as with the pure-Python model.
 """
 
 import hashlib

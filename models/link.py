@@ -36,7 +36,8 @@ class Msg:
     message carries, or, on an ItoMWr/WrInv request, the value the device is going to write (ghost
     bookkeeping); ``bogus`` the D2H Data Bogus bit.
 
-    A value: read-only fields, equal and hashed by them (:meth:`fields`), printed as
+    A value: equal and hashed by its fields (:meth:`fields`; never assign one: the compiled build makes
+    them read-only, :meth:`replace` makes a changed copy), printed as
     ``Msg(chan=..., op=..., ...)``.  A class rather than a ``NamedTuple``, so that the compiled build
     (models/link.pxd) makes it an extension type whose fields the handlers read as C fields."""
     __slots__ = ("chan", "op", "uid", "line", "rsp_data", "data", "bogus")

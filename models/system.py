@@ -10,11 +10,12 @@ Invariants, checked after every step on the lines it touched (``check_all`` chec
   conservation, and forward progress (a watchdog naming every outstanding request and its age).
 
 Golden model speed (``bench.run.model_speed``: default scenario, 20k transactions, checks on).  The
-timed loop visits only cycles with something due (a heap of link deliveries, credit returns,
-coalescer deadlines and issue timers, plus the next cycle while an arbiter holds a sendable request),
-and on each visit works only where something is due: ``step_timed`` skips links whose ``next_due`` is
-later, drains a link's upstream messages in one pass (a delivery never adds to the direction being
-drained) and rescans downstream only after a delivery (it may unblock a snoop).  ``check_step`` checks
+timed loop visits only cycles with something due (``models.link.WakeTimes``: a heap of link deliveries,
+credit returns, coalescer deadlines and issue timers, each time once, plus the next cycle while an
+arbiter holds a sendable request), and on each visit works only where something is due:
+``step_timed`` skips links whose ``next_due`` is later, drains a link's upstream messages in one pass
+(a delivery never adds to the direction being drained) and rescans downstream only after a delivery
+(it may unblock a snoop).  ``check_step`` checks
 SWMR, data value, memory and inclusion of every touched line in one pass over the caches, and runs
 the slower routines (``check_lines``, ``Device.check_line``) only to name a failure, so it raises the
 same error at the same cycle; credit conservation is checked on the channels whose counters moved since
@@ -26,13 +27,17 @@ Same seed, same messages: every change for speed keeps the message trace, the su
 of runs broken on purpose, cycle for cycle (tests/test_model_equivalence.py against digests recorded
 before the change).  ``make fast-model`` compiles the hot modules with Cython, typed by the ``.pxd``
 beside each (models/compiled.py): the classes become extension types with C fields and C-called
-methods.  Instructions beyond imports (cachegrind, 2k transactions, seed 1): 1.07e9 pure Python,
-0.92e9 compiled without static types, 0.56e9 compiled with them (~55k instructions per message);
-BENCHMARKS.md has the wall-clock figures.  What remains is spread over the handlers and the loop (no
-function holds much more than a tenth of the time, perf), and is now mostly the Python objects the
-model's state is made of (dictionaries of lines, enum members, message tuples, Python integers for
-cycles): 200k messages/s would need that state itself in C types (integer states, per-line arrays),
-not only the classes that hold it.
+methods, messages (``Msg``) included.  What the compiled build had to be rid of, besides the
+interpreter: a cpdef call on a class with an instance ``__dict__`` looks for a method replaced on the
+instance (Device, Coalescer and Link have none now), a module attribute or an enum member read by
+name is a dictionary lookup (module constants now), ``x in list`` compares each element (the device
+counts its outstanding accesses), and a method of an untyped object is called by name (deque and
+``dict.get`` on untyped globals; typed lists and locals now).  Instructions beyond imports (cachegrind,
+2k transactions, seed 1): 0.98e9 pure Python, 0.345e9 compiled (~35k per message; 0.56e9 before those
+changes, 0.92e9 compiled without static types).  BENCHMARKS.md has the wall-clock figures.  What
+remains is spread over the handlers, the loop and the checks (the largest single item is the
+dictionary lookups of lines, a tenth of the time, perf): the model's state is Python dictionaries,
+sets and integers.
 """
 
 import argparse

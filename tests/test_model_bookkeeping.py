@@ -67,3 +67,19 @@ def test_the_watchdogs_oldest_age_is_the_oldest_outstanding_item():
         return wl.next_op(k)
     drive(sysm, next_op, lambda: 1, 600)
     assert made_oldest == {"host active", "host queued", "device request", "waiting access"}, made_oldest
+
+
+def test_messages_are_values():
+    """``Msg`` (a class of its own, so that the compiled build gives it C fields) compares, hashes and
+    prints by its fields as the NamedTuple it replaced did; ``replace`` copies with fields changed."""
+    from cxl.messages import Channel, D2HReqOpcode
+    from models.link import Msg
+    a = Msg(Channel.D2H_REQ, D2HReqOpcode.RdOwn, 3, 0x40, data=7)
+    b = Msg(Channel.D2H_REQ, D2HReqOpcode.RdOwn, 3, 0x40, 0, 7, False)
+    assert a == b and hash(a) == hash(b) and len({a, b}) == 1 and not (a != b)
+    assert a != a.replace(uid=4) and a.replace(uid=4).fields()[2] == 4 and a.uid == 3
+    assert a != (Channel.D2H_REQ, D2HReqOpcode.RdOwn, 3, 0x40, 0, 7, False)      # not a tuple
+    assert repr(a) == (f"Msg(chan={Channel.D2H_REQ!r}, op={D2HReqOpcode.RdOwn!r}, uid=3, line=64, "
+                       "rsp_data=0, data=7, bogus=False)")
+    with pytest.raises(TypeError, match="no field color"):
+        a.replace(color=1)
