@@ -22,7 +22,7 @@ cdef class System:
     cdef public list _step_units
 
     @cython.locals(link=LinkT, dev=DeviceT, up=list, down=list, touched=set, host=HostT, n=Py_ssize_t,
-                   i=Py_ssize_t, msg=MsgT, returns=list, chan=Py_ssize_t)
+                   i=Py_ssize_t, msg=MsgT, returns=list, chan=Py_ssize_t, unit=tuple)
     cpdef step_timed(self, now)
 
     @cython.locals(lines=set, ghost=dict, host=HostT, active=dict, mem=dict, host_dir=dict, units=list,
@@ -50,7 +50,8 @@ cdef class Workload:
 
 @cython.locals(dev=DeviceT, arb=TxArbiterT, nd=list, ops=list, dev_done=list, credits=list, wake=WakeTimesT,
                heap=list,
-               soon=bint, msgs=Py_ssize_t, done=Py_ssize_t, ncaches=Py_ssize_t, target=Py_ssize_t, touched=set)
+               soon=bint, msgs=Py_ssize_t, done=Py_ssize_t, ncaches=Py_ssize_t, target=Py_ssize_t, touched=set,
+               k=Py_ssize_t, d=Py_ssize_t, ndevs=Py_ssize_t, devs=list)
 cpdef drive(System sysm, next_op, pace, stop, on_done=*, progress=*, max_cycles=*)
 
 @cython.locals(i=Py_ssize_t, first=object, m=MsgT)

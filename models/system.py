@@ -162,9 +162,11 @@ class System:
         self.now = now
         n = 0
         touched = self.checker.touched
-        for d, link, returns, up, down, dev in self._step_units:
+        for unit in self._step_units:
+            link = unit[1]
             if link.next_due > now:
                 continue
+            d, link, returns, up, down, dev = unit
             # next_due: sends and credit returns queued while this link is served lower it themselves
             # (Link._launch, Link.consumed); what was already queued is folded in below
             link.next_due = INF
@@ -571,8 +573,7 @@ def drive(sysm, next_op, pace, stop, on_done=None, progress=None, max_cycles=Non
     touched = sysm.checker.touched
     heap = wake.heap
     ncaches = cfg.caches
-    ks = range(ncaches)
-    units = [(d, dev, next_issue[d], dev.ops, dev.arb, dev.done, dev.link.credits) for d, dev in enumerate(devs)]
+    ndevs = len(devs)
     while (done < target) if stop is None else not stop(done):
         msgs += sysm.step_timed(now)
         # Each device: issue from idle caches whose think time is over, DCOH service, one D2H request,
@@ -580,9 +581,11 @@ def drive(sysm, next_op, pace, stop, on_done=None, progress=None, max_cycles=Non
         # send, or an internal cache that finished and may issue again.  (Nothing after its turn in
         # this cycle changes a device's caches, arbiter or credits, so that is known here already.)
         soon = False
-        for d, dev, nd, ops, arb, dev_done, credits in units:
+        for d in range(ndevs):
+            dev = devs[d]
+            nd, ops, arb, dev_done = next_issue[d], dev.ops, dev.arb, dev.done
             if dev.active_ops < ncaches:          # some cache is idle (None in ops)
-                for k in ks:
+                for k in range(ncaches):
                     if ops[k] is None and nd[k] <= now:
                         op = next_op(d, k)
                         if op is None:
@@ -595,7 +598,7 @@ def drive(sysm, next_op, pace, stop, on_done=None, progress=None, max_cycles=Non
                 dev.service(now)
             if arb.count:
                 dev.transmit(now, 1)
-                if arb.count and credits[_Ch_D2H_REQ] > 0:
+                if arb.count and dev.link.credits[_Ch_D2H_REQ] > 0:
                     soon = True
             if dev_done:
                 if on_done is not None:
@@ -603,7 +606,7 @@ def drive(sysm, next_op, pace, stop, on_done=None, progress=None, max_cycles=Non
                 done += len(dev_done)
                 dev_done.clear()
             if dev.active_ops < ncaches:          # some cache is idle (None in ops)
-                for k in ks:
+                for k in range(ncaches):
                     if ops[k] is None and nd[k] <= now:
                         nd[k] = now + 1
                         soon = True
