@@ -33,7 +33,7 @@ instance (Device, Coalescer and Link have none now), a module attribute or an en
 name is a dictionary lookup (module constants now), ``x in list`` compares each element (the device
 counts its outstanding accesses), and a method of an untyped object is called by name (deque and
 ``dict.get`` on untyped globals; typed lists and locals now).  Instructions beyond imports (cachegrind,
-2k transactions, seed 1): 0.98e9 pure Python, 0.345e9 compiled (~35k per message; 0.56e9 before those
+2k transactions, seed 1): 1.01e9 pure Python, 0.337e9 compiled (~34k per message; 0.56e9 before those
 changes, 0.92e9 compiled without static types).  BENCHMARKS.md has the wall-clock figures.  What
 remains is spread over the handlers, the loop and the checks (the largest single item is the
 dictionary lookups of lines, a tenth of the time, perf): the model's state is Python dictionaries,
