@@ -408,11 +408,15 @@ class Device:
     def idle_cache(self, k):
         return self.ops[k] is None
 
+    def outstanding_items(self):
+        """What is not finished, as (age, label, item): the requests in flight, then the waiting accesses."""
+        items = [(self.now - t.t0, "", t) for t in self.txns.values()]
+        items += [(self.now - op.t0, "waiting ", op) for op in self.queue]
+        return items
+
     def outstanding(self):
         """Everything not finished, with its age, for the watchdog."""
-        out = [(self.now - t.t0, f"{self.name()} {t!r}") for t in self.txns.values()]
-        out += [(self.now - op.t0, f"{self.name()} waiting {op!r}") for op in self.queue]
-        return out
+        return [(age, f"{self.name()} {label}{x!r}") for age, label, x in self.outstanding_items()]
 
     # ---------------------------------------------------------------- CPU side
     def accept(self, op, now):

@@ -185,10 +185,14 @@ class Host:
     def memory(self, line):
         return self.mem.get(line, self.checker.initial)
 
+    def outstanding_items(self):
+        """What is not finished, as (age, label, transaction): those under way, then those queued."""
+        items = [(self.now - t.t0, "", t) for t in self.active.values()]
+        items += [(self.now - t.t0, "queued: ", t) for q in self.queue.values() for t in q]
+        return items
+
     def outstanding(self):
-        out = [(self.now - t.t0, repr(t)) for t in self.active.values()]
-        out += [(self.now - t.t0, f"queued: {t!r}") for q in self.queue.values() for t in q]
-        return out
+        return [(age, f"{label}{t!r}") for age, label, t in self.outstanding_items()]
 
     # ---------------------------------------------------------------- D2H Req
     def on_d2h_req(self, dev, msg, now):

@@ -30,7 +30,7 @@ cdef class System:
                    writers=Py_ssize_t, readers=Py_ssize_t, link=LinkT, held=long, bit=long, c=list, e=SFEntryT)
     cpdef check_step(self)
 
-    @cython.locals(host=HostT, dev=DeviceT)
+    @cython.locals(dev=DeviceT, items=list)
     cpdef _oldest_age(self)
 
 cdef class Workload:
@@ -53,6 +53,9 @@ cdef class Workload:
                soon=bint, msgs=Py_ssize_t, done=Py_ssize_t, ncaches=Py_ssize_t, target=Py_ssize_t, touched=set,
                k=Py_ssize_t, d=Py_ssize_t, ndevs=Py_ssize_t, devs=list)
 cpdef drive(System sysm, next_op, pace, stop, on_done=*, progress=*, max_cycles=*)
+
+cpdef _to_host(HostT host, d, MsgT msg, now)
+cpdef _to_device(DeviceT dev, MsgT msg, now)
 
 @cython.locals(i=Py_ssize_t, first=object, m=MsgT)
 cpdef _first_down(DeviceT dev, list flight, now)

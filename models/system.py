@@ -127,24 +127,10 @@ class System:
         msg = link.flight[upstream].pop(i)[1]
         now = self.now
         link.consumed(msg.chan, now)
-        c = msg.chan
         if upstream:
-            h = self.host
-            if c is _Ch_D2H_REQ:
-                h.on_d2h_req(d, msg, now)
-            elif c is _Ch_D2H_RSP:
-                h.on_d2h_rsp(d, msg, now)
-            else:
-                h.on_d2h_data(d, msg, now)
+            _to_host(self.host, d, msg, now)
         else:
-            dev = self.devices[d]
-            if c is _Ch_H2D_REQ:
-                dev.on_snoop(msg, now)
-            elif c is _Ch_H2D_RSP:
-                dev.on_h2d_rsp(msg, now)
-            else:
-                dev.on_h2d_data(msg, now)
-            self.checker.touched.add(msg.line)
+            _to_device(self.devices[d], msg, now)
         self.checker.touched.add(msg.line)
         return msg
 
@@ -188,14 +174,8 @@ class System:
                         continue
                     msg = up[i][1]
                     del up[i]
-                    c = msg.chan
-                    link.consumed(c, now)
-                    if c is _Ch_D2H_REQ:
-                        host.on_d2h_req(d, msg, now)
-                    elif c is _Ch_D2H_RSP:
-                        host.on_d2h_rsp(d, msg, now)
-                    else:
-                        host.on_d2h_data(d, msg, now)
+                    link.consumed(msg.chan, now)
+                    _to_host(host, d, msg, now)
                     touched.add(msg.line)
                     n += 1
             if down:
@@ -205,14 +185,8 @@ class System:
                         break
                     msg = down[first][1]
                     del down[first]
-                    c = msg.chan
-                    link.consumed(c, now)
-                    if c is _Ch_H2D_REQ:
-                        dev.on_snoop(msg, now)
-                    elif c is _Ch_H2D_RSP:
-                        dev.on_h2d_rsp(msg, now)
-                    else:
-                        dev.on_h2d_data(msg, now)
+                    link.consumed(msg.chan, now)
+                    _to_device(dev, msg, now)
                     touched.add(msg.line)
                     n += 1
                     if not down:
@@ -399,19 +373,15 @@ class System:
         return sorted(out, reverse=True)
 
     def _oldest_age(self):
-        """The largest age in :meth:`outstanding`, without describing each item (-1: nothing)."""
-        host = self.host
-        oldest = -1
-        for t in host.active.values():
-            oldest = max(oldest, host.now - t.t0)
-        for q in host.queue.values():
-            for t in q:
-                oldest = max(oldest, host.now - t.t0)
+        """The largest age in :meth:`outstanding`, from the same items without describing them (-1:
+        nothing outstanding)."""
+        items = self.host.outstanding_items()
         for dev in self.devices:
-            for t in dev.txns.values():
-                oldest = max(oldest, dev.now - t.t0)
-            for op in dev.queue:
-                oldest = max(oldest, dev.now - op.t0)
+            items += dev.outstanding_items()
+        oldest = -1
+        for age, _, _ in items:
+            if age > oldest:
+                oldest = age
         return oldest
 
     def watchdog(self):
@@ -430,6 +400,28 @@ class System:
     def key(self):
         return (self.host.key(), tuple(d.key() for d in self.devices), tuple(l.key() for l in self.links),
                 self.checker.key())
+
+
+def _to_host(host, d, msg, now):
+    """Hand a D2H message delivered from device ``d`` to the host's handler for its channel."""
+    c = msg.chan
+    if c is _Ch_D2H_REQ:
+        host.on_d2h_req(d, msg, now)
+    elif c is _Ch_D2H_RSP:
+        host.on_d2h_rsp(d, msg, now)
+    else:
+        host.on_d2h_data(d, msg, now)
+
+
+def _to_device(dev, msg, now):
+    """Hand an H2D message delivered to ``dev`` to its handler for the message's channel."""
+    c = msg.chan
+    if c is _Ch_H2D_REQ:
+        dev.on_snoop(msg, now)
+    elif c is _Ch_H2D_RSP:
+        dev.on_h2d_rsp(msg, now)
+    else:
+        dev.on_h2d_data(msg, now)
 
 
 def _first_down(dev, flight, now):
