@@ -892,26 +892,56 @@ class FlitUnpacker(wiring.Component):
             m.d.sync += self.overflow.eq(Cat(*(f.w_en & ~f.w_rdy for f in lanes)).any())
 
         # ------------------------------------------------ commit the chunk state
+        # The next chunk state is worked out for both kinds of flit that change it, each from registers
+        # only, and ``all_data`` (itself a register) picks one last: so the carry chains of the owed
+        # arithmetic do not start from ``all_data`` and its fan-out (before, all_data -> the chunk count
+        # -> owed's adder -> the compare -> all_data was the routed critical path of link_rx_nostall).
+        # An all-data flit brings exactly one line's chunks and no header: owed falls by a line, ``have``
+        # stays.  A protocol flit adds a line per header and takes its chunks.
+        owed_after_all = Signal.like(owed)
+        owed_after_proto = Signal.like(owed)
+        have_after_proto = Signal.like(have)
+        proto_complete = Signal()
+        m.d.comb += [
+            owed_after_all.eq(owed - SLOTS),
+            owed_after_proto.eq(owed + CHUNKS_PER_LINE * h["data_n"] - h["n_chunks"]),
+            proto_complete.eq(_or([(have == a) & _ge(n_chunks, CHUNKS_PER_LINE - a)
+                                   for a in range(CHUNKS_PER_LINE)], 1)),
+            have_after_proto.eq(have + h["n_chunks"] - Mux(proto_complete, CHUNKS_PER_LINE, 0)),
+        ]
+        assert SLOTS == CHUNKS_PER_LINE            # an all-data flit is one line: ``have`` is unchanged
         with m.If(commit & good & ~is_ctl):
             pop = complete.as_unsigned()
-            owed_next = owed + Mux(is_proto, CHUNKS_PER_LINE * h["data_n"], 0) - n_ch
-            m.d.sync += [owed.eq(owed_next), owed_big.eq(owed_next >= CHUNKS_PER_LINE), owed_zero.eq(owed_next == 0)]
-            m.d.sync += have.eq(have + n_ch - CHUNKS_PER_LINE * pop)
+            m.d.sync += [
+                owed.eq(Mux(all_data, owed_after_all, owed_after_proto)),
+                owed_big.eq(Mux(all_data, owed_after_all >= CHUNKS_PER_LINE,
+                                owed_after_proto >= CHUNKS_PER_LINE)),
+                owed_zero.eq(Mux(all_data, owed_after_all == 0, owed_after_proto == 0)),
+                have.eq(Mux(all_data, have, have_after_proto)),
+            ]
+            m.d.sync += Assert(have + n_ch - CHUNKS_PER_LINE * pop == Mux(all_data, have, have_after_proto),
+                               "chunk state: have out of step")
             for q, b in enumerate(buf):
                 m.d.sync += b.eq(Mux(complete, ext[q + CHUNKS_PER_LINE], ext[q]))
-            base = hq_n - pop
-            for i in range(queue_len):                     # shift out the completed head
-                m.d.sync += hq[i].eq(Mux(complete, hq[i + 1], hq[i]) if i + 1 < queue_len else
-                                     Mux(complete, 0, hq[i]))
-            with m.If(is_proto):
-                n_hdrs = h["data_n"]
-                for k in range(MAX_PER_FLIT[dat_ch]):      # then append this flit's headers in order
-                    for i in range(queue_len):
-                        with m.If((n_hdrs > k) & (base + k == i)):
-                            m.d.sync += hq[i].eq(h[f"data_msg{k}"])
-                m.d.sync += hq_n.eq(base + n_hdrs)
-            with m.Else():
-                m.d.sync += hq_n.eq(base)
+            # The waiting headers after the flit, worked out for both outcomes of ``complete`` (the head
+            # line done with this flit, or not) from registers only, ``complete`` picking one last: the
+            # head shifted out or not, then this flit's headers appended behind the ones left (before,
+            # complete -> the append position -> every entry's select was the routed critical path).
+            n_hdrs = h["data_n"]
+            after = {}
+            for c in (0, 1):
+                after[c] = []
+                for i in range(queue_len):
+                    v = (hq[i + c] if i + c < queue_len else Const(0, hdr_width))
+                    for k in range(MAX_PER_FLIT[dat_ch]):
+                        if 0 <= i - k + c <= queue_len:    # the entry a header k lands in when hq_n = i - k + c
+                            v = Mux(is_proto & (n_hdrs > k) & (hq_n == i - k + c), h[f"data_msg{k}"], v)
+                    sig = Signal(hdr_width, name=f"hq{i}_after{c}")
+                    m.d.comb += sig.eq(v)
+                    after[c].append(sig)
+            for i in range(queue_len):
+                m.d.sync += hq[i].eq(Mux(complete, after[1][i], after[0][i]))
+            m.d.sync += hq_n.eq(hq_n - pop + Mux(is_proto, n_hdrs, 0))
 
         # ------------------------------------------------ per-flit status (registered pulses)
         # What a flit would report if good (kind, credits, acks, control fields) and its error code are
