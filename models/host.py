@@ -84,7 +84,6 @@ _Req_RdShared, _Req_WrInv = Req.RdShared, Req.WrInv
 _Rsp_RspVFwdV = Rsp.RspVFwdV
 _Snp_SnpInv = Snp.SnpInv
 _HOST_SNOOP = {op: op.snoop for op in HostOp}      # HostOp.snoop without the enum's value property
-_Write = HostOp.Write
 
 
 class HostTxn:
@@ -209,7 +208,7 @@ class Host:
         if op is None:
             raise ValueError(f"host access {kind!r}: must be one of {', '.join(HOST_ACCESS)}")
         self.counts["host_" + kind] += 1
-        self._arrive(HostTxn(None, op, None, line, value if op is _Write else None, now), now)
+        self._arrive(HostTxn(None, op, None, line, value if op is _HostOp_Write else None, now), now)
 
     def _arrive(self, txn, now):
         if txn.line in self.active:
