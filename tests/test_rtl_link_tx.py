@@ -4,9 +4,10 @@ Every test drives the RTL and a reference ``Packer`` in lockstep: in each cycle 
 flit (``~flit.valid | flit.ready``, not paused) the reference's ``next_flit()`` is called first, then
 the messages the RTL accepted in the *previous* cycle are pushed and the credits/acks handed in then are
 added.  The packer plans each flit one cycle ahead (hdl/link/tx.py, "Timing"), so a decision sees the
-inputs of two or more cycles before it.  The decided flit goes to the packer's CRC stage, and at the
-next advance of its output stages (``~flit.valid | flit.ready``: the cycle after the decision if nothing
-stalls) to the port: after that clock edge the RTL must offer exactly that flit (or none).
+inputs of two or more cycles before it.  The decided flit enters the packer's output stages
+(``FlitPacker.OUTPUT_STAGES`` registers, the CRC's among them), which move together at each advance
+(``~flit.valid | flit.ready``); after the clock edge of the OUTPUT_STAGES-th advance from the decision
+(OUTPUT_STAGES cycles later if nothing stalls) the RTL must offer exactly that flit (or none).
 Every transferred flit is also decoded by ``models.flit.Unpacker``, which must never raise, and at the
 end every message, credit and ack must have come out, in per-channel order.
 
@@ -14,6 +15,7 @@ One simulator per direction is built once and reused (``Simulator.reset``): elab
 costs more than simulating one scenario.
 """
 
+import collections
 import json
 import random
 
@@ -63,13 +65,14 @@ class Harness(ReusedSimulator):
         idle = {"valid": {ch: True for ch in chans}, "ready": True, "pause": False, "crd": (0, 0, 0), "acks": 0}
         cycle, drain_limit = 0, len(sc["cycles"]) + 20 * (sum(map(len, pending.values())) + 8)
         late = ([], (0, 0, 0), 0)          # what was handed in during the previous cycle (see below)
-        stage_a = None                     # the flit decided in the last advance (None: no flit), see below
+        # The flits decided at the last OUTPUT_STAGES - 1 advances, oldest first (None: no flit), see below.
+        in_flight = collections.deque([None] * (dut.OUTPUT_STAGES - 1))
         while True:
             step = sc["cycles"][cycle] if cycle < len(sc["cycles"]) else idle
             draining = cycle >= len(sc["cycles"])
             if draining and not ref.busy and not ref.acks and not any(ref.credits.values()) \
                     and not any(pending.values()) and not late[0] and not any(late[1]) and not late[2] \
-                    and stage_a is None and not ctx.get(dut.flit.valid):
+                    and not any(in_flight) and not ctx.get(dut.flit.valid):
                 break
             assert cycle < drain_limit, "the packer does not drain"
             for ch in chans:
@@ -87,7 +90,7 @@ class Harness(ReusedSimulator):
             if valid and ready:
                 flits.append(ctx.get(dut.flit.payload).to_bytes(FLIT_BYTES, "little"))
                 self.transfers.append(cycle)
-            advance = not valid or ready          # the packer's two output stages move
+            advance = not valid or ready          # the packer's output stages move
             decide = advance and not step["pause"]
             expected = None
             if decide:
@@ -104,17 +107,19 @@ class Harness(ReusedSimulator):
             await ctx.tick()
             cycle += 1
             if advance:
-                # The decided flit goes to the packer's stage A, and A's flit (decided at the previous
-                # advance) to the port: offered two cycles after its decision if nothing stalls.
+                # The decided flit enters the packer's first output stage, and the flit decided
+                # OUTPUT_STAGES - 1 advances ago reaches the port: offered OUTPUT_STAGES cycles after
+                # its decision if nothing stalls.
+                want = in_flight.popleft()
                 got_valid = ctx.get(dut.flit.valid)
-                assert got_valid == (stage_a is not None), f"cycle {cycle}: valid {got_valid}, model {stage_a}"
-                if stage_a is not None:
+                assert got_valid == (want is not None), f"cycle {cycle}: valid {got_valid}, model {want}"
+                if want is not None:
                     got = ctx.get(dut.flit.payload).to_bytes(FLIT_BYTES, "little")
-                    assert got == stage_a, f"cycle {cycle}:\n RTL   {got.hex()}\n model {stage_a.hex()}"
+                    assert got == want, f"cycle {cycle}:\n RTL   {got.hex()}\n model {want.hex()}"
                     lazy = ctx.get(dut.flit_lazy)
-                    want = is_ack_only_llcrd(int.from_bytes(stage_a[:64], "little"))
-                    assert lazy == want, f"cycle {cycle}: flit_lazy {lazy} for {stage_a.hex()}"
-                stage_a = expected
+                    expect_lazy = is_ack_only_llcrd(int.from_bytes(want[:64], "little"))
+                    assert lazy == expect_lazy, f"cycle {cycle}: flit_lazy {lazy} for {want.hex()}"
+                in_flight.append(expected)
         self.result = flits, ref
 
 
@@ -299,8 +304,8 @@ def test_streaming_one_flit_per_cycle():
                       "crd": (0, 0, 0), "acks": 0}] * 40}
     flits, _ = h.run(sc)
     assert h.transfers == list(range(h.transfers[0], h.transfers[0] + len(flits))), "an idle cycle"
-    # accepted at edge 1, planned in cycle 1, decided in cycle 2, in the CRC stage in 3, offered in 4
-    assert h.transfers[0] <= 5
+    # accepted at edge 1, planned in cycle 1, decided in cycle 2, offered OUTPUT_STAGES cycles later
+    assert h.transfers[0] <= 3 + FlitPacker.OUTPUT_STAGES
     check_stream(h.direction, flits, sc["messages"], Credits(), 0)
 
 

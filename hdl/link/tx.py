@@ -129,6 +129,7 @@ from cxl.packing import flit_full, plan_flit, positions, slot_formats
 __all__ = ["FlitPacker", "AK_FLITS", "COUNTER_BITS"]
 
 COUNTER_BITS = 10     # Ref: docs/sources.md §2.4 (10-bit credit counters, <= 1023 per class)
+CRC_PARTS = 4         # the CRC stage's partial CRCs (hdl/link/crc.py): quarters of the payload
 
 _PORTS = ("req", "rsp", "data")       # port names, in direction_channels order
 _WIDTH = {name: width for name, _, width in HEADER_FIELDS}
@@ -170,6 +171,8 @@ class FlitPacker(wiring.Component):
     ``credit_batch`` (credits an idle packer gathers before an LLCRD, ``models.flit.packer``
     "Batching credit returns"; 1: an LLCRD whenever a credit waits).
     """
+
+    OUTPUT_STAGES = 3       # registers from a decision to the port: stage A, the CRC stage B, the port
 
     def __init__(self, upstream, *, depth=4, data_depth=4, counter_bits=COUNTER_BITS,
                  wait=0, credit_batch=1):
@@ -248,7 +251,7 @@ class FlitPacker(wiring.Component):
 
         out_valid = Signal()                       # stage A: the decided flit, without its CRC
         out_payload = Signal(PAYLOAD_BITS)
-        port_valid = Signal()                      # stage B: the port register, the flit with its CRC
+        port_valid = Signal()                      # the port register: the flit with its CRC
         port_payload = Signal.like(self.flit.payload)
         advance = Signal()                         # both output stages move (B is empty or taken)
         decide = Signal()
@@ -649,25 +652,33 @@ class FlitPacker(wiring.Component):
                 m.d.comb += llcrd[offset:offset + width].eq(llcrd_values[fname][shift:shift + width])
 
         # -------------------------------------------------------------- output pipeline
-        # Two registers: stage A takes the decided flit, stage B (the port) takes stage A's flit with
-        # its CRC.  The CRC's XOR trees (``FlitCRC``, up to a few hundred payload bits per CRC bit)
-        # run between the two registers instead of from the last register to the consumer.  Both
-        # stages move together whenever B is empty or taken (``advance``; a stall holds both), so
-        # ``flit`` stays a valid/ready stream whose valid is a register and never waits for ready, and
-        # one flit per cycle passes while ready stays high.  Stage A loads its payload on every
-        # advance (only ``out_valid`` says whether it holds a flit), so its clock enable is
-        # ``advance`` alone.  Latency: a flit decided in cycle t is offered from cycle t+2.
-        m.submodules.crc = crc = FlitCRC()
+        # Three registers: stage A takes the decided flit; stage B takes A's flit and the partial CRCs
+        # of its four 128-bit quarters (``FlitCRC(CRC_PARTS)``: XOR trees over up to ~64 payload bits
+        # each); the port register takes B's flit with the XOR of the partials (one LUT per CRC bit).
+        # With the whole CRC between two registers its trees (up to a few hundred payload bits per CRC
+        # bit) were the packer's longest path once the plan was cut (docs/link_layer.md, "RTL
+        # pipelining (Fmax)").  All stages move together whenever the port is empty or taken
+        # (``advance``; a stall holds them all), so ``flit`` stays a valid/ready stream whose valid is a
+        # register and never waits for ready, and one flit per cycle passes while ready stays high.
+        # Stages A and B load their payloads on every advance (only their valid bits say whether they
+        # hold a flit), so their clock enable is ``advance`` alone.  Latency: a flit decided in cycle t
+        # is offered from cycle t + OUTPUT_STAGES.
+        m.submodules.crc = crc = FlitCRC(CRC_PARTS)
         m.d.comb += crc.payload.eq(out_payload)
+        mid_valid, mid_lazy = Signal(), Signal()     # stage B: A's flit with its partial CRCs
+        mid_payload = Signal(PAYLOAD_BITS)
+        mid_partials = Signal.like(crc.partials)
         out_lazy, port_lazy = Signal(), Signal()     # the LLCRD with no credits, beside each stage's flit
         with m.If(advance):
             m.d.sync += [out_valid.eq(decide & (d_alldata | d_proto | d_llcrd)),
                          out_payload.eq(Mux(d_alldata, alldata, Mux(d_proto, proto, llcrd))),
                          out_lazy.eq(~d_alldata & ~d_proto & d_llcrd
                                      & (Cat(*(crd_code[k] for k in CREDIT_CLASSES)) == 0)),
-                         port_valid.eq(out_valid),
-                         port_payload.eq(Cat(out_payload, crc.crc)),
-                         port_lazy.eq(out_lazy)]
+                         mid_valid.eq(out_valid), mid_payload.eq(out_payload),
+                         mid_partials.eq(crc.partials), mid_lazy.eq(out_lazy),
+                         port_valid.eq(mid_valid),
+                         port_payload.eq(Cat(mid_payload, FlitCRC.combine(m, mid_partials))),
+                         port_lazy.eq(mid_lazy)]
         m.d.comb += [self.flit.valid.eq(port_valid),
                      self.flit.payload.eq(port_payload),
                      self.flit_lazy.eq(port_lazy)]
