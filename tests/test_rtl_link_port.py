@@ -193,6 +193,41 @@ def test_full_rate_no_backpressure():
     assert res["cycles"] <= 170 * 1.1 + 20, res
 
 
+def test_credit_round_trip_on_an_idle_link():
+    """One D2H Req on an idle loopback, every consumer ready: from the cycle the device end takes it to
+    the cycle its credit is back in the device's pool, at most ``CREDIT_ROUND_TRIP`` cycles (the figure
+    ``default_credit_batch`` sizes batches by; each register added on the path adds a cycle here)."""
+    dut = LinkLoopback(rx_depth=32)
+    ch, port = D2H[0], dut.dev_port
+    inp, out = (getattr(dut, name) for name in ROUTES[ch])
+    msg = messages(ch, 1, random.Random(3))[0]
+    got = {}
+
+    async def bench(ctx):
+        ctx.set(out.ready, 1)
+        await ctx.tick().repeat(40)                   # the link comes up, the pools are full
+        full = ctx.get(port.tx_credits.req)
+        ctx.set(inp.valid, 1)
+        ctx.set(inp.payload.as_value(), msg)
+        for cycle in range(200):
+            if ctx.get(inp.valid) and ctx.get(inp.ready):
+                got["handed"] = cycle
+            if ctx.get(out.valid):
+                assert ctx.get(out.payload.as_value()) == msg
+                got["taken"] = cycle
+            await ctx.tick()
+            ctx.set(inp.valid, 0)
+            if "taken" in got and ctx.get(port.tx_credits.req) == full:
+                got["back"] = cycle + 1
+                return
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    assert got.get("back") is not None, f"the credit never came back: {got}"
+    assert got["back"] - got["handed"] <= CREDIT_ROUND_TRIP, got
+
+
 def test_credit_batch_gathers_llcrds_without_slowing_the_sender():
     """Lines streaming up into 32-deep receive queues, where the host end gathers its credit returns
     (``credit_batch`` 8 by default there: ``default_credit_batch``).  At full rate its idle packer sends

@@ -29,7 +29,7 @@ import pytest
 
 from hdl.link.loopback import LinkLoopback
 from hdl.link.ports import PAYLOAD_BITS, direction_channels
-from hdl.link.tx import AK_FLITS
+from hdl.link.tx import AK_FLITS, FlitPacker
 from cxl.control import is_ack_only_llcrd
 from models.flit import random_msg, stream_payload as encode
 from tb.reused_sim import ReusedSimulator
@@ -41,9 +41,10 @@ ROUTES.update({ch: (f"host_{ch.name.lower()}", ch.name.lower()) for ch in H2D})
 MASK = (1 << PAYLOAD_BITS) - 1
 DEPTH = 32
 # Cycles from a flit offered on the wire to its ack freeing the sender's entry, beyond the ack timer:
-# receiver input register and retire (3), ack hand-over to the packer (1), packer plan and decide (3),
-# output register (1), sender input register and retire (3), slack for a flit already being decided (5).
-ACK_PIPELINE = 16
+# receiver input register and retire (3), ack hand-over to the packer (1), packer plan and decide (2),
+# its output stages (FlitPacker.OUTPUT_STAGES), sender input register and retire (3), slack for a flit
+# already being decided (5).
+ACK_PIPELINE = 14 + FlitPacker.OUTPUT_STAGES
 
 
 def is_lazy(flit):

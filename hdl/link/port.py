@@ -170,11 +170,13 @@ MAX_POOL = 1023             # Ref: docs/sources.md §2.4 (10-bit credit counters
 # Per-kind counters of bad input from the peer: the unpacker's rule codes, CRC, and two RETRY kinds.
 RX_ERROR_KINDS = tuple(e.name.lower() for e in RxError if e is not RxError.NONE) + ("retry_ignored", "retry_unused")
 RX_ERROR_BITS = 32
-# Cycles from a receiving end's consumer taking a message to the sender holding that credit again, through
-# two link ports (the packer's plan and two output stages, the wire, the peer's CRC pre-check and
-# unpacker, its credit counter) and back: about 20, measured on the loopback (bench/link_bench.py,
-# docs/link_layer.md "Batching credit returns").  A property of this RTL, not of the specification.
-CREDIT_ROUND_TRIP = 20
+# Cycles from a message handed to the sending end to its credit being back at the sender, through two
+# link ports (the packer's plan and four output stages, the wire, the peer's CRC pre-check and unpacker,
+# its consumer; the credit back the same way): 22 on an idle loopback
+# (tests/test_rtl_link_port.py::test_credit_round_trip_on_an_idle_link, which checks it stays within
+# this figure), a little more under load (docs/link_layer.md "Batching credit returns").  A property of
+# this RTL, not of the specification.
+CREDIT_ROUND_TRIP = 24
 
 
 class LinkErrorCause(enum.IntFlag):
@@ -236,7 +238,7 @@ class LinkPort(wiring.Component):
     ``retry_limit``, ``ack_timeout``, ``credit_timeout``: see "Link errors"; ``pack_wait``: the packer's
     ``wait`` (hdl/link/tx.py: decisions a partly filled protocol flit may be held; default
     ``cxl.flit.DEFAULT_PACK_WAIT``, 3); ``credit_batch``: the packer's (credits an idle packer gathers
-    before an LLCRD; default :func:`default_credit_batch` of ``rx_depth``: 1 up to 21 entries)."""
+    before an LLCRD; default :func:`default_credit_batch` of ``rx_depth``: 1 up to 25 entries)."""
 
     def __init__(self, upstream, *, retry_depth=64, credits=None, ack_timer=16, retry_timeout=32,
                  rx_depth=8, tx_depth=8, retry_limit=64, ack_timeout=4096, credit_timeout=8192,

@@ -36,19 +36,21 @@ cycle, minus what the flit decided in that same cycle (if any) takes; the plan i
 clock edge and is the flit decided in the next cycle (if that cycle decides).  So a decision in cycle t
 sees what was handed in up to cycle t-2 (inputs of cycle t-1 are not yet visible, nor are those of
 cycle t), and nothing else: the flit contents and order for a given arrival are exactly what
-``models.flit.Packer`` decides when fed with that one-cycle delay.  The decided flit is built from the
-registered plan and the queue heads into stage A of a two-register output pipeline; stage B, the port
-register, takes it with its CRC (``hdl.link.crc.FlitCRC``, computed from stage A's register).  Both
-stages move together in every cycle where ``~flit.valid | flit.ready`` (a stall holds both), so a flit
-decided in cycle t is offered from cycle t+2 if the port does not stall.  ``flit`` is a valid/ready
-stream: ``flit.valid`` and ``flit.payload`` are registers, ``flit.valid`` never waits for
+``models.flit.Packer`` decides when fed with that one-cycle delay.  The decision moves the queue heads
+and counters and registers the flit's slot layout (stage W); the flit is built from stage W in the next
+cycle into stage A; stage B takes A's flit with the partial CRCs of its quarters, and the port register
+B's flit with their XOR (``hdl.link.crc.FlitCRC``).  The ``OUTPUT_STAGES`` = 4 registers (W, A, B, the
+port) move together in every cycle where ``~flit.valid | flit.ready`` (a stall holds them all), so a
+flit decided in cycle t is offered from cycle t+4 if the port does not stall.  ``flit`` is a
+valid/ready stream: ``flit.valid`` and ``flit.payload`` are registers, ``flit.valid`` never waits for
 ``flit.ready``, and a flit offered stays offered until taken.  Latency: a message handed in
 (handshake) in cycle t is queued from cycle t+1, planned in cycle t+1, can be in the flit decided in
-cycle t+2, and is offered from cycle t+4 (one cycle for the plan stage, one for the CRC stage, more
-than the unpipelined packer's t+2).  Throughput: one flit per cycle while ``flit.ready`` stays high;
-each input takes one message per cycle.  Lockstep with the golden model (tests/test_rtl_link_tx.py): at
-each decision call ``next_flit()``, then push what was accepted and add what was returned in the
-*previous* cycle; the flit comes out at the next advance of the output stages after the decision.
+cycle t+2, and is offered from cycle t+6 (one cycle for the plan stage, one for stage W, two for the
+CRC, more than the unpipelined packer's t+2; docs/link_layer.md, "RTL pipelining (Fmax)", says what
+each stage bought).  Throughput: one flit per cycle while ``flit.ready`` stays high; each input takes
+one message per cycle.  Lockstep with the golden model (tests/test_rtl_link_tx.py): at each decision
+call ``next_flit()``, then push what was accepted and add what was returned in the *previous* cycle;
+the flit comes out at the OUTPUT_STAGES-th advance of the output stages after the decision.
 
 Structure.
 * One *window queue* per channel, a ring of entries that never move: a message is written at the tail
@@ -68,26 +70,32 @@ Structure.
   comes from a bank of its own and a slot's chunk is a 4-to-1 choice of the banks' outputs.
 * Stage 1, the *plan* (registered every cycle): which flit kind (all-data if >= 4 chunks owed, else
   protocol if anything is queued, else LLCRD if acks wait or a credit return is ready, else nothing);
-  for a protocol flit the format code of every slot, the messages each slot takes per channel and how
-  many were taken before it, the chunk each G0 slot takes and the totals; the credit step per class, Ak, the
-  LLCRD ack count.
+  for a protocol flit its key (the state below) and the totals per channel; the credit step per
+  class, Ak, the LLCRD ack count.
   The slot choice depends only on ``avail`` = min(queued, MAX_PER_FLIT) per channel, the priority
   index and the chunks owed (0..3): never on message contents.  So the whole slot 0 -> 3 chain, the
   golden packer's own policy (``cxl.packing.plan_flit``, defined there once for both), is enumerated
-  in Python at elaboration time (``_plans``) into one table indexed by that small state (900 entries
-  for the default parameters), which synthesizes to a few LUT levels instead of the former 13-level
-  combinational slot chain.  The chunks-owed count is a
+  in Python at elaboration time (``_plans``) into tables indexed by that small state (900 entries
+  for the default parameters), which synthesize to a few LUT levels instead of the former 13-level
+  combinational slot chain: the plan stage looks up the narrow part (totals, G0 count, owed after,
+  full), stage W the slot layout.  The chunks-owed count is a
   register of its own, and the plan carries its value after the planned flit.  The whole plan (the
   table lookup, the kind, the credit steps and codes, Ak, the LLCRD acks) is formed for both outcomes
   of the cycle's decision (the planned flit decided now, or nothing decided) from registers alone,
   and ``decide`` (which depends on ``flit.ready``) selects between them in front of the plan
   registers: two plan tables, so ``flit.ready`` is one mux away from them.
-* Stage 2, the *build* (in the deciding cycle): the registered plan selects the queue entries per slot
-  position (``base + r``), the chunks (at the plan's chunk index per slot), header fields and LLCRD fields;
-  the first output register (stage A) takes the flit, and the queue heads, owed lines, counters and
-  priority are updated from the registered plan.  For the heads both outcomes (planned flit sent or
-  not) are formed from registers and ``decide`` (which depends on ``flit.ready``) selects last.
-* Stage 3, the *CRC*: the port register (stage B) takes stage A's flit with its CRC (see "Timing").
+* The *decision* (in the deciding cycle): the queue heads, owed lines, counters and priority are
+  updated from the registered plan (for the heads both outcomes, planned flit sent or not, are formed
+  from registers and ``decide``, which depends on ``flit.ready``, selects last), and stage W registers
+  the flit's slot layout from a second table over the plan's registered key (the format code of every
+  slot, the messages each slot takes per channel and how many were taken before it, the chunk each G0
+  slot takes), with the queue heads, ``cidx`` and the header and LLCRD fields as they were at the
+  decision.  The entries of the decided flit are kept from being written again until the build has
+  read them (``held``: ``ready`` counts them), and the chunk banks are read in the deciding cycle.
+* Stage 2, the *build* (the cycle after the decision): stage W selects the queue entries per slot
+  position (``base + r``), the chunks, header fields and LLCRD fields; stage A takes the flit.
+* Stage 3, the *CRC*, over two registers: stage B takes A's flit with the CRCs of its four quarters,
+  the port register B's flit with their XOR (see "Timing").
 
 Policy, in the golden model's words (``Packer.next_flit``): all-data flit when >= 4 chunks are owed;
 else a protocol flit when a message or chunk is queued (the priority channel rotates req -> rsp ->
@@ -172,7 +180,7 @@ class FlitPacker(wiring.Component):
     "Batching credit returns"; 1: an LLCRD whenever a credit waits).
     """
 
-    OUTPUT_STAGES = 3       # registers from a decision to the port: stage A, the CRC stage B, the port
+    OUTPUT_STAGES = 4       # registers from a decision to the port: W (layout), A, B (CRC), the port
 
     def __init__(self, upstream, *, depth=4, data_depth=4, counter_bits=COUNTER_BITS,
                  wait=0, credit_batch=1):
@@ -230,17 +238,19 @@ class FlitPacker(wiring.Component):
 
         # -------------------------------------------------------------- the registered plan (stage 1)
         # Decided in the cycle before the flit is built (see "Timing" in the module docstring).
-        d_alldata, d_proto, d_llcrd = Signal(), Signal(), Signal()
-        d_code = [Signal(_WIDTH[f"slot{s}"], name=f"d_s{s}_code") for s in range(SLOTS)]
-        d_take = [{ch: Signal(range(MAX_PER_FLIT[ch] + 1), name=f"d_s{s}_{ch.name.lower()}_take") for ch in chans}
+        d_alldata, d_proto, d_llcrd = Signal(name="d_alldata"), Signal(name="d_proto"), Signal(name="d_llcrd")
+        # The decided flit's slot layout, registered in the cycle of the decision from the plan's
+        # registered key (``d_key``), and read by the build one cycle later (stage W).
+        w_code = [Signal(_WIDTH[f"slot{s}"], name=f"w_s{s}_code") for s in range(SLOTS)]
+        w_take = [{ch: Signal(range(MAX_PER_FLIT[ch] + 1), name=f"w_s{s}_{ch.name.lower()}_take") for ch in chans}
                   for s in range(SLOTS)]
-        d_base = [{ch: Signal(range(MAX_PER_FLIT[ch] + 1), name=f"d_s{s}_{ch.name.lower()}_base") for ch in chans}
+        w_base = [{ch: Signal(range(MAX_PER_FLIT[ch] + 1), name=f"w_s{s}_{ch.name.lower()}_base") for ch in chans}
                   for s in range(SLOTS)]
         # The chunk a G0 slot s takes: chunk cidx + (G0 slots before s) of the virtual line sequence.
         # A protocol flit is planned with fewer than CHUNKS_PER_LINE chunks owed, and then ``cidx`` is
         # (-owed) mod CHUNKS_PER_LINE (one line owed, or none and cidx 0), so the index is a function of
         # the plan's key and comes out of the plan table: no adder in front of the chunk muxes.
-        d_cx = [Signal(range(CHUNKS_PER_LINE - 1 + SLOTS), name=f"d_s{s}_chunk") for s in range(SLOTS)]
+        w_cx = [Signal(range(CHUNKS_PER_LINE - 1 + SLOTS), name=f"w_s{s}_chunk") for s in range(SLOTS)]
         assert CHUNKS_PER_LINE & (CHUNKS_PER_LINE - 1) == 0        # the Assert below takes mod by a bit slice
         d_total = {ch: Signal(range(MAX_PER_FLIT[ch] + 1), name=f"d_{ch.name.lower()}_total") for ch in chans}
         d_gtotal = Signal(range(SLOTS))            # G0 slots of the planned protocol flit
@@ -253,7 +263,7 @@ class FlitPacker(wiring.Component):
         out_payload = Signal(PAYLOAD_BITS)
         port_valid = Signal()                      # the port register: the flit with its CRC
         port_payload = Signal.like(self.flit.payload)
-        advance = Signal()                         # both output stages move (B is empty or taken)
+        advance = Signal()                         # the output stages move (the port is empty or taken)
         decide = Signal()
         m.d.comb += [advance.eq(~port_valid | self.flit.ready),
                      decide.eq(advance & ~self.pause)]
@@ -289,7 +299,13 @@ class FlitPacker(wiring.Component):
             pop = Signal(range(self._window(ch) + 1), name=f"{pname}_pop")
             q[ch], count[ch], head[ch] = entries, cnt, hd
             m.d.comb += pop.eq(Mux(dp, d_total[ch], 0))
-            m.d.comb += port.ready.eq(cnt != depth)
+            # ``count`` is what the plan sees (queued, not decided); ``held`` also counts the entries of
+            # the flit in stage W, which the build reads a cycle after the decision (and later if the
+            # port stalls), so no message is written over them before they are built.
+            held = Signal(range(depth + 1), name=f"{pname}_held")
+            w_taken = Signal(range(MAX_PER_FLIT[ch] + 1), name=f"w_{pname}_total")
+            m.d.sync += w_taken.eq(Mux(advance, pop, w_taken))
+            m.d.comb += port.ready.eq(held != depth)
             push = Signal(name=f"{pname}_push")
             m.d.comb += push.eq(port.valid & port.ready)
             pops[ch], pushes[ch], writes[ch] = pop, push, []
@@ -308,7 +324,9 @@ class FlitPacker(wiring.Component):
             m.d.sync += hd.eq(head_vis[ch])
             cnt_vis[ch] = Signal(range(depth + 1), name=f"{pname}_count_vis")
             m.d.comb += cnt_vis[ch].eq(cnt - pop)
-            m.d.sync += cnt.eq(cnt_vis[ch] + push)
+            m.d.sync += [cnt.eq(cnt_vis[ch] + push),
+                         held.eq(held - Mux(advance, w_taken, 0) + push),
+                         Assert(held == cnt + w_taken, f"{pname}: held entries out of step")]
 
         # -------------------------------------------------------------- GO before snoop (downstream)
         # Per queued H2D Req, ``ahead``: the H2D Rsps queued before it that are still queued (the model's
@@ -359,10 +377,12 @@ class FlitPacker(wiring.Component):
         # lines, then the lines of the queued headers) and there are at most CHUNKS_PER_LINE of them,
         # so each is in a bank of its own: chunk x is chunk x % cpl of virtual line x // cpl, and
         # bank c's chunk in the flit is that of line 1 (entry line_head + 1) if c < cidx, else of
-        # line 0.  Each bank's read address is formed from what line_head and cidx will be and the
-        # read port registers it (transparent to the bank's write, so a line written in this cycle
-        # reads back in the next, as from flip-flops), and a slot's chunk is a 4-to-1 choice of the
-        # banks' registered outputs.  Before, the lines were flip-flops in the ring entries, read
+        # line 0.  Each bank's read address is formed from line_head and cidx in the cycle of the
+        # decision, the read port registers the chunk for the build in stage W's cycle (and holds it
+        # while the port stalls: its enable is ``advance``), and a slot's chunk is a 4-to-1 choice of
+        # the banks' registered outputs.  No transparency is needed: a decided flit's lines were
+        # written at least two edges before its decision (a message handed in is planned a cycle
+        # later), and a line whose last chunk the flit takes is freed only after the read.  Before, the lines were flip-flops in the ring entries, read
         # through two dn/2-to-1 line muxes of 512 bits and a chunk mux behind them: the entries' clock
         # enables and the line muxes were among the link end's most congested nets (docs/synth.md).
         assert max_x - 1 < 2 * cpl                 # a flit reads chunks of virtual lines 0 and 1 only
@@ -371,15 +391,11 @@ class FlitPacker(wiring.Component):
             mem = Memory(shape=chunk_bits, depth=dn, init=[])
             m.submodules[f"line_chunk{c}"] = mem
             wr = mem.write_port()
-            rd = mem.read_port(transparent_for=(wr,))
+            rd = mem.read_port()
             m.d.comb += [wr.addr.eq(tails[data_ch]), wr.en.eq(pushes[data_ch]),
                          wr.data.eq(ports[data_ch].payload.data[c * chunk_bits:(c + 1) * chunk_bits]),
-                         rd.addr.eq(_ring_add(m, line_head_next, cidx_vis > c, dn, f"line_chunk{c}_next"))]
-            # What the read port's address register holds (a copy kept for the Assert only).
-            at = Signal(range(dn), name=f"line_chunk{c}_at")
-            m.d.sync += [at.eq(rd.addr),
-                         Assert(at == _ring_add(m, line_head, cidx > c, dn, f"line_chunk{c}_now"),
-                                f"line bank {c} read out of step with line_head and cidx")]
+                         rd.addr.eq(_ring_add(m, line_head, cidx > c, dn, f"line_chunk{c}_at")),
+                         rd.en.eq(advance)]
             bank_out.append(rd.data)
 
         # Chunk x of the virtual sequence: the output of bank x % cpl (its address chose the line).
@@ -430,11 +446,15 @@ class FlitPacker(wiring.Component):
         crd_nz, crd_due = {}, {}                   # after the flit decided now: credits wait / are due
         crd_batch = {}                             # ... / a batch waits (``credit_batch``)
         for k in CREDIT_CLASSES:
-            left = Signal(self.counter_bits, name=f"{k}_crd_left")      # if the planned flit is sent
-            m.d.comb += left.eq(crd[k] - d_crd_step[k])
+            # What waits if the planned flit is sent, ``crd - d_crd_step``, kept in a register of its own
+            # (worked out with the next step below), so that the compares on it are not behind a
+            # subtract (pending credits -> subtract -> compares -> the plan's kind was the packer's
+            # longest path once the plan table's loop was cut).
+            left = Signal(self.counter_bits, name=f"pending_{k}_crd_left")
             nxt = Mux(crd_sent, left + adds[k], crd[k] + adds[k])
             m.d.sync += [crd[k].eq(nxt),
-                         Assert(nxt < (1 << self.counter_bits), f"pending {k} credits overflow counter_bits")]
+                         Assert(nxt < (1 << self.counter_bits), f"pending {k} credits overflow counter_bits"),
+                         Assert(left == crd[k] - d_crd_step[k], f"pending {k} credits: left out of step")]
             outcomes = []
             for tag, value in (("sent", left), ("kept", crd[k])):
                 # The largest CREDIT_VALUES entry not above what waits (the values ascend): later wins.
@@ -448,21 +468,34 @@ class FlitPacker(wiring.Component):
                                  value >= self.credit_batch))
             (s_step, s_code, s_nz, s_due, s_full), (k_step, k_code, k_nz, k_due, k_full) = outcomes
             m.d.sync += [d_crd_step[k].eq(Mux(crd_sent, s_step, k_step)),
-                         d_crd_code[k].eq(Mux(crd_sent, s_code, k_code))]
+                         d_crd_code[k].eq(Mux(crd_sent, s_code, k_code)),
+                         left.eq(Mux(crd_sent, left + adds[k] - s_step, crd[k] + adds[k] - k_step))]
             crd_nz[k], crd_due[k] = (s_nz, k_nz), (s_due, k_due)       # (if sent, if kept)
             crd_batch[k] = (s_full, k_full)
         # Acks: three outcomes (protocol flit with Ak sent, LLCRD sent, neither), ``dp``/``dl`` last.
+        # What waits after each of the first two (``acks_p`` = acks - 8 if Ak, ``acks_l`` = acks - the
+        # LLCRD's count) is kept in registers, worked out with the plan's Ak and LLCRD count, for the
+        # same reason as the credits' ``left``.
         acks_p = Signal(self.counter_bits)
         acks_l = Signal(self.counter_bits)
-        m.d.comb += [acks_p.eq(acks - Mux(d_ak, AK_FLITS, 0)), acks_l.eq(acks - d_llcrd_acks)]
 
         def by_outcome(f, p=dp, l=dl):
             return Mux(p, f(acks_p), Mux(l, f(acks_l), f(acks)))
+
+        def ak_of(a):
+            return a >= AK_FLITS
+
+        def llcrd_acks_of(a):
+            return Mux(a > _LLCRD_MAX_ACKS, _LLCRD_MAX_ACKS, a)
         acks_next = by_outcome(lambda a: a + self.ack_add)
         m.d.sync += [acks.eq(acks_next),
                      Assert(acks_next < (1 << self.counter_bits), "pending acks overflow counter_bits"),
-                     d_ak.eq(by_outcome(lambda a: a >= AK_FLITS)),
-                     d_llcrd_acks.eq(by_outcome(lambda a: Mux(a > _LLCRD_MAX_ACKS, _LLCRD_MAX_ACKS, a)))]
+                     Assert((acks_p == acks - Mux(d_ak, AK_FLITS, 0)) & (acks_l == acks - d_llcrd_acks),
+                            "pending acks: the registers after Ak / an LLCRD out of step"),
+                     d_ak.eq(by_outcome(ak_of)),
+                     d_llcrd_acks.eq(by_outcome(llcrd_acks_of)),
+                     acks_p.eq(by_outcome(lambda a: a + self.ack_add - Mux(ak_of(a), AK_FLITS, 0))),
+                     acks_l.eq(by_outcome(lambda a: a + self.ack_add - llcrd_acks_of(a)))]
 
         # -------------------------------------------------------------- plan the next flit
         # The plan is formed twice from registers alone, once as if the planned flit is decided now
@@ -488,14 +521,20 @@ class FlitPacker(wiring.Component):
             m.d.comb += quiet_dec.eq(Mux(d_proto | d_llcrd, 0, Mux(quiet != quiet_max, quiet + 1, quiet)))
             m.d.sync += quiet.eq(Mux(decide, quiet_dec, quiet))
 
-        # The plan table: every visible state -> (codes, chunk indices, takes, bases, totals, G0 count), one word.
-        fields = []                        # (target register, python getter of (plan, full, owed before))
+        # The plan tables: every visible state -> one word.  The plan stage's table gives what the next
+        # plan and the queue moves need (totals, G0 count, owed after, full); the slot layout (codes,
+        # chunk indices, takes, bases: most of the word's bits) comes from a second table over the
+        # registered key in the deciding cycle, into stage W.  With one table the layout's wide
+        # multiplexers sat at the end of the plan stage, the packer's longest path (docs/link_layer.md,
+        # "RTL pipelining (Fmax)").
+        wide_fields = []                   # (stage W register, python getter of (plan, full, owed before))
         for s in range(SLOTS):
-            fields.append((d_code[s], lambda p, s=s: p[0].slots[s].fmt.code))
-            fields.append((d_cx[s], lambda p, s=s: (-p[2]) % cpl + p[0].slots[s].g0_before))
+            wide_fields.append((w_code[s], lambda p, s=s: p[0].slots[s].fmt.code))
+            wide_fields.append((w_cx[s], lambda p, s=s: (-p[2]) % cpl + p[0].slots[s].g0_before))
             for i, ch in enumerate(chans):
-                fields.append((d_take[s][ch], lambda p, s=s, i=i: p[0].slots[s].taken[i]))
-                fields.append((d_base[s][ch], lambda p, s=s, i=i: p[0].slots[s].before[i]))
+                wide_fields.append((w_take[s][ch], lambda p, s=s, i=i: p[0].slots[s].taken[i]))
+                wide_fields.append((w_base[s][ch], lambda p, s=s, i=i: p[0].slots[s].before[i]))
+        fields = []                        # (plan register, getter)
         for i, ch in enumerate(chans):
             fields.append((d_total[ch], lambda p, i=i: p[0].totals[i]))
         fields.append((d_gtotal, lambda p: p[0].g0))
@@ -506,22 +545,24 @@ class FlitPacker(wiring.Component):
             fields.append((full_field, lambda p: int(p[1])))
         widths = [len(sig) if sig is not owed_field and sig is not full_field else
                   (Shape.cast(range(owed_max + 1)).width if sig is owed_field else 1) for sig, _ in fields]
+        wide_widths = [len(sig) for sig, _ in wide_fields]
         caps = {ch: min(self._window(ch), MAX_PER_FLIT[ch]) for ch in chans}
         key_widths = [Shape.cast(range(caps[ch] + 1)).width for ch in chans] + \
                      [Shape.cast(range(n_prio)).width, Shape.cast(range(cpl)).width]
-        table = []                                 # (key, word), enumerated once for both lookups
-        for (a0, a1, a2, p, o), plan in self._plans().items():
-            value, shift = 0, 0
-            for (sig, get), w in zip(fields, widths):
-                v = get((*plan, o))
+        d_key = Signal(sum(key_widths))            # the registered plan's key (avail x 3, priority, owed)
+        table, wide_table = [], []                 # (key, word); the first enumerated once for both lookups
+
+        def pack(values, ws):
+            word, shift = 0, 0
+            for v, w in zip(values, ws):
                 assert 0 <= v < (1 << w)
-                value |= v << shift
+                word |= v << shift
                 shift += w
-            keyval, kshift = 0, 0
-            for v, w in zip((a0, a1, a2, p, o), key_widths):
-                keyval |= v << kshift
-                kshift += w
-            table.append((keyval, value))
+            return word
+        for (a0, a1, a2, p, o), plan in self._plans().items():
+            keyval = pack((a0, a1, a2, p, o), key_widths)
+            table.append((keyval, pack([get((*plan, o)) for _, get in fields], widths)))
+            wide_table.append((keyval, pack([get((*plan, o)) for _, get in wide_fields], wide_widths)))
 
         def plan_for(tag, p, l, owed_o):
             """The next plan if the flit decided now is a protocol flit (``p``), an LLCRD (``l``),
@@ -530,8 +571,15 @@ class FlitPacker(wiring.Component):
             for ch in chans:
                 cap = caps[ch]
                 avail[ch] = Signal(range(cap + 1), name=f"{ch.name.lower()}_avail_{tag}")
-                left = count[ch] - Mux(p, d_total[ch], 0)
-                queued = Mux(left > cap, cap, left)
+                if isinstance(p, Const):               # nothing decided: min(count, cap)
+                    queued = Mux(count[ch] > cap, cap, count[ch])
+                else:
+                    # min(count - total, cap) for every total the plan can take, from ``count`` alone,
+                    # and the registered total (0 unless the plan is a protocol flit) selects: no
+                    # subtract and compare behind the plan register in the plan's loop.
+                    after = {k: Mux(count[ch] >= cap + k, cap, count[ch] - k)
+                             for k in range(MAX_PER_FLIT[ch] + 1)}
+                    queued = _mux_table(m, f"{ch.name.lower()}_queued_{tag}", d_total[ch], after, range(cap + 1))
                 if req_visible_of is not None and ch is ordered[0]:     # GO before snoop: fewer may join
                     vis = req_visible_of(p, tag)
                     queued = Mux(vis < queued, vis, queued)
@@ -542,15 +590,17 @@ class FlitPacker(wiring.Component):
             m.d.comb += owed_lo.eq(owed_o)                   # < cpl whenever a protocol flit is planned
             busy = Signal(name=f"busy_{tag}")                # a message or chunk is queued
             is_alldata = Signal(name=f"is_alldata_{tag}")
-            m.d.comb += [busy.eq(Cat(*[count[ch] != Mux(p, d_total[ch], 0) for ch in chans]).any()
+            m.d.comb += [busy.eq(Cat(*[count[ch] != (0 if isinstance(p, Const) else d_total[ch]) for ch in chans]).any()
                                  | (owed_o != 0)),
                          is_alldata.eq(owed_o >= cpl)]
             word = Signal(sum(widths), name=f"plan_word_{tag}")
-            with m.Switch(Cat(avail[chans[0]], avail[chans[1]], avail[chans[2]], prio_o, owed_lo)):
+            key = Signal.like(d_key, name=f"plan_key_{tag}")
+            m.d.comb += key.eq(Cat(avail[chans[0]], avail[chans[1]], avail[chans[2]], prio_o, owed_lo))
+            with m.Switch(key):
                 for keyval, value in table:
                     with m.Case(keyval):
                         m.d.comb += word.eq(value)
-            out, shift = {}, 0                   # id(target register) -> its value in this outcome
+            out, shift = {id(d_key): key}, 0     # id(target register) -> its value in this outcome
             for (sig, _), w in zip(fields, widths):
                 out[id(sig)] = word[shift:shift + w]
                 shift += w
@@ -581,16 +631,46 @@ class FlitPacker(wiring.Component):
         dec = plan_for("dec", d_proto, d_llcrd, d_owed_exec)
         idle = plan_for("idle", Const(0), Const(0), owed)
         targets = [sig for sig, _ in fields if sig is not owed_field and sig is not full_field]
-        for sig in targets + [d_alldata, d_proto, d_llcrd, d_owed_exec]:
-            m.d.sync += sig.eq(Mux(decide, dec[id(sig)], idle[id(sig)]))
+        for sig in targets + [d_key, d_alldata, d_proto, d_llcrd, d_owed_exec]:
+            if any(sig is d_total[ch] for ch in chans):      # 0 unless the plan is a protocol flit
+                m.d.sync += sig.eq(Mux(decide, Mux(dec[id(d_proto)], dec[id(sig)], 0),
+                                       Mux(idle[id(d_proto)], idle[id(sig)], 0)))
+            else:
+                m.d.sync += sig.eq(Mux(decide, dec[id(sig)], idle[id(sig)]))
+        m.d.sync += Assert(d_proto | (Cat(*d_total.values()) == 0), "a planned total outside a protocol flit")
 
-        # -------------------------------------------------------------- build the planned flit (stage 2)
-        # Message r of ``ch`` behind ``base`` already-taken ones: the queue head is the plan's view.
-        # Message k of the queue is ring entry (head + k) mod n; ``head`` is a register here (the plan
-        # was made against the head after the previous flit, which is this register now).
+        # -------------------------------------------------------------- stage W: the decided flit's layout
+        # Loaded on every advance (a decision or an empty stage), held while the port stalls: the slot
+        # layout from the registered key, and what the build needs of the registers the decision
+        # updates (the queue heads, ``cidx``, the Ak, credit and LLCRD fields).
+        w_alldata, w_proto, w_llcrd, w_ak, w_sz = Signal(), Signal(), Signal(), Signal(), Signal()
+        w_crd_code = {k: Signal.like(d_crd_code[k], name=f"w_{k}_crd_code") for k in CREDIT_CLASSES}
+        w_llcrd_acks = Signal.like(d_llcrd_acks)
+        w_head = {ch: Signal.like(head[ch], name=f"w_{pname}_head") for ch, pname in zip(chans, _PORTS)}
+        w_cidx = Signal.like(cidx)
+        wide_word = Signal(sum(wide_widths))
+        with m.Switch(d_key):
+            for keyval, value in wide_table:
+                with m.Case(keyval):
+                    m.d.comb += wide_word.eq(value)
+        with m.If(advance):
+            shift = 0
+            for (sig, _), w in zip(wide_fields, wide_widths):
+                m.d.sync += sig.eq(wide_word[shift:shift + w])
+                shift += w
+            m.d.sync += [w_alldata.eq(da), w_proto.eq(dp), w_llcrd.eq(dl), w_ak.eq(d_ak),
+                         w_sz.eq(d_total[data_ch] != 0), w_llcrd_acks.eq(d_llcrd_acks), w_cidx.eq(cidx),
+                         *[w_crd_code[k].eq(d_crd_code[k]) for k in CREDIT_CLASSES],
+                         *[w_head[ch].eq(head[ch]) for ch in chans]]
+
+        # -------------------------------------------------------------- build the decided flit (stage 2)
+        # From stage W, a cycle after the decision.  Message r of ``ch`` behind ``base`` already-taken
+        # ones: message k of the queue is ring entry (head + k) mod n, with the head as it was at the
+        # decision (``w_head``); those entries are not written again before stage A takes the flit
+        # (``held`` above).
         def msg_at(ch, k, name):
             table = {i: e.as_value() for i, e in enumerate(q[ch])}
-            return _mux_table(m, name, _ring_add(m, head[ch], k, ring[ch], f"{name}_index"), table,
+            return _mux_table(m, name, _ring_add(m, w_head[ch], k, ring[ch], f"{name}_index"), table,
                               CODECS[ch].width)
 
         def slot_bits(s, formats, capacity):
@@ -604,7 +684,7 @@ class FlitPacker(wiring.Component):
                         msgs[ch, r] = msg_at(ch, r, name) if r < limit else Const(0, CODECS[ch].width)
                     else:
                         # base + r < window whenever the slot takes message r (else it is masked below)
-                        msgs[ch, r] = msg_at(ch, d_base[s][ch] + r, name)
+                        msgs[ch, r] = msg_at(ch, w_base[s][ch] + r, name)
             table = {}
             for f in formats:
                 fb = Signal(capacity, name=f"s{s}_{f.name}_bits")
@@ -614,20 +694,20 @@ class FlitPacker(wiring.Component):
                         continue
                     r = ordinal[item]
                     ordinal[item] += 1
-                    m.d.comb += fb[offset:offset + width].eq(Mux(d_take[s][item] > r, msgs[item, r], 0))
+                    m.d.comb += fb[offset:offset + width].eq(Mux(w_take[s][item] > r, msgs[item, r], 0))
                 table[f.code] = fb
             return table
 
-        bits0 = _mux_table(m, "s0_bits", d_code[0], slot_bits(0, h_formats, H_SLOT_BITS), H_SLOT_BITS)
+        bits0 = _mux_table(m, "s0_bits", w_code[0], slot_bits(0, h_formats, H_SLOT_BITS), H_SLOT_BITS)
         proto_slots = [bits0]
         for s in range(1, SLOTS):
             table = slot_bits(s, g_formats, SLOT_BITS)
-            table[g0.code] = chunk_at(f"s{s}_chunk", d_cx[s])
-            proto_slots.append(_mux_table(m, f"s{s}_bits", d_code[s], table, SLOT_BITS))
+            table[g0.code] = chunk_at(f"s{s}_chunk", w_cx[s])
+            proto_slots.append(_mux_table(m, f"s{s}_bits", w_code[s], table, SLOT_BITS))
 
-        crd_code = d_crd_code
-        header_values = {"type": 0, "ak": d_ak, "sz": d_total[data_ch] != 0,
-                         **{f"slot{s}": d_code[s] for s in range(SLOTS)},
+        crd_code = w_crd_code
+        header_values = {"type": 0, "ak": w_ak, "sz": w_sz,
+                         **{f"slot{s}": w_code[s] for s in range(SLOTS)},
                          **{f"{k}_crd": crd_code[k] for k in CREDIT_CLASSES}}
         proto = Signal(PAYLOAD_BITS)
         for fname, offset, width in HEADER_FIELDS:           # fields not named stay 0 (reserved, BE)
@@ -640,11 +720,11 @@ class FlitPacker(wiring.Component):
         # -------------------------------------------------------------- all-data flit
         alldata = Signal(PAYLOAD_BITS)
         for s in range(SLOTS):
-            m.d.comb += alldata[SLOT_BITS * s:SLOT_BITS * (s + 1)].eq(chunk_at(f"ad{s}_chunk", cidx + s))
+            m.d.comb += alldata[SLOT_BITS * s:SLOT_BITS * (s + 1)].eq(chunk_at(f"ad{s}_chunk", w_cidx + s))
 
         # -------------------------------------------------------------- LLCRD control flit
         llcrd = Signal(PAYLOAD_BITS)
-        llcrd_values = {"acks": d_llcrd_acks, **{f"{k}_crd": crd_code[k] for k in CREDIT_CLASSES}}
+        llcrd_values = {"acks": w_llcrd_acks, **{f"{k}_crd": crd_code[k] for k in CREDIT_CLASSES}}
         assert set(llcrd_values) == set(_LLCRD_FIELDS), "LLCRD fields changed in cxl.control"
         m.d.comb += llcrd.eq(encode_control(control("LLCRD")))   # Type, LLCTRL, SubType; fields 0
         for fname, pieces in _LLCRD_FIELDS.items():
@@ -662,7 +742,7 @@ class FlitPacker(wiring.Component):
         # register and never waits for ready, and one flit per cycle passes while ready stays high.
         # Stages A and B load their payloads on every advance (only their valid bits say whether they
         # hold a flit), so their clock enable is ``advance`` alone.  Latency: a flit decided in cycle t
-        # is offered from cycle t + OUTPUT_STAGES.
+        # is offered from cycle t + OUTPUT_STAGES (stage W, A, B, the port).
         m.submodules.crc = crc = FlitCRC(CRC_PARTS)
         m.d.comb += crc.payload.eq(out_payload)
         mid_valid, mid_lazy = Signal(), Signal()     # stage B: A's flit with its partial CRCs
@@ -670,9 +750,9 @@ class FlitPacker(wiring.Component):
         mid_partials = Signal.like(crc.partials)
         out_lazy, port_lazy = Signal(), Signal()     # the LLCRD with no credits, beside each stage's flit
         with m.If(advance):
-            m.d.sync += [out_valid.eq(decide & (d_alldata | d_proto | d_llcrd)),
-                         out_payload.eq(Mux(d_alldata, alldata, Mux(d_proto, proto, llcrd))),
-                         out_lazy.eq(~d_alldata & ~d_proto & d_llcrd
+            m.d.sync += [out_valid.eq(w_alldata | w_proto | w_llcrd),
+                         out_payload.eq(Mux(w_alldata, alldata, Mux(w_proto, proto, llcrd))),
+                         out_lazy.eq(w_llcrd
                                      & (Cat(*(crd_code[k] for k in CREDIT_CLASSES)) == 0)),
                          mid_valid.eq(out_valid), mid_payload.eq(out_payload),
                          mid_partials.eq(crc.partials), mid_lazy.eq(out_lazy),
