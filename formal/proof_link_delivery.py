@@ -4,7 +4,7 @@ intact, across link-layer retries.  Bounded (BMC on a time budget).
 Harness: :class:`hdl.link.traffic.LinkTraffic` (the RTL traffic generators and checkers of the batch
 link bench) around a :class:`hdl.link.loopback.LinkLoopback` -- the device's LinkPort, a wire each way,
 the host's LinkPort -- at the smallest legal sizes (``retry_depth`` 32: the retry buffer must exceed the
-drain reserve ``2 * tx_depth + 8`` by 8; packer queues of 1, unpacker lanes of 2, ``pack_wait`` 0 so that
+drain reserve ``LinkPort.reserve`` by 8; packer queues of 1, unpacker lanes of 2, ``pack_wait`` 0 so that
 flits leave at once).  All six channels carry traffic every cycle (offer and ready rates 255), each
 message numbered and its every bit derived from its number, so each checker knows what must come next.
 Free every cycle: ``up_force`` / ``down_force``, so any flit on either wire -- protocol, all-data, LLCRD,

@@ -1,6 +1,8 @@
 """The RTL flit CRC against the golden model's (an independent implementation of facts §2.3)."""
 
+import pytest
 from amaranth.back import verilog
+from amaranth.hdl import Module
 from amaranth.sim import Simulator
 from hypothesis import given, strategies as st
 
@@ -37,7 +39,6 @@ def test_converts_to_verilog():
 @given(st.sampled_from([2, 4, 8]), st.lists(st.integers(0, (1 << 512) - 1), min_size=1, max_size=50))
 def test_rtl_crc_in_parts_combines_to_the_model(parts, payloads):
     """The pipelined form: the XOR of the partial CRCs is the flit's CRC."""
-    from amaranth.hdl import Module
     dut = FlitCRC(parts)
     top = Module()
     top.submodules.crc = dut
@@ -53,7 +54,6 @@ def test_rtl_crc_in_parts_combines_to_the_model(parts, payloads):
 
 
 def test_bad_parts():
-    import pytest
     for parts in (0, 3, 2.0, True):
         with pytest.raises(ValueError, match="parts"):
             FlitCRC(parts)

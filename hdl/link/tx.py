@@ -57,7 +57,9 @@ Structure.
   (the entry's clock enable is the port handshake and the tail register alone), a sent flit moves the
   head, and message k is read at entry (head + k) mod n.  The packer must see the first
   up-to-``MAX_PER_FLIT`` queued messages of each channel at once, and take several in one cycle, which
-  a FIFO with a single read port cannot do.  Only ``min(depth, MAX_PER_FLIT)`` messages are looked at.
+  a FIFO with a single read port cannot do.  Only ``min(depth, MAX_PER_FLIT)`` messages are looked at
+  (the *window*); the req and rsp rings have ``depth`` + window entries, the window's for the flit in
+  stage W (below), and ``ready`` is ``count != depth``.
 * The data ring also holds the *lines owed*: a sent data header's line stays in its entry until its
   last chunk is sent (``line_head``, ``nlines`` and ``cidx``, the next chunk of the first owed line),
   so the owed lines and then the lines of the queued headers are consecutive entries from
@@ -90,8 +92,9 @@ Structure.
   the flit's slot layout from a second table over the plan's registered key (the format code of every
   slot, the messages each slot takes per channel and how many were taken before it, the chunk each G0
   slot takes), with the queue heads, ``cidx`` and the header and LLCRD fields as they were at the
-  decision.  The entries of the decided flit are kept from being written again until the build has
-  read them (``held``: ``ready`` counts them), and the chunk banks are read in the deciding cycle.
+  decision.  The entries of the decided flit are not written again until the build has read them
+  (the req and rsp rings have a window of entries beyond ``depth``, the data headers are among the owed
+  lines), and the chunk banks are read in the deciding cycle.
 * Stage 2, the *build* (the cycle after the decision): stage W selects the queue entries per slot
   position (``base + r``), the chunks, header fields and LLCRD fields; stage A takes the flit.
 * Stage 3, the *CRC*, over two registers: stage B takes A's flit with the CRCs of its four quarters,
@@ -284,10 +287,17 @@ class FlitPacker(wiring.Component):
         # queued headers only, as before.
         lq_depth = MAX_PER_FLIT[data_ch]
         q, count, cnt_vis, pops, pushes, writes, head, head_vis, ring = {}, {}, {}, {}, {}, {}, {}, {}, {}
-        head_sent, tails = {}, {}
+        head_sent, tails, w_tails, w_taken_of = {}, {}, {}, {}
         for ch, pname in zip(chans, _PORTS):
             depth, port = self.depths[ch], ports[ch]
-            n = depth + (lq_depth if ch is data_ch else 0)
+            # The req and rsp rings have a window of entries beyond ``depth`` for the flit in stage W:
+            # the build reads its entries a cycle after the decision (later if the port stalls), when
+            # they are already behind the head, and ``ready`` counts only what is queued, so a push
+            # (at head + count, count < depth) never reaches them.  (Counting them in ``ready``
+            # instead cost the paced mixed workload 0.976 -> 0.957 of its optimum: the sources saw
+            # up to a window fewer free entries for a cycle after every flit.)  The data ring's
+            # extra entries hold the owed lines, and a decided flit's data headers are among them.
+            n = depth + (lq_depth if ch is data_ch else self._window(ch))
             ring[ch] = n
             # The data ring's entries hold the headers only; their lines are in the chunk banks below.
             shape = channel_shape(ch)
@@ -299,13 +309,9 @@ class FlitPacker(wiring.Component):
             pop = Signal(range(self._window(ch) + 1), name=f"{pname}_pop")
             q[ch], count[ch], head[ch] = entries, cnt, hd
             m.d.comb += pop.eq(Mux(dp, d_total[ch], 0))
-            # ``count`` is what the plan sees (queued, not decided); ``held`` also counts the entries of
-            # the flit in stage W, which the build reads a cycle after the decision (and later if the
-            # port stalls), so no message is written over them before they are built.
-            held = Signal(range(depth + 1), name=f"{pname}_held")
-            w_taken = Signal(range(MAX_PER_FLIT[ch] + 1), name=f"w_{pname}_total")
+            w_taken = Signal(range(MAX_PER_FLIT[ch] + 1), name=f"w_{pname}_total")   # stage W's (Assert)
             m.d.sync += w_taken.eq(Mux(advance, pop, w_taken))
-            m.d.comb += port.ready.eq(held != depth)
+            m.d.comb += port.ready.eq(cnt != depth)
             push = Signal(name=f"{pname}_push")
             m.d.comb += push.eq(port.valid & port.ready)
             pops[ch], pushes[ch], writes[ch] = pop, push, []
@@ -324,9 +330,8 @@ class FlitPacker(wiring.Component):
             m.d.sync += hd.eq(head_vis[ch])
             cnt_vis[ch] = Signal(range(depth + 1), name=f"{pname}_count_vis")
             m.d.comb += cnt_vis[ch].eq(cnt - pop)
-            m.d.sync += [cnt.eq(cnt_vis[ch] + push),
-                         held.eq(held - Mux(advance, w_taken, 0) + push),
-                         Assert(held == cnt + w_taken, f"{pname}: held entries out of step")]
+            m.d.sync += cnt.eq(cnt_vis[ch] + push)
+            w_tails[ch], w_taken_of[ch] = tail, w_taken
 
         # -------------------------------------------------------------- GO before snoop (downstream)
         # Per queued H2D Req, ``ahead``: the H2D Rsps queued before it that are still queued (the model's
@@ -382,9 +387,10 @@ class FlitPacker(wiring.Component):
         # while the port stalls: its enable is ``advance``), and a slot's chunk is a 4-to-1 choice of
         # the banks' registered outputs.  No transparency is needed: a decided flit's lines were
         # written at least two edges before its decision (a message handed in is planned a cycle
-        # later), and a line whose last chunk the flit takes is freed only after the read.  Before, the lines were flip-flops in the ring entries, read
-        # through two dn/2-to-1 line muxes of 512 bits and a chunk mux behind them: the entries' clock
-        # enables and the line muxes were among the link end's most congested nets (docs/synth.md).
+        # later), and a line whose last chunk the flit takes is freed only after the read.  Before,
+        # the lines were flip-flops in the ring entries, read through two dn/2-to-1 line muxes of 512
+        # bits and a chunk mux behind them: the entries' clock enables and the line muxes were among
+        # the link end's most congested nets (docs/synth.md).
         assert max_x - 1 < 2 * cpl                 # a flit reads chunks of virtual lines 0 and 1 only
         bank_out = []
         for c in range(cpl):
@@ -590,8 +596,8 @@ class FlitPacker(wiring.Component):
             m.d.comb += owed_lo.eq(owed_o)                   # < cpl whenever a protocol flit is planned
             busy = Signal(name=f"busy_{tag}")                # a message or chunk is queued
             is_alldata = Signal(name=f"is_alldata_{tag}")
-            m.d.comb += [busy.eq(Cat(*[count[ch] != (0 if isinstance(p, Const) else d_total[ch]) for ch in chans]).any()
-                                 | (owed_o != 0)),
+            taken = {ch: 0 if isinstance(p, Const) else d_total[ch] for ch in chans}     # 0 unless protocol
+            m.d.comb += [busy.eq(Cat(*[count[ch] != taken[ch] for ch in chans]).any() | (owed_o != 0)),
                          is_alldata.eq(owed_o >= cpl)]
             word = Signal(sum(widths), name=f"plan_word_{tag}")
             key = Signal.like(d_key, name=f"plan_key_{tag}")
@@ -643,7 +649,8 @@ class FlitPacker(wiring.Component):
         # Loaded on every advance (a decision or an empty stage), held while the port stalls: the slot
         # layout from the registered key, and what the build needs of the registers the decision
         # updates (the queue heads, ``cidx``, the Ak, credit and LLCRD fields).
-        w_alldata, w_proto, w_llcrd, w_ak, w_sz = Signal(), Signal(), Signal(), Signal(), Signal()
+        w_alldata, w_proto, w_llcrd = Signal(name="w_alldata"), Signal(name="w_proto"), Signal(name="w_llcrd")
+        w_ak, w_sz = Signal(name="w_ak"), Signal(name="w_sz")
         w_crd_code = {k: Signal.like(d_crd_code[k], name=f"w_{k}_crd_code") for k in CREDIT_CLASSES}
         w_llcrd_acks = Signal.like(d_llcrd_acks)
         w_head = {ch: Signal.like(head[ch], name=f"w_{pname}_head") for ch, pname in zip(chans, _PORTS)}
@@ -662,12 +669,18 @@ class FlitPacker(wiring.Component):
                          w_sz.eq(d_total[data_ch] != 0), w_llcrd_acks.eq(d_llcrd_acks), w_cidx.eq(cidx),
                          *[w_crd_code[k].eq(d_crd_code[k]) for k in CREDIT_CLASSES],
                          *[w_head[ch].eq(head[ch]) for ch in chans]]
+        for ch, pname in zip(chans, _PORTS):         # no message written over a flit not yet built
+            into_w = Signal(range(ring[ch]), name=f"{pname}_tail_past_w_head")
+            m.d.comb += into_w.eq(Mux(w_tails[ch] >= w_head[ch], w_tails[ch] - w_head[ch],
+                                      w_tails[ch] + ring[ch] - w_head[ch]))
+            m.d.sync += Assert(~pushes[ch] | (into_w >= w_taken_of[ch]),
+                               f"{pname}: a message written over an entry stage W has yet to build")
 
         # -------------------------------------------------------------- build the decided flit (stage 2)
         # From stage W, a cycle after the decision.  Message r of ``ch`` behind ``base`` already-taken
         # ones: message k of the queue is ring entry (head + k) mod n, with the head as it was at the
         # decision (``w_head``); those entries are not written again before stage A takes the flit
-        # (``held`` above).
+        # (the rings' extra window above, and an Assert).
         def msg_at(ch, k, name):
             table = {i: e.as_value() for i, e in enumerate(q[ch])}
             return _mux_table(m, name, _ring_add(m, w_head[ch], k, ring[ch], f"{name}_index"), table,
