@@ -247,7 +247,8 @@ NOTES = """
   starts a retry of the host's receiver while a D2H data message is on its way at step 8 and delivers
   that message after the replay at step 20, so 21 steps cover a whole retry around a data message;
   `link_delivery_broken` (the wires duplicate the flits they hit, which neither the CRC nor the
-  implicit sequence numbers can see) FAILs at step 13. Run alone the BMC reached step 20 after ~1
+  implicit sequence numbers can see) FAILs at step 14 (13 before the packer's stage W and second CRC
+  stage). Run alone the BMC reached step 20 after ~1
   minute, 23 after ~4 and finished 24 after ~6 (each step ~1.5x the one before). Its yosys script is
   `flatten; memory_map; opt -fast`: with the DCOH proofs' gate-level rewriting (`techmap`, `abc -g AND`)
   yosys alone took 8 minutes on this design. Still bounded, and why: each port keeps 32 flits of 528
