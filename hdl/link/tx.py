@@ -287,7 +287,7 @@ class FlitPacker(wiring.Component):
         # queued headers only, as before.
         lq_depth = MAX_PER_FLIT[data_ch]
         q, count, cnt_vis, pops, pushes, writes, head, head_vis, ring = {}, {}, {}, {}, {}, {}, {}, {}, {}
-        head_sent, tails, w_tails, w_taken_of = {}, {}, {}, {}
+        head_sent, tails, w_taken_of = {}, {}, {}
         for ch, pname in zip(chans, _PORTS):
             depth, port = self.depths[ch], ports[ch]
             # The req and rsp rings have a window of entries beyond ``depth`` for the flit in stage W:
@@ -331,7 +331,7 @@ class FlitPacker(wiring.Component):
             cnt_vis[ch] = Signal(range(depth + 1), name=f"{pname}_count_vis")
             m.d.comb += cnt_vis[ch].eq(cnt - pop)
             m.d.sync += cnt.eq(cnt_vis[ch] + push)
-            w_tails[ch], w_taken_of[ch] = tail, w_taken
+            w_taken_of[ch] = w_taken
 
         # -------------------------------------------------------------- GO before snoop (downstream)
         # Per queued H2D Req, ``ahead``: the H2D Rsps queued before it that are still queued (the model's
@@ -671,8 +671,8 @@ class FlitPacker(wiring.Component):
                          *[w_head[ch].eq(head[ch]) for ch in chans]]
         for ch, pname in zip(chans, _PORTS):         # no message written over a flit not yet built
             into_w = Signal(range(ring[ch]), name=f"{pname}_tail_past_w_head")
-            m.d.comb += into_w.eq(Mux(w_tails[ch] >= w_head[ch], w_tails[ch] - w_head[ch],
-                                      w_tails[ch] + ring[ch] - w_head[ch]))
+            m.d.comb += into_w.eq(Mux(tails[ch] >= w_head[ch], tails[ch] - w_head[ch],
+                                      tails[ch] + ring[ch] - w_head[ch]))
             m.d.sync += Assert(~pushes[ch] | (into_w >= w_taken_of[ch]),
                                f"{pname}: a message written over an entry stage W has yet to build")
 
@@ -761,6 +761,7 @@ class FlitPacker(wiring.Component):
         mid_valid, mid_lazy = Signal(), Signal()     # stage B: A's flit with its partial CRCs
         mid_payload = Signal(PAYLOAD_BITS)
         mid_partials = Signal.like(crc.partials)
+        mid_crc = FlitCRC.combine(m, mid_partials, name="mid_crc")   # outside m.If(advance): no enable term
         out_lazy, port_lazy = Signal(), Signal()     # the LLCRD with no credits, beside each stage's flit
         with m.If(advance):
             m.d.sync += [out_valid.eq(w_alldata | w_proto | w_llcrd),
@@ -770,7 +771,7 @@ class FlitPacker(wiring.Component):
                          mid_valid.eq(out_valid), mid_payload.eq(out_payload),
                          mid_partials.eq(crc.partials), mid_lazy.eq(out_lazy),
                          port_valid.eq(mid_valid),
-                         port_payload.eq(Cat(mid_payload, FlitCRC.combine(m, mid_partials))),
+                         port_payload.eq(Cat(mid_payload, mid_crc)),
                          port_lazy.eq(mid_lazy)]
         m.d.comb += [self.flit.valid.eq(port_valid),
                      self.flit.payload.eq(port_payload),
