@@ -317,7 +317,7 @@ def markdown(res):
               "snoop-storm optimum and 97 % of the mixed bound (`python -m models.flit --efficiency`); "
               "docs/link_layer.md, \"Waiting to fill a flit\", has the sweep of waits and their latency. "
               "The loopback's receive queues (each channel's credit pool) are 32 deep (`bench.link_bench.RX_DEPTH`): "
-              "a credit's round trip through two link ports is about 24 cycles (22 idle). At that depth the link ports gather "
+              "a credit's round trip through two link ports is about 24 cycles (23 idle). At that depth the link ports gather "
               "credit returns 8 at a time on an idle direction (`LinkPort` `credit_batch`, `default_credit_batch`; "
               "docs/link_layer.md, \"Batching credit returns\"). The defaults bring every workload but the unpaced "
               "mixed one to 0.97; the `6-deep queues` rows (`--rtl-configs` 3x6) are the former default "

@@ -171,8 +171,8 @@ MAX_POOL = 1023             # Ref: docs/sources.md §2.4 (10-bit credit counters
 RX_ERROR_KINDS = tuple(e.name.lower() for e in RxError if e is not RxError.NONE) + ("retry_ignored", "retry_unused")
 RX_ERROR_BITS = 32
 # Cycles from a message handed to the sending end to its credit being back at the sender, through two
-# link ports (the packer's plan and four output stages, the wire, the peer's CRC pre-check and unpacker,
-# its consumer; the credit back the same way): 22 on an idle loopback
+# link ports (the packer's plan and four output stages, the wire, the peer's CRC pre-check and unpacker
+# with its move stage, its consumer; the credit back the same way): 23 on an idle loopback
 # (tests/test_rtl_link_port.py::test_credit_round_trip_on_an_idle_link, which checks it stays within
 # this figure), a little more under load (docs/link_layer.md "Batching credit returns").  A property of
 # this RTL, not of the specification.

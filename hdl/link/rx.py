@@ -38,7 +38,8 @@ Per retired flit, from registers (a value gated by a registered pulse, see "per-
                     ``CONTROL_KINDS`` keys, in order) and ``ctl.<field>`` holds every field any control
                     flit has (the union by name; fields the kind lacks are 0).
     ``overflow``    (``stall=False`` only, else 0) the flit carried a message its lane had no room for:
-                    the sender broke its credits, and that message is lost (see "Never waiting for room").
+                    the sender broke its credits, and that message is lost (see "Never waiting for room";
+                    formed in the move stage from its registers and the lanes' levels, not a register).
 Counters (32 bits, wrap around): ``crc_errors``, ``rule_errors`` (the two error classes).
 
 Structure, timing, throughput
@@ -98,7 +99,8 @@ one waiting header) with a chunk count and a buffer for the first three chunks o
 
 Throughput: one flit per cycle while the outputs keep up (``done`` every cycle).  Latency: a flit
 accepted at clock edge *n* is retired at edge *n+1*, so its status pulses are high between edges *n+1*
-and *n+2*; its messages are valid on the output streams from edge *n+2* (the FIFO output register).
+and *n+2*; its messages are valid on the output streams from edge *n+2* (the FIFO output register), or
+*n+3* with ``stall=False`` (the move stage, below).
 Backpressure never hangs: with full outputs, the held flit waits and ``flit.ready`` is low (with
 ``stall=True``; see "Never waiting for room" for the other choice).
 
@@ -116,6 +118,17 @@ a 2-deep ``SyncFIFOBuffered`` may refuse a push for a cycle while holding one en
 message for a lane that is full is a sender that broke its credits: the message is lost, and
 ``overflow`` pulses with the flit's status (the port turns it into a link error and stops).  With
 ``stall=True`` (the default) the held flit waits for room as described above and ``overflow`` is 0.
+
+The move stage (``stall=False`` only).  The verdict's cycle keeps only the chunk-state counts (the
+chunks owed, ``have``, the number of waiting headers), which the next flit's verdict needs; the data
+moves of a retired flit -- its messages into the lanes, its chunks into the chunk buffer, a completed
+line into the data lane, its data headers into the waiting-header queue -- happen in the next cycle,
+from registers loaded every cycle (no enable) with what the verdict decided and the data it moves.
+So the ~1 000 register bits and lane writes of the data path no longer hang on ``good`` (all_data ->
+``good`` -> the chunk buffer's enable was the link end's routed critical path, a net across the die);
+a flit's messages reach the lanes one cycle later, in the cycle of its status pulses, and
+``overflow`` is formed there.  With ``stall=True`` the room check must see the lanes as the retiring
+flit finds them, so its moves stay in the verdict's cycle.
 Messages per channel are written round-robin over the lanes and read in the same rotation, so with
 ``n`` lanes of ``depth`` entries no lane is full while the channel holds fewer than ``n * depth``
 messages that the consumer has not taken: credits of ``n * depth`` are exactly enough.
@@ -801,6 +814,24 @@ class FlitUnpacker(wiring.Component):
         m.d.comb += good.eq(Mux(all_data, ~crc_bad, good_if_owed))
         m.d.sync += Assert(~held_valid | (good == (code == RxError.NONE)), "good out of step with the verdict")
 
+        # ------------------------------------------------ the move stage (``stall=False``)
+        # Without stalls the data moves of a flit (its messages into the lanes, its chunks into the
+        # chunk buffer and a completed line out, its data headers into the waiting headers) happen a
+        # cycle after its verdict, from registers loaded with the verdict's outcome and the data it
+        # needs ("the move stage", module docstring).  The verdict keeps only the chunk-state counts
+        # (``owed``, ``have``, ``hq_n``): the ~1 000 enables of the data registers and the lanes' writes
+        # no longer hang on ``good`` (all_data -> good -> the chunk buffer's enable, a net spread over
+        # the link end, was its routed critical path).  ``late(v)`` is ``v`` as the move stage sees it:
+        # a register loaded every cycle, or ``v`` itself with stalls (the lanes' room must then be
+        # checked against the flit being retired, so its moves stay in the verdict's cycle).
+        def late(value, name):
+            value = Value.cast(value)
+            if self.stall:
+                return value
+            sig = Signal(len(value), name=f"mv_{name}")
+            m.d.sync += sig.eq(value)
+            return sig
+
         # ------------------------------------------------ data chunks of this flit
         n_ch = Signal(range(SLOTS + 1))
         chunks = [Signal(CHUNK_BITS, name=f"chunk{j}") for j in range(SLOTS)]
@@ -813,16 +844,19 @@ class FlitUnpacker(wiring.Component):
             for j in range(SLOTS):
                 m.d.comb += chunks[j].eq(_or([Mux(h[f"chunk{j}_from_slot{s}"], p[SLOT_BITS * s:SLOT_BITS * (s + 1)], 0)
                                               for s in self._chunk_slots], CHUNK_BITS))
-        # ext[q]: chunk q of the head line and then of the next line, buffered chunks first.
+        # ext[q]: chunk q of the head line and then of the next line, buffered chunks first (in the move
+        # stage: ``have`` as it was before this flit, and this flit's chunks).
+        mv_have = late(have, "have")
+        mv_chunks = [late(c, f"chunk{j}") for j, c in enumerate(chunks)]
         ext = [Signal(CHUNK_BITS, name=f"ext{q}") for q in range(2 * CHUNKS_PER_LINE - 1)]
-        with m.Switch(have):
+        with m.Switch(mv_have):
             for hv in range(CHUNKS_PER_LINE):
                 with m.Case(hv):
                     for q, e in enumerate(ext):
                         if q < hv:
                             m.d.comb += e.eq(buf[q])
                         elif q - hv < SLOTS:
-                            m.d.comb += e.eq(chunks[q - hv])
+                            m.d.comb += e.eq(mv_chunks[q - hv])
         # complete: have + n_ch >= CHUNKS_PER_LINE, decoded per value of ``have`` from the chunk count's
         # thermometer code (it is in the ``retire`` path; a sum and compare would be a carry chain).
         n_chunks = [h["n_chunks_code"][j] for j in range(len(h["n_chunks_code"]))]
@@ -860,16 +894,18 @@ class FlitUnpacker(wiring.Component):
             lane_sets[name] = group
             n_lanes = len(group)
             n_msgs = h[f"{name}_n"]
-            # Message k of this flit goes to lane (wptr + k) mod n_lanes.
+            # Message k of this flit goes to lane (wptr + k) mod n_lanes (in the move stage: ``takes[k]``,
+            # message k is written; ``step``, the messages written).
+            takes = [late(commit & good & is_proto & (n_msgs > k), f"{name}_take{k}") for k in range(n_lanes)]
+            msgs = [late(h[f"{name}_msg{k}"], f"{name}_msg{k}") for k in range(n_lanes)]
+            step = late(Mux(commit & good & is_proto, n_msgs, 0), f"{name}_step")
             for i, fifo in enumerate(group):
                 with m.Switch(wptr):
                     for w in range(n_lanes):
                         with m.Case(w):
                             k = (i - w) % n_lanes
-                            m.d.comb += [fifo.w_data.eq(h[f"{name}_msg{k}"]),
-                                         fifo.w_en.eq(commit & good & is_proto & (n_msgs > k))]
-            with m.If(commit & good & is_proto):
-                m.d.sync += wptr.eq(Mux(wptr + n_msgs >= n_lanes, wptr + n_msgs - n_lanes, wptr + n_msgs))
+                            m.d.comb += [fifo.w_data.eq(msgs[k]), fifo.w_en.eq(takes[k])]
+            m.d.sync += wptr.eq(Mux(wptr + step >= n_lanes, wptr + step - n_lanes, wptr + step))
             need[chan] = (is_proto & (n_msgs != 0), Cat(*(f.w_rdy for f in group)).all())
 
         (dfifo,), _ = lane_group("data", 1, channel_shape(dat_ch).size)
@@ -878,7 +914,7 @@ class FlitUnpacker(wiring.Component):
         m.d.comb += [
             delivers_line.eq(good & ~is_ctl & complete),
             dmsg.hdr.eq(hq[0]), dmsg.data.eq(line),
-            dfifo.w_data.eq(dmsg), dfifo.w_en.eq(commit & delivers_line),
+            dfifo.w_data.eq(dmsg), dfifo.w_en.eq(late(commit & delivers_line, "deliver")),
         ]
         need[dat_ch] = (~is_ctl & complete, dfifo.w_rdy)
         # A good flit waits for room in every channel it writes; a bad one retires at once.  Without stalls
@@ -888,8 +924,10 @@ class FlitUnpacker(wiring.Component):
             m.d.comb += retire.eq(held_valid & (self.discard | ~good | has_room))   # a discarded flit writes nothing
         else:
             m.d.comb += retire.eq(held_valid)
+            # The move stage writes the lanes in the cycle of the flit's status pulses, so ``overflow``
+            # is formed there (from the move stage's registers and the lanes' levels) and pulses with them.
             lanes = [f for name in ("req", "rsp") for f in lane_sets[name]] + [dfifo]
-            m.d.sync += self.overflow.eq(Cat(*(f.w_en & ~f.w_rdy for f in lanes)).any())
+            m.d.comb += self.overflow.eq(Cat(*(f.w_en & ~f.w_rdy for f in lanes)).any())
 
         # ------------------------------------------------ commit the chunk state
         # The next chunk state is worked out for both kinds of flit that change it, each from registers
@@ -925,13 +963,22 @@ class FlitUnpacker(wiring.Component):
             ]
             m.d.sync += Assert(have + n_ch - CHUNKS_PER_LINE * pop == Mux(all_data, have, have_after_proto),
                                "chunk state: have out of step")
+            m.d.sync += hq_n.eq(hq_n - pop + Mux(is_proto, h["data_n"], 0))
+
+        # The chunk buffer and the waiting headers after the flit, in the move stage.
+        mv_move = late(commit & good & ~is_ctl, "move")
+        mv_complete = late(complete, "complete")
+        mv_proto = late(is_proto, "proto")
+        mv_hq_n = late(hq_n, "hq_n")
+        n_hdrs = late(h["data_n"], "data_n")
+        mv_hdrs = [late(h[f"data_msg{k}"], f"data_msg{k}") for k in range(MAX_PER_FLIT[dat_ch])]
+        with m.If(mv_move):
             for q, b in enumerate(buf):
-                m.d.sync += b.eq(Mux(complete, ext[q + CHUNKS_PER_LINE], ext[q]))
+                m.d.sync += b.eq(Mux(mv_complete, ext[q + CHUNKS_PER_LINE], ext[q]))
             # The waiting headers after the flit, worked out for both outcomes of ``complete`` (the head
             # line done with this flit, or not) from registers only, ``complete`` picking one last: the
             # head shifted out or not, then this flit's headers appended behind the ones left (before,
             # complete -> the append position -> every entry's select was the routed critical path).
-            n_hdrs = h["data_n"]
             after = {}
             for c in (0, 1):
                 after[c] = []
@@ -939,13 +986,12 @@ class FlitUnpacker(wiring.Component):
                     v = (hq[i + c] if i + c < queue_len else Const(0, hdr_width))
                     for k in range(MAX_PER_FLIT[dat_ch]):
                         if 0 <= i - k + c <= queue_len:    # the entry a header k lands in when hq_n = i - k + c
-                            v = Mux(is_proto & (n_hdrs > k) & (hq_n == i - k + c), h[f"data_msg{k}"], v)
+                            v = Mux(mv_proto & (n_hdrs > k) & (mv_hq_n == i - k + c), mv_hdrs[k], v)
                     sig = Signal(hdr_width, name=f"hq{i}_after{c}")
                     m.d.comb += sig.eq(v)
                     after[c].append(sig)
             for i in range(queue_len):
-                m.d.sync += hq[i].eq(Mux(complete, after[1][i], after[0][i]))
-            m.d.sync += hq_n.eq(hq_n - pop + Mux(is_proto, n_hdrs, 0))
+                m.d.sync += hq[i].eq(Mux(mv_complete, after[1][i], after[0][i]))
 
         # ------------------------------------------------ per-flit status (registered pulses)
         # What a flit would report if good (kind, credits, acks, control fields) and its error code are
