@@ -31,6 +31,8 @@ TOPS = {
     # ... and never waiting for room in its lanes (the port's credits keep them from overflowing)
     "link_rx_nostall": ("hdl.link.rx", "RegisteredFlitUnpacker", {"upstream": False, "stall": False}),
     "link":    ("hdl.link.port", "LinkPort", {"upstream": True}),     # device end: TX + RX + credits + retry
+    # the same with its message side on chip (generators, a fold of what it receives): only flits at the pins
+    "link_end": ("hdl.link.end_harness", "LinkEndHarness", {"upstream": True}),
     "device":  ("hdl.device", "Device", {}),                          # DCOH + device link end
     # the DCOH's snoop filter alone (its default size and mode), and the pipelined one beside it
     "snoop_filter": ("hdl.dcoh.snoop_filter", "SnoopFilter", {"sets": 64, "ways": 4, "caches": 2,

@@ -54,7 +54,7 @@ from hdl.link.port import RX_ERROR_KINDS, LinkErrorCause
 from hdl.link.ports import LINE_BITS, direction_channels
 from cxl.messages import CODECS, Channel
 
-__all__ = ["LinkTraffic", "CHANNELS", "xorshift32", "message_value"]
+__all__ = ["LinkTraffic", "CHANNELS", "xorshift32", "xorshift_step", "channel_seeds", "message_value", "build_message"]
 
 CHANNELS = direction_channels(True) + direction_channels(False)
 _MASK32 = 0xFFFFFFFF
@@ -68,13 +68,14 @@ def xorshift32(x):
     return x
 
 
-def _hw_step(x):
+def xorshift_step(x):
+    """One step of the generators in RTL (the same step as :func:`xorshift32`) on a 32-bit Value."""
     a = (x ^ (x << 13))[:32]
     b = a ^ (a >> 17)
     return (b ^ (b << 5))[:32]
 
 
-def _seeds(ch):
+def channel_seeds(ch):
     """(content, offer, ready) reset states of channel ``ch``: distinct, non-zero, warmed up."""
     out = []
     for k in range(3):
@@ -148,7 +149,7 @@ def message_value(ch, seq, c):
     return value
 
 
-def _build(ch, seq, c):
+def build_message(ch, seq, c):
     """The payload Value for message ``seq`` with content state ``c`` (matches :func:`message_value`)."""
     width, seq_field, fields = _plan(ch)
     pool = Cat(*_words(c, 4))
@@ -226,7 +227,7 @@ class LinkTraffic(wiring.Component):
             n = ch.name.lower()
             src = getattr(lb, n if ch.upstream else f"host_{n}")
             snk = getattr(lb, f"host_{n}" if ch.upstream else n)
-            seed_c, seed_o, seed_r = _seeds(ch)
+            seed_c, seed_o, seed_r = channel_seeds(ch)
             sent, received, errors = (getattr(self, f"{n}_{c}") for c in ("sent", "received", "errors"))
 
             # ---------------------------------------------------------------- generator
@@ -238,11 +239,11 @@ class LinkTraffic(wiring.Component):
             may_start = Signal(name=f"{n}_may_start")
             m.d.comb += may_start.eq((g_o[:8] <= self.offer_rate) & ~self.stop & ~reached)
             m.d.comb += [src.valid.eq(offering),
-                         src.payload.as_value().eq(_build(ch, sent, g_c))]
-            m.d.sync += g_o.eq(_hw_step(g_o))
+                         src.payload.as_value().eq(build_message(ch, sent, g_c))]
+            m.d.sync += g_o.eq(xorshift_step(g_o))
             took = src.valid & src.ready
             with m.If(took):
-                m.d.sync += [sent.eq(sent + 1), g_c.eq(_hw_step(g_c))]
+                m.d.sync += [sent.eq(sent + 1), g_c.eq(xorshift_step(g_c))]
             with m.If(~offering | took):
                 # the next offer: may_start is about the *next* message, so a taken offer's successor
                 # respects the target (sent + 1 == target -> reached next cycle; checked here early)
@@ -252,7 +253,7 @@ class LinkTraffic(wiring.Component):
             # ---------------------------------------------------------------- checker
             k_c = Signal(32, init=seed_c, name=f"{n}_chk_c")
             k_r = Signal(32, init=seed_r, name=f"{n}_chk_r")
-            m.d.sync += k_r.eq(_hw_step(k_r))
+            m.d.sync += k_r.eq(xorshift_step(k_r))
             seen = Signal(snk.payload.as_value().shape().width, name=f"{n}_seen")
             m.d.comb += seen.eq(snk.payload.as_value())
             ready = Signal(name=f"{n}_ready")
@@ -275,9 +276,9 @@ class LinkTraffic(wiring.Component):
                     with m.If(at):
                         m.d.comb += snk.ready.eq(0)   # checked, not taken: seen again
             expect = Signal.like(seen, name=f"{n}_expect")
-            m.d.comb += expect.eq(_build(ch, received, k_c))
+            m.d.comb += expect.eq(build_message(ch, received, k_c))
             with m.If(check):
-                m.d.sync += [received.eq(received + 1), k_c.eq(_hw_step(k_c))]
+                m.d.sync += [received.eq(received + 1), k_c.eq(xorshift_step(k_c))]
                 with m.If(seen != expect):
                     m.d.sync += errors.eq(errors + 1)
             all_idle.append(~offering & (received == sent))
