@@ -18,9 +18,9 @@ layer (towards the ARB/MUX and the PHY), so this harness keeps the message side 
 * ``tx_flit`` and ``rx_flit``, the port's counters, ``link_error`` and ``link_error_cause`` are the
   harness's ports, as they are the port's.
 
-It has no function to test beyond the port's own (the generators and the fold are not checked: what
-it is for is a netlist of the port in a realistic context); tests/test_rtl_link_port.py elaborates it
-and runs a few cycles of a loop through a second harness, so it stays buildable.
+What it is for is a netlist of the port in a realistic context; it checks nothing itself.
+tests/test_rtl_link_port.py runs two of them back to back (device end and host end, flit to flit) and
+checks that each fold is that of a prefix of the messages the other end's generator built.
 """
 
 from amaranth.hdl import Cat, Module, Signal

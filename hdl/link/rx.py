@@ -119,6 +119,10 @@ message for a lane that is full is a sender that broke its credits: the message 
 ``overflow`` pulses with the flit's status (the port turns it into a link error and stops).  With
 ``stall=True`` (the default) the held flit waits for room as described above and ``overflow`` is 0.
 
+Messages per channel are written round-robin over the lanes and read in the same rotation, so with
+``n`` lanes of ``depth`` entries no lane is full while the channel holds fewer than ``n * depth``
+messages that the consumer has not taken: credits of ``n * depth`` are exactly enough.
+
 The move stage (``stall=False`` only).  The verdict's cycle keeps only the chunk-state counts (the
 chunks owed, ``have``, the number of waiting headers), which the next flit's verdict needs; the data
 moves of a retired flit -- its messages into the lanes, its chunks into the chunk buffer, a completed
@@ -129,9 +133,6 @@ So the ~1 000 register bits and lane writes of the data path no longer hang on `
 a flit's messages reach the lanes one cycle later, in the cycle of its status pulses, and
 ``overflow`` is formed there.  With ``stall=True`` the room check must see the lanes as the retiring
 flit finds them, so its moves stay in the verdict's cycle.
-Messages per channel are written round-robin over the lanes and read in the same rotation, so with
-``n`` lanes of ``depth`` entries no lane is full while the channel holds fewer than ``n * depth``
-messages that the consumer has not taken: credits of ``n * depth`` are exactly enough.
 
 Discard
 -------
@@ -970,7 +971,7 @@ class FlitUnpacker(wiring.Component):
         mv_complete = late(complete, "complete")
         mv_proto = late(is_proto, "proto")
         mv_hq_n = late(hq_n, "hq_n")
-        n_hdrs = late(h["data_n"], "data_n")
+        mv_n_hdrs = late(h["data_n"], "data_n")
         mv_hdrs = [late(h[f"data_msg{k}"], f"data_msg{k}") for k in range(MAX_PER_FLIT[dat_ch])]
         with m.If(mv_move):
             for q, b in enumerate(buf):
@@ -986,7 +987,7 @@ class FlitUnpacker(wiring.Component):
                     v = (hq[i + c] if i + c < queue_len else Const(0, hdr_width))
                     for k in range(MAX_PER_FLIT[dat_ch]):
                         if 0 <= i - k + c <= queue_len:    # the entry a header k lands in when hq_n = i - k + c
-                            v = Mux(mv_proto & (n_hdrs > k) & (mv_hq_n == i - k + c), mv_hdrs[k], v)
+                            v = Mux(mv_proto & (mv_n_hdrs > k) & (mv_hq_n == i - k + c), mv_hdrs[k], v)
                     sig = Signal(hdr_width, name=f"hq{i}_after{c}")
                     m.d.comb += sig.eq(v)
                     after[c].append(sig)
