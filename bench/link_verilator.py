@@ -53,7 +53,7 @@ from amaranth.lib.wiring import In
 from hdl.verilog import to_verilog
 from hdl.link.loopback import COUNTERS, FaultMode, LinkLoopback, flit_error_probability
 from hdl.link.port import RX_ERROR_KINDS, LinkErrorCause
-from hdl.link.traffic import CHANNELS, LinkTraffic, _seeds, message_value
+from hdl.link.traffic import CHANNELS, LinkTraffic, channel_seeds, message_value
 
 BERS = (1e-6, 1e-5, 1e-4, 1e-3)
 # Fault kinds: rate runs (a fault rate per flit on both wires, one long run, >= --fault-flits flits) and
@@ -399,7 +399,7 @@ def raw_main(lb):
         n = ch.name.lower()
         src = n if ch.upstream else f"host_{n}"
         snk = f"host_{n}" if ch.upstream else n
-        v = message_value(ch, 0, _seeds(ch)[0])
+        v = message_value(ch, 0, channel_seeds(ch)[0])
         width = getattr(lb, src).payload.as_value().shape().width
         words = [(v >> (32 * i)) & 0xFFFFFFFF for i in range((width + 31) // 32)]
         # Verilator spells the "__" of Amaranth's port names "___05F"

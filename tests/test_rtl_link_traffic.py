@@ -17,7 +17,7 @@ Two designs are elaborated (clean, faulty); the clean one is ``reset()`` between
 import pytest
 
 from hdl.link.loopback import flit_error_probability
-from hdl.link.traffic import CHANNELS, LinkTraffic, _seeds, message_value
+from hdl.link.traffic import CHANNELS, LinkTraffic, channel_seeds, message_value
 from cxl.messages import CODECS, Channel
 from tb.reused_sim import ReusedSimulator
 
@@ -71,7 +71,7 @@ def _done(ctx, dut):
 def test_first_messages_legal(clean):
     r = clean.run({"target": 3, "limit": 200, "until": _done})
     for ch in CHANNELS:
-        want = message_value(ch, 0, _seeds(ch)[0])
+        want = message_value(ch, 0, channel_seeds(ch)[0])
         assert r["first"][ch] == want, ch
         CODECS[ch].decode(want & ((1 << CODECS[ch].width) - 1))   # strict: legal encodings
     assert r["done"] and r["sent"] == r["received"] == 18 and r["errors"] == 0, r
