@@ -27,13 +27,11 @@ from amaranth.hdl import Cat, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl.link.port import LinkErrorCause, LinkPort
+from hdl.link.port import COUNTERS, LinkErrorCause, LinkPort
 from hdl.link.ports import direction_channels, flit_stream
 from hdl.link.traffic import build_message, channel_seeds, xorshift_step
 
 __all__ = ["LinkEndHarness"]
-
-_COUNTERS = ("retries", "crc_errors", "rule_errors", "flits_sent", "flits_replayed")
 
 
 class LinkEndHarness(wiring.Component):
@@ -46,7 +44,7 @@ class LinkEndHarness(wiring.Component):
         self.received = direction_channels(not upstream)
         members = {"tx_flit": Out(flit_stream()), "rx_flit": In(flit_stream()),
                    "link_error": Out(1), "link_error_cause": Out(len(LinkErrorCause))}
-        members.update({c: Out(32) for c in _COUNTERS})
+        members.update({c: Out(32) for c in COUNTERS})
         members.update({f"{ch.name.lower()}_fold": Out(32) for ch in self.received})
         super().__init__(members)
 
@@ -57,7 +55,7 @@ class LinkEndHarness(wiring.Component):
         wiring.connect(m, wiring.flipped(self.rx_flit), port.rx_flit)
         m.d.comb += [self.link_error.eq(port.link_error), self.link_error_cause.eq(port.link_error_cause),
                      port.withhold_acks.eq(0), port.withhold_credits.eq(0)]
-        m.d.comb += [getattr(self, c).eq(getattr(port, c)) for c in _COUNTERS]
+        m.d.comb += [getattr(self, c).eq(getattr(port, c)) for c in COUNTERS]
         for ch in self.sent:
             n = ch.name.lower()
             src = getattr(port, n)

@@ -63,7 +63,7 @@ from amaranth.lib.wiring import In, Out
 
 from hdl.link.crc import FlitCRC
 from hdl.link.ports import FLIT_BITS, PAYLOAD_BITS, channel_stream, direction_channels, flit_stream
-from hdl.link.port import RETRY_KINDS, RX_ERROR_KINDS, LinkErrorCause, LinkPort, rx_errors_signature
+from hdl.link.port import COUNTERS, RETRY_KINDS, RX_ERROR_KINDS, LinkErrorCause, LinkPort, rx_errors_signature
 from hdl.link.rx import CONTROL_TABLES
 
 __all__ = ["WireInjector", "LinkLoopback", "FaultMode", "flit_error_probability", "COUNTERS",
@@ -86,8 +86,6 @@ MAX_NBITS = 8
 FAULT_INPUTS = {"mode": (3, FaultMode.BIT), "burst_len": (range(MAX_BURST + 1), 16),
                 "nbits": (range(MAX_NBITS + 1), 2), "retry_threshold": (32, 0),
                 "fault_at": (32, 0xFFFFFFFF), "mask_escapes": (1, 1)}
-
-COUNTERS = ("retries", "crc_errors", "rule_errors", "flits_sent", "flits_replayed")
 
 
 def flit_error_probability(ber, bits=FLIT_BITS):

@@ -162,7 +162,7 @@ from cxl.control import CONTROL_KINDS, control, encode_control
 from cxl.credits import CREDIT_CLASSES
 from cxl.flit import DEFAULT_PACK_WAIT, MAX_CREDIT_BATCH, MAX_PER_FLIT, check_credit_batch, check_pack_wait
 
-__all__ = ["LinkPort", "RETRY_KINDS", "RX_ERROR_KINDS", "LinkErrorCause", "default_credits",
+__all__ = ["LinkPort", "COUNTERS", "RETRY_KINDS", "RX_ERROR_KINDS", "LinkErrorCause", "default_credits",
            "default_credit_batch", "CREDIT_ROUND_TRIP", "rx_errors_signature"]
 
 RETRY_KINDS = ("RETRY.Idle", "RETRY.Req", "RETRY.Ack", "RETRY.Frame")   # facts §2.5: not retryable
@@ -170,6 +170,8 @@ MAX_POOL = 1023             # Ref: docs/sources.md §2.4 (10-bit credit counters
 # Per-kind counters of bad input from the peer: the unpacker's rule codes, CRC, and two RETRY kinds.
 RX_ERROR_KINDS = tuple(e.name.lower() for e in RxError if e is not RxError.NONE) + ("retry_ignored", "retry_unused")
 RX_ERROR_BITS = 32
+# The port's 32-bit event counters (module docstring, "Counters"), by name.
+COUNTERS = ("retries", "crc_errors", "rule_errors", "flits_sent", "flits_replayed")
 # Cycles from a message handed to the sending end to its credit being back at the sender, through two
 # link ports (the packer's plan and four output stages, the wire, the peer's CRC pre-check and unpacker
 # with its move stage, its consumer; the credit back the same way): 23 on an idle loopback
@@ -284,7 +286,7 @@ class LinkPort(wiring.Component):
         members = {ch.name.lower(): In(channel_stream(ch)) for ch in self.tx_chans}
         members.update({ch.name.lower(): Out(channel_stream(ch)) for ch in self.rx_chans})
         members.update(tx_flit=Out(flit_stream()), rx_flit=In(flit_stream()))
-        for name in ("retries", "crc_errors", "rule_errors", "flits_sent", "flits_replayed"):
+        for name in COUNTERS:
             members[name] = Out(32)
         members.update(rx_errors=Out(rx_errors_signature()), link_error=Out(1),
                        link_error_cause=Out(len(LinkErrorCause)),
