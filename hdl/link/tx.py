@@ -556,7 +556,8 @@ class FlitPacker(wiring.Component):
         key_widths = [Shape.cast(range(caps[ch] + 1)).width for ch in chans] + \
                      [Shape.cast(range(n_prio)).width, Shape.cast(range(cpl)).width]
         d_key = Signal(sum(key_widths))            # the registered plan's key (avail x 3, priority, owed)
-        table, wide_table = [], []                 # (key, word); the first enumerated once for both lookups
+        table = {}                                 # (priority, owed) -> [(counts, word)], for both plan tables
+        wide_table = []                            # (key, word)
 
         def pack(values, ws):
             word, shift = 0, 0
@@ -567,7 +568,8 @@ class FlitPacker(wiring.Component):
             return word
         for (a0, a1, a2, p, o), plan in self._plans().items():
             keyval = pack((a0, a1, a2, p, o), key_widths)
-            table.append((keyval, pack([get((*plan, o)) for _, get in fields], widths)))
+            table.setdefault(pack((p, o), key_widths[3:]), []).append(
+                (pack((a0, a1, a2), key_widths[:3]), pack([get((*plan, o)) for _, get in fields], widths)))
             wide_table.append((keyval, pack([get((*plan, o)) for _, get in wide_fields], wide_widths)))
 
         def plan_for(tag, p, l, owed_o):
@@ -601,11 +603,24 @@ class FlitPacker(wiring.Component):
                          is_alldata.eq(owed_o >= cpl)]
             word = Signal(sum(widths), name=f"plan_word_{tag}")
             key = Signal.like(d_key, name=f"plan_key_{tag}")
-            m.d.comb += key.eq(Cat(avail[chans[0]], avail[chans[1]], avail[chans[2]], prio_o, owed_lo))
-            with m.Switch(key):
-                for keyval, value in table:
-                    with m.Case(keyval):
-                        m.d.comb += word.eq(value)
+            late = Cat(avail[chans[0]], avail[chans[1]], avail[chans[2]])
+            m.d.comb += key.eq(Cat(late, prio_o, owed_lo))
+            # One table over the late part of the key (the counts, through the clamp select) per value
+            # of its early part (priority and owed, one register and a mux away), the early part
+            # choosing among them last.  With one switch over the whole key the table's decoding put
+            # the counts in front of the priority's and owed's terms: the plan loop (docs/link_layer.md,
+            # "RTL pipelining (Fmax)", twelfth round).
+            words = {}
+            for early, rows in table.items():
+                words[early] = Signal(sum(widths), name=f"plan_word_{tag}_e{early}")
+                with m.Switch(late):
+                    for late_val, value in rows:
+                        with m.Case(late_val):
+                            m.d.comb += words[early].eq(value)
+            with m.Switch(Cat(prio_o, owed_lo)):
+                for early, w in words.items():
+                    with m.Case(early):
+                        m.d.comb += word.eq(w)
             out, shift = {id(d_key): key}, 0     # id(target register) -> its value in this outcome
             for (sig, _), w in zip(fields, widths):
                 out[id(sig)] = word[shift:shift + w]
