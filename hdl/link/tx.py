@@ -58,15 +58,16 @@ Structure.
   head, and message k is read at entry (head + k) mod n.  The packer must see the first
   up-to-``MAX_PER_FLIT`` queued messages of each channel at once, and take several in one cycle, which
   a FIFO with a single read port cannot do.  Only ``min(depth, MAX_PER_FLIT)`` messages are looked at
-  (the *window*); the req and rsp rings have ``depth`` + window entries, the window's for the flit in
-  stage W (below), and ``ready`` is ``count != depth``.
+  (the *window*), and ``ready`` is ``count != depth``.  The entries are in RAM, one copy per message of
+  the window: copy k's read port registers entry (head + k) mod n in the cycle of the decision, so the
+  build reads message k of the flit from a register.
 * The data ring also holds the *lines owed*: a sent data header's line stays in its entry until its
   last chunk is sent (``line_head``, ``nlines`` and ``cidx``, the next chunk of the first owed line),
   so the owed lines and then the lines of the queued headers are consecutive entries from
   ``line_head`` and nothing is copied.  After any flit at most ``MAX_PER_FLIT[DataHdr]`` lines are owed
   (the rollover rule finishes an older line within the flit), so the data ring has ``data_depth`` +
   that many entries; ``data.ready`` still counts queued headers against ``data_depth``.  The ring's
-  headers are flip-flops; its lines are in four RAM banks, one per chunk position (bank c holds chunk
+  headers are in RAM like the other rings' messages; its lines are in four RAM banks, one per chunk position (bank c holds chunk
   c of every entry), read through registered ports whose addresses are formed a cycle ahead from what
   ``line_head`` and ``cidx`` will be: the chunks of one flit are consecutive, at most four, so each
   comes from a bank of its own and a slot's chunk is a 4-to-1 choice of the banks' outputs.
@@ -92,11 +93,9 @@ Structure.
   the flit's slot layout from a second table over the plan's registered key (the format code of every
   slot, the messages each slot takes per channel and how many were taken before it, the chunk each G0
   slot takes), with the queue heads, ``cidx`` and the header and LLCRD fields as they were at the
-  decision.  The entries of the decided flit are not written again until the build has read them
-  (the req and rsp rings have a window of entries beyond ``depth``, the data headers are among the owed
-  lines), and the chunk banks are read in the deciding cycle.
-* Stage 2, the *build* (the cycle after the decision): stage W selects the queue entries per slot
-  position (``base + r``), the chunks, header fields and LLCRD fields; stage A takes the flit.
+  decision.  The rings' read ports and the chunk banks are read in the deciding cycle.
+* Stage 2, the *build* (the cycle after the decision): stage W selects the flit's messages per slot
+  position (message ``base + r``), the chunks, header fields and LLCRD fields; stage A takes the flit.
 * Stage 3, the *CRC*, over two registers: stage B takes A's flit with the CRCs of its four quarters,
   the port register B's flit with their XOR (see "Timing").
 
@@ -122,7 +121,7 @@ Preconditions: the pending counters must not overflow ``counter_bits`` (asserted
 #      §2.2 (slot formats, per-flit maxima), §2.4 (credit fields, 10-bit credit counters), §2.5 (LLCRD).
 """
 
-from amaranth.hdl import Assert, Cat, Const, Module, Mux, Shape, Signal
+from amaranth.hdl import Assert, Cat, Const, Module, Mux, Shape, Signal, Value
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -286,31 +285,25 @@ class FlitPacker(wiring.Component):
         # the flit), so ``data_depth`` + that many entries never overflow; ``data.ready`` still counts
         # queued headers only, as before.
         lq_depth = MAX_PER_FLIT[data_ch]
-        q, count, cnt_vis, pops, pushes, writes, head, head_vis, ring = {}, {}, {}, {}, {}, {}, {}, {}, {}
-        head_sent, tails, w_taken_of = {}, {}, {}
+        count, cnt_vis, pops, pushes, writes, head, head_vis, ring = {}, {}, {}, {}, {}, {}, {}, {}
+        msg_of_flit = {}                           # per channel: message k of the decided flit, registered
+        head_sent, tails = {}, {}
         for ch, pname in zip(chans, _PORTS):
             depth, port = self.depths[ch], ports[ch]
-            # The req and rsp rings have a window of entries beyond ``depth`` for the flit in stage W:
-            # the build reads its entries a cycle after the decision (later if the port stalls), when
-            # they are already behind the head, and ``ready`` counts only what is queued, so a push
-            # (at head + count, count < depth) never reaches them.  (Counting them in ``ready``
-            # instead cost the paced mixed workload 0.976 -> 0.957 of its optimum: the sources saw
-            # up to a window fewer free entries for a cycle after every flit.)  The data ring's
-            # extra entries hold the owed lines, and a decided flit's data headers are among them.
-            n = depth + (lq_depth if ch is data_ch else self._window(ch))
+            # The data ring's extra entries hold the owed lines.  The req and rsp rings need none: a
+            # decided flit's messages are read into registers at its decision (below), so its entries
+            # are free for new messages from the next edge on.
+            n = depth + (lq_depth if ch is data_ch else 0)
             ring[ch] = n
             # The data ring's entries hold the headers only; their lines are in the chunk banks below.
             shape = channel_shape(ch)
             shape = shape.members["hdr"] if ch is data_ch else shape
-            entries = [Signal(shape, name=f"{pname}_q{i}") for i in range(n)]
             cnt = Signal(range(depth + 1), name=f"{pname}_count")
             hd = Signal(range(n), name=f"{pname}_head")
             tail = Signal(range(n), name=f"{pname}_tail")
             pop = Signal(range(self._window(ch) + 1), name=f"{pname}_pop")
-            q[ch], count[ch], head[ch] = entries, cnt, hd
+            count[ch], head[ch] = cnt, hd
             m.d.comb += pop.eq(Mux(dp, d_total[ch], 0))
-            w_taken = Signal(range(MAX_PER_FLIT[ch] + 1), name=f"w_{pname}_total")   # stage W's (Assert)
-            m.d.sync += w_taken.eq(Mux(advance, pop, w_taken))
             m.d.comb += port.ready.eq(cnt != depth)
             push = Signal(name=f"{pname}_push")
             m.d.comb += push.eq(port.valid & port.ready)
@@ -319,8 +312,23 @@ class FlitPacker(wiring.Component):
                 w = Signal(name=f"{pname}_q{i}_write")
                 m.d.comb += w.eq(push & (tail == i))
                 writes[ch].append(w)
-                with m.If(w):
-                    m.d.sync += entries[i].eq(port.payload.hdr if ch is data_ch else port.payload)
+            # The ring's entries are in RAM, one copy per message a flit can take from it: copy k's read
+            # port reads entry head + k in the cycle of the decision and registers it for the build
+            # (held while the port stalls: its enable is ``advance``, like stage W's registers).  So
+            # the build reads message k of the flit from a register, and chooses among at most a
+            # window of them per slot position, where it chose among the ring's n entries (flip-flops)
+            # by an index it first added up (docs/link_layer.md, "RTL pipelining (Fmax)", twelfth
+            # round).  No transparency is needed: a decided flit's messages were written at least two
+            # edges before its decision (a message handed in is planned a cycle later).
+            msg_of_flit[ch] = []
+            for k in range(self._window(ch)):
+                mem = Memory(shape=shape, depth=n, init=[])
+                m.submodules[f"{pname}_ring{k}"] = mem
+                wr, rd = mem.write_port(), mem.read_port()
+                m.d.comb += [wr.addr.eq(tail), wr.en.eq(push),
+                             wr.data.eq(port.payload.hdr if ch is data_ch else port.payload),
+                             rd.addr.eq(_ring_add(m, hd, k, n, f"{pname}_ring{k}_at")), rd.en.eq(advance)]
+                msg_of_flit[ch].append(Value.cast(rd.data))
             m.d.sync += tail.eq(Mux(push, _ring_add(m, tail, 1, n, f"{pname}_tail_inc"), tail))
             tails[ch] = tail
             # Head after the flit decided now: both outcomes from registers, ``dp`` selects last.
@@ -331,7 +339,6 @@ class FlitPacker(wiring.Component):
             cnt_vis[ch] = Signal(range(depth + 1), name=f"{pname}_count_vis")
             m.d.comb += cnt_vis[ch].eq(cnt - pop)
             m.d.sync += cnt.eq(cnt_vis[ch] + push)
-            w_taken_of[ch] = w_taken
 
         # -------------------------------------------------------------- GO before snoop (downstream)
         # Per queued H2D Req, ``ahead``: the H2D Rsps queued before it that are still queued (the model's
@@ -663,12 +670,11 @@ class FlitPacker(wiring.Component):
         # -------------------------------------------------------------- stage W: the decided flit's layout
         # Loaded on every advance (a decision or an empty stage), held while the port stalls: the slot
         # layout from the registered key, and what the build needs of the registers the decision
-        # updates (the queue heads, ``cidx``, the Ak, credit and LLCRD fields).
+        # updates (``cidx``, the Ak, credit and LLCRD fields; the rings' read ports register the messages).
         w_alldata, w_proto, w_llcrd = Signal(name="w_alldata"), Signal(name="w_proto"), Signal(name="w_llcrd")
         w_ak, w_sz = Signal(name="w_ak"), Signal(name="w_sz")
         w_crd_code = {k: Signal.like(d_crd_code[k], name=f"w_{k}_crd_code") for k in CREDIT_CLASSES}
         w_llcrd_acks = Signal.like(d_llcrd_acks)
-        w_head = {ch: Signal.like(head[ch], name=f"w_{pname}_head") for ch, pname in zip(chans, _PORTS)}
         w_cidx = Signal.like(cidx)
         wide_word = Signal(sum(wide_widths))
         with m.Switch(d_key):
@@ -682,25 +688,12 @@ class FlitPacker(wiring.Component):
                 shift += w
             m.d.sync += [w_alldata.eq(da), w_proto.eq(dp), w_llcrd.eq(dl), w_ak.eq(d_ak),
                          w_sz.eq(d_total[data_ch] != 0), w_llcrd_acks.eq(d_llcrd_acks), w_cidx.eq(cidx),
-                         *[w_crd_code[k].eq(d_crd_code[k]) for k in CREDIT_CLASSES],
-                         *[w_head[ch].eq(head[ch]) for ch in chans]]
-        for ch, pname in zip(chans, _PORTS):         # no message written over a flit not yet built
-            into_w = Signal(range(ring[ch]), name=f"{pname}_tail_past_w_head")
-            m.d.comb += into_w.eq(Mux(tails[ch] >= w_head[ch], tails[ch] - w_head[ch],
-                                      tails[ch] + ring[ch] - w_head[ch]))
-            m.d.sync += Assert(~pushes[ch] | (into_w >= w_taken_of[ch]),
-                               f"{pname}: a message written over an entry stage W has yet to build")
+                         *[w_crd_code[k].eq(d_crd_code[k]) for k in CREDIT_CLASSES]]
 
         # -------------------------------------------------------------- build the decided flit (stage 2)
         # From stage W, a cycle after the decision.  Message r of ``ch`` behind ``base`` already-taken
-        # ones: message k of the queue is ring entry (head + k) mod n, with the head as it was at the
-        # decision (``w_head``); those entries are not written again before stage A takes the flit
-        # (the rings' extra window above, and an Assert).
-        def msg_at(ch, k, name):
-            table = {i: e.as_value() for i, e in enumerate(q[ch])}
-            return _mux_table(m, name, _ring_add(m, w_head[ch], k, ring[ch], f"{name}_index"), table,
-                              CODECS[ch].width)
-
+        # ones is message base + r of the flit, which the ring's read port k = base + r registered in
+        # the cycle of the decision (above).
         def slot_bits(s, formats, capacity):
             msgs = {}
             for ch in chans:
@@ -709,10 +702,12 @@ class FlitPacker(wiring.Component):
                 for r in range(most):
                     name = f"s{s}_{ch.name.lower()}_at{r}"
                     if s == 0:
-                        msgs[ch, r] = msg_at(ch, r, name) if r < limit else Const(0, CODECS[ch].width)
+                        msgs[ch, r] = msg_of_flit[ch][r] if r < limit else Const(0, CODECS[ch].width)
                     else:
                         # base + r < window whenever the slot takes message r (else it is masked below)
-                        msgs[ch, r] = msg_at(ch, w_base[s][ch] + r, name)
+                        msgs[ch, r] = _mux_table(m, name, w_base[s][ch],
+                                                 {b: msg_of_flit[ch][b + r] for b in range(limit - r)},
+                                                 CODECS[ch].width)
             table = {}
             for f in formats:
                 fb = Signal(capacity, name=f"s{s}_{f.name}_bits")
