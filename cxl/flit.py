@@ -40,7 +40,7 @@ __all__ = [
     "PAYLOAD_BITS", "CRC_BYTES", "FLIT_BYTES", "WIRE_BYTES", "HEADER_BITS", "H_SLOT_BITS", "CHUNK_BYTES",
     "CHUNKS_PER_LINE", "S2M_NDR_WIDTH", "Direction", "DATA_CHANNELS", "MAX_PER_FLIT", "ORDERED_BEHIND", "AK_FLITS",
     "ACKS_DUE", "CREDITS_DUE", "MAX_PACK_WAIT", "MAX_CREDIT_BATCH", "check_pack_wait",
-    "check_credit_batch", "DEFAULT_PACK_WAIT", "SLOT_WEIGHT", "get_bits",
+    "check_credit_batch", "DEFAULT_PACK_WAIT", "get_bits",
     "mask_bits", "bits_text", "HEADER_FIELDS", "encode_header", "decode_header", "DATA", "S2M_NDR",
     "SlotFormat", "SLOT_FORMATS", "slot_format",
 ]
@@ -181,19 +181,6 @@ def _check_int(name, value, lo, hi, meaning):
 # "Waiting to fill a flit"): with 3 and the link port's 6-deep packer queues the RTL loopback reaches
 # 0.98 of the optimum on streaming and on snoop storms; no wait brings the mixed workload there.
 DEFAULT_PACK_WAIT = 3
-
-# What a message is worth to the packers' choice of slot format (models.flit.packer, hdl/link/tx.py; a
-# policy of this model, not of the specification): a request 4, any other message 1, so a format's score
-# is about a quarter slot per unit.  A request takes a slot position of its own in every format that
-# carries one (one per slot, both directions), while responses and data headers share a slot four (or
-# two) at a time; a format that places a request saves the most slot space for what remains queued.
-# Counting every message as 1 instead prefers a slot of four data headers or responses to a request
-# and leaves requests to flits where nothing can join them: the mixed workload queued whole
-# (``python -m models.flit --efficiency``, 1 024 transactions) then takes 1 165 flits instead of 1 109,
-# 0.924 of its bound instead of 0.971 (docs/link_layer.md, "Choosing slot formats").
-SLOT_WEIGHT = {Channel.D2H_REQ: 4, Channel.D2H_RSP: 1, Channel.D2H_DATA: 1,
-               Channel.H2D_REQ: 4, Channel.H2D_RSP: 1, Channel.H2D_DATA: 1}
-
 
 # ---------------------------------------------------------------- bit fields
 def get_bits(value, offset, width):

@@ -11,17 +11,21 @@ the data chunks owed at the start of the flit (0..3; 4 or more make an all-data 
 placed greedily: a format's positions of a channel take the next queued messages of that channel, so a
 format placed after ``base`` messages of ``ch`` were taken takes ``min(positions, avail - base)`` of them.
 
-Policy:
+Policy: the *whole* protocol flit with the best score, among every legal one.
 
-* Slot 0: the H-format with the best score (carries the priority channel, weighted messages:
-  ``cxl.flit.SLOT_WEIGHT``); ties go to the lower code.  The priority channel counts only where the flit
-  planned without one would carry none of its messages (so a channel with a message visible gets into one
-  of every three protocol flits, and a flit that carries it anyway keeps the format that carries the most).
-* Slots 1-3: G0 where a rule forces it (a rollover chunk in slots 1..owed; the next slot for data after
-  the flit's Data Header slot); otherwise *headers first*: the G-format with the most weighted messages
-  (ties to the lower code), and G0 only when no format carries a message and a chunk is owed.
-* Data Headers go in one slot of a flit only, and an MDH format only when it carries two or more
-  (CXL 1.1 / 3.x §4.2.5); every plan is checked against these rules when it is first made.
+* Candidates: slot 0 any H-format; slots 1-3 G0 where a rule forces it (a rollover chunk in slots
+  1..owed; the next slot for data after the flit's Data Header slot), otherwise any G-format, or G0
+  while a chunk is owed.  Data Headers go in one slot of a flit only, and an MDH format only when it
+  carries two or more (CXL 1.1 / 3.x §4.2.5); every plan is checked against these rules when it is
+  first made.
+* Score, in quarter slots: the value of the messages the flit takes (:data:`MESSAGE_VALUE`) minus
+  :data:`SLOT_COST` for every slot that is not a data chunk.  A chunk costs nothing: it has to go in a
+  G0 slot of this flit or of a later one (or a quarter of an all-data flit) anyway, so a slot is worth
+  spending on headers only where they are worth a slot.  The highest score wins; on a tie the flit
+  with fewer header slots, then the one with the lower format codes (slot 0's first, G0 = 0).
+* The rotating priority channel (REQ -> RSP -> DATA after every protocol flit) counts only where the
+  best flit would carry none of its visible messages: then the best flit among those that carry one
+  wins, so a channel with a message visible gets into one of every three protocol flits.
 
 ``flit_full`` is the packers' *full* test for waiting to fill a flit: one more message of no channel that
 has messages (and is below its per-flit maximum) would make the planned flit carry more.
@@ -30,9 +34,27 @@ has messages (and is below its per-flit maximum) would make the planned flit car
 from functools import lru_cache
 from typing import NamedTuple
 
-from cxl.flit import CHUNKS_PER_LINE, MAX_PER_FLIT, SLOT_FORMATS, SLOT_WEIGHT, SLOTS, Direction
+from cxl.flit import CHUNKS_PER_LINE, MAX_PER_FLIT, SLOT_FORMATS, SLOTS, Direction
+from cxl.messages import Channel
 
-__all__ = ["SlotPlan", "FlitPlan", "slot_formats", "positions", "legal", "plan_flit", "flit_full"]
+__all__ = ["SlotPlan", "FlitPlan", "MESSAGE_VALUE", "LONE_RSP_VALUE", "SLOT_COST", "slot_formats", "positions",
+           "legal", "plan_flit", "flit_full"]
+
+
+# What a message is worth to the packers' choice of a flit, and what a slot that is not a data chunk
+# costs, in quarter slots (a policy of this project, not of the specification; an assumption tuned on
+# the workloads of models/flit/efficiency.py, docs/link_layer.md "Choosing slot formats").  A request
+# takes a slot position of its own in every format that carries one, so it is worth a slot.  A Data
+# Header shares a slot four at a time, and so does a D2H Rsp beside a request (G1: Req + 2 Rsp):
+# worth a quarter.  A D2H Rsp while no D2H Req is visible can only go beside Data Headers or other
+# responses, two at most to a slot: worth three quarters then (:data:`LONE_RSP_VALUE`), so responses
+# do not wait behind Data Headers, which fit four to a slot.  An H2D Rsp (a GO) is worth a slot: a flit carries at most four, GOs are the most
+# numerous downstream headers, and one left behind costs a protocol flit later (on the mixed workload
+# with a quarter the GOs back up, their source stalls, and the run ends in flits of GOs alone).
+MESSAGE_VALUE = {Channel.D2H_REQ: 4, Channel.D2H_RSP: 1, Channel.D2H_DATA: 1,
+                 Channel.H2D_REQ: 4, Channel.H2D_RSP: 4, Channel.H2D_DATA: 1}
+LONE_RSP_VALUE = 3
+SLOT_COST = 4
 
 
 class SlotPlan(NamedTuple):
@@ -75,47 +97,61 @@ def legal(fmt, data_headers):
     return not fmt.mdh or data_headers >= 2
 
 
-def _best(formats, chans, avail, counts, headers_placed, priority):
-    """(score, format, taken) of the best legal format; a tie keeps the lower code."""
-    best = None
-    for fmt in formats:
-        taken = _takes(fmt, chans, avail, counts, headers_placed)
-        if not legal(fmt, taken[2]):
-            continue
-        score = (priority is not None and taken[chans.index(priority)] > 0,
-                 sum(SLOT_WEIGHT[ch] * n for ch, n in zip(chans, taken)))
-        if best is None or score > best[0]:
-            best = (score, fmt, taken)
-    return best
+def _value(direction, avail):
+    """Per channel of ``direction``, what one of its messages is worth now (:data:`MESSAGE_VALUE`)."""
+    value = tuple(MESSAGE_VALUE[ch] for ch in direction.channels)
+    if direction is Direction.UPSTREAM and avail[0] == 0:      # no D2H Req for a D2H Rsp to ride beside
+        value = (value[0], LONE_RSP_VALUE, value[2])
+    return value
+
+
+@lru_cache(maxsize=None)
+def _legal_flits(direction, avail, owed):
+    """Every legal protocol flit for ``avail`` and ``owed``, in ascending order of its format codes
+    (slot 0's first; G0 = 0).  Each slot's messages are the greedy fill of its format."""
+    chans = direction.channels
+    h_formats, g_formats, g0 = slot_formats(direction)
+    flits = []
+
+    def extend(slots, counts, hdr_slot, g_used):
+        s = len(slots)
+        if s == SLOTS:
+            flits.append(FlitPlan(tuple(slots), counts, g_used, owed + CHUNKS_PER_LINE * counts[2] - g_used, None))
+            return
+        pending = owed + CHUNKS_PER_LINE * counts[2] - g_used
+        forced = s <= owed or (hdr_slot is not None and s == max(hdr_slot + 1, owed + 1))
+        if pending:
+            extend(slots + [SlotPlan(g0, (0, 0, 0), counts, g_used)], counts, hdr_slot, g_used + 1)
+        if forced:
+            return
+        for fmt in g_formats:
+            taken = _takes(fmt, chans, avail, counts, hdr_slot is not None)
+            if legal(fmt, taken[2]):
+                extend(slots + [SlotPlan(fmt, taken, counts, g_used)], tuple(n + t for n, t in zip(counts, taken)),
+                       s if taken[2] else hdr_slot, g_used)
+
+    for fmt in h_formats:
+        taken = _takes(fmt, chans, avail, (0, 0, 0), False)
+        if legal(fmt, taken[2]):
+            extend([SlotPlan(fmt, taken, (0, 0, 0), 0)], taken, 0 if taken[2] else None, 0)
+    return tuple(flits)
 
 
 def _plan_with(direction, avail, priority, owed):
-    chans = direction.channels
-    h_formats, g_formats, g0 = slot_formats(direction)
-    counts = (0, 0, 0)
-    slots = []
-    hdr_slot = None                          # the slot of this flit with Data Headers
-    g_used = 0
-
-    def place(s, fmt, taken):
-        nonlocal counts, hdr_slot
-        slots.append(SlotPlan(fmt, taken, counts, g_used))
-        counts = tuple(n + t for n, t in zip(counts, taken))
-        if taken[2]:
-            hdr_slot = s
-
-    _, fmt, taken = _best(h_formats, chans, avail, counts, False, priority)
-    place(0, fmt, taken)
-    for s in range(1, SLOTS):
-        pending = owed + CHUNKS_PER_LINE * counts[2] - g_used
-        forced = s <= owed or (hdr_slot is not None and s == max(hdr_slot + 1, owed + 1))
-        score, fmt, taken = _best(g_formats, chans, avail, counts, hdr_slot is not None, None)
-        if forced or (pending and score[1] == 0):
-            slots.append(SlotPlan(g0, (0, 0, 0), counts, g_used))
-            g_used += 1
-        else:
-            place(s, fmt, taken)
-    return FlitPlan(tuple(slots), counts, g_used, owed + CHUNKS_PER_LINE * counts[2] - g_used, priority)
+    """The best-scoring legal flit (module docstring); with ``priority`` (a channel) the best of those
+    that carry one of its messages."""
+    value = _value(direction, avail)
+    flits = _legal_flits(direction, avail, owed)
+    if priority is not None:
+        k = direction.channels.index(priority)
+        flits = tuple(f for f in flits if f.totals[k]) or flits
+    best, best_key = None, None
+    for flit in flits:                          # the first of the best: the lowest codes on a tie
+        headers = SLOTS - flit.g0
+        key = (sum(v * n for v, n in zip(value, flit.totals)) - SLOT_COST * headers, -headers)
+        if best_key is None or key > best_key:
+            best, best_key = flit, key
+    return best._replace(priority=priority)
 
 
 def _check(plan, direction, key):
@@ -161,7 +197,7 @@ def plan_flit(direction, avail, priority, owed):
 def _plan(direction, avail, priority, owed):
     chan = direction.channels[priority]
     plan = _plan_with(direction, avail, None, owed)
-    if avail[priority] and not plan.totals[priority]:
+    if avail[priority] and not plan.totals[priority]:        # the priority channel counts
         plan = _plan_with(direction, avail, chan, owed)
     _check(plan, direction, (*avail, priority, owed))
     return plan

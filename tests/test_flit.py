@@ -249,23 +249,27 @@ def d2h_req(seed):
     return F.random_msg(random.Random(seed), Channel.D2H_REQ)
 
 
-def test_headers_first_a_chunk_no_rule_places_waits_for_a_later_slot():
-    """A G-slot that no rollover or next-data-slot rule gives to a chunk carries messages while any
-    fit (the chunk rolls over into the next flit); G0 only when nothing else would fill it."""
+def test_a_chunk_goes_before_a_header_worth_no_more_than_its_slot():
+    """The flit with the best score (cxl.packing): a header slot costs a slot (SLOT_COST), a chunk
+    nothing, as it has to go in some flit anyway.  A Data Header and two Reqs: H1 (Req + Data Header),
+    G0 (its first chunk: forced); the second Req is worth exactly the slot it would take, and on that
+    tie the flit with fewer header slots wins: the line's next two chunks go now, the Req in the next
+    flit beside the last chunk (the old "headers first" rule sent the Req now and rolled two chunks
+    over)."""
     tx, rx = Packer(UP), Unpacker(UP)
     tx.push(d2h_data(1))
     tx.push(d2h_req(1))
     tx.push(d2h_req(2))
     first, second = tx.drain()
     h = headers([first])[0]
-    # H1 (Req + Data Header), G0 (its first chunk: forced), G1 (the second Req, not a chunk), G0.
-    assert (h["slot0"], h["slot1"], h["slot2"], h["slot3"]) == (1, 0, 1, 0)
-    assert sum(m.chan is Channel.D2H_REQ for m in rx.receive(first).messages) == 2
-    assert [m.chan for m in rx.receive(second).messages] == [Channel.D2H_DATA]     # two chunks rolled over
+    assert (h["slot0"], h["slot1"], h["slot2"], h["slot3"]) == (1, 0, 0, 0)
+    assert [m.chan for m in rx.receive(first).messages] == [Channel.D2H_REQ]
+    assert headers([second])[0]["slot1"] == 0                                        # the rolled-over chunk
+    assert sorted(m.chan for m in rx.receive(second).messages) == [Channel.D2H_REQ, Channel.D2H_DATA]
 
 
 def test_a_request_is_worth_more_than_a_slot_of_data_headers():
-    """cxl.flit.SLOT_WEIGHT: with no priority channel to place, slot 0 takes H1 (a Req and a Data
+    """cxl.packing.MESSAGE_VALUE: with no priority channel to place, slot 0 takes H1 (a Req and a Data
     Header, worth 4 + 1) over H2 (four Data Headers, more messages but worth 4)."""
     tx = Packer(UP)
     tx.push(d2h_rsp(1))
@@ -743,14 +747,24 @@ def test_an_idle_packer_gathers_credits_into_batches():
         Packer(UP, credit_batch=0)
 
 
-def test_drain_worst_placement_is_every_req_behind_every_rsp():
-    """models/flit/drain.py's shortcut: of every placement of the H2D Reqs among the H2D Rsps at depth 4,
-    every Req behind every Rsp takes the most flits to drain, as the shortcut assumes."""
+@pytest.mark.parametrize("depth", range(1, 6))
+def test_drain_worst_placement_is_a_two_step_one(depth):
+    """models/flit/drain.py's shortcut: of every placement of the H2D Reqs among the H2D Rsps, one of the
+    two-step placements (the first Reqs behind the same Rsps, the rest behind every Rsp) takes the most
+    flits to drain, as the shortcut assumes."""
     from models.flit.drain import drain_flits, worst_drain
-    every = worst_drain(Direction.DOWNSTREAM, 4, orders="all")
-    assert worst_drain(Direction.DOWNSTREAM, 4, orders="worst")[0] == every[0]
-    # and the placement matters: with every Req first the same state drains in fewer flits
-    owed, prio, _ = every[1]
-    assert drain_flits(Direction.DOWNSTREAM, 4, owed, prio, (0, 0, 0, 0)) < every[0]
+    every = worst_drain(Direction.DOWNSTREAM, depth, orders="all")
+    assert worst_drain(Direction.DOWNSTREAM, depth, orders="worst")[0] == every[0]
+    if depth == 4:
+        # the placement matters: with every Req first the same state drains in fewer flits, and every
+        # Req behind every Rsp is not the worst here
+        owed, prio, _ = every[1]
+        assert drain_flits(Direction.DOWNSTREAM, 4, owed, prio, (0, 0, 0, 0)) < every[0]
+        assert max(drain_flits(Direction.DOWNSTREAM, 4, o, p, (4, 4, 4, 4))
+                   for o in range(17) for p in range(3)) < every[0]
+
+
+def test_drain_shortcut_names_a_bad_order():
+    from models.flit.drain import worst_drain
     with pytest.raises(ValueError, match="orders"):
         worst_drain(Direction.UPSTREAM, 4, orders="some")

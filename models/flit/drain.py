@@ -13,8 +13,11 @@ among the H2D Rsps (a Req joins a flit only after every Rsp queued before it: GO
 
 The packing decisions depend on counts only (``cxl.packing``), so the states differ only in those
 numbers and in the Reqs' places; ``orders="all"`` tries every placement (C(2 depth, depth) of them),
-``orders="worst"`` only every Req behind every Rsp, the placement that was the worst of all at depths
-4 and 6 (tests/test_flit.py checks that at depth 4).
+``orders="worst"`` only the *two-step* placements: the first j Reqs behind the same a Rsps and the rest
+behind every Rsp ((depth + 1)^2 of them, every Req behind every Rsp among them).  With the packing
+policy of ``cxl.packing`` those include the worst of all placements at depths 1 to 8 (``orders="all"``
+against ``"worst"``; tests/test_flit.py checks depths 1 to 5).  Every Req behind every Rsp alone is not
+enough: at depth 4 the worst state has the first Req ahead of every Rsp (12 flits against 11).
 """
 
 import itertools
@@ -69,8 +72,10 @@ def worst_drain(direction, depth, orders="worst", wait=3):
     ordered = direction in ORDERED_BEHIND
     if orders == "all" and ordered:
         placements = list(itertools.combinations_with_replacement(range(depth + 1), depth))
+    elif orders == "worst" and ordered:
+        placements = sorted({(a,) * j + (depth,) * (depth - j) for j in range(depth + 1) for a in range(depth + 1)})
     elif orders in ("all", "worst"):
-        placements = [(depth if ordered else 0,) * depth]
+        placements = [(0,) * depth]
     else:
         raise ValueError(f"orders={orders!r}: 'all' or 'worst'")
     return max((drain_flits(direction, depth, owed, prio, after, wait), (owed, prio, after))
