@@ -41,16 +41,16 @@ __all__ = ["SlotPlan", "FlitPlan", "MESSAGE_VALUE", "LONE_RSP_VALUE", "SLOT_COST
            "legal", "plan_flit", "flit_full"]
 
 
-# What a message is worth to the packers' choice of a flit, and what a slot that is not a data chunk
-# costs, in quarter slots (a policy of this project, not of the specification; an assumption tuned on
-# the workloads of models/flit/efficiency.py, docs/link_layer.md "Choosing slot formats").  A request
-# takes a slot position of its own in every format that carries one, so it is worth a slot.  A Data
-# Header shares a slot four at a time, and so does a D2H Rsp beside a request (G1: Req + 2 Rsp):
-# worth a quarter.  A D2H Rsp while no D2H Req is visible can only go beside Data Headers or other
-# responses, two at most to a slot: worth three quarters then (:data:`LONE_RSP_VALUE`), so responses
-# do not wait behind Data Headers, which fit four to a slot.  An H2D Rsp (a GO) is worth a slot: a flit carries at most four, GOs are the most
-# numerous downstream headers, and one left behind costs a protocol flit later (on the mixed workload
-# with a quarter the GOs back up, their source stalls, and the run ends in flits of GOs alone).
+# What a message is worth to the packers' choice of a flit, and what a slot that is not a data chunk costs,
+# in quarter slots (a policy of this project, not of the specification; an assumption tuned on the workloads
+# of models/flit/efficiency.py, docs/link_layer.md "Choosing slot formats").  A request takes a slot
+# position of its own in every format that carries one, so it is worth a slot.  A Data Header shares a slot
+# four at a time, and so does a D2H Rsp beside a request (G1: Req + 2 Rsp): worth a quarter.  A D2H Rsp
+# while no D2H Req is visible can only go beside Data Headers or other responses, two at most to a slot:
+# worth three quarters then (:data:`LONE_RSP_VALUE`), so responses do not wait behind Data Headers, which
+# fit four to a slot.  An H2D Rsp (a GO) is worth a slot: a flit carries at most four, GOs are the most
+# numerous downstream headers, and one left behind costs a protocol flit later (on the mixed workload with a
+# quarter the GOs back up, their source stalls, and the run ends in flits of GOs alone).
 MESSAGE_VALUE = {Channel.D2H_REQ: 4, Channel.D2H_RSP: 1, Channel.D2H_DATA: 1,
                  Channel.H2D_REQ: 4, Channel.H2D_RSP: 4, Channel.H2D_DATA: 1}
 LONE_RSP_VALUE = 3

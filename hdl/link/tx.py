@@ -67,8 +67,9 @@ Structure.
   ``line_head`` and nothing is copied.  After any flit at most ``MAX_PER_FLIT[DataHdr]`` lines are owed
   (the rollover rule finishes an older line within the flit), so the data ring has ``data_depth`` +
   that many entries; ``data.ready`` still counts queued headers against ``data_depth``.  The ring's
-  headers are in RAM like the other rings' messages; its lines are in four RAM banks, one per chunk position (bank c holds chunk
-  c of every entry), read through registered ports whose addresses are formed a cycle ahead from what
+  headers are in RAM like the other rings' messages; its lines are in four RAM banks, one per chunk
+  position (bank c holds chunk c of every entry), read through registered ports whose addresses are
+  formed a cycle ahead from what
   ``line_head`` and ``cidx`` will be: the chunks of one flit are consecutive, at most four, so each
   comes from a bank of its own and a slot's chunk is a 4-to-1 choice of the banks' outputs.
 * Stage 1, the *plan* (registered every cycle): which flit kind (all-data if >= 4 chunks owed, else

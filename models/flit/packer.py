@@ -11,20 +11,20 @@ byte-enable slots (BE = 1) and 32 B transfers are not supported (CXL.cache data 
 Packing policy (:class:`Packer`), one flit at a time:
 
 1. ``P >= 4`` chunks owed: all-data flit.
-2. Otherwise, if any message or chunk is queued, a protocol flit: of every legal protocol flit (slot 0
-   any H-format, slots 1-3 G0 where a rule forces it -- a rollover chunk in slots 1..P, or the next
-   slot for data after this flit's Data Header, CXL 1.1 / 3.x §4.2.5 -- else any G-format, or G0 while
-   a chunk is owed; each format's positions take the next messages of their channels, within the
-   per-flit maxima of facts §2.2), the one with the best *score*: the value of the messages it takes
-   (``cxl.packing.MESSAGE_VALUE``, in quarter slots: a request 4, a GO 4, a Data Header
-   1, a D2H Rsp 1 and 3 while no D2H Req is visible) minus 4 per slot that is not a data chunk.  A chunk costs nothing: it has to go
-   in this flit or a later one anyway, so a slot goes to headers only where they are worth a slot, and
-   on a tie the flit with fewer header slots wins (then the lower format codes).  Data still moves
-   every flit (D2H data must make progress, facts §1.1): chunks owed roll over into the next flit,
-   whose first slots (or an all-data flit) must take them.  A *priority channel* rotates REQ -> RSP ->
-   DATA after every protocol flit, so a busy channel cannot starve the others: where the best flit
-   would carry none of its visible messages, the best of the flits that carry one is sent instead.
-   An empty slot is H0 / G1 with every message invalid.
+2. Otherwise, if any message or chunk is queued, a protocol flit: of every legal protocol flit (slot 0 any
+   H-format, slots 1-3 G0 where a rule forces it -- a rollover chunk in slots 1..P, or the next slot for
+   data after this flit's Data Header, CXL 1.1 / 3.x §4.2.5 -- else any G-format, or G0 while a chunk is
+   owed; each format's positions take the next messages of their channels, within the per-flit maxima of
+   facts §2.2), the one with the best *score*: the value of the messages it takes
+   (``cxl.packing.MESSAGE_VALUE``, in quarter slots: a request 4, a GO 4, a Data Header 1, a D2H Rsp 1 and
+   3 while no D2H Req is visible) minus 4 per slot that is not a data chunk.  A chunk costs nothing: it has
+   to go in this flit or a later one anyway, so a slot goes to headers only where they are worth a slot,
+   and on a tie the flit with fewer header slots wins (then the lower format codes).  Data still moves
+   every flit (D2H data must make progress, facts §1.1): chunks owed roll over into the next flit, whose
+   first slots (or an all-data flit) must take them.  A *priority channel* rotates REQ -> RSP -> DATA after
+   every protocol flit, so a busy channel cannot starve the others: where the best flit would carry none of
+   its visible messages, the best of the flits that carry one is sent instead. An empty slot is H0 / G1
+   with every message invalid.
    The policy works on counts alone and is defined once, in :mod:`cxl.packing` (``plan_flit``), for
    this packer and the RTL's plan table; ``Packer.choose_slot0`` / ``Packer.choose_g`` read its plan,
    and :class:`models.flit.RandomPolicy` overrides them with a random legal choice.
