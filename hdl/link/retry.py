@@ -226,8 +226,14 @@ class LinkRetry(wiring.Component):
         out_valid = self.out_valid
         load = Signal()
         m.d.comb += load.eq(~out_valid | self.tx_ready)
-        replay_active = Signal()
-        m.d.comb += replay_active.eq(replay_on & (rp != wr_seq))
+        # Replaying: ``replay_on`` alone.  Every use below is masked by ``~ack_pending``, and without an
+        # ack pending ``replay_on`` implies ``rp != wr_seq`` (replay ends as ``rp`` reaches ``wr_seq``, and
+        # no new flit moves ``wr_seq`` while replaying): an invariant of the unbounded proofs
+        # (formal/link_retry_invariants.py, "replay on: pointer behind wr_seq") and an Assert here.  So
+        # the pointer compare is out of the paths from ``wr_seq`` into the send choice and the port's
+        # outgoing flit register (the link end's longest path, docs/link_layer.md, twelfth round).
+        replay_active = replay_on
+        m.d.sync += Assert(~replay_on | ack_pending | (rp != wr_seq), "replaying with the pointer at wr_seq")
         sel_ack, sel_req, sel_rep, new_ok, sel_new = Signal(), Signal(), Signal(), Signal(), Signal()
         m.d.comb += [
             sel_ack.eq(ack_pending & ~stopped),
