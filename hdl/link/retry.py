@@ -231,7 +231,8 @@ class LinkRetry(wiring.Component):
         # no new flit moves ``wr_seq`` while replaying): an invariant of the unbounded proofs
         # (formal/link_retry_invariants.py, "replay on: pointer behind wr_seq") and an Assert here.  So
         # the pointer compare is out of the paths from ``wr_seq`` into the send choice and the port's
-        # outgoing flit register (the link end's longest path, docs/link_layer.md, twelfth round).
+        # outgoing flit register (the link end's longest path with one placement; docs/link_layer.md,
+        # twelfth round, which measured no Fmax change from it).
         replay_active = replay_on
         m.d.sync += Assert(~replay_on | ack_pending | (rp != wr_seq), "replaying with the pointer at wr_seq")
         sel_ack, sel_req, sel_rep, new_ok, sel_new = Signal(), Signal(), Signal(), Signal(), Signal()
