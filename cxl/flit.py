@@ -178,8 +178,9 @@ def _check_int(name, value, lo, hi, meaning):
 # 3 decisions.  The packers themselves (``Packer``, ``FlitPacker``) default to 0, the eager policy.
 # A packer holds only within ``wait`` decisions of its last protocol flit, so a quiet link sends a lone
 # message at once and pays nothing for it.  bench/link_bench.py sweeps it (docs/link_layer.md,
-# "Waiting to fill a flit"): with 3 and the link port's 6-deep packer queues the RTL loopback reaches
-# 0.98 of the optimum on streaming and on snoop storms; no wait brings the mixed workload there.
+# "Waiting to fill a flit"): with 3 and the link port's 8-deep packer queues the RTL loopback reaches
+# 0.99 of the optimum on streaming and on snoop storms and 0.97 on the mixed workload (paced or not);
+# the golden loop's least wait reaching 0.97 on mixed traffic is 3.
 DEFAULT_PACK_WAIT = 3
 
 # ---------------------------------------------------------------- bit fields
