@@ -286,7 +286,7 @@ class FlitPacker(wiring.Component):
         # the flit), so ``data_depth`` + that many entries never overflow; ``data.ready`` still counts
         # queued headers only, as before.
         lq_depth = MAX_PER_FLIT[data_ch]
-        count, cnt_vis, pops, pushes, writes, head, head_vis, ring = {}, {}, {}, {}, {}, {}, {}, {}
+        count, cnt_vis, pops, pushes, head, head_vis, ring = {}, {}, {}, {}, {}, {}, {}
         msg_of_flit = {}                           # per channel: message k of the decided flit, registered
         head_sent, tails = {}, {}
         for ch, pname in zip(chans, _PORTS):
@@ -308,11 +308,7 @@ class FlitPacker(wiring.Component):
             m.d.comb += port.ready.eq(cnt != depth)
             push = Signal(name=f"{pname}_push")
             m.d.comb += push.eq(port.valid & port.ready)
-            pops[ch], pushes[ch], writes[ch] = pop, push, []
-            for i in range(n):
-                w = Signal(name=f"{pname}_q{i}_write")
-                m.d.comb += w.eq(push & (tail == i))
-                writes[ch].append(w)
+            pops[ch], pushes[ch] = pop, push
             # The ring's entries are in RAM, one copy per message a flit can take from it: copy k's read
             # port reads entry head + k in the cycle of the decision and registers it for the build
             # (held while the port stalls: its enable is ``advance``, like stage W's registers).  So
@@ -355,9 +351,9 @@ class FlitPacker(wiring.Component):
             rq_n = ring[req_ch]
             rsp_next = cnt_vis[rsp_ch] + pushes[rsp_ch]
             ahead = [Signal(range(self.depths[rsp_ch] + 1), name=f"req_q{i}_ahead") for i in range(rq_n)]
-            for i in range(rq_n):
+            for i in range(rq_n):                    # set as the Req is written into its entry
                 left = Mux(ahead[i] > pops[rsp_ch], ahead[i] - pops[rsp_ch], 0)
-                m.d.sync += ahead[i].eq(Mux(writes[req_ch][i], rsp_next, left))
+                m.d.sync += ahead[i].eq(Mux(pushes[req_ch] & (tails[req_ch] == i), rsp_next, left))
             cap = min(self._window(req_ch), MAX_PER_FLIT[req_ch])
 
             def req_visible_of(sent, tag):
