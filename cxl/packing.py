@@ -38,7 +38,7 @@ from cxl.flit import CHUNKS_PER_LINE, MAX_PER_FLIT, SLOT_FORMATS, SLOTS, Directi
 from cxl.messages import Channel
 
 __all__ = ["SlotPlan", "FlitPlan", "MESSAGE_VALUE", "LONE_RSP_VALUE", "SLOT_COST", "slot_formats", "positions",
-           "legal", "plan_flit", "flit_full"]
+           "legal", "g0_forced", "plan_flit", "flit_full"]
 
 
 # What a message is worth to the packers' choice of a flit, and what a slot that is not a data chunk costs,
@@ -97,6 +97,13 @@ def legal(fmt, data_headers):
     return not fmt.mdh or data_headers >= 2
 
 
+def g0_forced(slot, owed, hdr_slot):
+    """Whether G-slot ``slot`` (1..3) of a protocol flit must be G0: a rollover chunk (slots 1..``owed``)
+    or the next slot for data after the flit's Data Header slot ``hdr_slot`` (None: no Data Header yet),
+    which is max(hdr_slot + 1, owed + 1) (CXL 1.1 / 3.x §4.2.5)."""
+    return slot <= owed or (hdr_slot is not None and slot == max(hdr_slot + 1, owed + 1))
+
+
 def _value(direction, avail):
     """Per channel of ``direction``, what one of its messages is worth now (:data:`MESSAGE_VALUE`)."""
     value = tuple(MESSAGE_VALUE[ch] for ch in direction.channels)
@@ -119,7 +126,7 @@ def _legal_flits(direction, avail, owed):
             flits.append(FlitPlan(tuple(slots), counts, g_used, owed + CHUNKS_PER_LINE * counts[2] - g_used, None))
             return
         pending = owed + CHUNKS_PER_LINE * counts[2] - g_used
-        forced = s <= owed or (hdr_slot is not None and s == max(hdr_slot + 1, owed + 1))
+        forced = g0_forced(s, owed, hdr_slot)
         if pending:
             extend(slots + [SlotPlan(g0, (0, 0, 0), counts, g_used)], counts, hdr_slot, g_used + 1)
         if forced:

@@ -83,7 +83,7 @@ from cxl.credits import CREDIT_CLASSES, CreditProtocol, Credits, credit_step, en
 from cxl.flit import (ACKS_DUE, AK_FLITS, CREDITS_DUE, CHUNK_BYTES, check_credit_batch, check_pack_wait,
                       ORDERED_BEHIND, CHUNKS_PER_LINE, HEADER_BITS, MAX_PER_FLIT, S2M_NDR, SLOT_BITS, SLOTS,
                       Direction, encode_header)
-from cxl.packing import flit_full, legal, plan_flit, slot_formats
+from cxl.packing import flit_full, g0_forced, legal, plan_flit, slot_formats
 from cxl.messages import CODECS, LINE_BYTES
 
 from .crc import seal
@@ -335,7 +335,7 @@ class Packer:
         payload = self._place(fmt, counts, 0) << HEADER_BITS
         for s in range(1, SLOTS):
             # Forced G0: a rollover chunk, or the next slot for data after this flit's Data Header.
-            forced = s <= rollover or (self.hdr_slot is not None and s == max(self.hdr_slot + 1, rollover + 1))
+            forced = g0_forced(s, rollover, self.hdr_slot)
             fmt = self.choose_g(s, forced, counts)
             header[f"slot{s}"] = fmt.code
             self.on_plan = self.on_plan and fmt is self.plan.slots[s].fmt
