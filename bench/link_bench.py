@@ -198,7 +198,7 @@ def payload_bytes(ch, n):
 WAIT_SWEEP = (0, 1, 2, 3, 4, 6, 8, 12, 16)
 
 
-def wait_sweep(workload, counts, wait, rng, depth=4):
+def wait_sweep(workload, counts, wait, rng, depth=4, sent=None):
     """One workload through two golden packers (``models.flit.Packer(wait=...)``), one per direction,
     cycle by cycle: every source offers a message per cycle while its packer queue holds fewer than
     ``depth`` (4, the link port's former default packer depth), each packer decides one flit per cycle, the
@@ -206,7 +206,8 @@ def wait_sweep(workload, counts, wait, rng, depth=4):
     ack per protocol or all-data flit.  No credit pools limit the sender (as in the loopback, whose
     pools the rx queues size so that they rarely bind).  Returns the wire flits as the RTL run counts
     them, the efficiency, and the latency from a message's push into its packer to the flit that
-    completes it at the receiver (mean and max cycles)."""
+    completes it at the receiver (mean and max cycles).  ``sent``: a dict whose ``Direction`` keys get
+    the list of that direction's flits, in order (bench/packing_study.py decodes them)."""
     up, down = Direction.UPSTREAM, Direction.DOWNSTREAM
     tx = {d: Packer(d, wait) for d in (up, down)}
     rx = {d: Unpacker(d) for d in (up, down)}
@@ -233,6 +234,8 @@ def wait_sweep(workload, counts, wait, rng, depth=4):
             if flit is None:
                 continue
             flits[d] += 1
+            if sent is not None:
+                sent.setdefault(d, []).append(flit)
             got = rx[d].receive(flit)
             back = dict.fromkeys(CREDIT_CLASSES, 0)
             for msg in got.messages:
