@@ -40,6 +40,9 @@ TOPS = {
     "sf_pipe": ("hdl.dcoh.sf_pipe", "PipelinedSnoopFilter", {"sets": 64, "ways": 4, "caches": 2}),
     "sf_pipe_nostall": ("hdl.dcoh.sf_pipe", "PipelinedSnoopFilter", {"sets": 64, "ways": 4, "caches": 2,
                                                                      "stall": False}),
+    # the pipelined DCOH's snoop path (hdl/dcoh/pipe/snoop_pipe.py), with the work entries that let
+    # probed snoops stream at one a cycle (docs/dcoh_pipeline.md)
+    "snoop_pipe": ("hdl.dcoh.pipe.snoop_pipe", "SnoopPipe", {"work": 16}),
 }
 
 

@@ -1,0 +1,242 @@
+"""The pipelined DCOH's snoop path: host snoops through stages A / B1 / B2 / C over the pipelined snoop filter.
+
+The first event class of the pipelined engine (docs/dcoh_pipeline.md), built and checked on its own:
+host snoops against the lines the snoop filter holds, with no request of the device in flight (no
+tracker yet: the snoop table is read from the snoop filter's entry alone).  It takes a snoop every cycle
+and answers snoops that need the internal caches at up to one a cycle as well, because their work waits
+in entries of its own (hdl/dcoh/pipe/snoop_work.py) instead of in the pipeline.
+
+Stages
+------
+A (cycle N)
+    The oldest snoop not yet issued (hdl/dcoh/pipe/snoop_window.py) enters, and its line's snoop-filter
+    lookup is issued, while the D2H Rsp queue has room for every snoop in flight and one more
+    (``RSP_DEPTH`` entries: an answer is never refused at C).
+B1, B2 (N+1, N+2)
+    The snoop filter's read and forward stages (hdl/dcoh/sf_pipe.py, built with ``stall=False``: every
+    stage moves every cycle); the snoop's opcode, UQID, window index and epoch move beside them.
+C (N+3: decide and commit)
+    From the forwarded snoop-filter row (it holds every write before this cycle) and the work entries'
+    registers (a line with a snoop being answered): the snoop table's verdict on the line's state.  One of:
+
+    * *answer*: the line's copies need nothing (a miss, an S line the snoop leaves in S, a line whose
+      entry names no copy): the response into the D2H Rsp queue, the snoop filter written if the state
+      changes;
+    * *work*: the answer needs the copies (an E line whose copies may be E or M: a query first; or a
+      probe, for data or to take permission away): a work entry takes the snoop;
+    * *hold*: no work entry is free, or the line still has a snoop being answered (a second snoop to a
+      line, which CXL forbids: counted, ``SECOND_SNOOP``): the window takes back the snoop and every one
+      issued behind it, and issues it again once a work entry frees;
+    * *drop*: a reserved opcode (counted, ``RESERVED_SNOOP``), as the DCOH drops one.
+
+    C never waits: everything it writes lands at the end of its cycle.
+
+Answer lane
+    Beside C, the work entries that are ready to answer, one a cycle: the response (and the line's data,
+    from the work's data memory), the snoop filter's write.  It waits for a cycle in which C answers
+    nothing: one response a cycle enters the queue, and the filter's one write port is then free too.
+
+Latency: a snoop that needs no copy is answered 3 cycles after A takes it (the response leaves the queue
+in the next); one that probes, after its query, probe and command.  Throughput: one snoop a cycle into
+A while nothing holds; the work entries, the coalescer, one command a cycle (the caches may have up to
+``cmd_depth`` outstanding, answered in order) and the answer lane keep up with that when there are
+enough entries for the round trip through the coalescer's window and the caches.
+
+Commit port (a shadow model's order)
+------------------------------------
+A state change the golden model sees lands in one of four places, each reported in its cycle:
+
+* ``commit_c`` (``ANSWER``): C answered the snoop to ``commit_c_line``: the model's ``on_snoop`` now;
+* ``commit_lane``: the answer lane answered ``commit_lane_line``; ``commit_lane_probed``: after its
+  probe (the model's ``finish_probe([line])``), else after a query that found no probe needed (the
+  model's ``on_snoop``, which answers at once);
+* ``commit_probe``: a work entry added the probe of ``commit_probe_line`` to the coalescer: the model's
+  ``on_snoop`` (which makes the work and adds the probe) now;
+* a probe message taken on ``probe``: the model's ``close_probe(block, lines)``.
+
+A shadow applies a cycle's reports in the order: the probe message taken, ``commit_c``, ``commit_lane``,
+``commit_probe`` (a probe taken before a probe added, as the coalescer frees a sent block's slot for a
+new probe in the same cycle; the others name different lines).
+
+Not yet here (the next steps of docs/dcoh_pipeline.md): requests of the device (the tracker, GO and
+data), CPU accesses, back-invalidations, credits on the D2H channels.
+"""
+
+from amaranth.hdl import Assert, Module, Mux, Signal
+from amaranth.lib import data, enum, fifo, stream, wiring
+from amaranth.lib.wiring import In, Out
+from amaranth.utils import exact_log2
+
+from cxl.coherence import DevState as D
+from cxl.messages import ADDR_WIDTH, D2HDataHdr, D2HRsp, D2HRspOpcode as Rsp, H2DReq, H2DReqOpcode as Snp, \
+    ID_WIDTH
+from hdl.link.ports import DataMsg
+
+from ..coalescer import InvalidationCoalescer, Message
+from ..encodings import CacheCmd, CacheCmdRsp, ErrorKind, STATE_CODE
+from ..engine_tables import legal_snoop, line_state, perm_none, snoop_table
+from ..sf_pipe import PipelinedSnoopFilter
+from ..snoop_filter import SFOp, SFState
+from .snoop_window import SnoopWindow
+from .snoop_work import SnoopWork, cmd_op_for
+
+__all__ = ["SnoopPipe", "CommitC", "RSP_DEPTH"]
+
+RSP_DEPTH = 8           # D2H Rsp queue: C's answers never wait (A counts the snoops in flight)
+
+
+class CommitC(enum.Enum, shape=3):
+    """What C did with the snoop it decided (``commit_c``)."""
+    NONE = 0
+    ANSWER = 1          #: answered it (the model's on_snoop now)
+    WORK = 2            #: handed it to a work entry (the model sees it when its probe is added)
+    HOLD = 3            #: held it (the window takes it back)
+    DROP = 4            #: dropped it (reserved opcode)
+
+
+class SnoopPipe(wiring.Component):
+    """Parameters: ``caches`` (1..32), ``sf_sets`` / ``sf_ways`` (powers of two), ``work`` (work entries),
+    ``window`` (snoops in the window, a power of two >= 4), ``cmd_depth`` (commands outstanding),
+    ``coalesce_window`` / ``coalesce_block`` / ``coalesce_groups`` (the coalescer's), ``addr_width``.
+
+    ``sf`` (the pipelined snoop filter) is built here so that tests can preload its storage.
+    """
+
+    def __init__(self, *, caches=2, sf_sets=64, sf_ways=4, work=8, window=8, cmd_depth=4,
+                 coalesce_window=4, coalesce_block=4, coalesce_groups=4, addr_width=ADDR_WIDTH):
+        self.caches, self.sf_sets, self.sf_ways, self.addr_width = caches, sf_sets, sf_ways, addr_width
+        self.sf = PipelinedSnoopFilter(sf_sets, sf_ways, caches, addr_width, stall=False)
+        self.coal = InvalidationCoalescer(coalesce_window, coalesce_block, coalesce_groups, caches, addr_width)
+        self.work_block = SnoopWork(work, caches, addr_width, sf_ways, coalesce_block, cmd_depth)
+        self.window = SnoopWindow(window)
+        super().__init__({
+            "h2d_req": In(stream.Signature(H2DReq)),
+            "d2h_rsp": Out(stream.Signature(D2HRsp)),
+            "d2h_data": Out(stream.Signature(DataMsg(D2HDataHdr))),
+            "probe": Out(stream.Signature(Message(addr_width - exact_log2(coalesce_block), coalesce_block,
+                                                  caches))),
+            "cmd": Out(stream.Signature(CacheCmd(caches, addr_width))),
+            "cmd_rsp": In(stream.Signature(CacheCmdRsp())),
+            "commit_c": Out(CommitC), "commit_c_line": Out(addr_width),
+            "commit_lane": Out(1), "commit_lane_line": Out(addr_width), "commit_lane_probed": Out(1),
+            "commit_probe": Out(1), "commit_probe_line": Out(addr_width),
+            "protocol_errors": Out(16), "last_error": Out(ErrorKind),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.sf = sf = self.sf
+        m.submodules.coal = coal = self.coal
+        m.submodules.work = work = self.work_block
+        m.submodules.window = win = self.window
+        wiring.connect(m, wiring.flipped(self.h2d_req), win.h2d_req)
+        wiring.connect(m, work.cmd, wiring.flipped(self.cmd))
+        wiring.connect(m, wiring.flipped(self.cmd_rsp), work.cmd_rsp)
+        wiring.connect(m, work.probe_add, coal.probes)
+        wiring.connect(m, coal.messages, wiring.flipped(self.probe))
+        wiring.connect(m, work.d2h_data, wiring.flipped(self.d2h_data))
+        probe_taken = self.probe.valid & self.probe.ready
+        m.d.comb += [work.probe_taken.eq(probe_taken), work.probe_block.eq(self.probe.p.block),
+                     work.probe_lines.eq(self.probe.p.lines)]
+
+        # ---- the D2H Rsp queue: C's answers and the answer lane's ---------------------------------
+        m.submodules.rspq = rspq = fifo.SyncFIFOBuffered(width=D2HRsp.as_shape().size, depth=RSP_DEPTH)
+        push_rsp, push_uqid = Signal(Rsp, init=Rsp.RspIHitI), Signal(ID_WIDTH)
+        rsp_in = Signal(D2HRsp)
+        m.d.comb += [rsp_in.valid.eq(1), rsp_in.opcode.eq(push_rsp), rsp_in.uqid.eq(push_uqid),
+                     rspq.w_data.eq(rsp_in),
+                     self.d2h_rsp.valid.eq(rspq.r_rdy), self.d2h_rsp.p.eq(rspq.r_data),
+                     rspq.r_en.eq(self.d2h_rsp.ready)]
+
+        # ---- the side pipeline beside the snoop filter's stages B1, B2 ---------------------------
+        side = data.StructLayout({"valid": 1, "epoch": 1, "idx": range(win.depth), "op": Snp, "uqid": ID_WIDTH})
+        b1, b2, c = Signal(side), Signal(side), Signal(side)
+        in_flight = b1.valid.as_unsigned() + b2.valid + c.valid
+        room = Signal(range(-4, RSP_DEPTH + 1))
+        m.d.comb += room.eq(RSP_DEPTH - rspq.level - in_flight)
+        # A: the next snoop and its lookup (the answer lane keeps one place of the queue for itself)
+        a_go = win.issue.valid & (room >= 2)
+        m.d.comb += [win.issue.ready.eq(room >= 2), sf.lookup.valid.eq(a_go),
+                     sf.lookup.p.eq(win.issue.p.snoop.addr), sf.result.ready.eq(1), sf.result_busy.eq(0)]
+        m.d.sync += [b1.valid.eq(a_go), b1.epoch.eq(win.issue.p.epoch), b1.idx.eq(win.issue.p.idx),
+                     b1.op.eq(win.issue.p.snoop.opcode), b1.uqid.eq(win.issue.p.snoop.uqid),
+                     b2.eq(b1), c.eq(b2)]
+
+        # ---- C: decide and commit ------------------------------------------------------------------
+        res = sf.result.p
+        ev = Signal()
+        m.d.comb += [ev.eq(c.valid & (c.epoch == win.epoch)), work.cam_line.eq(res.line)]
+        st, maybe_m = line_state(m, res.hit, res.entry, 0, 0)
+        presence = Mux(res.hit, res.entry.presence, 0)
+        stall, rsp, nxt, dat = snoop_table(m, st, c.op)
+        copies = presence != 0
+        need_query = maybe_m & copies                   # E or M? ask the caches first
+        need_probe = copies & (dat | perm_none(nxt))    # fetch data, or take away permission
+        need_work = need_query | need_probe
+        reserved = ~legal_snoop(c.op)
+        second = work.cam_hit
+        c_hold = ev & ~reserved & (second | (need_work & ~work.can_alloc))
+        c_work = ev & ~reserved & ~second & need_work & work.can_alloc
+        c_answer = ev & ~reserved & ~second & ~need_work
+        c_drop = ev & reserved
+        m.d.comb += [win.pop.eq(c_drop | c_work | c_answer), win.hold.eq(c_hold), win.release.eq(work.freed)]
+        a = work.alloc.p
+        m.d.comb += [work.alloc.valid.eq(c_work), a.line.eq(res.line), a.way.eq(res.hit_way),
+                     a.presence.eq(presence), a.op.eq(c.op), a.uqid.eq(c.uqid), a.st.eq(st),
+                     a.query.eq(need_query), a.cmd.eq(cmd_op_for(m, nxt)), a.rsp.eq(rsp), a.nxt.eq(nxt),
+                     a.data.eq(dat)]
+
+        # The answer lane goes in a cycle in which C answers nothing (one response a cycle into the
+        # queue), so the snoop filter's one write port is free for it too: C writes only as it answers.
+        upd = sf.update
+        c_sf = c_answer & res.hit & (nxt != st)
+        lane = work.answer.p
+        lane_sf = lane.nxt != lane.st
+        lane_go = work.answer.valid & ~c_answer & (room >= 1)
+        m.d.comb += work.answer.ready.eq(lane_go)
+
+        def sf_write(line, way, nxt_, presence_):
+            m.d.comb += [upd.valid.eq(1), upd.p.line.eq(line), upd.p.way.eq(way),
+                         upd.p.op.eq(Mux(nxt_ == STATE_CODE[D.S], SFOp.MODIFY, SFOp.FREE)),
+                         upd.p.entry.state.eq(SFState.S), upd.p.entry.dirty.eq(0),
+                         upd.p.entry.presence.eq(presence_)]
+        with m.If(c_sf):
+            sf_write(res.line, res.hit_way, nxt, presence)
+        with m.Elif(lane_go & lane_sf):
+            sf_write(lane.line, lane.way, lane.nxt, lane.presence)
+        with m.If(c_answer):
+            m.d.comb += [rspq.w_en.eq(1), push_rsp.eq(rsp), push_uqid.eq(c.uqid)]
+        with m.Elif(lane_go):
+            m.d.comb += [rspq.w_en.eq(1), push_rsp.eq(lane.rsp), push_uqid.eq(lane.uqid)]
+
+        # ---- errors ------------------------------------------------------------------------------
+        # A second snoop is counted once, not at every retry of its hold.
+        second_counted = Signal()
+        err = Mux(c_drop, ErrorKind.RESERVED_SNOOP, ErrorKind.SECOND_SNOOP)
+        count = c_drop | (c_hold & second & ~second_counted)
+        with m.If(count):
+            m.d.sync += [self.protocol_errors.eq(self.protocol_errors + 1), self.last_error.eq(err)]
+        with m.If(win.pop):
+            m.d.sync += second_counted.eq(0)
+        with m.Elif(c_hold & second):
+            m.d.sync += second_counted.eq(1)
+
+        # ---- the commit port ---------------------------------------------------------------------
+        m.d.comb += [
+            self.commit_c.eq(Mux(c_answer, CommitC.ANSWER, Mux(c_work, CommitC.WORK,
+                             Mux(c_hold, CommitC.HOLD, Mux(c_drop, CommitC.DROP, CommitC.NONE))))),
+            self.commit_c_line.eq(res.line),
+            self.commit_lane.eq(lane_go), self.commit_lane_line.eq(lane.line),
+            self.commit_lane_probed.eq(lane.probed),
+            self.commit_probe.eq(work.probe_add.valid & work.probe_add.ready),
+            self.commit_probe_line.eq(work.probe_add.p.line),
+        ]
+
+        # ---- checks ------------------------------------------------------------------------------
+        m.d.sync += [
+            Assert(~ev | (c.idx == win.head), "snoop pipe: C decides a snoop that is not the oldest"),
+            Assert(~ev | reserved | ~stall, "snoop pipe: a stalling state without a request in flight"),
+            Assert(~c_answer | ~dat, "snoop pipe: an answer with data and no copy to take it from"),
+            Assert(~rspq.w_en | rspq.w_rdy, "snoop pipe: the D2H Rsp queue overflowed"),
+        ]
+        return m

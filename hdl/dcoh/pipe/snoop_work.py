@@ -1,0 +1,287 @@
+"""The work of snoops that need the internal caches: one state machine per entry, woken by what it waits for.
+
+The decision stage (C) hands a snoop here when its answer needs the copies of its line: to learn whether
+an E line's copies are E or M (a *query*: the command KEEP), and/or to take permission or data from them
+(a *probe* through the coalescer, then the command that downgrades or invalidates them).  Each entry then
+moves on its own, taking no pipeline slot:
+
+=========== ============================================ ==========================================
+state       waits for                                    then
+=========== ============================================ ==========================================
+QUERY       the command port (one command a cycle)       QUERY_WAIT
+QUERY_WAIT  its answer (answers come in command order)   PROBE_ADD, or ANSWER if the copies keep
+                                                         what the snoop leaves them
+PROBE_ADD   the coalescer's input                        PROBE_WAIT
+PROBE_WAIT  the caches taking a probe message naming     CMD
+            its line
+CMD         the command port                             CMD_WAIT
+CMD_WAIT    its answer (dirty, and the line: written     ANSWER
+            into the entry's slot of the data memory)
+ANSWER      the answer lane (``answer``, the top's)      FREE, or DATA_OUT if the answer has data
+DATA_OUT    its line read out of the data memory         FREE
+=========== ============================================ ==========================================
+
+The verdict (the response, the next state, whether data goes) is worked out once, as the entry becomes
+ready to answer, from the state the query or the command settled (an E line is M if a copy was dirty),
+and kept in the entry: the answer lane only selects it.  Several entries wait on the command port, the
+coalescer and the answer lane at once; each takes the lowest-numbered entry that wants it.  Commands may
+be outstanding several at a time (up to ``cmd_depth``): the caches answer them in order, and a FIFO of
+entry numbers says whose answer comes next.
+
+The line's data is kept in a memory with one slot per entry (written from ``cmd_rsp``), and read out by
+the entry's number when its D2H Data goes, into the output register of ``d2h_data``: no line moves
+through the control path.
+
+``busy(line)`` (``cam_line`` / ``cam_hit``): the line has a snoop being answered here (an entry in any
+state before its answer; DATA_OUT no longer counts: the line's state is settled).  C holds a second snoop
+to such a line.  ``freed``: an entry went back to FREE in this cycle (C may hold a snoop for want of an
+entry).  ``can_alloc`` / ``alloc_idx``: the lowest free entry, which ``alloc`` writes.
+
+Asserts: ``alloc`` names a free entry; an answer to a command always has an entry waiting for it.
+"""
+
+from amaranth.hdl import Assert, Cat, Module, Mux, Signal
+from amaranth.lib import data, enum, fifo, stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+from amaranth.utils import ceil_log2, exact_log2
+
+from cxl.coherence import DevState as D
+from cxl.messages import D2HDataHdr, D2HRspOpcode as Rsp, H2DReqOpcode as Snp, ID_WIDTH
+from hdl.link.ports import LINE_BITS, DataMsg
+
+from ..coalescer import Probe
+from ..encodings import CacheCmd, CacheCmdRsp, CmdOp, STATE_BITS, STATE_CODE
+from ..engine_tables import perm_none, perm_rw, snoop_table
+
+__all__ = ["WorkState", "WorkAlloc", "WorkAnswer", "SnoopWork", "lowest", "cmd_op_for"]
+
+
+class WorkState(enum.Enum, shape=4):
+    FREE = 0
+    QUERY = 1
+    QUERY_WAIT = 2
+    PROBE_ADD = 3
+    PROBE_WAIT = 4
+    CMD = 5
+    CMD_WAIT = 6
+    ANSWER = 7
+    DATA_OUT = 8
+
+
+class WorkAlloc(data.StructLayout):
+    """What C writes into a new entry: the snoop, its line's snoop-filter way and copies, the state C
+    found (``st``), and whether the entry starts with a query or a probe (then with the command and the
+    verdict C worked out)."""
+    def __init__(self, addr_width, way_bits, caches):
+        super().__init__({"line": addr_width, "way": max(way_bits, 1), "presence": caches, "op": Snp,
+                          "uqid": ID_WIDTH, "st": STATE_BITS, "query": 1, "cmd": CmdOp,
+                          "rsp": Rsp, "nxt": STATE_BITS, "data": 1})
+
+
+class WorkAnswer(data.StructLayout):
+    """An entry ready to be answered, as the answer lane sees it."""
+    def __init__(self, entries, addr_width, way_bits, caches):
+        super().__init__({"idx": range(entries), "line": addr_width, "way": max(way_bits, 1),
+                          "presence": caches, "uqid": ID_WIDTH, "st": STATE_BITS, "rsp": Rsp,
+                          "nxt": STATE_BITS, "data": 1, "probed": 1})
+
+
+def lowest(m, bits, name):
+    """(any, index) of the lowest set bit of ``bits``: a priority encoder."""
+    n = len(bits)
+    idx = Signal(range(max(n, 2)), name=f"{name}_idx")
+    for i in reversed(range(n)):
+        with m.If(bits[i]):
+            m.d.comb += idx.eq(i)
+    return bits.any(), idx
+
+
+def cmd_op_for(m, nxt):
+    """The command that gives a line's copies what next state ``nxt`` leaves them."""
+    op = Signal(CmdOp, name="cmd_op_for")
+    with m.If(perm_none(nxt)):
+        m.d.comb += op.eq(CmdOp.INV)
+    with m.Elif(nxt == STATE_CODE[D.S]):
+        m.d.comb += op.eq(CmdOp.TO_S)
+    with m.Else():
+        m.d.comb += op.eq(CmdOp.KEEP)
+    return op
+
+
+class SnoopWork(wiring.Component):
+    """``entries`` work entries (module docstring); ``cmd_depth`` commands outstanding at most."""
+
+    def __init__(self, entries, caches, addr_width, sf_ways, block, cmd_depth=4):
+        for name, v, lo in (("entries", entries, 1), ("cmd_depth", cmd_depth, 1)):
+            if not isinstance(v, int) or isinstance(v, bool) or v < lo:
+                raise ValueError(f"SnoopWork: {name}={v!r}: must be an integer >= {lo}")
+        self.entries, self.caches, self.addr_width = entries, caches, addr_width
+        self.way_bits = exact_log2(sf_ways)
+        self.block, self.block_bits = block, exact_log2(block)
+        self.cmd_depth = cmd_depth
+        super().__init__({
+            "can_alloc": Out(1), "alloc_idx": Out(range(max(entries, 2))),
+            "alloc": In(stream.Signature(WorkAlloc(addr_width, self.way_bits, caches))),
+            "cam_line": In(addr_width), "cam_hit": Out(1),
+            "cmd": Out(stream.Signature(CacheCmd(caches, addr_width))),
+            "cmd_rsp": In(stream.Signature(CacheCmdRsp())),
+            "probe_add": Out(stream.Signature(Probe(addr_width, caches))),
+            "probe_taken": In(1), "probe_block": In(addr_width - self.block_bits), "probe_lines": In(block),
+            "answer": Out(stream.Signature(WorkAnswer(entries, addr_width, self.way_bits, caches))),
+            "d2h_data": Out(stream.Signature(DataMsg(D2HDataHdr))),
+            "freed": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        n, K, AW = self.entries, self.caches, self.addr_width
+        layout = data.StructLayout({
+            "state": WorkState, "line": AW, "way": max(self.way_bits, 1), "presence": K, "op": Snp,
+            "uqid": ID_WIDTH, "st": STATE_BITS, "cmd": CmdOp, "rsp": Rsp, "nxt": STATE_BITS, "data": 1,
+            "probed": 1})
+        e = [Signal(layout, name=f"work{i}") for i in range(n)]
+
+        def in_state(*states):
+            return Cat(*(Cat(*(x.state == s for s in states)).any() for x in e))
+
+        # ---- allocation (C): the lowest free entry -----------------------------------------------
+        can, idx = lowest(m, in_state(WorkState.FREE), "free")
+        m.d.comb += [self.can_alloc.eq(can), self.alloc_idx.eq(idx), self.alloc.ready.eq(can)]
+        a = self.alloc.p
+        with m.If(self.alloc.valid):
+            for i in range(n):
+                with m.If(idx == i):
+                    m.d.sync += [e[i].line.eq(a.line), e[i].way.eq(a.way), e[i].presence.eq(a.presence),
+                                 e[i].op.eq(a.op), e[i].uqid.eq(a.uqid), e[i].st.eq(a.st), e[i].cmd.eq(a.cmd),
+                                 e[i].rsp.eq(a.rsp), e[i].nxt.eq(a.nxt), e[i].data.eq(a.data),
+                                 e[i].probed.eq(~a.query),
+                                 e[i].state.eq(Mux(a.query, WorkState.QUERY, WorkState.PROBE_ADD))]
+        m.d.sync += Assert(~self.alloc.valid | can, "snoop work: an entry allocated with none free")
+
+        # ---- the line's snoop is being answered here ---------------------------------------------
+        busy = Cat(*((x.state != WorkState.FREE) & (x.state != WorkState.DATA_OUT) & (x.line == self.cam_line)
+                     for x in e))
+        m.d.comb += self.cam_hit.eq(busy.any())
+
+        # ---- commands: one a cycle, the lowest entry that wants one; answers in order ------------
+        m.submodules.order = order = fifo.SyncFIFO(width=ceil_log2(max(n, 2)),
+                                                           depth=self.cmd_depth)
+        want, c_idx = lowest(m, in_state(WorkState.QUERY, WorkState.CMD), "cmd")
+        c_e = Signal(layout)
+        for i in range(n):
+            with m.If(c_idx == i):
+                m.d.comb += c_e.eq(e[i])
+        m.d.comb += [self.cmd.valid.eq(want & order.w_rdy), self.cmd.p.line.eq(c_e.line),
+                     self.cmd.p.caches.eq(c_e.presence),
+                     self.cmd.p.op.eq(Mux(c_e.state == WorkState.QUERY, CmdOp.KEEP, c_e.cmd)),
+                     order.w_data.eq(c_idx), order.w_en.eq(self.cmd.valid & self.cmd.ready)]
+        cmd_sent = self.cmd.valid & self.cmd.ready
+
+        # the answer: to the entry at the head of ``order``
+        r_idx = order.r_data
+        r_e = Signal(layout)
+        for i in range(n):
+            with m.If(r_idx == i):
+                m.d.comb += r_e.eq(e[i])
+        m.d.comb += [self.cmd_rsp.ready.eq(1), order.r_en.eq(self.cmd_rsp.valid)]
+        m.d.sync += Assert(~self.cmd_rsp.valid | order.r_rdy, "snoop work: a command answer with no command out")
+        got = self.cmd_rsp.valid
+        rsp_dirty, rsp_excl = self.cmd_rsp.p.dirty, self.cmd_rsp.p.excl
+        # the state the answer settles: an E line is M if a copy was dirty
+        settled = Signal(STATE_BITS)
+        m.d.comb += settled.eq(Mux(rsp_dirty & (r_e.st == STATE_CODE[D.E]), STATE_CODE[D.M], r_e.st))
+        _, v_rsp, v_nxt, v_data = snoop_table(m, settled, r_e.op)
+        # after a query: the model's rule, fetch data or take away permission the copies have
+        probe = (v_data | perm_none(v_nxt) | (rsp_excl & ~perm_rw(v_nxt)))
+        v_cmd = cmd_op_for(m, v_nxt)
+
+        # the data memory: one line per entry, written with a command's answer, read by number
+        m.submodules.lines = lines = Memory(shape=LINE_BITS, depth=n, init=[])
+        lw = lines.write_port()
+        m.d.comb += [lw.addr.eq(r_idx), lw.data.eq(self.cmd_rsp.p.data),
+                     lw.en.eq(got & (r_e.state == WorkState.CMD_WAIT))]
+
+        # ---- probes: one a cycle into the coalescer; a probe message taken wakes its lines -------
+        p_want, p_idx = lowest(m, in_state(WorkState.PROBE_ADD), "probe")
+        p_e = Signal(layout)
+        for i in range(n):
+            with m.If(p_idx == i):
+                m.d.comb += p_e.eq(e[i])
+        m.d.comb += [self.probe_add.valid.eq(p_want), self.probe_add.p.line.eq(p_e.line),
+                     self.probe_add.p.caches.eq(p_e.presence)]
+        probe_sent = self.probe_add.valid & self.probe_add.ready
+
+        # ---- the answer lane (the top's) takes the lowest entry ready to answer ------------------
+        a_want, a_idx = lowest(m, in_state(WorkState.ANSWER), "answer")
+        a_e = Signal(layout)
+        for i in range(n):
+            with m.If(a_idx == i):
+                m.d.comb += a_e.eq(e[i])
+        ap = self.answer.p
+        m.d.comb += [self.answer.valid.eq(a_want), ap.idx.eq(a_idx), ap.line.eq(a_e.line), ap.way.eq(a_e.way),
+                     ap.presence.eq(a_e.presence), ap.uqid.eq(a_e.uqid), ap.st.eq(a_e.st), ap.rsp.eq(a_e.rsp),
+                     ap.nxt.eq(a_e.nxt), ap.data.eq(a_e.data), ap.probed.eq(a_e.probed)]
+        answered = self.answer.valid & self.answer.ready
+
+        # ---- D2H Data: the entries whose answer has data, in answer order; the line read by number,
+        # into the output register
+        m.submodules.data_order = data_order = fifo.SyncFIFO(width=ceil_log2(max(n, 2)), depth=n)
+        m.d.comb += [data_order.w_data.eq(a_idx), data_order.w_en.eq(answered & a_e.data)]
+        lr = lines.read_port()                          # registered: the line in the cycle after its read
+        out_valid, out_uqid = Signal(), Signal(ID_WIDTH)
+        out_free = ~out_valid | self.d2h_data.ready
+        take = out_free & data_order.r_rdy
+        d_idx = data_order.r_data
+        d_uqid = Signal(ID_WIDTH)
+        for i in range(n):
+            with m.If(d_idx == i):
+                m.d.comb += d_uqid.eq(e[i].uqid)
+        m.d.comb += [lr.addr.eq(d_idx), lr.en.eq(take), data_order.r_en.eq(take),
+                     self.d2h_data.valid.eq(out_valid), self.d2h_data.p.hdr.valid.eq(1),
+                     self.d2h_data.p.hdr.uqid.eq(out_uqid), self.d2h_data.p.data.eq(lr.data)]
+        with m.If(out_free):
+            m.d.sync += out_valid.eq(take)
+        with m.If(take):
+            m.d.sync += out_uqid.eq(d_uqid)
+
+        # ---- the entries' state machines (every transition of one entry in one place) -----------
+        # A probe message wakes the entries waiting on its block: the coalescer keeps one group per block
+        # at a time (a probe to a block whose message is still out waits for it to go), so an entry
+        # waiting on the block has its line in this message (an Assert checks the message names it).
+        for i, x in enumerate(e):
+            woken = self.probe_taken & (x.line[self.block_bits:] == self.probe_block) & \
+                (x.state == WorkState.PROBE_WAIT)
+            named = self.probe_lines.bit_select(x.line[:self.block_bits], 1) if self.block_bits \
+                else self.probe_lines[0]
+            m.d.sync += Assert(~woken | named, "snoop work: a probe message wakes a line it does not name")
+            with m.Switch(x.state):
+                with m.Case(WorkState.QUERY, WorkState.CMD):
+                    with m.If(cmd_sent & (c_idx == i)):
+                        m.d.sync += x.state.eq(Mux(x.state == WorkState.QUERY, WorkState.QUERY_WAIT,
+                                                   WorkState.CMD_WAIT))
+                with m.Case(WorkState.QUERY_WAIT):
+                    with m.If(got & (r_idx == i)):
+                        m.d.sync += [x.st.eq(settled), x.rsp.eq(v_rsp), x.nxt.eq(v_nxt), x.data.eq(v_data),
+                                     x.cmd.eq(v_cmd), x.probed.eq(probe),
+                                     x.state.eq(Mux(probe, WorkState.PROBE_ADD, WorkState.ANSWER))]
+                with m.Case(WorkState.PROBE_ADD):
+                    with m.If(probe_sent & (p_idx == i)):
+                        m.d.sync += x.state.eq(WorkState.PROBE_WAIT)
+                with m.Case(WorkState.PROBE_WAIT):
+                    with m.If(woken):
+                        m.d.sync += x.state.eq(WorkState.CMD)
+                with m.Case(WorkState.CMD_WAIT):
+                    with m.If(got & (r_idx == i)):
+                        # the verdict on the state the command's answer settles (dirty: E was M)
+                        m.d.sync += [x.st.eq(settled), x.rsp.eq(v_rsp), x.nxt.eq(v_nxt), x.data.eq(v_data),
+                                     x.state.eq(WorkState.ANSWER)]
+                with m.Case(WorkState.ANSWER):
+                    with m.If(answered & (a_idx == i)):
+                        m.d.sync += x.state.eq(Mux(x.data, WorkState.DATA_OUT, WorkState.FREE))
+                with m.Case(WorkState.DATA_OUT):
+                    with m.If(take & (d_idx == i)):
+                        m.d.sync += x.state.eq(WorkState.FREE)
+        # (the allocation above writes a FREE entry, which no state machine touches)
+        m.d.comb += self.freed.eq((answered & ~a_e.data) | take)
+        return m

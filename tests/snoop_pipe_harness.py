@@ -1,0 +1,286 @@
+"""A bench for the pipelined DCOH's snoop path (hdl/dcoh/pipe/snoop_pipe.py) against the golden device.
+
+The golden model's device (``models.dcoh.Device``) and the RTL start from the same state: lines held by
+the internal caches and the snoop filter (``preload``), no request in flight.  Host snoops go into
+``h2d_req``; the internal caches (``tb.cache_bfm.CacheBFM``) take probes and commands, several commands
+outstanding, and answer them in order after a delay; the D2H sinks take with a chosen probability.  The
+model follows the RTL's commit port (the order of hdl/dcoh/pipe/snoop_pipe.py, "Commit port"), and every
+D2H Rsp and D2H Data the RTL sends is compared with the model's, one for one and in order; at the end
+the snoop filter, the caches and the work (none left) are compared too.  Runs in amaranth.sim with a
+per-cycle testbench: a unit bench of one block (the system benches batch).
+"""
+
+import random
+from collections import deque
+
+from amaranth.lib import data
+from amaranth.sim import Simulator
+
+from cxl.coherence import MESI, DevState
+from cxl.messages import Channel, D2HRspOpcode, H2DReqOpcode
+from hdl.dcoh.encodings import CmdOp
+from hdl.dcoh.pipe.snoop_pipe import CommitC, SnoopPipe
+from hdl.dcoh.snoop_filter import SFState
+from models.checker import Checker
+from models.config import Config
+from models.dcoh import Device
+from models.link import Link, Msg
+from tb.cache_bfm import CacheBFM
+
+__all__ = ["Mismatch", "SnoopPipeBench", "preload", "SHAPES", "per_cycle"]
+
+_SF_STATE = {DevState.S: SFState.S, DevState.E: SFState.E}
+
+
+class Mismatch(AssertionError):
+    pass
+
+
+class _Sent(Link):
+    """The model device's link, which keeps what it sends (a subclass: the compiled golden model's
+    devices take only links, models/link.pxd)."""
+
+    def __init__(self, cfg):
+        super().__init__(cfg, False)
+        self.rsp, self.data = [], []
+
+    def send(self, msg, now, extra=0):
+        (self.data if msg.chan is Channel.D2H_DATA else self.rsp).append(msg)
+
+
+SHAPES = ("S", "S", "S_dirty", "E", "M", "E_shared", "none")
+
+
+def preload(rng, cfg, lines, shapes=SHAPES):
+    """A model device whose caches and snoop filter hold ``lines``, each in a shape drawn from
+    ``shapes``: S copies (the entry S; ``S_dirty``: an M copy was downgraded inside the device), one E
+    or M copy (the entry E), S copies under an E entry, or an entry with no copy left.  Returns
+    (device, caches)."""
+    dev = Device(0, cfg, _Sent(cfg), Checker())
+    bfm = CacheBFM(cfg.caches)
+    value = 1000
+    for line in lines:
+        s = dev.sf.set_of(line)
+        way = dev.sf.free_way(s)
+        if way is None:
+            continue
+        e = dev.sf.allocate(line, way)
+        value += 1
+        shape = rng.choice(shapes)
+        holders = rng.sample(range(cfg.caches), rng.randint(1, cfg.caches))
+        if shape in ("E", "M"):
+            holders = holders[:1]
+            e.state = DevState.E
+            mesi = MESI.E if shape == "E" else MESI.M
+        elif shape == "E_shared":
+            e.state, mesi = DevState.E, MESI.S
+        else:
+            e.state, mesi = DevState.S, MESI.S
+            e.dirty = shape == "S_dirty"
+        if shape == "none":
+            holders = []
+        for k in holders:
+            e.presence |= 1 << k
+            dev.caches[k][line] = [mesi, value]
+            bfm.caches[k][line] = [mesi, value]
+    return dev, bfm
+
+
+def _rows(dut, sf):
+    """The snoop filter's storage as the model's filter holds it: one row constant per set."""
+    layout = dut.sf.row_layout
+    rows = []
+    for s in range(sf.sets):
+        ways = []
+        for w in range(sf.ways):
+            line = sf.tags[s][w]
+            if line is None:
+                ways.append({"valid": 0})
+                continue
+            e = sf.entries[line]
+            ways.append({"valid": 1, "tag": line >> dut.sf.set_bits,
+                         "entry": {"state": _SF_STATE[e.state], "dirty": int(e.dirty), "presence": e.presence}})
+        rows.append(layout.const({"ways": ways, "plru": sf.plru[s]}).as_value().value)
+    return rows
+
+
+def _sf_view(dut, rows):
+    """The valid ways of each set (way, tag, entry) and its pseudo-LRU bits, from row values (a freed
+    way keeps its old tag and entry bits in the RTL: only ``valid`` is cleared)."""
+    layout = dut.sf.row_layout
+    view = []
+    for row in rows:
+        r = data.Const(layout, row if isinstance(row, int) else row.as_value().value)
+        ways = tuple((w, int(r.ways[w].tag), SFState(r.ways[w].entry.state), int(r.ways[w].entry.dirty),
+                      int(r.ways[w].entry.presence)) for w in range(dut.sf_ways) if r.ways[w].valid)
+        view.append((ways, int(r.plru)))
+    return view
+
+
+def per_cycle(rsp_cycles):
+    """Responses per cycle over the middle half of a run (its start and drain left out)."""
+    n = len(rsp_cycles)
+    lo, hi = n // 4, 3 * n // 4
+    return (hi - lo) / max(rsp_cycles[hi] - rsp_cycles[lo], 1)
+
+
+class SnoopPipeBench:
+    """One run: ``snoops`` (a list of (opcode, line)) sent as fast as the window takes them.
+
+    ``p_sink``: the probability a D2H sink, the probe port or the command port takes in a cycle;
+    ``cmd_delay``: the most cycles a command waits for its answer (0: in the next cycle).
+    Returns a dict: cycles, the cycle of each response, the messages compared, errors."""
+
+    def __init__(self, *, seed=1, caches=2, sf_sets=16, sf_ways=4, work=8, window=8, cmd_depth=4,
+                 coalesce_window=4, coalesce_block=4, coalesce_groups=4, lines=None, n_lines=40,
+                 shapes=SHAPES):
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self.cfg = Config(devices=1, caches=caches, sf_sets=sf_sets, sf_ways=sf_ways,
+                          coalesce_window=coalesce_window, coalesce_block=coalesce_block)
+        self.dut = SnoopPipe(caches=caches, sf_sets=sf_sets, sf_ways=sf_ways, work=work, window=window,
+                             cmd_depth=cmd_depth, coalesce_window=coalesce_window,
+                             coalesce_block=coalesce_block, coalesce_groups=coalesce_groups)
+        if lines is None:
+            lines = self.rng.sample(range(4 * sf_sets * sf_ways), min(n_lines, 4 * sf_sets * sf_ways))
+        self.dev, self.bfm = preload(self.rng, self.cfg, lines, shapes)
+        self.dut.sf.storage.init = _rows(self.dut, self.dev.sf)
+        self.held_lines = sorted(self.dev.sf.entries)
+
+    def random_snoops(self, n, miss_share=0.2, ops=tuple(H2DReqOpcode)):
+        """``n`` snoops: opcodes drawn from ``ops``, to held lines and (``miss_share``) to lines the
+        device lacks."""
+        ops = list(ops)
+        out = []
+        for _ in range(n):
+            if self.rng.random() < miss_share:
+                line = (1 << 20) + self.rng.randrange(1 << 10)
+            else:
+                line = self.rng.choice(self.held_lines)
+            out.append((self.rng.choice(ops), line))
+        return out
+
+    def run(self, snoops, *, p_sink=1.0, cmd_delay=0, max_cycles=None, check=True):
+        dut, dev, bfm, rng = self.dut, self.dev, self.bfm, self.rng
+        max_cycles = max_cycles or 40 * len(snoops) + 200
+        out = {"rsp_cycles": [], "cycles": 0, "first_take": None}
+        sent = dev.link
+        rtl_rsp, rtl_data = [], []
+        pending = deque(snoops)
+        outstanding = {}            # line -> the snoop's Msg (one snoop per line at a time, as CXL asks)
+        by_uqid = {}
+        answers = deque()           # (cycle due, (dirty, excl, data)) of the commands taken
+        probed = set()              # lines whose probe the caches took, not yet answered
+
+        def mismatch(what, cyc):
+            raise Mismatch(f"seed {self.seed}, cycle {cyc}: {what}\n  RTL rsp {[(m.op.name, m.uid) for m in rtl_rsp[-5:]]}\n"
+                           f"  model rsp {[(m.op.name, m.uid) for m in sent.rsp[-5:]]}")
+
+        def compare(cyc):
+            for name, got, exp in (("D2H Rsp", rtl_rsp, sent.rsp), ("D2H Data", rtl_data, sent.data)):
+                for i in range(min(len(got), len(exp))):
+                    g, e = got[i], exp[i]
+                    if (g.op, g.uid, g.data if name == "D2H Data" else None) != \
+                            (e.op, e.uid, e.data if name == "D2H Data" else None):
+                        mismatch(f"{name} #{i}: RTL {g.op} uqid {g.uid} data {g.data}, model {e.op} uqid "
+                                 f"{e.uid} data {e.data}", cyc)
+                if len(got) > len(exp):
+                    mismatch(f"{name}: the RTL sent {len(got)}, the model {len(exp)}", cyc)
+
+        async def bench(ctx):
+            uqid = 0
+            for cyc in range(max_cycles):
+                # ---- inputs of this cycle
+                offer = None
+                if pending and pending[0][1] not in outstanding:
+                    op, line = pending[0]
+                    offer = Msg(Channel.H2D_REQ, op, uqid % 4096, line)
+                    ctx.set(dut.h2d_req.valid, 1)
+                    ctx.set(dut.h2d_req.p, {"valid": 1, "opcode": op, "addr": line, "uqid": offer.uid})
+                else:
+                    ctx.set(dut.h2d_req.valid, 0)
+                for port in (dut.d2h_rsp, dut.d2h_data, dut.probe, dut.cmd):
+                    ctx.set(port.ready, rng.random() < p_sink)
+                if answers and answers[0][0] <= cyc:
+                    dirty, excl, value = answers[0][1]
+                    ctx.set(dut.cmd_rsp.valid, 1)
+                    ctx.set(dut.cmd_rsp.p, {"dirty": dirty, "excl": excl, "data": value})
+                    answers.popleft()
+                else:
+                    ctx.set(dut.cmd_rsp.valid, 0)
+                # ---- what happens in it (read before the edge)
+                if offer is not None and ctx.get(dut.h2d_req.ready):
+                    pending.popleft()
+                    outstanding[offer.line] = offer
+                    by_uqid[offer.uid] = offer
+                    uqid += 1
+                    if out["first_take"] is None:
+                        out["first_take"] = cyc
+                if ctx.get(dut.cmd.valid) and ctx.get(dut.cmd.ready):
+                    c = ctx.get(dut.cmd.p)
+                    res = bfm.command(int(c.line), int(c.caches), CmdOp(c.op).name)
+                    answers.append((cyc + 1 + rng.randint(0, cmd_delay), res))
+                # the shadow, in the commit port's order
+                if ctx.get(dut.probe.valid) and ctx.get(dut.probe.ready):
+                    p = ctx.get(dut.probe.p)
+                    base = int(p.block) * self.cfg.coalesce_block
+                    only = {base + i for i in range(self.cfg.coalesce_block) if (int(p.lines) >> i) & 1}
+                    probed.update(dev.close_probe(int(p.block), only))
+                kind = CommitC(ctx.get(dut.commit_c))
+                if kind is CommitC.ANSWER:
+                    dev.on_snoop(outstanding[int(ctx.get(dut.commit_c_line))], cyc)
+                if ctx.get(dut.commit_lane):
+                    line = int(ctx.get(dut.commit_lane_line))
+                    if ctx.get(dut.commit_lane_probed):
+                        if line not in probed:
+                            mismatch(f"line {line:#x} answered after a probe the caches have not taken", cyc)
+                        probed.discard(line)
+                        dev.finish_probe([line], cyc)
+                    else:
+                        dev.on_snoop(outstanding[line], cyc)
+                if ctx.get(dut.commit_probe):
+                    dev.on_snoop(outstanding[int(ctx.get(dut.commit_probe_line))], cyc)
+                if ctx.get(dut.d2h_rsp.valid) and ctx.get(dut.d2h_rsp.ready):
+                    r = ctx.get(dut.d2h_rsp.p)
+                    msg = by_uqid.pop(int(r.uqid))
+                    rtl_rsp.append(Msg(Channel.D2H_RSP, D2HRspOpcode(r.opcode), int(r.uqid), msg.line))
+                    del outstanding[msg.line]
+                    out["rsp_cycles"].append(cyc)
+                if ctx.get(dut.d2h_data.valid) and ctx.get(dut.d2h_data.ready):
+                    d = ctx.get(dut.d2h_data.p)
+                    rtl_data.append(Msg(Channel.D2H_DATA, None, int(d.hdr.uqid), None, data=int(d.data)))
+                if check:
+                    compare(cyc)
+                await ctx.tick()
+                if not pending and not outstanding and not answers and len(rtl_data) == len(sent.data):
+                    out["cycles"] = cyc + 1
+                    break
+            else:
+                raise Mismatch(f"seed {self.seed}: not finished in {max_cycles} cycles: {len(pending)} snoops not taken, "
+                               f"{len(outstanding)} unanswered ({sorted(hex(l) for l in outstanding)[:8]})")
+            # ---- the end state
+            out["errors"] = ctx.get(dut.protocol_errors)
+            if check:
+                compare(out["cycles"])
+                if len(rtl_rsp) != len(sent.rsp) or len(rtl_data) != len(sent.data):
+                    mismatch(f"counts: RTL {len(rtl_rsp)} rsp / {len(rtl_data)} data, model "
+                             f"{len(sent.rsp)} / {len(sent.data)}", out["cycles"])
+                if dev.work:
+                    mismatch(f"the model still has work on {sorted(dev.work)}", out["cycles"])
+                for k in range(self.cfg.caches):
+                    got = {l: (v[0], v[1]) for l, v in bfm.caches[k].items()}
+                    exp = {l: (v[0], v[1]) for l, v in dev.caches[k].items()}
+                    if got != exp:
+                        diff = {l: (got.get(l), exp.get(l)) for l in set(got) | set(exp) if got.get(l) != exp.get(l)}
+                        mismatch(f"cache {k} differs (line: RTL, model): {diff}", out["cycles"])
+                got, exp = _sf_view(dut, [ctx.get(dut.sf.storage[s]) for s in range(self.cfg.sf_sets)]), \
+                    _sf_view(dut, _rows(dut, dev.sf))
+                if got != exp:
+                    mismatch(f"snoop filter (valid ways, pseudo-LRU): RTL {got}, model {exp}", out["cycles"])
+
+        sim = Simulator(dut)
+        sim.add_clock(1e-8)
+        sim.add_testbench(bench)
+        sim.run()
+        out["rtl_rsp"], out["rtl_data"] = rtl_rsp, rtl_data
+        return out
