@@ -63,7 +63,7 @@ data), CPU accesses, back-invalidations, credits on the D2H channels.
 """
 
 from amaranth.hdl import Assert, Module, Mux, Signal
-from amaranth.lib import data, enum, fifo, stream, wiring
+from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
 
@@ -77,6 +77,7 @@ from ..encodings import CacheCmd, CacheCmdRsp, ErrorKind, STATE_CODE
 from ..engine_tables import legal_snoop, line_state, perm_none, snoop_table
 from ..sf_pipe import PipelinedSnoopFilter
 from ..snoop_filter import SFOp, SFState
+from .out_queue import OutQueue
 from .snoop_window import SnoopWindow
 from .snoop_work import SnoopWork, cmd_op_for
 
@@ -140,13 +141,10 @@ class SnoopPipe(wiring.Component):
                      work.probe_lines.eq(self.probe.p.lines)]
 
         # ---- the D2H Rsp queue: C's answers and the answer lane's ---------------------------------
-        m.submodules.rspq = rspq = fifo.SyncFIFOBuffered(width=D2HRsp.as_shape().size, depth=RSP_DEPTH)
+        m.submodules.rspq = rspq = OutQueue(D2HRsp, RSP_DEPTH)
+        wiring.connect(m, rspq.out, wiring.flipped(self.d2h_rsp))
         push_rsp, push_uqid = Signal(Rsp, init=Rsp.RspIHitI), Signal(ID_WIDTH)
-        rsp_in = Signal(D2HRsp)
-        m.d.comb += [rsp_in.valid.eq(1), rsp_in.opcode.eq(push_rsp), rsp_in.uqid.eq(push_uqid),
-                     rspq.w_data.eq(rsp_in),
-                     self.d2h_rsp.valid.eq(rspq.r_rdy), self.d2h_rsp.p.eq(rspq.r_data),
-                     rspq.r_en.eq(self.d2h_rsp.ready)]
+        m.d.comb += [rspq.push_p.valid.eq(1), rspq.push_p.opcode.eq(push_rsp), rspq.push_p.uqid.eq(push_uqid)]
 
         # ---- the side pipeline beside the snoop filter's stages B1, B2 ---------------------------
         side = data.StructLayout({"valid": 1, "epoch": 1, "idx": range(win.depth), "op": Snp, "uqid": ID_WIDTH})
@@ -205,9 +203,9 @@ class SnoopPipe(wiring.Component):
         with m.Elif(lane_go & lane_sf):
             sf_write(lane.line, lane.way, lane.nxt, lane.presence)
         with m.If(c_answer):
-            m.d.comb += [rspq.w_en.eq(1), push_rsp.eq(rsp), push_uqid.eq(c.uqid)]
+            m.d.comb += [rspq.push.eq(1), push_rsp.eq(rsp), push_uqid.eq(c.uqid)]
         with m.Elif(lane_go):
-            m.d.comb += [rspq.w_en.eq(1), push_rsp.eq(lane.rsp), push_uqid.eq(lane.uqid)]
+            m.d.comb += [rspq.push.eq(1), push_rsp.eq(lane.rsp), push_uqid.eq(lane.uqid)]
 
         # ---- errors ------------------------------------------------------------------------------
         # A second snoop is counted once, not at every retry of its hold.
@@ -237,6 +235,5 @@ class SnoopPipe(wiring.Component):
             Assert(~ev | (c.idx == win.head), "snoop pipe: C decides a snoop that is not the oldest"),
             Assert(~ev | reserved | ~stall, "snoop pipe: a stalling state without a request in flight"),
             Assert(~c_answer | ~dat, "snoop pipe: an answer with data and no copy to take it from"),
-            Assert(~rspq.w_en | rspq.w_rdy, "snoop pipe: the D2H Rsp queue overflowed"),
         ]
         return m

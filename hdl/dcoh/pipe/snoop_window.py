@@ -13,7 +13,8 @@ of its link queue, with every later one behind it).
 Pointers ``head`` (the oldest snoop), ``issue`` (the next to issue) and ``tail`` (the next free entry)
 carry one bit more than the index, so full (``tail - head == depth``) and empty differ.  The snoops are
 in a memory written at ``tail`` and read asynchronously at ``issue`` (distributed RAM on the ECP5); the
-issued snoop's fields travel down the pipeline beside its lookup.
+issued snoop's fields travel down the pipeline beside its lookup.  When nothing waits to issue, the snoop
+offered on ``h2d_req`` is issued in the cycle it is taken (and written into the window as any other).
 
 Ports: ``h2d_req`` (in; ready while the window has room), ``issue`` (out: the snoop at ``issue`` with
 its ``idx`` and the ``epoch`` it was issued in; taken when ``issue.ready``), ``epoch`` (the current one),
@@ -22,7 +23,7 @@ it: rewind and wait), ``release`` (issue again), ``held``.  ``pop`` and ``hold``
 (an ``Assert``).
 """
 
-from amaranth.hdl import Assert, Module, Signal
+from amaranth.hdl import Assert, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -68,8 +69,10 @@ class SnoopWindow(wiring.Component):
                      wp.addr.eq(tail[:bits]), wp.data.eq(self.h2d_req.p),
                      wp.en.eq(self.h2d_req.valid & ~full),
                      rp.addr.eq(issue[:bits]),
-                     self.issue.valid.eq((issue != tail) & ~self.held),
-                     self.issue.p.snoop.eq(rp.data), self.issue.p.idx.eq(issue[:bits]),
+                     # nothing waits to issue: the snoop offered now is issued as it is written
+                     self.issue.valid.eq(((issue != tail) | (self.h2d_req.valid & ~full)) & ~self.held),
+                     self.issue.p.snoop.eq(Mux(issue == tail, self.h2d_req.p, rp.data)),
+                     self.issue.p.idx.eq(issue[:bits]),
                      self.issue.p.epoch.eq(self.epoch),
                      self.head.eq(head[:bits])]
         with m.If(self.h2d_req.valid & ~full):
