@@ -24,7 +24,13 @@
 * ``tx_miss``: cycles from a load miss's ``cpu_req`` handshake to its RdShared valid on ``d2h_req``;
 * ``rx_fill``: cycles from the H2D Data handshake (GO already seen) to the fill on ``cpu_rsp``;
 * ``link_one_way``: cycles a message takes through an idle 68B-flit link (the RTL loopback: packer,
-  CRC, wire, retry check, unpacker), the slower of the two directions.
+  CRC, wire, retry check, unpacker), the slower of the two directions;
+* ``snoop_pipe``: the same snoop streams (128 snoops each) through the pipelined DCOH's snoop path
+  (hdl/dcoh/pipe/snoop_pipe.py, not yet the DCOH's: it takes snoops only, with no request in flight),
+  checked against the golden device as they run (tb/snoop_pipe.py): ``*_per_cycle`` and ``*_latency``
+  as above (snoop taken -> response valid, the first snoop of the stream, nothing ahead of it), and
+  ``probe_per_cycle_by_work``: probed snoops per cycle with 4, 8, 16 and 32 work entries (the entries
+  a probe's round trip needs: the coalescing window, the probe, the command and its answer).
 
     python -m bench.dcoh_bench [--out FILE]
     python -m bench.dcoh_bench --rescan-tries    # the rescans' tries with and without the wake-up rule per access
@@ -410,6 +416,28 @@ def request_stream(per_cache=24):
             "done_latency": _window_max(h.done_latency, cycles), "events": len(cycles)}
 
 
+def snoop_pipe():
+    """The pipelined snoop path's streams (module docstring, ``snoop_pipe``)."""
+    from tb.snoop_pipe import SnoopPipeBench, per_cycle
+    held = [0x400 + i for i in range(128)]
+    streams = {"snoop_miss": (H2DReqOpcode.SnpData, [0x10000 + i for i in range(128)]),
+               "snoop_hit": (H2DReqOpcode.SnpData, held), "snoop_hit_probe": (H2DReqOpcode.SnpInv, held)}
+    out = {}
+    for name, (op, lines) in streams.items():
+        b = SnoopPipeBench(seed=1, sf_sets=64, sf_ways=4, work=16, lines=held, shapes=("S",))
+        r = b.run([(op, line) for line in lines])
+        out[f"{name}_per_cycle"] = round(per_cycle(r["rsp_cycles"]), 4)
+        out[f"{name}_latency"] = r["rsp_cycles"][0] - r["first_take"]
+    out["probe_per_cycle_by_work"] = {}
+    for work in (4, 8, 16, 32):
+        b = SnoopPipeBench(seed=1, sf_sets=64, sf_ways=4, work=work, lines=held, shapes=("S",))
+        r = b.run([(H2DReqOpcode.SnpInv, line) for line in held])
+        out["probe_per_cycle_by_work"][str(work)] = round(per_cycle(r["rsp_cycles"]), 4)
+    out["params"] = {"work": 16, "window": 8, "cmd_depth": 4, "coalesce_window": 4, "coalesce_block": 4,
+                     "caches": 2, "sf_sets": 64, "sf_ways": 4}
+    return out
+
+
 def measure():
     miss = snoop_miss()
     link = link_one_way()
@@ -437,6 +465,7 @@ def measure():
         "rx_fill": hit0["rx"],
         "link_one_way": max(link["up"], link["down"]),
         "link_one_way_up_down": [link["up"], link["down"]],
+        "snoop_pipe": snoop_pipe(),
         "note": "cycles measured on the RTL in amaranth.sim (bench/dcoh_bench.py); hit latency excludes "
                 "the internal cache's own time; *_per_cycle and the latencies beside them: streams of "
                 "non-conflicting lines, middle half of the run (bench/dcoh_bench.py, _StreamHarness)",

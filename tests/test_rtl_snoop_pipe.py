@@ -4,26 +4,22 @@
   golden model's device started from the same state, through back-pressure on every port, commands
   answered late, and the edge sizes (one work entry, a window of four, one command outstanding, one
   coalescer group, a direct-mapped filter): every D2H message compared one for one, the snoop filter
-  and the caches at the end (tests/snoop_pipe_harness.py).
+  and the caches at the end (tb/snoop_pipe.py).
 * Streams of snoop-filter misses, of hits that need no probe and of hits that probe the caches: one
   snoop a cycle (with enough work entries for the probes' round trip).
 * A second snoop to a line whose first is still being answered is counted once, held, and answered
   after the first; a reserved opcode is counted and dropped; bad parameters are named.
 """
 
-import sys
-from pathlib import Path
-
 import pytest
 from amaranth.sim import Simulator
 
-sys.path.insert(0, str(Path(__file__).parent))
-from snoop_pipe_harness import Mismatch, SnoopPipeBench, per_cycle       # noqa: E402
-from cxl.messages import D2HRspOpcode, H2DReqOpcode                     # noqa: E402
-from hdl.dcoh.encodings import ErrorKind                                # noqa: E402
-from hdl.dcoh.pipe.snoop_pipe import SnoopPipe                          # noqa: E402
-from hdl.dcoh.pipe.snoop_window import SnoopWindow                      # noqa: E402
-from hdl.dcoh.pipe.snoop_work import SnoopWork                          # noqa: E402
+from cxl.messages import D2HRspOpcode, H2DReqOpcode
+from hdl.dcoh.encodings import ErrorKind
+from hdl.dcoh.pipe.snoop_pipe import SnoopPipe
+from hdl.dcoh.pipe.snoop_window import SnoopWindow
+from hdl.dcoh.pipe.snoop_work import SnoopWork
+from tb.snoop_pipe import Mismatch, SnoopPipeBench, per_cycle
 
 # (parameters, sink probability, command delay): the defaults, then the edges
 CASES = [

@@ -1,17 +1,18 @@
-"""A queue in front of an output port, its head in a register: a message pushed into an empty queue is
-offered in the next cycle.
+"""A queue in front of an output port that takes up to two messages a cycle, its head in a register: a
+message pushed into an empty queue is offered in the next cycle.
 
-The producer never waits: it counts the room itself (``level``: every message held, the register's
-included) and pushes at most one message a cycle.  The register takes a pushed message directly when it
-is free (empty, or its message taken in this cycle) and nothing waits behind it; otherwise the message
-waits in a FIFO (distributed RAM, read asynchronously at its head) that refills the register.  So the
-port's payload always comes from a flop, and the latency is one cycle where an
-:class:`amaranth.lib.fifo.SyncFIFOBuffered` takes two.
+Two producers push in a fixed order (``push`` first, then ``push2``); they never wait: they count the
+room themselves (``level``: every message held, the register's included).  The register takes the next
+message directly when it is free (empty, or its message taken in this cycle) and nothing waits in the
+queue; the others wait in two FIFOs (distributed RAM, one write port each, read asynchronously at their
+heads) that take alternate messages, so two messages a cycle go in with one write port per bank, and
+the register refills from the bank whose turn it is.  The port's payload always comes from a flop, and
+the latency is one cycle where an :class:`amaranth.lib.fifo.SyncFIFOBuffered` takes two.
 
-``Assert``: no push into a full queue.
+``Assert``: no more pushed than the queue has room for.
 """
 
-from amaranth.hdl import Assert, Module, Value
+from amaranth.hdl import Assert, Module, Mux, Signal, Value
 from amaranth.lib import fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -19,28 +20,56 @@ __all__ = ["OutQueue"]
 
 
 class OutQueue(wiring.Component):
-    """``depth`` messages of ``shape`` (the register and ``depth - 1`` in the FIFO; ``depth`` >= 2)."""
+    """``depth`` messages of ``shape`` (the register and ``depth - 1`` in the banks; ``depth`` odd >= 3,
+    so the banks are of equal size)."""
 
     def __init__(self, shape, depth):
-        if not isinstance(depth, int) or isinstance(depth, bool) or depth < 2:
-            raise ValueError(f"OutQueue: depth={depth!r}: must be an integer >= 2")
+        if not isinstance(depth, int) or isinstance(depth, bool) or depth < 3 or depth % 2 == 0:
+            raise ValueError(f"OutQueue: depth={depth!r}: must be an odd integer >= 3")
         self.shape, self.depth = shape, depth
-        super().__init__({"push": In(1), "push_p": In(shape), "level": Out(range(depth + 1)),
-                          "out": Out(stream.Signature(shape))})
+        super().__init__({"push": In(1), "push_p": In(shape), "push2": In(1), "push2_p": In(shape),
+                          "level": Out(range(depth + 1)), "out": Out(stream.Signature(shape))})
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.fifo = q = fifo.SyncFIFO(width=len(Value.cast(self.push_p)), depth=self.depth - 1)
-        free = ~self.out.valid | self.out.ready           # the register may load in this cycle
-        direct = free & ~q.r_rdy                          # nothing waits: a push goes straight in
-        m.d.comb += [q.w_data.eq(self.push_p), q.w_en.eq(self.push & ~direct),
-                     q.r_en.eq(free & q.r_rdy),
-                     self.level.eq(q.level + self.out.valid)]
+        width = len(Value.cast(self.push_p))
+        banks = [fifo.SyncFIFO(width=width, depth=(self.depth - 1) // 2) for _ in range(2)]
+        m.submodules.bank0, m.submodules.bank1 = banks
+        wsel, rsel = Signal(), Signal()          # the bank of the next message written / read
+        waiting = banks[0].r_rdy | banks[1].r_rdy
+        free = ~self.out.valid | self.out.ready
+        # The messages of this cycle in order (first, second) and how many there are.
+        first_p = Mux(self.push, self.push_p, self.push2_p)
+        n_in = self.push.as_unsigned() + self.push2
+        direct = free & ~waiting & (n_in != 0)   # the first goes straight into the register
+        # what the banks take: (valid, payload) in order
+        w0 = Signal(), Signal.like(self.push_p)
+        w1 = Signal(), Signal.like(self.push_p)
+        with m.If(direct):
+            m.d.comb += [w0[0].eq(n_in == 2), w0[1].eq(self.push2_p)]
+        with m.Else():
+            m.d.comb += [w0[0].eq(n_in != 0), w0[1].eq(first_p),
+                         w1[0].eq(n_in == 2), w1[1].eq(self.push2_p)]
+        for i, b in enumerate(banks):
+            mine0 = wsel == i                    # the first message written goes to bank ``wsel``
+            m.d.comb += [b.w_en.eq(Mux(mine0, w0[0], w1[0])), b.w_data.eq(Mux(mine0, w0[1], w1[1]))]
+        m.d.sync += wsel.eq(wsel ^ w0[0] ^ w1[0])
+        # The register refills from the bank whose turn it is.
+        head_rdy = Mux(rsel, banks[1].r_rdy, banks[0].r_rdy)
+        head = Mux(rsel, banks[1].r_data, banks[0].r_data)
+        take = free & head_rdy
+        m.d.comb += [banks[0].r_en.eq(take & ~rsel), banks[1].r_en.eq(take & rsel),
+                     self.level.eq(banks[0].level + banks[1].level + self.out.valid)]
+        with m.If(take):
+            m.d.sync += rsel.eq(~rsel)
         with m.If(free):
-            m.d.sync += self.out.valid.eq(q.r_rdy | self.push)
-            with m.If(q.r_rdy):
-                m.d.sync += self.out.p.eq(q.r_data)
-            with m.Elif(self.push):
-                m.d.sync += self.out.p.eq(self.push_p)
-        m.d.sync += Assert(~self.push | (self.level < self.depth), "output queue: a push into a full queue")
+            m.d.sync += self.out.valid.eq(take | direct)
+            with m.If(take):
+                m.d.sync += self.out.p.eq(head)
+            with m.Elif(direct):
+                m.d.sync += self.out.p.eq(first_p)
+        m.d.sync += [
+            Assert(self.level + n_in <= self.depth, "output queue: more pushed than it has room for"),
+            Assert(~waiting | head_rdy, "output queue: the bank whose turn it is is empty while the other is not"),
+        ]
         return m

@@ -11,7 +11,7 @@ Stages
 A (cycle N)
     The oldest snoop not yet issued (hdl/dcoh/pipe/snoop_window.py) enters, and its line's snoop-filter
     lookup is issued, while the D2H Rsp queue has room for every snoop in flight and one more
-    (``RSP_DEPTH`` entries: an answer is never refused at C).
+    (``RSP_DEPTH`` entries, one kept for the answer lane: an answer is never refused at C).
 B1, B2 (N+1, N+2)
     The snoop filter's read and forward stages (hdl/dcoh/sf_pipe.py, built with ``stall=False``: every
     stage moves every cycle); the snoop's opcode, UQID, window index and epoch move beside them.
@@ -19,22 +19,23 @@ C (N+3: decide and commit)
     From the forwarded snoop-filter row (it holds every write before this cycle) and the work entries'
     registers (a line with a snoop being answered): the snoop table's verdict on the line's state.  One of:
 
-    * *answer*: the line's copies need nothing (a miss, an S line the snoop leaves in S, a line whose
-      entry names no copy): the response into the D2H Rsp queue, the snoop filter written if the state
-      changes;
+    * *answer*: neither the line's copies nor its snoop-filter entry change (a miss, an S line the
+      snoop leaves in S, an E line's SnpCur...): the response into the D2H Rsp queue;
     * *work*: the answer needs the copies (an E line whose copies may be E or M: a query first; or a
-      probe, for data or to take permission away): a work entry takes the snoop;
+      probe, for data or to take permission away), or it changes the snoop filter (a line whose entry
+      names no copy): a work entry takes the snoop;
     * *hold*: no work entry is free, or the line still has a snoop being answered (a second snoop to a
       line, which CXL forbids: counted, ``SECOND_SNOOP``): the window takes back the snoop and every one
       issued behind it, and issues it again once a work entry frees;
     * *drop*: a reserved opcode (counted, ``RESERVED_SNOOP``), as the DCOH drops one.
 
-    C never waits: everything it writes lands at the end of its cycle.
+    C never waits, and writes nothing but registers: a work entry, the queue, the window's pointers.
 
 Answer lane
-    Beside C, the work entries that are ready to answer, one a cycle: the response (and the line's data,
-    from the work's data memory), the snoop filter's write.  It waits for a cycle in which C answers
-    nothing: one response a cycle enters the queue, and the filter's one write port is then free too.
+    Beside C, the work entries that are ready to answer, one a cycle, whatever C does: the response (into
+    the queue after C's, in the same cycle: hdl/dcoh/pipe/out_queue.py takes two), the line's data (from
+    the work's data memory), and the snoop filter's one write (only the lane writes the filter, so C's
+    decision never reaches the filter's write port or the rows in flight in the same cycle).
 
 Latency: a snoop that needs no copy is answered 3 cycles after A takes it (the response leaves the queue
 in the next); one that probes, after its query, probe and command.  Throughput: one snoop a cycle into
@@ -83,7 +84,7 @@ from .snoop_work import SnoopWork, cmd_op_for
 
 __all__ = ["SnoopPipe", "CommitC", "RSP_DEPTH"]
 
-RSP_DEPTH = 8           # D2H Rsp queue: C's answers never wait (A counts the snoops in flight)
+RSP_DEPTH = 9           # D2H Rsp queue: C's answers never wait (A counts the snoops in flight)
 
 
 class CommitC(enum.Enum, shape=3):
@@ -140,11 +141,10 @@ class SnoopPipe(wiring.Component):
         m.d.comb += [work.probe_taken.eq(probe_taken), work.probe_block.eq(self.probe.p.block),
                      work.probe_lines.eq(self.probe.p.lines)]
 
-        # ---- the D2H Rsp queue: C's answers and the answer lane's ---------------------------------
+        # ---- the D2H Rsp queue: C's answers first, then the answer lane's, in one cycle --------------
         m.submodules.rspq = rspq = OutQueue(D2HRsp, RSP_DEPTH)
         wiring.connect(m, rspq.out, wiring.flipped(self.d2h_rsp))
-        push_rsp, push_uqid = Signal(Rsp, init=Rsp.RspIHitI), Signal(ID_WIDTH)
-        m.d.comb += [rspq.push_p.valid.eq(1), rspq.push_p.opcode.eq(push_rsp), rspq.push_p.uqid.eq(push_uqid)]
+        m.d.comb += [rspq.push_p.valid.eq(1), rspq.push2_p.valid.eq(1)]
 
         # ---- the side pipeline beside the snoop filter's stages B1, B2 ---------------------------
         side = data.StructLayout({"valid": 1, "epoch": 1, "idx": range(win.depth), "op": Snp, "uqid": ID_WIDTH})
@@ -170,7 +170,8 @@ class SnoopPipe(wiring.Component):
         copies = presence != 0
         need_query = maybe_m & copies                   # E or M? ask the caches first
         need_probe = copies & (dat | perm_none(nxt))    # fetch data, or take away permission
-        need_work = need_query | need_probe
+        changes = res.hit & (nxt != st)                 # the snoop filter's entry changes
+        need_work = need_query | need_probe | changes
         reserved = ~legal_snoop(c.op)
         second = work.cam_hit
         c_hold = ev & ~reserved & (second | (need_work & ~work.can_alloc))
@@ -181,31 +182,22 @@ class SnoopPipe(wiring.Component):
         a = work.alloc.p
         m.d.comb += [work.alloc.valid.eq(c_work), a.line.eq(res.line), a.way.eq(res.hit_way),
                      a.presence.eq(presence), a.op.eq(c.op), a.uqid.eq(c.uqid), a.st.eq(st),
-                     a.query.eq(need_query), a.cmd.eq(cmd_op_for(m, nxt)), a.rsp.eq(rsp), a.nxt.eq(nxt),
-                     a.data.eq(dat)]
-
-        # The answer lane goes in a cycle in which C answers nothing (one response a cycle into the
-        # queue), so the snoop filter's one write port is free for it too: C writes only as it answers.
-        upd = sf.update
-        c_sf = c_answer & res.hit & (nxt != st)
-        lane = work.answer.p
-        lane_sf = lane.nxt != lane.st
-        lane_go = work.answer.valid & ~c_answer & (room >= 1)
-        m.d.comb += work.answer.ready.eq(lane_go)
-
-        def sf_write(line, way, nxt_, presence_):
-            m.d.comb += [upd.valid.eq(1), upd.p.line.eq(line), upd.p.way.eq(way),
-                         upd.p.op.eq(Mux(nxt_ == STATE_CODE[D.S], SFOp.MODIFY, SFOp.FREE)),
-                         upd.p.entry.state.eq(SFState.S), upd.p.entry.dirty.eq(0),
-                         upd.p.entry.presence.eq(presence_)]
-        with m.If(c_sf):
-            sf_write(res.line, res.hit_way, nxt, presence)
-        with m.Elif(lane_go & lane_sf):
-            sf_write(lane.line, lane.way, lane.nxt, lane.presence)
+                     a.query.eq(need_query), a.answer.eq(~need_query & ~need_probe),
+                     a.cmd.eq(cmd_op_for(m, nxt)), a.rsp.eq(rsp), a.nxt.eq(nxt), a.data.eq(dat)]
         with m.If(c_answer):
-            m.d.comb += [rspq.push.eq(1), push_rsp.eq(rsp), push_uqid.eq(c.uqid)]
-        with m.Elif(lane_go):
-            m.d.comb += [rspq.push.eq(1), push_rsp.eq(lane.rsp), push_uqid.eq(lane.uqid)]
+            m.d.comb += [rspq.push.eq(1), rspq.push_p.opcode.eq(rsp), rspq.push_p.uqid.eq(c.uqid)]
+
+        # ---- the answer lane: the snoop filter's writer, the queue's second pusher ----------------
+        lane = work.answer.p
+        lane_go = work.answer.valid & (room >= 1)
+        m.d.comb += [work.answer.ready.eq(lane_go),
+                     rspq.push2.eq(lane_go), rspq.push2_p.opcode.eq(lane.rsp), rspq.push2_p.uqid.eq(lane.uqid)]
+        upd = sf.update
+        with m.If(lane_go & (lane.nxt != lane.st)):
+            m.d.comb += [upd.valid.eq(1), upd.p.line.eq(lane.line), upd.p.way.eq(lane.way),
+                         upd.p.op.eq(Mux(lane.nxt == STATE_CODE[D.S], SFOp.MODIFY, SFOp.FREE)),
+                         upd.p.entry.state.eq(SFState.S), upd.p.entry.dirty.eq(0),
+                         upd.p.entry.presence.eq(lane.presence)]
 
         # ---- errors ------------------------------------------------------------------------------
         # A second snoop is counted once, not at every retry of its hold.

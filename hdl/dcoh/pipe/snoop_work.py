@@ -2,8 +2,9 @@
 
 The decision stage (C) hands a snoop here when its answer needs the copies of its line: to learn whether
 an E line's copies are E or M (a *query*: the command KEEP), and/or to take permission or data from them
-(a *probe* through the coalescer, then the command that downgrades or invalidates them).  Each entry then
-moves on its own, taking no pipeline slot:
+(a *probe* through the coalescer, then the command that downgrades or invalidates them); or when it
+changes the snoop filter (the answer lane owns the filter's write port), then ready to answer at once.
+Each entry then moves on its own, taking no pipeline slot:
 
 =========== ============================================ ==========================================
 state       waits for                                    then
@@ -71,11 +72,11 @@ class WorkState(enum.Enum, shape=4):
 
 class WorkAlloc(data.StructLayout):
     """What C writes into a new entry: the snoop, its line's snoop-filter way and copies, the state C
-    found (``st``), and whether the entry starts with a query or a probe (then with the command and the
-    verdict C worked out)."""
+    found (``st``), and whether the entry starts with a query, with a probe, or (``answer``: no copy to
+    ask, but the snoop filter changes) ready to answer; with the command and the verdict C worked out."""
     def __init__(self, addr_width, way_bits, caches):
         super().__init__({"line": addr_width, "way": max(way_bits, 1), "presence": caches, "op": Snp,
-                          "uqid": ID_WIDTH, "st": STATE_BITS, "query": 1, "cmd": CmdOp,
+                          "uqid": ID_WIDTH, "st": STATE_BITS, "query": 1, "answer": 1, "cmd": CmdOp,
                           "rsp": Rsp, "nxt": STATE_BITS, "data": 1})
 
 
@@ -155,8 +156,9 @@ class SnoopWork(wiring.Component):
                     m.d.sync += [e[i].line.eq(a.line), e[i].way.eq(a.way), e[i].presence.eq(a.presence),
                                  e[i].op.eq(a.op), e[i].uqid.eq(a.uqid), e[i].st.eq(a.st), e[i].cmd.eq(a.cmd),
                                  e[i].rsp.eq(a.rsp), e[i].nxt.eq(a.nxt), e[i].data.eq(a.data),
-                                 e[i].probed.eq(~a.query),
-                                 e[i].state.eq(Mux(a.query, WorkState.QUERY, WorkState.PROBE_ADD))]
+                                 e[i].probed.eq(~a.query & ~a.answer),
+                                 e[i].state.eq(Mux(a.query, WorkState.QUERY,
+                                                   Mux(a.answer, WorkState.ANSWER, WorkState.PROBE_ADD)))]
         m.d.sync += Assert(~self.alloc.valid | can, "snoop work: an entry allocated with none free")
 
         # ---- the line's snoop is being answered here ---------------------------------------------
