@@ -10,22 +10,25 @@ Each entry then moves on its own, taking no pipeline slot:
 state       waits for                                    then
 =========== ============================================ ==========================================
 QUERY       the command port (one command a cycle)       QUERY_WAIT
-QUERY_WAIT  its answer (answers come in command order)   PROBE_ADD, or ANSWER if the copies keep
-                                                         what the snoop leaves them
+QUERY_WAIT  its answer (answers come in command order;   PROBE_ADD, or ANSWER if the copies keep
+            it settles a cycle later, from registers)    what the snoop leaves them
 PROBE_ADD   the coalescer's input                        PROBE_WAIT
 PROBE_WAIT  the caches taking a probe message naming     CMD
             its line
 CMD         the command port                             CMD_WAIT
-CMD_WAIT    its answer (dirty, and the line: written     ANSWER
-            into the entry's slot of the data memory)
-ANSWER      the answer lane (``answer``, the top's)      FREE, or DATA_OUT if the answer has data
+CMD_WAIT    its answer (dirty, and the line: written     ANSWER (a cycle after the answer:
+            into the entry's slot of the data memory)    it settles from registers)
+ANSWER      the ``answer`` register                      LANE
+LANE        the answer lane (the top's) taking it        FREE, or DATA_OUT if the answer has data
 DATA_OUT    its line read out of the data memory         FREE
 =========== ============================================ ==========================================
 
 The verdict (the response, the next state, whether data goes) is worked out once, as the entry becomes
 ready to answer, from the state the query or the command settled (an E line is M if a copy was dirty),
-and kept in the entry: the answer lane only selects it.  Several entries wait on the command port, the
-coalescer and the answer lane at once; each takes the lowest-numbered entry that wants it.  Commands may
+and kept in the entry.  The ``answer`` port's payload is a register, loaded with the lowest entry ready
+to answer whenever it is empty or taken, so the answer lane (the snoop filter's writer, the top's)
+starts from flops.  Several entries wait on the command port, the coalescer and that register at once;
+each takes the lowest-numbered entry that wants it.  Commands may
 be outstanding several at a time (up to ``cmd_depth``): the caches answer them in order, and a FIFO of
 entry numbers says whose answer comes next.
 
@@ -34,7 +37,7 @@ the entry's number when its D2H Data goes, into the output register of ``d2h_dat
 through the control path.
 
 ``busy(line)`` (``cam_line`` / ``cam_hit``): the line has a snoop being answered here (an entry in any
-state before its answer; DATA_OUT no longer counts: the line's state is settled).  C holds a second snoop
+state until the answer lane takes it; DATA_OUT no longer counts: the line's state is settled).  C holds a second snoop
 to such a line.  ``freed``: an entry went back to FREE in this cycle (C may hold a snoop for want of an
 entry).  ``can_alloc`` / ``alloc_idx``: the lowest free entry, which ``alloc`` writes.
 
@@ -67,7 +70,8 @@ class WorkState(enum.Enum, shape=4):
     CMD = 5
     CMD_WAIT = 6
     ANSWER = 7
-    DATA_OUT = 8
+    LANE = 8
+    DATA_OUT = 9
 
 
 class WorkAlloc(data.StructLayout):
@@ -180,29 +184,30 @@ class SnoopWork(wiring.Component):
                      order.w_data.eq(c_idx), order.w_en.eq(self.cmd.valid & self.cmd.ready)]
         cmd_sent = self.cmd.valid & self.cmd.ready
 
-        # the answer: to the entry at the head of ``order``
-        r_idx = order.r_data
-        r_e = Signal(layout)
-        for i in range(n):
-            with m.If(r_idx == i):
-                m.d.comb += r_e.eq(e[i])
+        # The answer: to the entry at the head of ``order``.  Its line goes into the entry's slot of the
+        # data memory at once (a query's answer writes a slot its command's answer overwrites later); the
+        # answer itself is registered with the entry's number, and the entry settles in the next cycle,
+        # from flops (``s_*``).
         m.d.comb += [self.cmd_rsp.ready.eq(1), order.r_en.eq(self.cmd_rsp.valid)]
         m.d.sync += Assert(~self.cmd_rsp.valid | order.r_rdy, "snoop work: a command answer with no command out")
-        got = self.cmd_rsp.valid
-        rsp_dirty, rsp_excl = self.cmd_rsp.p.dirty, self.cmd_rsp.p.excl
-        # the state the answer settles: an E line is M if a copy was dirty
-        settled = Signal(STATE_BITS)
-        m.d.comb += settled.eq(Mux(rsp_dirty & (r_e.st == STATE_CODE[D.E]), STATE_CODE[D.M], r_e.st))
-        _, v_rsp, v_nxt, v_data = snoop_table(m, settled, r_e.op)
-        # after a query: the model's rule, fetch data or take away permission the copies have
-        probe = (v_data | perm_none(v_nxt) | (rsp_excl & ~perm_rw(v_nxt)))
-        v_cmd = cmd_op_for(m, v_nxt)
-
-        # the data memory: one line per entry, written with a command's answer, read by number
         m.submodules.lines = lines = Memory(shape=LINE_BITS, depth=n, init=[])
         lw = lines.write_port()
-        m.d.comb += [lw.addr.eq(r_idx), lw.data.eq(self.cmd_rsp.p.data),
-                     lw.en.eq(got & (r_e.state == WorkState.CMD_WAIT))]
+        m.d.comb += [lw.addr.eq(order.r_data), lw.data.eq(self.cmd_rsp.p.data), lw.en.eq(self.cmd_rsp.valid)]
+        s_valid, s_idx = Signal(), Signal(range(max(n, 2)))
+        s_dirty, s_excl = Signal(), Signal()
+        m.d.sync += [s_valid.eq(self.cmd_rsp.valid), s_idx.eq(order.r_data),
+                     s_dirty.eq(self.cmd_rsp.p.dirty), s_excl.eq(self.cmd_rsp.p.excl)]
+        r_e = Signal(layout)
+        for i in range(n):
+            with m.If(s_idx == i):
+                m.d.comb += r_e.eq(e[i])
+        # the state the answer settles: an E line is M if a copy was dirty
+        settled = Signal(STATE_BITS)
+        m.d.comb += settled.eq(Mux(s_dirty & (r_e.st == STATE_CODE[D.E]), STATE_CODE[D.M], r_e.st))
+        _, v_rsp, v_nxt, v_data = snoop_table(m, settled, r_e.op)
+        # after a query: the model's rule, fetch data or take away permission the copies have
+        probe = (v_data | perm_none(v_nxt) | (s_excl & ~perm_rw(v_nxt)))
+        v_cmd = cmd_op_for(m, v_nxt)
 
         # ---- probes: one a cycle into the coalescer; a probe message taken wakes its lines -------
         p_want, p_idx = lowest(m, in_state(WorkState.PROBE_ADD), "probe")
@@ -214,22 +219,26 @@ class SnoopWork(wiring.Component):
                      self.probe_add.p.caches.eq(p_e.presence)]
         probe_sent = self.probe_add.valid & self.probe_add.ready
 
-        # ---- the answer lane (the top's) takes the lowest entry ready to answer ------------------
+        # ---- the answer register: the lowest entry ready to answer, for the answer lane (the top's)
         a_want, a_idx = lowest(m, in_state(WorkState.ANSWER), "answer")
         a_e = Signal(layout)
         for i in range(n):
             with m.If(a_idx == i):
                 m.d.comb += a_e.eq(e[i])
         ap = self.answer.p
-        m.d.comb += [self.answer.valid.eq(a_want), ap.idx.eq(a_idx), ap.line.eq(a_e.line), ap.way.eq(a_e.way),
-                     ap.presence.eq(a_e.presence), ap.uqid.eq(a_e.uqid), ap.st.eq(a_e.st), ap.rsp.eq(a_e.rsp),
-                     ap.nxt.eq(a_e.nxt), ap.data.eq(a_e.data), ap.probed.eq(a_e.probed)]
         answered = self.answer.valid & self.answer.ready
+        load = a_want & (~self.answer.valid | self.answer.ready)
+        with m.If(~self.answer.valid | self.answer.ready):
+            m.d.sync += self.answer.valid.eq(a_want)
+        with m.If(load):
+            m.d.sync += [ap.idx.eq(a_idx), ap.line.eq(a_e.line), ap.way.eq(a_e.way), ap.presence.eq(a_e.presence),
+                         ap.uqid.eq(a_e.uqid), ap.st.eq(a_e.st), ap.rsp.eq(a_e.rsp), ap.nxt.eq(a_e.nxt),
+                         ap.data.eq(a_e.data), ap.probed.eq(a_e.probed)]
 
         # ---- D2H Data: the entries whose answer has data, in answer order; the line read by number,
         # into the output register
         m.submodules.data_order = data_order = fifo.SyncFIFO(width=ceil_log2(max(n, 2)), depth=n)
-        m.d.comb += [data_order.w_data.eq(a_idx), data_order.w_en.eq(answered & a_e.data)]
+        m.d.comb += [data_order.w_data.eq(ap.idx), data_order.w_en.eq(answered & ap.data)]
         lr = lines.read_port()                          # registered: the line in the cycle after its read
         out_valid, out_uqid = Signal(), Signal(ID_WIDTH)
         out_free = ~out_valid | self.d2h_data.ready
@@ -263,7 +272,7 @@ class SnoopWork(wiring.Component):
                         m.d.sync += x.state.eq(Mux(x.state == WorkState.QUERY, WorkState.QUERY_WAIT,
                                                    WorkState.CMD_WAIT))
                 with m.Case(WorkState.QUERY_WAIT):
-                    with m.If(got & (r_idx == i)):
+                    with m.If(s_valid & (s_idx == i)):
                         m.d.sync += [x.st.eq(settled), x.rsp.eq(v_rsp), x.nxt.eq(v_nxt), x.data.eq(v_data),
                                      x.cmd.eq(v_cmd), x.probed.eq(probe),
                                      x.state.eq(Mux(probe, WorkState.PROBE_ADD, WorkState.ANSWER))]
@@ -274,16 +283,19 @@ class SnoopWork(wiring.Component):
                     with m.If(woken):
                         m.d.sync += x.state.eq(WorkState.CMD)
                 with m.Case(WorkState.CMD_WAIT):
-                    with m.If(got & (r_idx == i)):
+                    with m.If(s_valid & (s_idx == i)):
                         # the verdict on the state the command's answer settles (dirty: E was M)
                         m.d.sync += [x.st.eq(settled), x.rsp.eq(v_rsp), x.nxt.eq(v_nxt), x.data.eq(v_data),
                                      x.state.eq(WorkState.ANSWER)]
                 with m.Case(WorkState.ANSWER):
-                    with m.If(answered & (a_idx == i)):
+                    with m.If(load & (a_idx == i)):
+                        m.d.sync += x.state.eq(WorkState.LANE)
+                with m.Case(WorkState.LANE):
+                    with m.If(answered & (ap.idx == i)):
                         m.d.sync += x.state.eq(Mux(x.data, WorkState.DATA_OUT, WorkState.FREE))
                 with m.Case(WorkState.DATA_OUT):
                     with m.If(take & (d_idx == i)):
                         m.d.sync += x.state.eq(WorkState.FREE)
         # (the allocation above writes a FREE entry, which no state machine touches)
-        m.d.comb += self.freed.eq((answered & ~a_e.data) | take)
+        m.d.comb += self.freed.eq((answered & ~ap.data) | take)
         return m
