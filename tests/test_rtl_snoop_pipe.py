@@ -153,3 +153,27 @@ def test_bad_parameters_are_named(make, name):
 def test_elaborates_at_the_defaults():
     from amaranth.back import rtlil
     assert "snoop" in rtlil.convert(SnoopPipe())
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 6, 8, 11, 16])
+def test_priority_encoder_finds_the_lowest_set_bit(n):
+    """hdl.dcoh.pipe.snoop_work.lowest, the work entries' arbiters (a tree, not a chain): every input up
+    to 11 bits, and single bits, all ones and a pattern at 16."""
+    from amaranth.hdl import Module, Signal
+    from hdl.dcoh.pipe.snoop_work import lowest
+    m = Module()
+    bits = Signal(n)
+    anyv, idx = lowest(m, bits, "t")
+    wrong = []
+
+    async def bench(ctx):
+        values = range(1 << n) if n <= 11 else [1 << k for k in range(n)] + [0, (1 << n) - 1, 0b1010 << 4]
+        for v in values:
+            ctx.set(bits, v)
+            exp = (v & -v).bit_length() - 1
+            if ctx.get(anyv) != (v != 0) or (v and ctx.get(idx) != exp):
+                wrong.append((v, ctx.get(anyv), ctx.get(idx)))
+    sim = Simulator(m)
+    sim.add_testbench(bench)
+    sim.run()
+    assert not wrong, wrong[:5]

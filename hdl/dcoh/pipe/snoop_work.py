@@ -44,7 +44,7 @@ entry).  ``can_alloc`` / ``alloc_idx``: the lowest free entry, which ``alloc`` w
 Asserts: ``alloc`` names a free entry; an answer to a command always has an entry waiting for it.
 """
 
-from amaranth.hdl import Assert, Cat, Module, Mux, Signal
+from amaranth.hdl import Assert, Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, enum, fifo, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -58,7 +58,7 @@ from ..coalescer import Probe
 from ..encodings import CacheCmd, CacheCmdRsp, CmdOp, STATE_BITS, STATE_CODE
 from ..engine_tables import perm_none, perm_rw, snoop_table
 
-__all__ = ["WorkState", "WorkAlloc", "WorkAnswer", "SnoopWork", "lowest", "cmd_op_for"]
+__all__ = ["WorkState", "WorkAlloc", "WorkAnswer", "SnoopWork", "lowest", "pick", "cmd_op_for"]
 
 
 class WorkState(enum.Enum, shape=4):
@@ -93,13 +93,34 @@ class WorkAnswer(data.StructLayout):
 
 
 def lowest(m, bits, name):
-    """(any, index) of the lowest set bit of ``bits``: a priority encoder."""
+    """(any, index) of the lowest set bit of ``bits``: a priority encoder built as a tree (a lower part
+    of a power-of-two size first, then the rest, whose index gets that power's bit), log2 of the width
+    deep, not a chain of one mux per bit."""
+    def enc(lo, hi):
+        if hi - lo == 1:
+            return bits[lo], Const(0, 0)
+        half = 1 << ((hi - lo - 1).bit_length() - 1)     # the largest power of two below the size
+        k = half.bit_length() - 1
+        a_any, a_idx = enc(lo, lo + half)
+        b_any, b_idx = enc(lo + half, hi)
+        b_full = Cat(b_idx, Const(0, k - len(b_idx)), Const(1, 1))
+        return a_any | b_any, Mux(a_any, Cat(a_idx, Const(0, k + 1 - len(a_idx))), b_full)
     n = len(bits)
     idx = Signal(range(max(n, 2)), name=f"{name}_idx")
-    for i in reversed(range(n)):
-        with m.If(bits[i]):
-            m.d.comb += idx.eq(i)
-    return bits.any(), idx
+    anyv, tree = enc(0, n)
+    m.d.comb += idx.eq(tree)
+    return anyv, idx
+
+
+def pick(m, idx, items, name):
+    """``items[idx]`` as a signal: a one-level select (a Switch, which Yosys builds as a parallel
+    multiplexer), not a chain of one mux per item."""
+    out = Signal.like(items[0], name=name)
+    with m.Switch(idx):
+        for i, item in enumerate(items):
+            with m.Case(i):
+                m.d.comb += out.eq(item)
+    return out
 
 
 def cmd_op_for(m, nxt):
@@ -174,10 +195,7 @@ class SnoopWork(wiring.Component):
         m.submodules.order = order = fifo.SyncFIFO(width=ceil_log2(max(n, 2)),
                                                            depth=self.cmd_depth)
         want, c_idx = lowest(m, in_state(WorkState.QUERY, WorkState.CMD), "cmd")
-        c_e = Signal(layout)
-        for i in range(n):
-            with m.If(c_idx == i):
-                m.d.comb += c_e.eq(e[i])
+        c_e = pick(m, c_idx, e, "c_e")
         m.d.comb += [self.cmd.valid.eq(want & order.w_rdy), self.cmd.p.line.eq(c_e.line),
                      self.cmd.p.caches.eq(c_e.presence),
                      self.cmd.p.op.eq(Mux(c_e.state == WorkState.QUERY, CmdOp.KEEP, c_e.cmd)),
@@ -197,10 +215,7 @@ class SnoopWork(wiring.Component):
         s_dirty, s_excl = Signal(), Signal()
         m.d.sync += [s_valid.eq(self.cmd_rsp.valid), s_idx.eq(order.r_data),
                      s_dirty.eq(self.cmd_rsp.p.dirty), s_excl.eq(self.cmd_rsp.p.excl)]
-        r_e = Signal(layout)
-        for i in range(n):
-            with m.If(s_idx == i):
-                m.d.comb += r_e.eq(e[i])
+        r_e = pick(m, s_idx, e, "r_e")
         # the state the answer settles: an E line is M if a copy was dirty
         settled = Signal(STATE_BITS)
         m.d.comb += settled.eq(Mux(s_dirty & (r_e.st == STATE_CODE[D.E]), STATE_CODE[D.M], r_e.st))
@@ -211,20 +226,14 @@ class SnoopWork(wiring.Component):
 
         # ---- probes: one a cycle into the coalescer; a probe message taken wakes its lines -------
         p_want, p_idx = lowest(m, in_state(WorkState.PROBE_ADD), "probe")
-        p_e = Signal(layout)
-        for i in range(n):
-            with m.If(p_idx == i):
-                m.d.comb += p_e.eq(e[i])
+        p_e = pick(m, p_idx, e, "p_e")
         m.d.comb += [self.probe_add.valid.eq(p_want), self.probe_add.p.line.eq(p_e.line),
                      self.probe_add.p.caches.eq(p_e.presence)]
         probe_sent = self.probe_add.valid & self.probe_add.ready
 
         # ---- the answer register: the lowest entry ready to answer, for the answer lane (the top's)
         a_want, a_idx = lowest(m, in_state(WorkState.ANSWER), "answer")
-        a_e = Signal(layout)
-        for i in range(n):
-            with m.If(a_idx == i):
-                m.d.comb += a_e.eq(e[i])
+        a_e = pick(m, a_idx, e, "a_e")
         ap = self.answer.p
         answered = self.answer.valid & self.answer.ready
         load = a_want & (~self.answer.valid | self.answer.ready)
@@ -244,10 +253,7 @@ class SnoopWork(wiring.Component):
         out_free = ~out_valid | self.d2h_data.ready
         take = out_free & data_order.r_rdy
         d_idx = data_order.r_data
-        d_uqid = Signal(ID_WIDTH)
-        for i in range(n):
-            with m.If(d_idx == i):
-                m.d.comb += d_uqid.eq(e[i].uqid)
+        d_uqid = pick(m, d_idx, [x.uqid for x in e], "d_uqid")
         m.d.comb += [lr.addr.eq(d_idx), lr.en.eq(take), data_order.r_en.eq(take),
                      self.d2h_data.valid.eq(out_valid), self.d2h_data.p.hdr.valid.eq(1),
                      self.d2h_data.p.hdr.uqid.eq(out_uqid), self.d2h_data.p.data.eq(lr.data)]
