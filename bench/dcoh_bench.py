@@ -29,7 +29,7 @@
   (hdl/dcoh/pipe/snoop_pipe.py, not yet the DCOH's: it takes snoops only, with no request in flight),
   checked against the golden device as they run (tb/snoop_pipe.py): ``*_per_cycle`` and ``*_latency``
   as above (snoop taken -> response valid, the first snoop of the stream, nothing ahead of it), and
-  ``probe_per_cycle_by_work``: probed snoops per cycle with 4, 8, 16 and 32 work entries (the entries
+  ``probe_per_cycle_by_work``: probed snoops per cycle with 8, 16, 24 and 32 work entries (the entries
   a probe's round trip needs: the coalescing window, the probe, the command and its answer).
 
     python -m bench.dcoh_bench [--out FILE]
@@ -424,16 +424,16 @@ def snoop_pipe():
                "snoop_hit": (H2DReqOpcode.SnpData, held), "snoop_hit_probe": (H2DReqOpcode.SnpInv, held)}
     out = {}
     for name, (op, lines) in streams.items():
-        b = SnoopPipeBench(seed=1, sf_sets=64, sf_ways=4, work=16, lines=held, shapes=("S",))
+        b = SnoopPipeBench(seed=1, sf_sets=64, sf_ways=4, work=24, lines=held, shapes=("S",))
         r = b.run([(op, line) for line in lines])
         out[f"{name}_per_cycle"] = round(per_cycle(r["rsp_cycles"]), 4)
         out[f"{name}_latency"] = r["rsp_cycles"][0] - r["first_take"]
     out["probe_per_cycle_by_work"] = {}
-    for work in (4, 8, 16, 32):
+    for work in (8, 16, 24, 32):
         b = SnoopPipeBench(seed=1, sf_sets=64, sf_ways=4, work=work, lines=held, shapes=("S",))
         r = b.run([(H2DReqOpcode.SnpInv, line) for line in held])
         out["probe_per_cycle_by_work"][str(work)] = round(per_cycle(r["rsp_cycles"]), 4)
-    out["params"] = {"work": 16, "window": 8, "cmd_depth": 4, "coalesce_window": 4, "coalesce_block": 4,
+    out["params"] = {"work": 24, "window": 8, "cmd_depth": 4, "coalesce_window": 4, "coalesce_block": 4,
                      "caches": 2, "sf_sets": 64, "sf_ways": 4}
     return out
 

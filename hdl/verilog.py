@@ -42,7 +42,7 @@ TOPS = {
                                                                      "stall": False}),
     # the pipelined DCOH's snoop path (hdl/dcoh/pipe/snoop_pipe.py), with the work entries that let
     # probed snoops stream at one a cycle (docs/dcoh_pipeline.md)
-    "snoop_pipe": ("hdl.dcoh.pipe.snoop_pipe", "SnoopPipe", {"work": 16}),
+    "snoop_pipe": ("hdl.dcoh.pipe.snoop_pipe", "SnoopPipe", {"work": 24}),
 }
 
 

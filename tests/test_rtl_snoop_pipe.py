@@ -51,7 +51,7 @@ def test_the_bench_catches_a_snoop_answered_without_its_probe(monkeypatch):
         b.run([(H2DReqOpcode.SnpInv, line) for line in b.held_lines[:6]])
 
 
-def _stream(op, shapes, held, work=16):
+def _stream(op, shapes, held, work=24):
     lines = [0x400 + i for i in range(128)]
     b = SnoopPipeBench(seed=1, sf_sets=64, sf_ways=4, work=work, lines=lines, shapes=shapes)
     r = b.run([(op, line) for line in (lines if held else [0x10000 + i for i in range(128)])])

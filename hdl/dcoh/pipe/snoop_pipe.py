@@ -137,9 +137,11 @@ class SnoopPipe(wiring.Component):
         wiring.connect(m, work.probe_add, coal.probes)
         wiring.connect(m, coal.messages, wiring.flipped(self.probe))
         wiring.connect(m, work.d2h_data, wiring.flipped(self.d2h_data))
-        probe_taken = self.probe.valid & self.probe.ready
-        m.d.comb += [work.probe_taken.eq(probe_taken), work.probe_block.eq(self.probe.p.block),
-                     work.probe_lines.eq(self.probe.p.lines)]
+        # a probe message the caches took wakes its lines' work entries in the next cycle (registered:
+        # the coalescer's output is worked out from its counters in the cycle it is offered)
+        with m.If(self.probe.valid & self.probe.ready):
+            m.d.sync += [work.probe_block.eq(self.probe.p.block), work.probe_lines.eq(self.probe.p.lines)]
+        m.d.sync += work.probe_taken.eq(self.probe.valid & self.probe.ready)
 
         # ---- the D2H Rsp queue: C's answers first, then the answer lane's, in one cycle --------------
         m.submodules.rspq = rspq = OutQueue(D2HRsp, RSP_DEPTH)

@@ -9,14 +9,16 @@ Each entry then moves on its own, taking no pipeline slot:
 =========== ============================================ ==========================================
 state       waits for                                    then
 =========== ============================================ ==========================================
-QUERY       the command port (one command a cycle)       QUERY_WAIT
+QUERY       the command register (one command a cycle)   QUERY_WAIT (its command is loaded)
 QUERY_WAIT  its answer (answers come in command order;   PROBE_ADD, or ANSWER if the copies keep
-            it settles a cycle later, from registers)    what the snoop leaves them
-PROBE_ADD   the coalescer's input                        PROBE_WAIT
+            it settles two cycles later, from registers) what the snoop leaves them
+PROBE_ADD   room in the probe queue                      PROBE_OUT
+PROBE_OUT   the coalescer taking it (known a cycle       PROBE_WAIT
+            later)
 PROBE_WAIT  the caches taking a probe message naming     CMD
             its line
-CMD         the command port                             CMD_WAIT
-CMD_WAIT    its answer (dirty, and the line: written     ANSWER (a cycle after the answer:
+CMD         the command register                         CMD_WAIT (its command is loaded)
+CMD_WAIT    its answer (dirty, and the line: written     ANSWER (two cycles after the answer:
             into the entry's slot of the data memory)    it settles from registers)
 ANSWER      the ``answer`` register                      LANE
 LANE        the answer lane (the top's) taking it        FREE, or DATA_OUT if the answer has data
@@ -44,7 +46,7 @@ entry).  ``can_alloc`` / ``alloc_idx``: the lowest free entry, which ``alloc`` w
 Asserts: ``alloc`` names a free entry; an answer to a command always has an entry waiting for it.
 """
 
-from amaranth.hdl import Assert, Cat, Const, Module, Mux, Signal
+from amaranth.hdl import Assert, Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import data, enum, fifo, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -66,12 +68,13 @@ class WorkState(enum.Enum, shape=4):
     QUERY = 1
     QUERY_WAIT = 2
     PROBE_ADD = 3
-    PROBE_WAIT = 4
-    CMD = 5
-    CMD_WAIT = 6
-    ANSWER = 7
-    LANE = 8
-    DATA_OUT = 9
+    PROBE_OUT = 4
+    PROBE_WAIT = 5
+    CMD = 6
+    CMD_WAIT = 7
+    ANSWER = 8
+    LANE = 9
+    DATA_OUT = 10
 
 
 class WorkAlloc(data.StructLayout):
@@ -191,21 +194,26 @@ class SnoopWork(wiring.Component):
                      for x in e))
         m.d.comb += self.cam_hit.eq(busy.any())
 
-        # ---- commands: one a cycle, the lowest entry that wants one; answers in order ------------
-        m.submodules.order = order = fifo.SyncFIFO(width=ceil_log2(max(n, 2)),
-                                                           depth=self.cmd_depth)
+        # ---- commands: the lowest entry that wants one goes into the command register (the port's
+        # payload, from flops) whenever it is empty or taken; the entry waits for its answer from then
+        # on, and its number joins ``order`` (answers come in the order the commands went)
+        m.submodules.order = order = fifo.SyncFIFO(width=ceil_log2(max(n, 2)), depth=self.cmd_depth)
         want, c_idx = lowest(m, in_state(WorkState.QUERY, WorkState.CMD), "cmd")
         c_e = pick(m, c_idx, e, "c_e")
-        m.d.comb += [self.cmd.valid.eq(want & order.w_rdy), self.cmd.p.line.eq(c_e.line),
-                     self.cmd.p.caches.eq(c_e.presence),
-                     self.cmd.p.op.eq(Mux(c_e.state == WorkState.QUERY, CmdOp.KEEP, c_e.cmd)),
-                     order.w_data.eq(c_idx), order.w_en.eq(self.cmd.valid & self.cmd.ready)]
-        cmd_sent = self.cmd.valid & self.cmd.ready
+        cmd_free = ~self.cmd.valid | self.cmd.ready
+        cmd_load = want & cmd_free & order.w_rdy
+        with m.If(cmd_free):
+            m.d.sync += self.cmd.valid.eq(cmd_load)
+        with m.If(cmd_load):
+            m.d.sync += [self.cmd.p.line.eq(c_e.line), self.cmd.p.caches.eq(c_e.presence),
+                         self.cmd.p.op.eq(Mux(c_e.state == WorkState.QUERY, CmdOp.KEEP, c_e.cmd))]
+        m.d.comb += [order.w_data.eq(c_idx), order.w_en.eq(cmd_load)]
 
         # The answer: to the entry at the head of ``order``.  Its line goes into the entry's slot of the
         # data memory at once (a query's answer writes a slot its command's answer overwrites later); the
-        # answer itself is registered with the entry's number, and the entry settles in the next cycle,
-        # from flops (``s_*``).
+        # answer itself is registered with the entry's number (``s_*``), the verdict on it is worked out
+        # from those flops and registered in turn (``v_*``), and the entry takes it in the cycle after:
+        # two cycles from the answer, each starting from flops.
         m.d.comb += [self.cmd_rsp.ready.eq(1), order.r_en.eq(self.cmd_rsp.valid)]
         m.d.sync += Assert(~self.cmd_rsp.valid | order.r_rdy, "snoop work: a command answer with no command out")
         m.submodules.lines = lines = Memory(shape=LINE_BITS, depth=n, init=[])
@@ -219,17 +227,33 @@ class SnoopWork(wiring.Component):
         # the state the answer settles: an E line is M if a copy was dirty
         settled = Signal(STATE_BITS)
         m.d.comb += settled.eq(Mux(s_dirty & (r_e.st == STATE_CODE[D.E]), STATE_CODE[D.M], r_e.st))
-        _, v_rsp, v_nxt, v_data = snoop_table(m, settled, r_e.op)
+        _, t_rsp, t_nxt, t_data = snoop_table(m, settled, r_e.op)
         # after a query: the model's rule, fetch data or take away permission the copies have
-        probe = (v_data | perm_none(v_nxt) | (s_excl & ~perm_rw(v_nxt)))
-        v_cmd = cmd_op_for(m, v_nxt)
+        t_probe = (t_data | perm_none(t_nxt) | (s_excl & ~perm_rw(t_nxt)))
+        t_cmd = cmd_op_for(m, t_nxt)
+        v_valid, v_idx, v_st = Signal(), Signal(range(max(n, 2))), Signal(STATE_BITS)
+        v_rsp, v_nxt, v_data = Signal.like(t_rsp), Signal(STATE_BITS), Signal()
+        v_cmd, probe = Signal(CmdOp), Signal()
+        m.d.sync += [v_valid.eq(s_valid), v_idx.eq(s_idx), v_st.eq(settled), v_rsp.eq(t_rsp), v_nxt.eq(t_nxt),
+                     v_data.eq(t_data), v_cmd.eq(t_cmd), probe.eq(t_probe)]
 
-        # ---- probes: one a cycle into the coalescer; a probe message taken wakes its lines -------
+        # ---- probes: the lowest entry that wants to add one goes into a short queue whose head the
+        # coalescer takes (one a cycle).  The queue's room is a register, so the coalescer's ready (worked
+        # out from its slots in the same cycle) reaches only the queue, not the entries' choice; the
+        # entry learns that its probe went in the next cycle (``p_sent``).
         p_want, p_idx = lowest(m, in_state(WorkState.PROBE_ADD), "probe")
         p_e = pick(m, p_idx, e, "p_e")
-        m.d.comb += [self.probe_add.valid.eq(p_want), self.probe_add.p.line.eq(p_e.line),
-                     self.probe_add.p.caches.eq(p_e.presence)]
-        probe_sent = self.probe_add.valid & self.probe_add.ready
+        idx_bits = ceil_log2(max(n, 2))
+        m.submodules.probes = probes = fifo.SyncFIFOBuffered(
+            width=len(Value.cast(self.probe_add.p)) + idx_bits, depth=4)
+        probe_load = p_want & probes.w_rdy
+        p_sent, p_sent_idx = Signal(), Signal(range(max(n, 2)))
+        m.d.comb += [probes.w_en.eq(probe_load), probes.w_data.eq(Cat(p_e.line, p_e.presence, p_idx)),
+                     self.probe_add.valid.eq(probes.r_rdy),
+                     self.probe_add.p.eq(probes.r_data[:len(Value.cast(self.probe_add.p))]),
+                     probes.r_en.eq(self.probe_add.ready)]
+        m.d.sync += [p_sent.eq(self.probe_add.valid & self.probe_add.ready),
+                     p_sent_idx.eq(probes.r_data[len(Value.cast(self.probe_add.p)):])]
 
         # ---- the answer register: the lowest entry ready to answer, for the answer lane (the top's)
         a_want, a_idx = lowest(m, in_state(WorkState.ANSWER), "answer")
@@ -263,35 +287,39 @@ class SnoopWork(wiring.Component):
             m.d.sync += out_uqid.eq(d_uqid)
 
         # ---- the entries' state machines (every transition of one entry in one place) -----------
-        # A probe message wakes the entries waiting on its block: the coalescer keeps one group per block
-        # at a time (a probe to a block whose message is still out waits for it to go), so an entry
-        # waiting on the block has its line in this message (an Assert checks the message names it).
+        # A probe message the caches took (``probe_taken``, registered by the top: the wake comes in the
+        # cycle after) wakes the entries waiting on a line it names.  The coalescer keeps one group per
+        # block at a time, but a probe to the block may open the next group in the cycle the message is
+        # taken, and its entry waits in PROBE_WAIT by the time the wake comes: the line it names keeps
+        # that entry asleep (its line cannot be in the old message: the entry that had it there is the
+        # one being woken, still in use).
         for i, x in enumerate(e):
-            woken = self.probe_taken & (x.line[self.block_bits:] == self.probe_block) & \
-                (x.state == WorkState.PROBE_WAIT)
             named = self.probe_lines.bit_select(x.line[:self.block_bits], 1) if self.block_bits \
                 else self.probe_lines[0]
-            m.d.sync += Assert(~woken | named, "snoop work: a probe message wakes a line it does not name")
+            woken = self.probe_taken & (x.line[self.block_bits:] == self.probe_block) & named
             with m.Switch(x.state):
                 with m.Case(WorkState.QUERY, WorkState.CMD):
-                    with m.If(cmd_sent & (c_idx == i)):
+                    with m.If(cmd_load & (c_idx == i)):
                         m.d.sync += x.state.eq(Mux(x.state == WorkState.QUERY, WorkState.QUERY_WAIT,
                                                    WorkState.CMD_WAIT))
                 with m.Case(WorkState.QUERY_WAIT):
-                    with m.If(s_valid & (s_idx == i)):
-                        m.d.sync += [x.st.eq(settled), x.rsp.eq(v_rsp), x.nxt.eq(v_nxt), x.data.eq(v_data),
+                    with m.If(v_valid & (v_idx == i)):
+                        m.d.sync += [x.st.eq(v_st), x.rsp.eq(v_rsp), x.nxt.eq(v_nxt), x.data.eq(v_data),
                                      x.cmd.eq(v_cmd), x.probed.eq(probe),
                                      x.state.eq(Mux(probe, WorkState.PROBE_ADD, WorkState.ANSWER))]
                 with m.Case(WorkState.PROBE_ADD):
-                    with m.If(probe_sent & (p_idx == i)):
+                    with m.If(probe_load & (p_idx == i)):
+                        m.d.sync += x.state.eq(WorkState.PROBE_OUT)
+                with m.Case(WorkState.PROBE_OUT):
+                    with m.If(p_sent & (p_sent_idx == i)):
                         m.d.sync += x.state.eq(WorkState.PROBE_WAIT)
                 with m.Case(WorkState.PROBE_WAIT):
                     with m.If(woken):
                         m.d.sync += x.state.eq(WorkState.CMD)
                 with m.Case(WorkState.CMD_WAIT):
-                    with m.If(s_valid & (s_idx == i)):
+                    with m.If(v_valid & (v_idx == i)):
                         # the verdict on the state the command's answer settles (dirty: E was M)
-                        m.d.sync += [x.st.eq(settled), x.rsp.eq(v_rsp), x.nxt.eq(v_nxt), x.data.eq(v_data),
+                        m.d.sync += [x.st.eq(v_st), x.rsp.eq(v_rsp), x.nxt.eq(v_nxt), x.data.eq(v_data),
                                      x.state.eq(WorkState.ANSWER)]
                 with m.Case(WorkState.ANSWER):
                     with m.If(load & (a_idx == i)):
