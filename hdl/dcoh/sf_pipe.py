@@ -37,7 +37,9 @@ DCOH's decision stage) hands the next result a store that holds its write, witho
 through the RAM.  Unlike the usual stream rule, a held result therefore *follows the updates*: its
 payload may change while ``valid & ~ready``, always to the answer for the store at that cycle.
 ``result_busy`` (the ways whose lines have a request or work in flight) is the consumer's, for the
-line in ``result.p.line``, in the result's cycle.
+line in ``result.p.line``, in the result's cycle.  ``result_row`` and ``result_hits`` give the row the
+result comes from (A's register) and its hit vector, for a consumer that decides per way, in parallel
+with the tag compares, and selects by the hit.
 
 Update: one masked write per cycle, ``update.ready`` tied to 1, the same operations as the other
 filter (:class:`~hdl.dcoh.snoop_filter.SFOp`).
@@ -92,6 +94,9 @@ class PipelinedSnoopFilter(wiring.Component):
             "lookup": In(stream.Signature(addr_width)),
             "result": Out(stream.Signature(LookupResult(addr_width, ways, caches))),
             "result_busy": In(ways),
+            # the row the result is worked out from (the A stage's register) and its hit vector, for
+            # a consumer that works out its own verdict for every way beside the tag compares
+            "result_row": Out(self.row_layout), "result_hits": Out(ways),
             "update": In(stream.Signature(Update(addr_width, ways, caches))),
         })
 
@@ -172,6 +177,7 @@ class PipelinedSnoopFilter(wiring.Component):
         # A: the answer from the row register
         hits = answer(m, data.View(self.row_layout, a_row), a_line, self.result_busy, self.result.p,
                       ways, self.set_bits)
+        m.d.comb += [self.result_row.eq(a_row), self.result_hits.eq(hits)]
 
         # ---- invariants ------------------------------------------------------------------------
         check_no_duplicate_tag(m, mem, wp, self.sets, ways, self.row_layout)

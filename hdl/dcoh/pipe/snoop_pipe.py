@@ -63,7 +63,7 @@ Not yet here (the next steps of docs/dcoh_pipeline.md): requests of the device (
 data), CPU accesses, back-invalidations, credits on the D2H channels.
 """
 
-from amaranth.hdl import Assert, Module, Mux, Signal
+from amaranth.hdl import Assert, Cat, Module, Mux, Signal
 from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
@@ -166,14 +166,33 @@ class SnoopPipe(wiring.Component):
         res = sf.result.p
         ev = Signal()
         m.d.comb += [ev.eq(c.valid & (c.epoch == win.epoch)), work.cam_line.eq(res.line)]
-        st, maybe_m = line_state(m, res.hit, res.entry, 0, 0)
+        # The verdict is worked out for every way of the row beside the tag compares, then selected by
+        # the hit (a miss: state I), so the decision does not wait for the hit way's entry to be chosen.
+        row, hits = sf.result_row, sf.result_hits
+        ways = []
+        for w in range(self.sf_ways):
+            entry = row.ways[w].entry
+            st_w, maybe_m_w = line_state(m, 1, entry, 0, 0)
+            _, rsp_w, nxt_w, dat_w = snoop_table(m, st_w, c.op)
+            copies_w = entry.presence != 0
+            query_w = maybe_m_w & copies_w                        # E or M? ask the caches first
+            probe_w = copies_w & (dat_w | perm_none(nxt_w))       # fetch data, or take away permission
+            work_w = query_w | probe_w | (nxt_w != st_w)          # or the snoop filter's entry changes
+            ways.append(dict(st=st_w, rsp=rsp_w, nxt=nxt_w, dat=dat_w, query=query_w, probe=probe_w, work=work_w))
+        def by_hit(field, miss):
+            out = Signal.like(ways[0][field], name=f"c_{field}")
+            m.d.comb += out.eq(miss)
+            for w in reversed(range(self.sf_ways)):
+                with m.If(hits[w]):
+                    m.d.comb += out.eq(ways[w][field])
+            return out
+        st = by_hit("st", STATE_CODE[D.I])
+        rsp = by_hit("rsp", Rsp.RspIHitI)
+        nxt = by_hit("nxt", STATE_CODE[D.I])
+        dat = by_hit("dat", 0)
+        need_query, need_probe = by_hit("query", 0), by_hit("probe", 0)
+        need_work = Cat(*(hits[w] & ways[w]["work"] for w in range(self.sf_ways))).any()
         presence = Mux(res.hit, res.entry.presence, 0)
-        stall, rsp, nxt, dat = snoop_table(m, st, c.op)
-        copies = presence != 0
-        need_query = maybe_m & copies                   # E or M? ask the caches first
-        need_probe = copies & (dat | perm_none(nxt))    # fetch data, or take away permission
-        changes = res.hit & (nxt != st)                 # the snoop filter's entry changes
-        need_work = need_query | need_probe | changes
         reserved = ~legal_snoop(c.op)
         second = work.cam_hit
         c_hold = ev & ~reserved & (second | (need_work & ~work.can_alloc))
@@ -227,7 +246,6 @@ class SnoopPipe(wiring.Component):
         # ---- checks ------------------------------------------------------------------------------
         m.d.sync += [
             Assert(~ev | (c.idx == win.head), "snoop pipe: C decides a snoop that is not the oldest"),
-            Assert(~ev | reserved | ~stall, "snoop pipe: a stalling state without a request in flight"),
             Assert(~c_answer | ~dat, "snoop pipe: an answer with data and no copy to take it from"),
         ]
         return m

@@ -52,13 +52,13 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2, exact_log2
 
-from cxl.coherence import DevState as D
+from cxl.coherence import DevState as D, INTERNAL_PERMISSION, Perm, SNOOP_TABLE, STALL
 from cxl.messages import D2HDataHdr, D2HRspOpcode as Rsp, H2DReqOpcode as Snp, ID_WIDTH
 from hdl.link.ports import LINE_BITS, DataMsg
 
 from ..coalescer import Probe
 from ..encodings import CacheCmd, CacheCmdRsp, CmdOp, STATE_BITS, STATE_CODE
-from ..engine_tables import perm_none, perm_rw, snoop_table
+from ..engine_tables import perm_none
 
 __all__ = ["WorkState", "WorkAlloc", "WorkAnswer", "SnoopWork", "lowest", "pick", "cmd_op_for"]
 
@@ -123,6 +123,33 @@ def pick(m, idx, items, name):
         for i, item in enumerate(items):
             with m.Case(i):
                 m.d.comb += out.eq(item)
+    return out
+
+
+def verdict_table(m, state, op):
+    """The snoop table's row for a device state code and a snoop opcode, with what this path derives
+    from it worked out at elaboration, so that one lookup gives all of it: ``rsp``, ``nxt``, ``data``,
+    ``cmd`` (the command that leaves the copies what ``nxt`` allows), ``probe_s`` / ``probe_rw``
+    (whether the copies must be probed when they are S / E or M: data to fetch, or permission to
+    take away).  A dict of signals."""
+    out = {"rsp": Signal(Rsp, init=Rsp.RspIHitI), "nxt": Signal(STATE_BITS), "data": Signal(),
+           "cmd": Signal(CmdOp), "probe_s": Signal(), "probe_rw": Signal()}
+    with m.Switch(state):
+        for st, code in STATE_CODE.items():
+            with m.Case(code):
+                with m.Switch(op):
+                    for o in Snp:
+                        row = SNOOP_TABLE.get((st, o))
+                        if row is None or row[0] is STALL:
+                            continue
+                        rsp, nxt, dat = row
+                        perm = INTERNAL_PERMISSION.get(nxt, Perm.NONE)
+                        cmd = CmdOp.INV if perm is Perm.NONE else CmdOp.TO_S if nxt is D.S else CmdOp.KEEP
+                        with m.Case(o):
+                            m.d.comb += [out["rsp"].eq(rsp), out["nxt"].eq(STATE_CODE[nxt]), out["data"].eq(dat),
+                                         out["cmd"].eq(cmd),
+                                         out["probe_s"].eq(bool(dat) or perm is Perm.NONE),
+                                         out["probe_rw"].eq(bool(dat) or perm is not Perm.READWRITE)]
     return out
 
 
@@ -197,7 +224,11 @@ class SnoopWork(wiring.Component):
         # ---- commands: the lowest entry that wants one goes into the command register (the port's
         # payload, from flops) whenever it is empty or taken; the entry waits for its answer from then
         # on, and its number joins ``order`` (answers come in the order the commands went)
-        m.submodules.order = order = fifo.SyncFIFO(width=ceil_log2(max(n, 2)), depth=self.cmd_depth)
+        # ``order`` carries with each entry's number the state and snoop its answer is judged by, so the
+        # answer needs no select among the entries
+        idx_bits = ceil_log2(max(n, 2))
+        order_layout = data.StructLayout({"idx": idx_bits, "st": STATE_BITS, "op": Snp})
+        m.submodules.order = order = fifo.SyncFIFO(width=order_layout.size, depth=self.cmd_depth)
         want, c_idx = lowest(m, in_state(WorkState.QUERY, WorkState.CMD), "cmd")
         c_e = pick(m, c_idx, e, "c_e")
         cmd_free = ~self.cmd.valid | self.cmd.ready
@@ -207,35 +238,41 @@ class SnoopWork(wiring.Component):
         with m.If(cmd_load):
             m.d.sync += [self.cmd.p.line.eq(c_e.line), self.cmd.p.caches.eq(c_e.presence),
                          self.cmd.p.op.eq(Mux(c_e.state == WorkState.QUERY, CmdOp.KEEP, c_e.cmd))]
-        m.d.comb += [order.w_data.eq(c_idx), order.w_en.eq(cmd_load)]
+        order_in = Signal(order_layout)
+        m.d.comb += [order_in.idx.eq(c_idx), order_in.st.eq(c_e.st), order_in.op.eq(c_e.op),
+                     order.w_data.eq(order_in), order.w_en.eq(cmd_load)]
 
         # The answer: to the entry at the head of ``order``.  Its line goes into the entry's slot of the
         # data memory at once (a query's answer writes a slot its command's answer overwrites later); the
-        # answer itself is registered with the entry's number (``s_*``), the verdict on it is worked out
-        # from those flops and registered in turn (``v_*``), and the entry takes it in the cycle after:
-        # two cycles from the answer, each starting from flops.
+        # answer itself is registered with the head (``s_*``), the verdict on it is worked out from those
+        # flops and registered in turn (``v_*``), and the entry takes it in the cycle after: two cycles
+        # from the answer, each starting from flops.
+        head = data.View(order_layout, order.r_data)
         m.d.comb += [self.cmd_rsp.ready.eq(1), order.r_en.eq(self.cmd_rsp.valid)]
         m.d.sync += Assert(~self.cmd_rsp.valid | order.r_rdy, "snoop work: a command answer with no command out")
         m.submodules.lines = lines = Memory(shape=LINE_BITS, depth=n, init=[])
         lw = lines.write_port()
-        m.d.comb += [lw.addr.eq(order.r_data), lw.data.eq(self.cmd_rsp.p.data), lw.en.eq(self.cmd_rsp.valid)]
-        s_valid, s_idx = Signal(), Signal(range(max(n, 2)))
+        m.d.comb += [lw.addr.eq(head.idx), lw.data.eq(self.cmd_rsp.p.data), lw.en.eq(self.cmd_rsp.valid)]
+        s_valid, s_head = Signal(), Signal(order_layout)
         s_dirty, s_excl = Signal(), Signal()
-        m.d.sync += [s_valid.eq(self.cmd_rsp.valid), s_idx.eq(order.r_data),
+        m.d.sync += [s_valid.eq(self.cmd_rsp.valid), s_head.eq(head),
                      s_dirty.eq(self.cmd_rsp.p.dirty), s_excl.eq(self.cmd_rsp.p.excl)]
-        r_e = pick(m, s_idx, e, "r_e")
-        # the state the answer settles: an E line is M if a copy was dirty
-        settled = Signal(STATE_BITS)
-        m.d.comb += settled.eq(Mux(s_dirty & (r_e.st == STATE_CODE[D.E]), STATE_CODE[D.M], r_e.st))
-        _, t_rsp, t_nxt, t_data = snoop_table(m, settled, r_e.op)
-        # after a query: the model's rule, fetch data or take away permission the copies have
-        t_probe = (t_data | perm_none(t_nxt) | (s_excl & ~perm_rw(t_nxt)))
-        t_cmd = cmd_op_for(m, t_nxt)
+        # the state the answer settles (an E line is M if a copy was dirty), and the verdict on it: the
+        # table looked up for both states at once, the answer choosing
+        to_m = s_dirty & (s_head.st == STATE_CODE[D.E])
+        as_is, as_m = verdict_table(m, s_head.st, s_head.op), verdict_table(m, Const(STATE_CODE[D.M], STATE_BITS),
+                                                                           s_head.op)
         v_valid, v_idx, v_st = Signal(), Signal(range(max(n, 2))), Signal(STATE_BITS)
-        v_rsp, v_nxt, v_data = Signal.like(t_rsp), Signal(STATE_BITS), Signal()
+        v_rsp, v_nxt, v_data = Signal(Rsp, init=Rsp.RspIHitI), Signal(STATE_BITS), Signal()
         v_cmd, probe = Signal(CmdOp), Signal()
-        m.d.sync += [v_valid.eq(s_valid), v_idx.eq(s_idx), v_st.eq(settled), v_rsp.eq(t_rsp), v_nxt.eq(t_nxt),
-                     v_data.eq(t_data), v_cmd.eq(t_cmd), probe.eq(t_probe)]
+        m.d.sync += [v_valid.eq(s_valid), v_idx.eq(s_head.idx),
+                     v_st.eq(Mux(to_m, STATE_CODE[D.M], s_head.st))]
+        for reg, field in ((v_rsp, "rsp"), (v_nxt, "nxt"), (v_data, "data"), (v_cmd, "cmd")):
+            m.d.sync += reg.eq(Mux(to_m, as_m[field], as_is[field]))
+        # after a query: the model's rule, fetch data or take away permission the copies have (S copies
+        # unless the query found an E or M one)
+        m.d.sync += probe.eq(Mux(to_m, Mux(s_excl, as_m["probe_rw"], as_m["probe_s"]),
+                                 Mux(s_excl, as_is["probe_rw"], as_is["probe_s"])))
 
         # ---- probes: the lowest entry that wants to add one goes into a short queue whose head the
         # coalescer takes (one a cycle).  The queue's room is a register, so the coalescer's ready (worked
@@ -243,7 +280,6 @@ class SnoopWork(wiring.Component):
         # entry learns that its probe went in the next cycle (``p_sent``).
         p_want, p_idx = lowest(m, in_state(WorkState.PROBE_ADD), "probe")
         p_e = pick(m, p_idx, e, "p_e")
-        idx_bits = ceil_log2(max(n, 2))
         m.submodules.probes = probes = fifo.SyncFIFOBuffered(
             width=len(Value.cast(self.probe_add.p)) + idx_bits, depth=4)
         probe_load = p_want & probes.w_rdy
