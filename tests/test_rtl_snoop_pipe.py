@@ -157,13 +157,13 @@ def test_elaborates_at_the_defaults():
 
 @pytest.mark.parametrize("n", [1, 2, 3, 5, 6, 8, 11, 16])
 def test_priority_encoder_finds_the_lowest_set_bit(n):
-    """hdl.dcoh.pipe.snoop_work.lowest, the work entries' arbiters (a tree, not a chain): every input up
-    to 11 bits, and single bits, all ones and a pattern at 16."""
+    """hdl.dcoh.pipe.snoop_work.lowest, the work entries' arbiters (a tree, not a chain), its index and
+    its one-hot grant: every input up to 11 bits, and single bits, all ones and a pattern at 16."""
     from amaranth.hdl import Module, Signal
     from hdl.dcoh.pipe.snoop_work import lowest
     m = Module()
     bits = Signal(n)
-    anyv, idx = lowest(m, bits, "t")
+    anyv, idx, grant = lowest(m, bits, "t")
     wrong = []
 
     async def bench(ctx):
@@ -171,8 +171,8 @@ def test_priority_encoder_finds_the_lowest_set_bit(n):
         for v in values:
             ctx.set(bits, v)
             exp = (v & -v).bit_length() - 1
-            if ctx.get(anyv) != (v != 0) or (v and ctx.get(idx) != exp):
-                wrong.append((v, ctx.get(anyv), ctx.get(idx)))
+            if ctx.get(anyv) != (v != 0) or (v and ctx.get(idx) != exp) or ctx.get(grant) != (v & -v):
+                wrong.append((v, ctx.get(anyv), ctx.get(idx), ctx.get(grant)))
     sim = Simulator(m)
     sim.add_testbench(bench)
     sim.run()

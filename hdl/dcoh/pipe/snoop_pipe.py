@@ -152,8 +152,12 @@ class SnoopPipe(wiring.Component):
         side = data.StructLayout({"valid": 1, "epoch": 1, "idx": range(win.depth), "op": Snp, "uqid": ID_WIDTH})
         b1, b2, c = Signal(side), Signal(side), Signal(side)
         in_flight = b1.valid.as_unsigned() + b2.valid + c.valid
-        room = Signal(range(-4, RSP_DEPTH + 1))
-        m.d.comb += room.eq(RSP_DEPTH - rspq.level - in_flight)
+        # The queue's room less the snoops in flight that may still answer at C, kept in a register
+        # (``room``) and moved by what happens in each cycle, so that A's and the answer lane's go start
+        # from a flop: A reserves a place, the lane takes one, the port frees one, and a snoop that leaves
+        # C without an answer (or was taken back) gives its place back (an Assert checks it against the
+        # count).
+        room = Signal(range(RSP_DEPTH + 1), init=RSP_DEPTH)
         # A: the next snoop and its lookup (the answer lane keeps one place of the queue for itself)
         a_go = win.issue.valid & (room >= 2)
         m.d.comb += [win.issue.ready.eq(room >= 2), sf.lookup.valid.eq(a_go),
@@ -211,6 +215,11 @@ class SnoopPipe(wiring.Component):
         # ---- the answer lane: the snoop filter's writer, the queue's second pusher ----------------
         lane = work.answer.p
         lane_go = work.answer.valid & (room >= 1)
+        released = c.valid & ~c_answer
+        m.d.sync += [
+            room.eq(room - a_go - lane_go + (self.d2h_rsp.valid & self.d2h_rsp.ready) + released),
+            Assert(room == RSP_DEPTH - rspq.level - in_flight, "snoop pipe: the D2H Rsp room count drifted"),
+        ]
         m.d.comb += [work.answer.ready.eq(lane_go),
                      rspq.push2.eq(lane_go), rspq.push2_p.opcode.eq(lane.rsp), rspq.push2_p.uqid.eq(lane.uqid)]
         upd = sf.update

@@ -46,6 +46,9 @@ entry).  ``can_alloc`` / ``alloc_idx``: the lowest free entry, which ``alloc`` w
 Asserts: ``alloc`` names a free entry; an answer to a command always has an entry waiting for it.
 """
 
+import operator
+from functools import reduce
+
 from amaranth.hdl import Assert, Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import data, enum, fifo, stream, wiring
 from amaranth.lib.memory import Memory
@@ -96,9 +99,10 @@ class WorkAnswer(data.StructLayout):
 
 
 def lowest(m, bits, name):
-    """(any, index) of the lowest set bit of ``bits``: a priority encoder built as a tree (a lower part
-    of a power-of-two size first, then the rest, whose index gets that power's bit), log2 of the width
-    deep, not a chain of one mux per bit."""
+    """(any, index, grant) of the lowest set bit of ``bits``: a priority encoder built as a tree (a lower
+    part of a power-of-two size first, then the rest, whose index gets that power's bit), log2 of the
+    width deep, not a chain of one mux per bit; and the same choice one-hot (``grant``: each bit and no
+    lower one, from a parallel prefix OR), for whoever acts on the chosen bit without decoding the index."""
     def enc(lo, hi):
         if hi - lo == 1:
             return bits[lo], Const(0, 0)
@@ -108,11 +112,20 @@ def lowest(m, bits, name):
         b_any, b_idx = enc(lo + half, hi)
         b_full = Cat(b_idx, Const(0, k - len(b_idx)), Const(1, 1))
         return a_any | b_any, Mux(a_any, Cat(a_idx, Const(0, k + 1 - len(a_idx))), b_full)
+
+    def prefix_or(xs):                                   # p[i] = xs[0] | ... | xs[i], log2 deep
+        if len(xs) == 1:
+            return list(xs)
+        half = len(xs) // 2
+        lo, hi = prefix_or(xs[:half]), prefix_or(xs[half:])
+        return lo + [lo[-1] | h for h in hi]
     n = len(bits)
     idx = Signal(range(max(n, 2)), name=f"{name}_idx")
+    grant = Signal(n, name=f"{name}_grant")
     anyv, tree = enc(0, n)
-    m.d.comb += idx.eq(tree)
-    return anyv, idx
+    before = prefix_or([bits[i] for i in range(n)])
+    m.d.comb += [idx.eq(tree), grant.eq(Cat(bits[0], *(bits[i] & ~before[i - 1] for i in range(1, n))))]
+    return anyv, idx, grant
 
 
 def pick(m, idx, items, name):
@@ -202,18 +215,15 @@ class SnoopWork(wiring.Component):
             return Cat(*(Cat(*(x.state == s for s in states)).any() for x in e))
 
         # ---- allocation (C): the lowest free entry -----------------------------------------------
-        can, idx = lowest(m, in_state(WorkState.FREE), "free")
+        can, idx, g_free = lowest(m, in_state(WorkState.FREE), "free")
         m.d.comb += [self.can_alloc.eq(can), self.alloc_idx.eq(idx), self.alloc.ready.eq(can)]
         a = self.alloc.p
-        with m.If(self.alloc.valid):
-            for i in range(n):
-                with m.If(idx == i):
-                    m.d.sync += [e[i].line.eq(a.line), e[i].way.eq(a.way), e[i].presence.eq(a.presence),
-                                 e[i].op.eq(a.op), e[i].uqid.eq(a.uqid), e[i].st.eq(a.st), e[i].cmd.eq(a.cmd),
-                                 e[i].rsp.eq(a.rsp), e[i].nxt.eq(a.nxt), e[i].data.eq(a.data),
-                                 e[i].probed.eq(~a.query & ~a.answer),
-                                 e[i].state.eq(Mux(a.query, WorkState.QUERY,
-                                                   Mux(a.answer, WorkState.ANSWER, WorkState.PROBE_ADD)))]
+        for i in range(n):                  # (the entry's state: its moves, below)
+            with m.If(self.alloc.valid & g_free[i]):
+                m.d.sync += [e[i].line.eq(a.line), e[i].way.eq(a.way), e[i].presence.eq(a.presence),
+                             e[i].op.eq(a.op), e[i].uqid.eq(a.uqid), e[i].st.eq(a.st), e[i].cmd.eq(a.cmd),
+                             e[i].rsp.eq(a.rsp), e[i].nxt.eq(a.nxt), e[i].data.eq(a.data),
+                             e[i].probed.eq(~a.query & ~a.answer)]
         m.d.sync += Assert(~self.alloc.valid | can, "snoop work: an entry allocated with none free")
 
         # ---- the line's snoop is being answered here ---------------------------------------------
@@ -229,7 +239,7 @@ class SnoopWork(wiring.Component):
         idx_bits = ceil_log2(max(n, 2))
         order_layout = data.StructLayout({"idx": idx_bits, "st": STATE_BITS, "op": Snp})
         m.submodules.order = order = fifo.SyncFIFO(width=order_layout.size, depth=self.cmd_depth)
-        want, c_idx = lowest(m, in_state(WorkState.QUERY, WorkState.CMD), "cmd")
+        want, c_idx, g_cmd = lowest(m, in_state(WorkState.QUERY, WorkState.CMD), "cmd")
         c_e = pick(m, c_idx, e, "c_e")
         cmd_free = ~self.cmd.valid | self.cmd.ready
         cmd_load = want & cmd_free & order.w_rdy
@@ -278,7 +288,7 @@ class SnoopWork(wiring.Component):
         # coalescer takes (one a cycle).  The queue's room is a register, so the coalescer's ready (worked
         # out from its slots in the same cycle) reaches only the queue, not the entries' choice; the
         # entry learns that its probe went in the next cycle (``p_sent``).
-        p_want, p_idx = lowest(m, in_state(WorkState.PROBE_ADD), "probe")
+        p_want, p_idx, g_probe = lowest(m, in_state(WorkState.PROBE_ADD), "probe")
         p_e = pick(m, p_idx, e, "p_e")
         m.submodules.probes = probes = fifo.SyncFIFOBuffered(
             width=len(Value.cast(self.probe_add.p)) + idx_bits, depth=4)
@@ -292,7 +302,7 @@ class SnoopWork(wiring.Component):
                      p_sent_idx.eq(probes.r_data[len(Value.cast(self.probe_add.p)):])]
 
         # ---- the answer register: the lowest entry ready to answer, for the answer lane (the top's)
-        a_want, a_idx = lowest(m, in_state(WorkState.ANSWER), "answer")
+        a_want, a_idx, g_answer = lowest(m, in_state(WorkState.ANSWER), "answer")
         a_e = pick(m, a_idx, e, "a_e")
         ap = self.answer.p
         answered = self.answer.valid & self.answer.ready
@@ -333,39 +343,32 @@ class SnoopWork(wiring.Component):
             named = self.probe_lines.bit_select(x.line[:self.block_bits], 1) if self.block_bits \
                 else self.probe_lines[0]
             woken = self.probe_taken & (x.line[self.block_bits:] == self.probe_block) & named
-            with m.Switch(x.state):
-                with m.Case(WorkState.QUERY, WorkState.CMD):
-                    with m.If(cmd_load & (c_idx == i)):
-                        m.d.sync += x.state.eq(Mux(x.state == WorkState.QUERY, WorkState.QUERY_WAIT,
-                                                   WorkState.CMD_WAIT))
-                with m.Case(WorkState.QUERY_WAIT):
-                    with m.If(v_valid & (v_idx == i)):
-                        m.d.sync += [x.st.eq(v_st), x.rsp.eq(v_rsp), x.nxt.eq(v_nxt), x.data.eq(v_data),
-                                     x.cmd.eq(v_cmd), x.probed.eq(probe),
-                                     x.state.eq(Mux(probe, WorkState.PROBE_ADD, WorkState.ANSWER))]
-                with m.Case(WorkState.PROBE_ADD):
-                    with m.If(probe_load & (p_idx == i)):
-                        m.d.sync += x.state.eq(WorkState.PROBE_OUT)
-                with m.Case(WorkState.PROBE_OUT):
-                    with m.If(p_sent & (p_sent_idx == i)):
-                        m.d.sync += x.state.eq(WorkState.PROBE_WAIT)
-                with m.Case(WorkState.PROBE_WAIT):
-                    with m.If(woken):
-                        m.d.sync += x.state.eq(WorkState.CMD)
-                with m.Case(WorkState.CMD_WAIT):
-                    with m.If(v_valid & (v_idx == i)):
-                        # the verdict on the state the command's answer settles (dirty: E was M)
-                        m.d.sync += [x.st.eq(v_st), x.rsp.eq(v_rsp), x.nxt.eq(v_nxt), x.data.eq(v_data),
-                                     x.state.eq(WorkState.ANSWER)]
-                with m.Case(WorkState.ANSWER):
-                    with m.If(load & (a_idx == i)):
-                        m.d.sync += x.state.eq(WorkState.LANE)
-                with m.Case(WorkState.LANE):
-                    with m.If(answered & (ap.idx == i)):
-                        m.d.sync += x.state.eq(Mux(x.data, WorkState.DATA_OUT, WorkState.FREE))
-                with m.Case(WorkState.DATA_OUT):
-                    with m.If(take & (d_idx == i)):
-                        m.d.sync += x.state.eq(WorkState.FREE)
-        # (the allocation above writes a FREE entry, which no state machine touches)
+            at = {st: x.state == st for st in WorkState}
+            mine_v = v_valid & (v_idx == i)
+            # Every move of the entry as (condition, next state); the conditions exclude each other (each
+            # names the state it leaves), so the next state is an AND-OR of them, one level deep.
+            moves = [
+                (at[WorkState.FREE] & self.alloc.valid & g_free[i],
+                 Mux(a.query, WorkState.QUERY, Mux(a.answer, WorkState.ANSWER, WorkState.PROBE_ADD))),
+                (at[WorkState.QUERY] & cmd_load & g_cmd[i], WorkState.QUERY_WAIT),
+                (at[WorkState.CMD] & cmd_load & g_cmd[i], WorkState.CMD_WAIT),
+                (at[WorkState.QUERY_WAIT] & mine_v, Mux(probe, WorkState.PROBE_ADD, WorkState.ANSWER)),
+                (at[WorkState.PROBE_ADD] & probe_load & g_probe[i], WorkState.PROBE_OUT),
+                (at[WorkState.PROBE_OUT] & p_sent & (p_sent_idx == i), WorkState.PROBE_WAIT),
+                (at[WorkState.PROBE_WAIT] & woken, WorkState.CMD),
+                (at[WorkState.CMD_WAIT] & mine_v, WorkState.ANSWER),
+                (at[WorkState.ANSWER] & load & g_answer[i], WorkState.LANE),
+                (at[WorkState.LANE] & answered & (ap.idx == i), Mux(x.data, WorkState.DATA_OUT, WorkState.FREE)),
+                (at[WorkState.DATA_OUT] & take & (d_idx == i), WorkState.FREE),
+            ]
+            moving = Cat(*(c for c, _ in moves)).any()
+            terms = [Mux(c, Value.cast(t), 0) for c, t in moves] + [Mux(moving, 0, x.state.as_value())]
+            m.d.sync += x.state.as_value().eq(reduce(operator.or_, terms))
+            with m.If(at[WorkState.QUERY_WAIT] & mine_v):
+                m.d.sync += [x.st.eq(v_st), x.rsp.eq(v_rsp), x.nxt.eq(v_nxt), x.data.eq(v_data),
+                             x.cmd.eq(v_cmd), x.probed.eq(probe)]
+            with m.If(at[WorkState.CMD_WAIT] & mine_v):
+                # the verdict on the state the command's answer settles (dirty: E was M)
+                m.d.sync += [x.st.eq(v_st), x.rsp.eq(v_rsp), x.nxt.eq(v_nxt), x.data.eq(v_data)]
         m.d.comb += self.freed.eq((answered & ~ap.data) | take)
         return m
