@@ -41,7 +41,8 @@ through the control path.
 ``busy(line)`` (``cam_line`` / ``cam_hit``): the line has a snoop being answered here (an entry in any
 state until the answer lane takes it; DATA_OUT no longer counts: the line's state is settled).  C holds a second snoop
 to such a line.  ``freed``: an entry went back to FREE in this cycle (C may hold a snoop for want of an
-entry).  ``can_alloc`` / ``alloc_idx``: the lowest free entry, which ``alloc`` writes.
+entry).  ``can_alloc`` / ``alloc_idx``: the lowest free entry, which ``alloc`` takes (written into it
+at the next edge: a registered allocation).
 
 Asserts: ``alloc`` names a free entry; an answer to a command always has an entry waiting for it.
 """
@@ -214,21 +215,29 @@ class SnoopWork(wiring.Component):
         def in_state(*states):
             return Cat(*(Cat(*(x.state == s for s in states)).any() for x in e))
 
-        # ---- allocation (C): the lowest free entry -----------------------------------------------
-        can, idx, g_free = lowest(m, in_state(WorkState.FREE), "free")
+        # ---- allocation (C): the lowest free entry, written a cycle later ---------------------------
+        # C's allocation is registered (``pend``: the snoop and the one-hot entry it takes) and written
+        # into its entry at the next edge, so C's decision reaches a register, not every entry's enables.
+        # Meanwhile the pending entry is not free (``can_alloc`` and the choice leave it out) and its line
+        # is busy (the CAM compares it too).
+        pend_valid, pend_grant = Signal(), Signal(n)
+        pend = Signal.like(self.alloc.p)
+        free_now = in_state(WorkState.FREE) & ~Mux(pend_valid, pend_grant, 0)
+        can, idx, g_free = lowest(m, free_now, "free")
         m.d.comb += [self.can_alloc.eq(can), self.alloc_idx.eq(idx), self.alloc.ready.eq(can)]
-        a = self.alloc.p
+        m.d.sync += [pend_valid.eq(self.alloc.valid), pend.eq(self.alloc.p), pend_grant.eq(g_free)]
+        a = pend
         for i in range(n):                  # (the entry's state: its moves, below)
-            with m.If(self.alloc.valid & g_free[i]):
+            with m.If(pend_valid & pend_grant[i]):
                 m.d.sync += [e[i].line.eq(a.line), e[i].way.eq(a.way), e[i].presence.eq(a.presence),
                              e[i].op.eq(a.op), e[i].uqid.eq(a.uqid), e[i].st.eq(a.st), e[i].cmd.eq(a.cmd),
                              e[i].rsp.eq(a.rsp), e[i].nxt.eq(a.nxt), e[i].data.eq(a.data),
                              e[i].probed.eq(~a.query & ~a.answer)]
         m.d.sync += Assert(~self.alloc.valid | can, "snoop work: an entry allocated with none free")
 
-        # ---- the line's snoop is being answered here ---------------------------------------------
+        # ---- the line's snoop is being answered here (or its entry is about to be written) -------
         busy = Cat(*((x.state != WorkState.FREE) & (x.state != WorkState.DATA_OUT) & (x.line == self.cam_line)
-                     for x in e))
+                     for x in e), pend_valid & (pend.line == self.cam_line))
         m.d.comb += self.cam_hit.eq(busy.any())
 
         # ---- commands: the lowest entry that wants one goes into the command register (the port's
@@ -348,7 +357,7 @@ class SnoopWork(wiring.Component):
             # Every move of the entry as (condition, next state); the conditions exclude each other (each
             # names the state it leaves), so the next state is an AND-OR of them, one level deep.
             moves = [
-                (at[WorkState.FREE] & self.alloc.valid & g_free[i],
+                (at[WorkState.FREE] & pend_valid & pend_grant[i],
                  Mux(a.query, WorkState.QUERY, Mux(a.answer, WorkState.ANSWER, WorkState.PROBE_ADD))),
                 (at[WorkState.QUERY] & cmd_load & g_cmd[i], WorkState.QUERY_WAIT),
                 (at[WorkState.CMD] & cmd_load & g_cmd[i], WorkState.CMD_WAIT),
