@@ -80,12 +80,15 @@ then offered on ``flit.payload`` is always the one ``early_payload`` carried whe
 high).  Two more outputs hand the caller verdicts it needs for that same flit, so it need not work
 them out again: ``early_crc_bad`` (its CRC does not match) and ``early_ctl_hits`` (one bit per kind of
 ``CONTROL_KIND_NAMES``, in that order: the flit is that control flit), valid from the edge at which
-the register takes the flit and held with it.  The first half of the pre-decode, slot by slot (the slot
-formats, each slot's message counts and the counts before it, every check that reads one slot's bits,
-the CRC check, the control-flit matches), is worked out from ``early_payload`` into registers loaded on
-``early_load``; the second half (the flit's totals, the per-flit rules, the first failing check, which
-message goes to which lane) from those registers and ``flit.payload`` in the cycle the flit is offered,
-as before.  So the longest path from a flit bit to the pre-decode's registers is cut in two
+the register takes the flit and held with it (``early_crc_bad`` a few gates after those registers: the
+XOR of the CRC's partials and the compare).  The first half of the pre-decode, slot by slot (the slot
+formats, each slot's message counts and the counts before it but the last slot's, every check that reads
+one slot's bits, the CRC of each quarter of the payload with the flit's CRC field, the control-flit
+matches), is worked out from ``early_payload`` into registers loaded on ``early_load``; the second half
+(the flit's totals, the CRC's XOR and compare, the per-flit rules, the first failing check, which message
+goes to which lane) from those registers and ``flit.payload`` in the cycle the flit is offered, as
+before.  The CRC is linear (no initial value, no final XOR: the CRC of the whole payload is the XOR of the
+CRCs of its parts, each computed with the others' bits zero), which is what lets it split.  So the longest path from a flit bit to the pre-decode's registers is cut in two
 (``_predecode``) without a cycle more; the ports, timing and behaviour above are unchanged.
 ``early=False`` (the default) does both halves in the cycle the flit is offered.
 
@@ -204,6 +207,7 @@ CONTROL_KIND_NAMES = tuple(CONTROL_KINDS)
 
 # ---------------------------------------------------------------- sizes, all from cxl.flit
 SLOTS = PAYLOAD_BYTES // SLOT_BYTES
+CRC_PARTS = 4                                  # the CRC's partials staged by the first half of the pre-decode
 SLOT_BITS = 8 * SLOT_BYTES
 CHUNK_BITS = 8 * CHUNK_BYTES
 HEADER = {name: (offset, width) for name, offset, width in HEADER_FIELDS}
@@ -435,9 +439,15 @@ class FlitUnpacker(wiring.Component):
             return staged
 
         a, p = pa[:PAYLOAD_BITS], pb[:PAYLOAD_BITS]
-        m.submodules.crc = crc = FlitCRC()
+        # The CRC in two halves (hdl/link/crc.py, ``parts``): the CRC of each part of the payload and the
+        # flit's CRC field in the first half, their XOR and the compare in the second (both from staged
+        # values: ``early_crc_bad`` reads only the first half's registers).
+        m.submodules.crc = crc = FlitCRC(parts=CRC_PARTS)
         m.d.comb += crc.payload.eq(a)
-        keep("crc_bad", stage("crc_bad", crc.crc != pa[PAYLOAD_BITS:]))
+        crc_bits = len(pa) - PAYLOAD_BITS
+        crc_staged = stage("crc_parts", Cat(crc.partials.as_value(), pa[PAYLOAD_BITS:]))
+        crc_parts = data.ArrayLayout(crc_bits, CRC_PARTS)(crc_staged[:crc_bits * CRC_PARTS])
+        keep("crc_bad", FlitCRC.combine(m, crc_parts, name="pre_crc") != crc_staged[crc_bits * CRC_PARTS:])
         hdr_a = {name: a[offset:offset + width] for name, (offset, width) in HEADER.items()}
         hdr = {name: p[offset:offset + width] for name, (offset, width) in HEADER.items()}
 
@@ -484,13 +494,16 @@ class FlitUnpacker(wiring.Component):
         count_a = [{ch: _therm_select(m, [(sel_a[s][f.code], _therm(m, valid_bits(a, s, f, ch), cap[ch]))
                                           for f in slot_mine[s] if not f.data], cap[ch])
                     for ch in self.chans} for s in range(SLOTS)]
-        # before[s]: the messages in slots 0..s-1, each a balanced sum of the slot counts.
+        # before[s]: the messages in slots 0..s-1, each a balanced sum of the slot counts.  The flit's
+        # totals are summed in the second half, the staged count before the last slot + the last slot's
+        # (a four-slot sum in the first half was its longest path).
         before_a = [{ch: _therm_sum(m, [c[ch] for c in count_a[:s]], cap[ch]) for ch in self.chans}
-                    for s in range(SLOTS + 1)]
+                    for s in range(SLOTS)]
         slot_count = [stage_codes(f"slot{s}_count", count_a[s]) for s in range(SLOTS)]
         before = [{ch: [] for ch in self.chans}] + [stage_codes(f"before{s}", before_a[s])
-                                                     for s in range(1, SLOTS + 1)]
-        counts = before[SLOTS]
+                                                     for s in range(1, SLOTS)]
+        counts = {ch: _therm_add(m, before[SLOTS - 1][ch], slot_count[SLOTS - 1][ch], cap[ch]) for ch in self.chans}
+        before.append(counts)
 
         g0_before = []                             # the G0 flags of the slots before this one
         for s in range(SLOTS):
@@ -543,7 +556,10 @@ class FlitUnpacker(wiring.Component):
                     if gaps:
                         items.append(("c", leaf(on_a & Cat(*gaps).any(), s), RxError.PACKING))
                 if f.mdh:                              # an MDH slot carries 2 or more Data Headers
-                    items.append(("c", leaf(on_a & ~_ge(count_a[s][dat_ch], 2), s), RxError.MDH))
+                    # (with ``on_a`` the slot's count is this format's: its own valid bits, not the count's
+                    # select over the slot's formats)
+                    mdh_count = _therm(m, valid_bits(a, s, f, dat_ch), 2)
+                    items.append(("c", leaf(on_a & ~_ge(mdh_count, 2), s), RxError.MDH))
         # The leaves, and their OR per slot (and the header's), go to the second half.
         staged_leaves = stage("leaves", Cat(*leaves))
         groups = sorted(set(leaf_slot))
@@ -746,8 +762,8 @@ class FlitUnpacker(wiring.Component):
                 m.d.comb += sig.eq(value)
             return sig
         pre = self._predecode(m, self.early_payload if self.early else self.flit.payload, self.flit.payload, stage)
-        if self.early:                          # two of those registers serve the caller as well
-            m.d.comb += [self.early_crc_bad.eq(staged["crc_bad"]), self.early_ctl_hits.eq(staged["ctl_hits"])]
+        if self.early:                          # the caller's verdicts for the flit it holds: from those registers
+            m.d.comb += [self.early_crc_bad.eq(pre["crc_bad"]), self.early_ctl_hits.eq(staged["ctl_hits"])]
         h = {}
         for name, sig in pre.items():           # registered with the flit it describes
             h[name] = Signal.like(sig, name=f"h_{name}")
