@@ -29,7 +29,9 @@ C (N+3: decide and commit)
       issued behind it, and issues it again once a work entry frees;
     * *drop*: a reserved opcode (counted, ``RESERVED_SNOOP``), as the DCOH drops one.
 
-    C never waits, and writes nothing but registers: a work entry, the queue, the window's pointers.
+    C never waits, and writes nothing but registers: the pending allocation of a work entry (written
+    into the entry at the next edge), the queue, the window's pointers, the room count.  Its verdict is
+    worked out for every way of the filter's row beside the tag compares and selected by the hit.
 
 Answer lane
     Beside C, the work entries that are ready to answer, one a cycle, whatever C does: the response (into
@@ -49,8 +51,9 @@ A state change the golden model sees lands in one of four places, each reported 
 
 * ``commit_c`` (``ANSWER``): C answered the snoop to ``commit_c_line``: the model's ``on_snoop`` now;
 * ``commit_lane``: the answer lane answered ``commit_lane_line``; ``commit_lane_probed``: after its
-  probe (the model's ``finish_probe([line])``), else after a query that found no probe needed (the
-  model's ``on_snoop``, which answers at once);
+  probe (the model's ``finish_probe([line])``), else without one (after a query that found no probe
+  needed, or an answer that only changes the snoop filter: the model's ``on_snoop``, which answers at
+  once);
 * ``commit_probe``: a work entry added the probe of ``commit_probe_line`` to the coalescer: the model's
   ``on_snoop`` (which makes the work and adds the probe) now;
 * a probe message taken on ``probe``: the model's ``close_probe(block, lines)``.

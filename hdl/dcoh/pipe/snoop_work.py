@@ -29,18 +29,19 @@ The verdict (the response, the next state, whether data goes) is worked out once
 ready to answer, from the state the query or the command settled (an E line is M if a copy was dirty),
 and kept in the entry.  The ``answer`` port's payload is a register, loaded with the lowest entry ready
 to answer whenever it is empty or taken, so the answer lane (the snoop filter's writer, the top's)
-starts from flops.  Several entries wait on the command port, the coalescer and that register at once;
-each takes the lowest-numbered entry that wants it.  Commands may
-be outstanding several at a time (up to ``cmd_depth``): the caches answer them in order, and a FIFO of
-entry numbers says whose answer comes next.
+starts from flops; so are the command port's payload and the probe queue's head.  Several entries wait
+on each at once; each takes the lowest-numbered entry that wants it (a one-hot grant from a parallel
+prefix OR, and a one-level select).  Commands may be outstanding several at a time (up to
+``cmd_depth``): the caches answer them in order, and a FIFO of entry numbers (with the state and snoop
+each answer is judged by) says whose answer comes next.
 
 The line's data is kept in a memory with one slot per entry (written from ``cmd_rsp``), and read out by
 the entry's number when its D2H Data goes, into the output register of ``d2h_data``: no line moves
 through the control path.
 
 ``busy(line)`` (``cam_line`` / ``cam_hit``): the line has a snoop being answered here (an entry in any
-state until the answer lane takes it; DATA_OUT no longer counts: the line's state is settled).  C holds a second snoop
-to such a line.  ``freed``: an entry went back to FREE in this cycle (C may hold a snoop for want of an
+state until the answer lane takes it, or the allocation about to be written; DATA_OUT no longer counts:
+the line's state is settled).  C holds a second snoop to such a line.  ``freed``: an entry went back to FREE in this cycle (C may hold a snoop for want of an
 entry).  ``can_alloc`` / ``alloc_idx``: the lowest free entry, which ``alloc`` takes (written into it
 at the next edge: a registered allocation).
 
