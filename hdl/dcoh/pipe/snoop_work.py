@@ -356,7 +356,7 @@ class SnoopWork(wiring.Component):
             at = {st: x.state == st for st in WorkState}
             mine_v = v_valid & (v_idx == i)
             # Every move of the entry as (condition, next state); the conditions exclude each other (each
-            # names the state it leaves), so the next state is an AND-OR of them, one level deep.
+            # names the state it leaves), so the next state is an AND-OR of them, not a chain of selects.
             moves = [
                 (at[WorkState.FREE] & pend_valid & pend_grant[i],
                  Mux(a.query, WorkState.QUERY, Mux(a.answer, WorkState.ANSWER, WorkState.PROBE_ADD))),
