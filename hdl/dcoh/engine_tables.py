@@ -15,10 +15,10 @@ from cxl.messages import D2HRspOpcode as Rsp, H2DReqOpcode as Snp
 from cxl.coherence import (DevState as D, Perm, STALL, GRANTED, INTERNAL_PERMISSION, RESPONSE_TABLE,
                            SNOOP_TABLE)
 
-from .encodings import EVENT_CODE, STATE_BITS, STATE_CODE
+from .encodings import EVENT_CODE, STATE_BITS, STATE_CODE, CmdOp
 from .snoop_filter import SFState
 
-__all__ = ["snoop_table", "perm_rw", "perm_none", "response_table", "is_stable", "line_state", "keeps_s", "legal_snoop"]
+__all__ = ["snoop_table", "command_for", "cmd_op_for", "verdict_table", "perm_rw", "perm_none", "response_table", "is_stable", "line_state", "keeps_s", "legal_snoop"]
 
 
 def snoop_table(m, state, op):
@@ -38,6 +38,52 @@ def snoop_table(m, state, op):
                             else:
                                 m.d.comb += [rsp.eq(r_), nxt.eq(STATE_CODE[n_]), dat.eq(d_)]
     return stall, rsp, nxt, dat
+
+
+def command_for(state):
+    """The command (:class:`~hdl.dcoh.encodings.CmdOp`) that leaves a line's internal copies what the
+    device state ``state`` (a ``DevState``) allows them: none (invalidate), read (downgrade to S), or
+    what they have (keep).  The one rule for the RTL's commands (:func:`cmd_op_for`, :func:`verdict_table`)."""
+    perm = INTERNAL_PERMISSION.get(state, Perm.NONE)
+    return CmdOp.INV if perm is Perm.NONE else CmdOp.TO_S if state is D.S else CmdOp.KEEP
+
+
+def cmd_op_for(m, nxt):
+    """:func:`command_for` of a device state code, as a signal."""
+    op = Signal(CmdOp, name="cmd_op_for")
+    with m.Switch(nxt):
+        for st, code in STATE_CODE.items():
+            with m.Case(code):
+                m.d.comb += op.eq(command_for(st))
+        with m.Default():                   # (no state has it; as the If chain this replaced)
+            m.d.comb += op.eq(CmdOp.KEEP)
+    return op
+
+
+def verdict_table(m, state, op):
+    """The snoop table's row for a device state code and a snoop opcode, with what the pipelined snoop
+    path derives from it worked out at elaboration, so that one lookup gives all of it: ``rsp``,
+    ``nxt``, ``data``, ``cmd`` (:func:`command_for` of ``nxt``), ``probe_s`` / ``probe_rw`` (whether the
+    copies must be probed when they are S / E or M: data to fetch, or permission to take away).  A dict
+    of signals."""
+    out = {"rsp": Signal(Rsp, init=Rsp.RspIHitI), "nxt": Signal(STATE_BITS), "data": Signal(),
+           "cmd": Signal(CmdOp), "probe_s": Signal(), "probe_rw": Signal()}
+    with m.Switch(state):
+        for st, code in STATE_CODE.items():
+            with m.Case(code):
+                with m.Switch(op):
+                    for o in Snp:
+                        row = SNOOP_TABLE.get((st, o))
+                        if row is None or row[0] is STALL:
+                            continue
+                        rsp, nxt, dat = row
+                        perm = INTERNAL_PERMISSION.get(nxt, Perm.NONE)
+                        with m.Case(o):
+                            m.d.comb += [out["rsp"].eq(rsp), out["nxt"].eq(STATE_CODE[nxt]), out["data"].eq(dat),
+                                         out["cmd"].eq(command_for(nxt)),
+                                         out["probe_s"].eq(bool(dat) or perm is Perm.NONE),
+                                         out["probe_rw"].eq(bool(dat) or perm is not Perm.READWRITE)]
+    return out
 
 
 def perm_rw(state):

@@ -15,7 +15,7 @@ from cxl.messages import D2HReqOpcode as Req, D2HRspOpcode as Rsp
 from cxl.coherence import DevState as D
 
 from .encodings import CmdOp, Dispatch, ErrorKind, STATE_BITS, STATE_CODE
-from .engine_tables import keeps_s, legal_snoop, line_state, perm_none, perm_rw, snoop_table
+from .engine_tables import cmd_op_for, keeps_s, legal_snoop, line_state, perm_none, perm_rw, snoop_table
 from .snoop_filter import SFState, SFOp
 
 __all__ = ["build_snoop_verdicts", "build_snoop_states", "build_answer_states", "build_work_states"]
@@ -236,13 +236,8 @@ def build_answer_states(self, ctx):
 
     def command_copies(nxt, line=r.line, copies=r.entry.presence):
         """Offer the command that gives the line's copies what the snoop leaves them (state ``nxt``)."""
-        m.d.comb += [self.cmd.valid.eq(1), self.cmd.p.line.eq(line), self.cmd.p.caches.eq(copies)]
-        with m.If(perm_none(nxt)):
-            m.d.comb += self.cmd.p.op.eq(CmdOp.INV)
-        with m.Elif(nxt == STATE_CODE[D.S]):
-            m.d.comb += self.cmd.p.op.eq(CmdOp.TO_S)
-        with m.Else():
-            m.d.comb += self.cmd.p.op.eq(CmdOp.KEEP)
+        m.d.comb += [self.cmd.valid.eq(1), self.cmd.p.line.eq(line), self.cmd.p.caches.eq(copies),
+                     self.cmd.p.op.eq(cmd_op_for(m, nxt))]
 
     # No snoop is answered from a state whose snoops stall (GO seen, data not: the table's Stall rows give
     # no response, and an answer would tell the host the device holds nothing while the GO's grant is on

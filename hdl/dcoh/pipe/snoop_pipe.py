@@ -78,12 +78,12 @@ from hdl.link.ports import DataMsg
 
 from ..coalescer import InvalidationCoalescer, Message
 from ..encodings import CacheCmd, CacheCmdRsp, ErrorKind, STATE_CODE
-from ..engine_tables import legal_snoop, line_state, perm_none, snoop_table
+from ..engine_tables import cmd_op_for, legal_snoop, line_state, perm_none, snoop_table
 from ..sf_pipe import PipelinedSnoopFilter
 from ..snoop_filter import SFOp, SFState
 from .out_queue import OutQueue
 from .snoop_window import SnoopWindow
-from .snoop_work import SnoopWork, cmd_op_for
+from .snoop_work import SnoopWork
 
 __all__ = ["SnoopPipe", "CommitC", "RSP_DEPTH"]
 

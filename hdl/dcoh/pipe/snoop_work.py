@@ -57,15 +57,15 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2, exact_log2
 
-from cxl.coherence import DevState as D, INTERNAL_PERMISSION, Perm, SNOOP_TABLE, STALL
+from cxl.coherence import DevState as D
 from cxl.messages import D2HDataHdr, D2HRspOpcode as Rsp, H2DReqOpcode as Snp, ID_WIDTH
 from hdl.link.ports import LINE_BITS, DataMsg
 
 from ..coalescer import Probe
 from ..encodings import CacheCmd, CacheCmdRsp, CmdOp, STATE_BITS, STATE_CODE
-from ..engine_tables import perm_none
+from ..engine_tables import verdict_table
 
-__all__ = ["WorkState", "WorkAlloc", "WorkAnswer", "SnoopWork", "lowest", "pick", "cmd_op_for"]
+__all__ = ["WorkState", "WorkAlloc", "WorkAnswer", "SnoopWork", "lowest", "pick"]
 
 
 class WorkState(enum.Enum, shape=4):
@@ -139,45 +139,6 @@ def pick(m, idx, items, name):
             with m.Case(i):
                 m.d.comb += out.eq(item)
     return out
-
-
-def verdict_table(m, state, op):
-    """The snoop table's row for a device state code and a snoop opcode, with what this path derives
-    from it worked out at elaboration, so that one lookup gives all of it: ``rsp``, ``nxt``, ``data``,
-    ``cmd`` (the command that leaves the copies what ``nxt`` allows), ``probe_s`` / ``probe_rw``
-    (whether the copies must be probed when they are S / E or M: data to fetch, or permission to
-    take away).  A dict of signals."""
-    out = {"rsp": Signal(Rsp, init=Rsp.RspIHitI), "nxt": Signal(STATE_BITS), "data": Signal(),
-           "cmd": Signal(CmdOp), "probe_s": Signal(), "probe_rw": Signal()}
-    with m.Switch(state):
-        for st, code in STATE_CODE.items():
-            with m.Case(code):
-                with m.Switch(op):
-                    for o in Snp:
-                        row = SNOOP_TABLE.get((st, o))
-                        if row is None or row[0] is STALL:
-                            continue
-                        rsp, nxt, dat = row
-                        perm = INTERNAL_PERMISSION.get(nxt, Perm.NONE)
-                        cmd = CmdOp.INV if perm is Perm.NONE else CmdOp.TO_S if nxt is D.S else CmdOp.KEEP
-                        with m.Case(o):
-                            m.d.comb += [out["rsp"].eq(rsp), out["nxt"].eq(STATE_CODE[nxt]), out["data"].eq(dat),
-                                         out["cmd"].eq(cmd),
-                                         out["probe_s"].eq(bool(dat) or perm is Perm.NONE),
-                                         out["probe_rw"].eq(bool(dat) or perm is not Perm.READWRITE)]
-    return out
-
-
-def cmd_op_for(m, nxt):
-    """The command that gives a line's copies what next state ``nxt`` leaves them."""
-    op = Signal(CmdOp, name="cmd_op_for")
-    with m.If(perm_none(nxt)):
-        m.d.comb += op.eq(CmdOp.INV)
-    with m.Elif(nxt == STATE_CODE[D.S]):
-        m.d.comb += op.eq(CmdOp.TO_S)
-    with m.Else():
-        m.d.comb += op.eq(CmdOp.KEEP)
-    return op
 
 
 class SnoopWork(wiring.Component):
