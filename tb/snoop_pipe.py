@@ -29,7 +29,7 @@ from tb.cache_bfm import CacheBFM
 
 __all__ = ["Mismatch", "SnoopPipeBench", "preload", "SHAPES", "per_cycle"]
 
-_SF_STATE = {DevState.S: SFState.S, DevState.E: SFState.E}
+_SF_STATE = {DevState.S: SFState.S, DevState.E: SFState.E, None: SFState.PLACEHOLDER}
 
 
 class Mismatch(AssertionError):
