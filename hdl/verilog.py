@@ -43,6 +43,8 @@ TOPS = {
     # the pipelined DCOH's snoop path (hdl/dcoh/pipe/snoop_pipe.py), with the work entries that let
     # probed snoops stream at one a cycle (docs/dcoh_pipeline.md)
     "snoop_pipe": ("hdl.dcoh.pipe.snoop_pipe", "SnoopPipe", {"work": 24}),
+    # its response path (hdl/dcoh/pipe/response_path.py): H2D Rsp / Data over the tracker, the lane
+    "response_path": ("hdl.dcoh.pipe.response_path", "ResponsePath", {}),
 }
 
 

@@ -56,7 +56,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
 
-from cxl.coherence import DevState as D, GO_OF
+from cxl.coherence import DevState as D, GO_OF, RESPONSE_TABLE
 from cxl.messages import ADDR_WIDTH, D2HDataHdr, D2HReqOpcode as Req, H2DDataHdr, H2DRsp, H2DRspOpcode as HRsp, \
     ID_WIDTH, MAX_IDS
 from hdl.link.ports import DataMsg, LINE_BITS
@@ -99,6 +99,12 @@ def _action_layout(tracker):
                               "state": STATE_BITS})
 
 
+def declares_data(state):
+    """The response table declares an H2D Data in the device state code ``state``."""
+    states = sorted({STATE_CODE[s] for (s, e) in RESPONSE_TABLE if e == "Data"})
+    return Cat(state == c for c in states).any()
+
+
 class ResponsePath(wiring.Component):
     """Parameters: ``caches`` (1..32), ``tracker`` (CQIDs, 2..4096), ``sf_ways`` (a power of two: the way
     field of the snoop filter's update), ``addr_width``.  Ports in the module docstring; ``sf_update`` is
@@ -138,6 +144,9 @@ class ResponsePath(wiring.Component):
         valid = Signal(T)
         state = [Signal(STATE_BITS, name=f"state{i}") for i in range(T)]
         granted_e = Signal(T)
+        # whether the request's state declares an H2D Data, kept beside the state so that the buffer's
+        # write enable is one bit selected by the CQID, not the response table's verdict
+        wants_data = Signal(T)
         m.d.comb += self.in_use.eq(valid)
         info_layout = _info_layout(K, self.sf_ways, self.addr_width)
         m.submodules.info = info = Memory(shape=info_layout, depth=T, init=[])
@@ -198,7 +207,7 @@ class ResponsePath(wiring.Component):
             with m.Switch(idx):
                 for i in range(T):
                     with m.Case(i):
-                        m.d.sync += state[i].eq(new_state)
+                        m.d.sync += [state[i].eq(new_state), wants_data[i].eq(declares_data(new_state))]
                         with m.If(go_s | go_e):
                             m.d.sync += granted_e[i].eq(go_e)
         action = Signal(_action_layout(T))
@@ -209,7 +218,10 @@ class ResponsePath(wiring.Component):
         start = self.start.p
         m.d.comb += self.start.ready.eq(~(ev.valid & ev.data))
         with m.If(ev.valid & ev.data):
-            m.d.comb += [buf_w.en.eq(apply), buf_w.addr.eq(idx), buf_w.data.eq(ev_line)]
+            # (``apply`` for an H2D Data, without the table: an entry whose state declares Data is live,
+            # a free or completing one is in a stable state, which declares none)
+            m.d.comb += [buf_w.en.eq(in_range & wants_data.bit_select(idx, 1)),
+                         buf_w.addr.eq(idx), buf_w.data.eq(ev_line)]
         with m.Else():
             m.d.comb += [buf_w.en.eq(self.start.valid), buf_w.addr.eq(start.idx), buf_w.data.eq(start.value)]
         m.d.comb += [info_w.en.eq(self.start.valid & self.start.ready), info_w.addr.eq(start.idx)]
@@ -218,7 +230,8 @@ class ResponsePath(wiring.Component):
             with m.Switch(start.idx):
                 for i in range(T):
                     with m.Case(i):
-                        m.d.sync += [state[i].eq(start.state), granted_e[i].eq(0)]
+                        m.d.sync += [state[i].eq(start.state), granted_e[i].eq(0),
+                                     wants_data[i].eq(declares_data(start.state))]
         m.d.comb += [self.commit.eq(Mux(apply, Mux(ev.data, ResponseCommit.DATA, ResponseCommit.RSP),
                                         Mux(drop, ResponseCommit.DROP, ResponseCommit.NONE))),
                      self.commit_cqid.eq(idx)]
@@ -294,6 +307,8 @@ class ResponsePath(wiring.Component):
                 with m.Case(i):
                     m.d.comb += start_idx_valid.eq(valid[i])
         m.d.sync += [
+            Assert(~(ev.valid & ev.data) | (buf_w.en == apply), "response path: the buffer's write enable "
+                   "differs from the response table's verdict on an H2D Data"),
             Assert(~(self.start.valid & self.start.ready) | ~start_idx_valid,
                    "response path: a request started in a tracker entry in use"),
             Assert(~(self.start.valid & self.start.ready & completes) | (start.idx != l2.cqid),
