@@ -118,6 +118,7 @@ cdef class Device:
     cdef public dict coverage
     cdef public object now
     cdef public bint defer_service
+    cdef public bint defer_complete
     cdef public set woken
     cdef public object skipped_services
     cdef public object skipped_tries

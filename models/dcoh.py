@@ -369,6 +369,9 @@ class Device:
         # the testbench calls ``service`` at that step instead (a completion and a probe's work then
         # leave it to the caller; an accepted access is still tried at once, as the engine does).
         self.defer_service = False
+        # a shadow of a pipelined RTL DCOH, whose completions land after the response that makes them:
+        # a request that reaches a stable state completes only at :meth:`complete`
+        self.defer_complete = False
         # The wake-up rule: a waiting access is tried again only after an event freed what its last
         # failed try waits for (``CpuOp.why``, keys: a CQID, a work entry, its line, a way in its
         # snoop-filter set).  The events put the keys they free into ``woken``: a completed request
@@ -422,6 +425,14 @@ class Device:
     def accept(self, op, now):
         """Take an access from internal cache ``op.k``.  Hits finish at once; anything else waits in
         the DCOH until it can issue.  Returns False if the cache already has an access outstanding."""
+        if not self.take(op, now):
+            return False
+        self.service(now)
+        return True
+
+    def take(self, op, now):
+        """:meth:`accept` without trying the access: it waits until a rescan (or a shadow's
+        ``_try_issue``) takes it up."""
         self.now = now
         if self.ops[op.k] is not None:
             return False
@@ -430,7 +441,6 @@ class Device:
         self.ops[op.k] = op
         self.active_ops += 1
         self.queue.append(op)
-        self.service(now)
         return True
 
     def woken_accesses(self):
@@ -866,8 +876,17 @@ class Device:
         if nxt == GRANTED:
             nxt = t.granted
         t.state = nxt
-        if nxt in _STABLE:
+        if nxt in _STABLE and not self.defer_complete:
             self._complete(t, now)
+
+    def complete(self, cqid, now):
+        """With ``defer_complete``: request ``cqid``, in a stable state since its last response,
+        completes now (as it would have then)."""
+        self.now = now
+        t = self.txns[cqid]
+        if t.state not in _STABLE:
+            raise AssertionError(f"{self.name()}: completion of {t!r}, which is not in a stable state")
+        self._complete(t, now)
 
     def _complete(self, t, now):
         line, op = t.line, t.cpu

@@ -97,6 +97,7 @@ class ResponsePathBench:
         lines = rng.sample(range(4 * sf_sets * sf_ways), min(n_lines, 4 * sf_sets * sf_ways))
         self.dev, bfm = preload(rng, self.cfg, lines)
         self.dev.checker = _Unchecked()
+        self.dev.defer_complete = True
         self.top = ResponseTop(caches=caches, tracker=tracker, sf_sets=sf_sets, sf_ways=sf_ways)
         self.dut = self.top.path
         self._issue(requests if requests is not None else tracker, kinds)
@@ -241,6 +242,8 @@ class ResponsePathBench:
                 if kind is not ResponseCommit.NONE:
                     self._shadow(kind, taken.popleft(), int(ctx.get(dut.commit_cqid)), bad, cyc, out,
                                  cpu_expected, dropped)
+                if ctx.get(dut.freed.valid):
+                    self._complete(int(ctx.get(dut.freed.cqid)), cyc, cpu_expected)
                 if ctx.get(dut.cmd.valid) and ctx.get(dut.cmd.ready):
                     c = ctx.get(dut.cmd.p)
                     res = bfm.command(int(c.line), int(c.caches), CmdOp(c.op).name)
@@ -305,8 +308,8 @@ class ResponsePathBench:
         return out
 
     def _shadow(self, kind, msg, cqid, bad, cyc, out, cpu_expected, dropped):
-        """The model follows C's decision on ``msg`` (the oldest message taken); a completion of a CPU
-        access adds the ``cpu_rsp`` it must send."""
+        """The model follows C's decision on ``msg`` (the oldest message taken); a request it makes
+        stable completes at the lane (:meth:`_complete`)."""
         dev = self.dev
 
         def mismatch(what):
@@ -323,17 +326,23 @@ class ResponsePathBench:
             mismatch(f"a bad message applied: {msg!r}")
         if (kind is ResponseCommit.DATA) != (msg.chan is Channel.H2D_DATA):
             mismatch(f"commit {kind.name} for {msg!r}")
-        t = dev.txns[msg.uid]
         if msg.chan is Channel.H2D_DATA:
             dev.on_h2d_data(msg, cyc)
         else:
             dev.on_h2d_rsp(msg, cyc)
         out["commit_cycles"].append(cyc)
-        if msg.uid not in dev.txns and t.cpu is not None:
+
+    def _complete(self, cqid, cyc, cpu_expected):
+        """The lane completed request ``cqid`` (``freed``): so does the model; a CPU access's
+        completion adds the ``cpu_rsp`` it must send."""
+        dev = self.dev
+        t = dev.txns.get(cqid)
+        if t is None:
+            raise Mismatch(f"seed {self.seed}, cycle {cyc}: the RTL freed CQID {cqid}, which the model has not started")
+        dev.complete(cqid, cyc)
+        if t.cpu is not None:
             state = "I" if t.state is DevState.I else ("M" if t.cpu.kind == "store" else t.state.name)
             cpu_expected.append((t.cpu.k, t.line, state, t.data))
-            if state != "I" and t.line not in dev.caches[t.cpu.k]:
-                mismatch(f"the model filled no copy for {t!r}")
 
     def _interleave(self, txns, per_txn):
         """The events of every request in one random order that keeps each request's own order."""

@@ -263,7 +263,9 @@ class ResponsePath(wiring.Component):
                      cmd.p.line.eq(l2_info.line), cmd.p.caches.eq(l2_info.others), cmd.p.op.eq(CmdOp.INV)]
         # The pull and the completion may go in one cycle (a write-back's GO_WritePull): the completion
         # is offered once the pulled line is taken or being taken.
-        completes = Signal()
+        completes, filling = Signal(), Signal()
+        upd = self.sf_update
+        m.d.comb += filling.eq(is_e | is_s)         # the completion writes the snoop filter
         pulled = ~l2.pull | dd.ready
         m.d.comb += dd.valid.eq(l2_valid & l2.pull)
         with m.If(l2_valid & l2.pull & dd.ready):
@@ -276,15 +278,18 @@ class ResponsePath(wiring.Component):
                 with m.If(self.cmd_rsp.valid & inv_sent):
                     m.d.sync += inv_done.eq(1)
             with m.Else():
-                m.d.comb += [cr.valid.eq(l2_info.cpu), completes.eq(~l2_info.cpu | cr.ready)]
+                # the fill and the cache's answer go together: each offered once the other is taken
+                # (the filter's update may wait for a writer with priority, the cache for its port)
+                m.d.comb += [cr.valid.eq(l2_info.cpu & (~filling | upd.ready)),
+                             upd.valid.eq(filling & (~l2_info.cpu | cr.ready)),
+                             completes.eq((~filling | upd.ready) & (~l2_info.cpu | cr.ready))]
         m.d.comb += finish.eq(l2_valid & pulled & (~l2.done | completes))
         # (after L2's own updates: a new action loaded in the cycle L2 finishes takes its registers)
         with m.If(load):
             m.d.sync += [l2.eq(head), l2_valid.eq(1), inv_sent.eq(0), inv_done.eq(0)]
         with m.Elif(finish):
             m.d.sync += l2_valid.eq(0)
-        upd = self.sf_update
-        m.d.comb += [upd.valid.eq(completes & (is_e | is_s)), upd.p.op.eq(SFOp.MODIFY),
+        m.d.comb += [upd.p.op.eq(SFOp.MODIFY),
                      upd.p.line.eq(l2_info.line), upd.p.way.eq(l2_info.way),
                      upd.p.entry.state.eq(Mux(is_e, SFState.E, SFState.S)), upd.p.entry.dirty.eq(0),
                      upd.p.entry.presence.eq(k_mask), upd.p.touch.eq(1),
