@@ -31,7 +31,7 @@ from models.dcoh import CpuOp
 from models.link import Msg
 from tb.snoop_pipe import Mismatch, _rows, _sf_view, preload
 
-__all__ = ["ResponsePathBench", "ResponseTop", "host_events"]
+__all__ = ["ResponsePathBench", "ResponseTop", "host_events", "host_message"]
 
 _EVENT_MSG = {"GO-S": GOState.Shared, "GO-E": GOState.Exclusive, "GO-I": GOState.Invalid}
 _PULLS = {"GO_WritePull": H2DRspOpcode.GO_WritePull, "GO_WritePull_Drop": H2DRspOpcode.GO_WritePull_Drop,
@@ -76,6 +76,16 @@ def host_events(rng, state):
         state = granted if nxt == GRANTED else nxt
         events.append(e)
     return events
+
+
+def host_message(t, event, rng, uqids):
+    """The host's message for response-table ``event`` to request ``t`` (a model ``Txn``): an H2D Data
+    with a random line, a GO with the state it names, or a pull with the next of ``uqids``."""
+    if event == "Data":
+        return Msg(Channel.H2D_DATA, None, t.cqid, t.line, data=rng.getrandbits(64))
+    if event in _EVENT_MSG:
+        return Msg(Channel.H2D_RSP, H2DRspOpcode.GO, t.cqid, t.line, rsp_data=_EVENT_MSG[event].value)
+    return Msg(Channel.H2D_RSP, _PULLS[event], t.cqid, t.line, rsp_data=next(uqids) % 4096)
 
 
 class ResponsePathBench:
@@ -182,13 +192,6 @@ class ResponsePathBench:
         def mismatch(what, cyc):
             raise Mismatch(f"seed {self.seed}, cycle {cyc}: {what}")
 
-        def message(chan, t, e):
-            if chan == "data":
-                return Msg(Channel.H2D_DATA, None, t.cqid, t.line, data=rng.getrandbits(64))
-            if e in _EVENT_MSG:
-                return Msg(Channel.H2D_RSP, H2DRspOpcode.GO, t.cqid, t.line, rsp_data=_EVENT_MSG[e].value)
-            return Msg(Channel.H2D_RSP, _PULLS[e], t.cqid, t.line, rsp_data=next(uqid) % 4096)
-
         async def bench(ctx):
             for cyc in range(max_cycles):
                 # ---- inputs of this cycle
@@ -211,7 +214,7 @@ class ResponsePathBench:
                     q = chans[chan]
                     if not starts and q and rng.random() < p_in:
                         t, e = q[0]
-                        msg = offers[chan] = message(chan, t, e) if not isinstance(e, Msg) else e
+                        msg = offers[chan] = host_message(t, e, rng, uqid) if not isinstance(e, Msg) else e
                         q[0] = (t, msg)
                         ctx.set(port.valid, 1)
                         if chan == "rsp":

@@ -51,7 +51,7 @@ for the lane (the model completes at once).
 
 from amaranth.hdl import Assert, Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, enum, stream, wiring
-from amaranth.lib.fifo import SyncFIFOBuffered
+from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
@@ -158,7 +158,7 @@ class ResponsePath(wiring.Component):
         ev = Signal(data.StructLayout({"valid": 1, "data": 1, "cqid": ID_WIDTH, "opcode": HRsp,
                                        "rsp_data": ID_WIDTH}))
         ev_line = Signal(LINE_BITS)
-        m.submodules.lane_q = lane_q = SyncFIFOBuffered(width=_action_layout(T).size, depth=LANE_DEPTH)
+        m.submodules.lane_q = lane_q = SyncFIFO(width=_action_layout(T).size, depth=LANE_DEPTH)
         room = lane_q.level + ev.valid < LANE_DEPTH
         data_turn = Signal()            # the two channels take turns when both are offered
         take_rsp = self.h2d_rsp.valid & room & ~(self.h2d_data.valid & data_turn)

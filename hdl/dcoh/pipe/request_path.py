@@ -1,0 +1,402 @@
+"""The pipelined DCOH's request path: the internal caches' accesses through A / B1 / B2 / C over the snoop filter.
+
+The third event class of the pipelined engine (docs/dcoh_pipeline.md), built and checked with the response
+path (hdl/dcoh/pipe/requests.py): the accesses the internal caches cannot finish themselves (``cpu_req``:
+misses, upgrades, evictions, uncached accesses), one per cache at a time, each held in a *slot* of its
+cache, a state machine woken by what it waits for.  No rescan: an access that cannot go on parks with its
+reason (a CQID, or its line or set), and the event that frees that wakes it.
+
+Stages
+------
+A (cycle N)
+    One slot that wants a pass (a new access, one woken, or one whose commands were answered: those
+    first), the lowest-numbered, enters and its line's snoop-filter lookup is issued.
+B1, B2 (N+1, N+2)
+    The snoop filter's read and forward stages (hdl/dcoh/sf_pipe.py, ``stall=False``); B2 reads the slot's
+    line of data (an uncached write's, or what a command returned) from RAM for C.
+C (N+3: decide and commit)
+    From the forwarded row, the lines with a request or a command in flight (the tracker's lines and the
+    slots', in flip-flops) and the free CQIDs, the access is decided as the golden model's ``_try_issue``
+    does, in one of these ways:
+
+    * *issue*: a request starts (a miss takes a free way as a placeholder, an upgrade from S keeps its
+      way, an uncached access needs none): the lowest free CQID, the tracker entry (``start``, to the
+      response path), the D2H Req queued;
+    * *command first*: an internal fill (a load from a peer's copy: its E/M peers to S; a store to a line
+      the device holds E: the peers invalidated) or an eviction (the cache's own copy taken, with a CQID
+      put aside when no peer keeps the line) needs the caches: the slot queues its command and, when
+      the answer comes, wants a second pass, the *finish*, which writes the snoop filter and answers the
+      cache, or, for an eviction that leaves no copy, frees the entry and starts the write-back;
+    * *answer*: an eviction of a line the cache no longer holds, a store to an E line no peer holds:
+      ``cpu_rsp`` queued (``cpu_rsp`` leaves through a queue that always has room: one answer a cache);
+    * *park*: its line has a request or a command in flight, no CQID is free, or its set has no free
+      way; *retry* (a pass again at once): the tracker's start port is busy this cycle.
+
+    Only C writes the snoop filter on this side; the response path's fill waits for the cycles C leaves it.
+
+What is not here yet: back-invalidations.  An access that needs one (a miss whose set is full, an uncached
+access to a line the device holds) parks and sets ``needs_back_invalidation``; it would wait for ever.
+
+Commit port (a shadow model's order)
+------------------------------------
+``commit`` with ``commit_cache``: the golden model's ``_try_issue`` of that cache's access now, which must
+succeed (issue, fill, evict or finish).  An issue, an answer and an eviction commit at their first pass
+(an eviction's CQID is chosen then, as the model chooses it), an internal fill at its finish (when the
+snoop filter changes).  Within a cycle, before the response path's commits.
+"""
+
+from amaranth.hdl import Assert, Cat, Const, Module, Mux, Signal
+from amaranth.lib import data, enum, stream, wiring
+from amaranth.lib.fifo import SyncFIFO
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from cxl.coherence import DevState as D, REQUEST_START
+from cxl.messages import ADDR_WIDTH, D2HReq, D2HReqOpcode as Req, MAX_IDS
+from hdl.link.ports import LINE_BITS
+
+from ..encodings import CacheCmd, CacheCmdRsp, CacheState, CmdOp, CpuKind, CpuReq, CpuRsp, STATE_BITS, STATE_CODE, UNCACHED
+from ..sf_pipe import PipelinedSnoopFilter
+from ..snoop_filter import AllocKind, SFOp, SFState, Update
+from .response_path import RequestStart
+from .snoop_work import lowest, pick
+
+__all__ = ["RequestPath", "Finish"]
+
+
+class Finish(enum.Enum, shape=2):
+    """What an access's second pass does, once its command is answered."""
+    LOAD_FILL = 0       #: the peers were downgraded to S: the cache gets an S copy
+    STORE_FILL = 1      #: the peers were invalidated: the cache gets the line in M
+    EVICT = 2           #: the cache's copy was taken: the entry keeps the peers, or is freed and written back
+
+
+class RequestPath(wiring.Component):
+    """Parameters: ``caches`` (1..32), ``tracker`` (CQIDs, 2..4096), ``sf_sets`` / ``sf_ways`` (powers of
+    two), ``addr_width``.  ``sf`` (the pipelined snoop filter) is built here so that tests can preload it;
+    ``fill`` is the response path's update of it, taken in the cycles C does not write."""
+
+    def __init__(self, *, caches=2, tracker=16, sf_sets=64, sf_ways=4, addr_width=ADDR_WIDTH):
+        def bad(name, value, why):
+            raise ValueError(f"RequestPath: {name}={value!r}: {why}")
+        is_int = lambda v: isinstance(v, int) and not isinstance(v, bool)
+        if not is_int(caches) or not 1 <= caches <= 32:
+            bad("caches", caches, "must be an integer in 1..32")
+        if not is_int(tracker) or not 2 <= tracker <= MAX_IDS:
+            bad("tracker", tracker, f"must be an integer in 2..{MAX_IDS} (12-bit CQID)")
+        self.caches, self.tracker, self.sf_sets, self.sf_ways = caches, tracker, sf_sets, sf_ways
+        self.addr_width = addr_width
+        self.sf = PipelinedSnoopFilter(sf_sets, sf_ways, caches, addr_width, stall=False)  # checks the rest
+        super().__init__({
+            "cpu_req": In(stream.Signature(CpuReq(caches, addr_width))),
+            "cpu_rsp": Out(stream.Signature(CpuRsp(caches, addr_width))),
+            "cmd": Out(stream.Signature(CacheCmd(caches, addr_width))),
+            "cmd_rsp": In(stream.Signature(CacheCmdRsp())),
+            "start": Out(stream.Signature(RequestStart(tracker, caches, sf_ways, addr_width))),
+            "d2h_req": Out(stream.Signature(D2HReq)),
+            "freed": In(data.StructLayout({"valid": 1, "cqid": range(tracker)})),
+            "fill": In(stream.Signature(Update(addr_width, sf_ways, caches))),
+            "commit": Out(1), "commit_cache": Out(range(max(caches, 2))),
+            "needs_back_invalidation": Out(1),
+            "idle": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        K, T, AW = self.caches, self.tracker, self.addr_width
+        KB = range(max(K, 2))
+        m.submodules.sf = sf = self.sf
+
+        # ---- the slots: one access per cache ---------------------------------------------------------
+        s_valid, s_want, s_fly, s_fin_pass, s_lane, s_issued = (Signal(K, name=n) for n in (
+            "s_valid", "s_want", "s_fly", "s_fin_pass", "s_lane", "s_issued"))
+        # answered inside the device, until the cache takes its cpu_rsp: the line stays busy meanwhile,
+        # so that no later command to that cache's copy can reach it before the answer does
+        s_answer = Signal(K, name="s_answer")
+        s_why_cqid, s_why_loc = Signal(K, name="s_why_cqid"), Signal(K, name="s_why_loc")
+        s_kind = [Signal(CpuKind, name=f"s_kind{k}") for k in range(K)]
+        s_line = [Signal(AW, name=f"s_line{k}") for k in range(K)]
+        s_variant, s_dirty = Signal(K, name="s_variant"), Signal(K, name="s_dirty")
+        s_fin = [Signal(Finish, name=f"s_fin{k}") for k in range(K)]
+        s_cqid = [Signal(range(T), name=f"s_cqid{k}") for k in range(K)]
+        s_cmd_mask = [Signal(K, name=f"s_cmd_mask{k}") for k in range(K)]
+        s_cmd_op = [Signal(CmdOp, name=f"s_cmd_op{k}") for k in range(K)]
+        # an access's line of data (uncached writes) and what its command returned, by cache
+        m.submodules.cpu_data = cpu_data = Memory(shape=LINE_BITS, depth=K, init=[])
+        m.submodules.cmd_data = cmd_data = Memory(shape=LINE_BITS, depth=K, init=[])
+        cpu_w, cmd_w = cpu_data.write_port(), cmd_data.write_port()
+        cpu_r_c, cmd_r_c = cpu_data.read_port(transparent_for=()), cmd_data.read_port(transparent_for=())
+        cmd_r_out = cmd_data.read_port(transparent_for=())
+
+        # ---- the tracker's lines (busy) and the free CQIDs ---------------------------------------------
+        t_valid = Signal(T)
+        t_line = [Signal(AW, name=f"t_line{i}") for i in range(T)]
+        cq_free = Signal(T, init=(1 << T) - 1)
+
+        req = self.cpu_req
+        take = req.valid & ~s_valid.bit_select(req.p.cache, 1)
+        m.d.comb += [req.ready.eq(take), cpu_w.en.eq(take), cpu_w.addr.eq(req.p.cache), cpu_w.data.eq(req.p.data)]
+
+        # ---- A: one slot a cycle ---------------------------------------------------------------------
+        cand = s_want & ~s_fly
+        fin_any, fin_k, _ = lowest(m, cand & s_fin_pass, "a_fin")
+        new_any, new_k, _ = lowest(m, cand, "a_new")
+        a_go = fin_any | new_any
+        a_k = Signal(KB)
+        m.d.comb += a_k.eq(Mux(fin_any, fin_k, new_k))
+        m.d.comb += [sf.lookup.valid.eq(a_go), sf.lookup.p.eq(pick(m, a_k, s_line, "a_line")),
+                     sf.result.ready.eq(1), sf.result_busy.eq(0)]
+        side = data.StructLayout({"valid": 1, "k": KB, "fin": 1})
+        b1, b2, c = Signal(side), Signal(side), Signal(side)
+        m.d.sync += [b1.valid.eq(a_go), b1.k.eq(a_k), b1.fin.eq(fin_any), b2.eq(b1), c.eq(b2)]
+        m.d.comb += [cpu_r_c.addr.eq(b2.k), cmd_r_c.addr.eq(b2.k)]      # (read in B2, for C)
+
+        # ---- C: decide and commit ----------------------------------------------------------------------
+        k = c.k
+        res = sf.result.p
+        kind = pick(m, k, s_kind, "c_kind")
+        mine = Signal(K)
+        m.d.comb += mine.eq(1 << k)
+        hit = res.hit & (res.entry.state != SFState.PLACEHOLDER)
+        presence = Mux(res.hit, res.entry.presence, 0)
+        peers = presence & ~mine
+        line = res.line
+        busy = Signal()
+        m.d.comb += busy.eq(Cat(t_valid[i] & (t_line[i] == line) for i in range(T)).any() |
+                            Cat((s_lane[j] | s_answer[j]) & (s_line[j] == line) & (j != k) for j in range(K)).any())
+        cq_any, cq_idx, _ = lowest(m, cq_free, "cq")
+        start_ok = self.start.ready
+        variant = s_variant.bit_select(k, 1)
+        fin = pick(m, k, s_fin, "c_fin")
+        cmd_dirty = s_dirty.bit_select(k, 1)
+
+        # what C does (exclusive): each names the fields its action writes
+        issue, lane, answer, park, retry, fin_done = (Signal(name=n) for n in (
+            "c_issue", "c_lane", "c_answer", "c_park", "c_retry", "c_fin_done"))
+        why_cqid, why_loc = Signal(), Signal()
+        code, st = Signal(Req, init=Req.RdCurr), Signal(STATE_BITS)
+        way, others = Signal.like(res.hit_way), Signal(K)
+        needs_bi = Signal()
+        lane_op, lane_mask, lane_fin = Signal(CmdOp), Signal(K), Signal(Finish)
+        rsp_state = Signal(CacheState)
+        sf_w = self.sf.update           # C's writes (the fill's in the other cycles, below)
+        c_sf = Signal()                 # C writes the filter
+        value_from_cmd = Signal()
+
+        def sf_write(op, way_, state, dirty, presence_, touch=0):
+            m.d.comb += [c_sf.eq(1), sf_w.p.op.eq(op), sf_w.p.line.eq(line), sf_w.p.way.eq(way_),
+                         sf_w.p.entry.state.eq(state), sf_w.p.entry.dirty.eq(dirty),
+                         sf_w.p.entry.presence.eq(presence_), sf_w.p.touch.eq(touch)]
+
+        def wait(cqid=0, loc=0):
+            m.d.comb += [park.eq(1), why_cqid.eq(cqid), why_loc.eq(loc)]
+
+        def by_variant(codes, frm):
+            """(opcode, start state code) of the access's variant: ``codes`` = (variant 0, variant 1)."""
+            return (Mux(variant, codes[1], codes[0]),
+                    Mux(variant, STATE_CODE[REQUEST_START[(codes[1], frm)]], STATE_CODE[REQUEST_START[(codes[0], frm)]]))
+
+        def start_request(code_, state_code, way_=0, others_=0):
+            """Issue a request: needs a CQID (checked by the caller) and the start port."""
+            with m.If(~start_ok):
+                m.d.comb += retry.eq(1)
+            with m.Else():
+                m.d.comb += [issue.eq(1), code.eq(code_), st.eq(state_code), way.eq(way_), others.eq(others_)]
+
+        def miss(codes):
+            with m.If(~cq_any):
+                wait(cqid=1)
+            with m.Elif(res.alloc == AllocKind.FREE):
+                start_request(*by_variant(codes, D.I), res.alloc_way)
+                with m.If(start_ok):
+                    sf_write(SFOp.ALLOCATE, res.alloc_way, SFState.PLACEHOLDER, 0, 0)
+            with m.Else():              # a victim to back-invalidate (not built), or every way busy
+                wait(cqid=1, loc=1)
+                m.d.comb += needs_bi.eq(res.alloc == AllocKind.VICTIM)
+
+        def to_lane(op, mask, fin_):
+            m.d.comb += [lane.eq(1), lane_op.eq(op), lane_mask.eq(mask), lane_fin.eq(fin_)]
+
+        with m.If(c.valid & ~c.fin):
+            gone = (kind == CpuKind.EVICT) & (~hit | ((presence & mine) == 0))
+            with m.If(gone):                                   # (the model's cache hit: nothing to evict)
+                m.d.comb += [answer.eq(1), rsp_state.eq(CacheState.I)]
+            with m.Elif(busy):
+                wait(loc=1)
+            with m.Elif(kind == CpuKind.LOAD):
+                with m.If(hit):
+                    to_lane(CmdOp.TO_S, peers, Finish.LOAD_FILL)
+                with m.Else():
+                    miss((Req.RdShared, Req.RdAny))
+            with m.Elif(kind == CpuKind.STORE):
+                with m.If(hit & (res.entry.state == SFState.E)):
+                    with m.If(peers != 0):
+                        to_lane(CmdOp.INV, peers, Finish.STORE_FILL)
+                    with m.Else():                         # no peer: the cache takes it at once
+                        m.d.comb += [answer.eq(1), rsp_state.eq(CacheState.M)]
+                        sf_write(SFOp.MODIFY, res.hit_way, SFState.E, res.entry.dirty, mine, touch=1)
+                with m.Elif(hit):                          # S: an upgrade
+                    with m.If(~cq_any):
+                        wait(cqid=1)
+                    with m.Else():
+                        start_request(*by_variant((Req.RdOwn, Req.RdOwnNoData), D.S), res.hit_way, peers)
+                with m.Else():
+                    miss((Req.RdOwn, Req.RdOwnNoData))
+            with m.Elif(kind == CpuKind.EVICT):
+                with m.If((peers == 0) & ~cq_any):
+                    wait(cqid=1)
+                with m.Else():                              # the copy taken first
+                    to_lane(CmdOp.INV, mine, Finish.EVICT)
+            with m.Else():                                  # uncached
+                with m.If(hit):                             # its own copies: a back-invalidation (not built)
+                    wait(cqid=1, loc=1)
+                    m.d.comb += needs_bi.eq(1)
+                with m.Elif(~cq_any):
+                    wait(cqid=1)
+                with m.Else():
+                    for name, code_ in UNCACHED.items():
+                        with m.If(kind == CpuKind[name.upper()]):
+                            start_request(code_, STATE_CODE[REQUEST_START[(code_, D.I)]])
+        with m.If(c.valid & c.fin):                         # the second pass: the command was answered
+            with m.Switch(fin):
+                with m.Case(Finish.LOAD_FILL):
+                    m.d.comb += [fin_done.eq(1), rsp_state.eq(CacheState.S)]
+                    sf_write(SFOp.MODIFY, res.hit_way, res.entry.state, res.entry.dirty | cmd_dirty,
+                             presence | mine, touch=1)
+                with m.Case(Finish.STORE_FILL):
+                    m.d.comb += [fin_done.eq(1), rsp_state.eq(CacheState.M)]
+                    sf_write(SFOp.MODIFY, res.hit_way, SFState.E, res.entry.dirty, mine, touch=1)
+                with m.Case(Finish.EVICT):
+                    with m.If(peers != 0):                  # others keep it: no message
+                        m.d.comb += [fin_done.eq(1), rsp_state.eq(CacheState.I)]
+                        sf_write(SFOp.MODIFY, res.hit_way, res.entry.state, res.entry.dirty, peers)
+                    with m.Else():
+                        dirty = res.entry.dirty | cmd_dirty
+                        e_code = Mux(variant, Req.CleanEvictNoData, Req.CleanEvict)
+                        ev_code = Mux(dirty, Req.DirtyEvict, Mux(res.entry.state == SFState.E, e_code,
+                                                                  Req.CleanEvictNoData))
+                        ev_state = Mux(dirty, STATE_CODE[D.MI_A], Mux(res.entry.state == SFState.E,
+                                                                      STATE_CODE[D.EI_A], STATE_CODE[D.SI_A]))
+                        with m.If(~cq_any):                  # (the model's try waits for one too)
+                            wait(cqid=1)
+                        with m.Elif(~start_ok):
+                            m.d.comb += retry.eq(1)
+                        with m.Else():
+                            m.d.comb += [issue.eq(1), code.eq(ev_code), st.eq(ev_state), value_from_cmd.eq(1)]
+                            sf_write(SFOp.FREE, res.hit_way, SFState.S, 0, 0)
+
+        # ---- C's writes ----------------------------------------------------------------------------
+        cqid = cq_idx
+        sp = self.start.p
+        m.d.comb += [self.start.valid.eq(issue), sp.idx.eq(cqid), sp.op.eq(code), sp.line.eq(line),
+                     sp.state.eq(st), sp.way.eq(way), sp.cache.eq(k), sp.cpu.eq(1),
+                     sp.store.eq(kind == CpuKind.STORE), sp.others.eq(others),
+                     sp.value.eq(Mux(value_from_cmd, cmd_r_c.data, cpu_r_c.data))]
+        m.submodules.d2h_q = d2h_q = SyncFIFO(width=len(Signal(D2HReq).as_value()), depth=T)
+        d2h_entry = Signal(D2HReq)
+        m.d.comb += [d2h_entry.valid.eq(1), d2h_entry.opcode.eq(code), d2h_entry.cqid.eq(cqid),
+                     d2h_entry.addr.eq(line), d2h_q.w_en.eq(issue), d2h_q.w_data.eq(d2h_entry.as_value()),
+                     self.d2h_req.valid.eq(d2h_q.r_rdy), self.d2h_req.p.eq(d2h_q.r_data), d2h_q.r_en.eq(self.d2h_req.ready)]
+        # the snoop filter's one write: C's, else the response path's fill
+        m.d.comb += [sf_w.valid.eq(c_sf | self.fill.valid), self.fill.ready.eq(~c_sf)]
+        with m.If(~c_sf):
+            m.d.comb += sf_w.p.eq(self.fill.p)
+        # the CQIDs and the tracker's lines
+        for i in range(T):
+            with m.If(issue & (cq_idx == i)):
+                m.d.sync += [cq_free[i].eq(0)]
+            with m.Elif(self.freed.valid & (self.freed.cqid == i)):
+                m.d.sync += [cq_free[i].eq(1)]
+            with m.If(issue & (cqid == i)):
+                m.d.sync += [t_valid[i].eq(1), t_line[i].eq(line)]
+            with m.Elif(self.freed.valid & (self.freed.cqid == i)):
+                m.d.sync += t_valid[i].eq(0)
+
+        # ---- the cpu_rsp queue (an answer a cache at most: never full) -----------------------------
+        rsp_layout = data.StructLayout({"k": KB, "line": AW, "state": CacheState})
+        m.submodules.rsp_q = rsp_q = SyncFIFO(width=rsp_layout.size, depth=K)
+        rsp_in = Signal(rsp_layout)
+        done_here = answer | fin_done
+        m.d.comb += [rsp_in.k.eq(k), rsp_in.line.eq(line), rsp_in.state.eq(rsp_state),
+                     rsp_q.w_en.eq(done_here), rsp_q.w_data.eq(rsp_in.as_value())]
+        # the output register: the head and its cache's line of data (read as the head moves in)
+        out, out_valid = Signal(rsp_layout), Signal()
+        out_take = rsp_q.r_rdy & (~out_valid | self.cpu_rsp.ready)
+        head = data.View(rsp_layout, rsp_q.r_data)
+        m.d.comb += [rsp_q.r_en.eq(out_take), cmd_r_out.addr.eq(head.k), cmd_r_out.en.eq(out_take)]
+        with m.If(out_take):
+            m.d.sync += [out.eq(head), out_valid.eq(1)]
+        with m.Elif(self.cpu_rsp.ready):
+            m.d.sync += out_valid.eq(0)
+        m.d.comb += [self.cpu_rsp.valid.eq(out_valid), self.cpu_rsp.p.cache.eq(out.k),
+                     self.cpu_rsp.p.line.eq(out.line), self.cpu_rsp.p.state.eq(out.state),
+                     self.cpu_rsp.p.data.eq(cmd_r_out.data)]
+
+        # ---- the command lane: the slots' commands in order, answered in order --------------------
+        m.submodules.cmd_q = cmd_q = SyncFIFO(width=len(Signal(KB)), depth=K)
+        m.submodules.ans_q = ans_q = SyncFIFO(width=len(Signal(KB)), depth=K)
+        m.d.comb += [cmd_q.w_en.eq(lane), cmd_q.w_data.eq(k)]
+        ck = cmd_q.r_data
+        cmd = self.cmd
+        m.d.comb += [cmd.valid.eq(cmd_q.r_rdy & ans_q.w_rdy), cmd.p.line.eq(pick(m, ck, s_line, "cmd_line")),
+                     cmd.p.caches.eq(pick(m, ck, s_cmd_mask, "cmd_mask")), cmd.p.op.eq(pick(m, ck, s_cmd_op, "cmd_op")),
+                     cmd_q.r_en.eq(cmd.valid & cmd.ready), ans_q.w_en.eq(cmd.valid & cmd.ready), ans_q.w_data.eq(ck)]
+        ak = ans_q.r_data
+        answered = self.cmd_rsp.valid & ans_q.r_rdy
+        m.d.comb += [self.cmd_rsp.ready.eq(ans_q.r_rdy), ans_q.r_en.eq(answered),
+                     cmd_w.en.eq(answered), cmd_w.addr.eq(ak), cmd_w.data.eq(self.cmd_rsp.p.data)]
+
+        # ---- the slots' moves ------------------------------------------------------------------------
+        wake_cqid = self.freed.valid
+        answer_taken = self.cpu_rsp.valid & self.cpu_rsp.ready
+        wake_loc = self.freed.valid | answer_taken | (issue & c.fin)  # a line freed, or a way
+        for j in range(K):
+            here = c.valid & (k == j)
+            with m.If(take & (req.p.cache == j)):
+                m.d.sync += [s_valid[j].eq(1), s_want[j].eq(1), s_kind[j].eq(req.p.kind), s_line[j].eq(req.p.line),
+                             s_variant[j].eq(req.p.variant), s_fin_pass[j].eq(0), s_issued[j].eq(0),
+                             s_why_cqid[j].eq(0), s_why_loc[j].eq(0)]
+            with m.If(a_go & (a_k == j)):
+                m.d.sync += [s_fly[j].eq(1), s_want[j].eq(0)]
+            with m.If(here):
+                m.d.sync += s_fly[j].eq(0)
+                with m.If(retry):
+                    m.d.sync += s_want[j].eq(1)
+                with m.If(park):
+                    m.d.sync += [s_why_cqid[j].eq(why_cqid), s_why_loc[j].eq(why_loc),
+                                 s_want[j].eq(wake_cqid | wake_loc)]      # an event in this very cycle
+                with m.If(lane):
+                    m.d.sync += [s_lane[j].eq(1), s_cmd_op[j].eq(lane_op), s_cmd_mask[j].eq(lane_mask),
+                                 s_fin[j].eq(lane_fin)]
+                with m.If(issue):
+                    m.d.sync += [s_issued[j].eq(1), s_lane[j].eq(0), s_fin_pass[j].eq(0), s_cqid[j].eq(cqid)]
+                with m.If(answer | fin_done):
+                    m.d.sync += [s_answer[j].eq(1), s_lane[j].eq(0), s_fin_pass[j].eq(0)]
+            with m.If(answer_taken & (out.k == j)):
+                m.d.sync += [s_valid[j].eq(0), s_answer[j].eq(0)]
+            with m.If(answered & (ak == j)):
+                m.d.sync += [s_dirty[j].eq(self.cmd_rsp.p.dirty), s_fin_pass[j].eq(1), s_want[j].eq(1)]
+            # (a parked finish pass, an eviction's waiting for a CQID, is woken as well)
+            with m.If(~(here & park) & s_valid[j] & ~s_want[j] & ~s_fly[j] & (~s_lane[j] | s_fin_pass[j]) &
+                      ~s_issued[j] & ~s_answer[j] &
+                      ((s_why_cqid[j] & wake_cqid) | (s_why_loc[j] & wake_loc))):
+                m.d.sync += s_want[j].eq(1)
+            # an issued access ends with its request (the response path answers the cache)
+            with m.If(s_issued[j] & self.freed.valid & (self.freed.cqid == s_cqid[j])):
+                m.d.sync += [s_valid[j].eq(0), s_issued[j].eq(0)]
+
+        # ---- commit port and status --------------------------------------------------------------------
+        m.d.comb += [self.commit.eq(issue | answer | fin_done),
+                     self.commit_cache.eq(k)]
+        with m.If(needs_bi):
+            m.d.sync += self.needs_back_invalidation.eq(1)
+        m.d.comb += self.idle.eq(~s_valid.any() & ~d2h_q.r_rdy & ~rsp_q.r_rdy & ~out_valid)
+        m.d.sync += [
+            Assert(~(c.valid & c.fin) | hit, "request path: a finish pass whose line left the snoop filter"),
+            Assert(~c.valid | s_fly.bit_select(k, 1), "request path: C decides a slot not in flight"),
+            Assert(~self.cmd_rsp.valid | ans_q.r_rdy, "request path: a command answer with no command out"),
+            Assert(~d2h_q.w_en | d2h_q.w_rdy, "request path: the D2H Req queue overflowed"),
+            Assert(~rsp_q.w_en | rsp_q.w_rdy, "request path: the cpu_rsp queue overflowed"),
+            Assert(~cmd_q.w_en | cmd_q.w_rdy, "request path: the command queue overflowed"),
+        ]
+        return m

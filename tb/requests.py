@@ -1,0 +1,268 @@
+"""A bench for the pipelined DCOH's request side (hdl/dcoh/pipe/requests.py) against the golden device.
+
+The golden model's device (``models.dcoh.Device``) and the RTL start from the same lines in the caches and
+the snoop filter (``tb.snoop_pipe.preload``).  Each internal cache (``tb.cache_bfm.CacheBFM``) makes random
+accesses; what it cannot finish itself goes to ``cpu_req``.  The model follows the commit ports: an access
+taken (``Device.take``), tried where the RTL's C commits it (``_try_issue``, which must succeed), the
+responses applied where the response path's C applies them and the requests completed where its lane
+frees them (``defer_complete``).  The bench plays the host: each D2H Req is compared with the model's
+request of that CQID and answered by a random path through the response table.  Every D2H Data, every
+``cpu_rsp`` and, at the end, the snoop filter and the caches are compared.
+
+The lines are chosen so that no access needs a back-invalidation, which the request path does not have
+yet: no set holds more lines than it has ways, and uncached accesses use lines no cache ever holds.
+"""
+
+import copy
+import random
+from collections import deque
+
+from amaranth.sim import Simulator
+
+from cxl.coherence import MESI
+from cxl.messages import Channel, D2HReqOpcode
+from hdl.dcoh.encodings import CacheState, CmdOp
+from hdl.dcoh.pipe.requests import Requests
+from hdl.dcoh.pipe.response_path import ResponseCommit
+from models.config import Config
+from models.dcoh import CpuOp, cache_hit
+from models.link import Msg
+from tb.response_path import _Unchecked, host_message, host_events
+from tb.snoop_pipe import Mismatch, _rows, _sf_view, preload
+
+__all__ = ["RequestsBench"]
+
+CACHED = ("load", "load", "load", "store", "store", "store", "evict", "evict")
+UNCACHED = ("rdcurr", "itomwr", "wrinv", "clflush")
+
+
+class RequestsBench:
+    """One run of ``accesses`` random accesses.  ``p_access``: the probability an idle cache starts an
+    access in a cycle; ``p_in`` / ``p_sink`` / ``cmd_delay`` as in tb/response_path.py."""
+
+    def __init__(self, *, seed=1, caches=4, tracker=16, sf_sets=16, sf_ways=4, lines_per_set=None,
+                 uncached_share=0.15):
+        self.seed = seed
+        self.rng = rng = random.Random(seed)
+        self.cfg = Config(devices=1, caches=caches, sf_sets=sf_sets, sf_ways=sf_ways, max_outstanding=tracker)
+        per_set = lines_per_set or sf_ways
+        if per_set > sf_ways:
+            raise ValueError("RequestsBench: more lines a set than ways would need back-invalidations")
+        # the cached lines: ``per_set`` in each set; half of them preloaded
+        self.lines = [s + sf_sets * i for s in range(sf_sets) for i in range(per_set)]
+        self.uncached_lines = [(1 << 20) + i for i in range(8)]
+        self.uncached_share = uncached_share
+        self.dev, bfm = preload(rng, self.cfg, rng.sample(self.lines, len(self.lines) // 2),
+                                shapes=("S", "S", "S_dirty", "E", "M", "E_shared"))
+        self.dev.checker = _Unchecked()
+        self.dev.defer_complete = True
+        self.dev.defer_service = True       # the model tries an access only where the RTL commits it
+        self.bfm = bfm
+        self.dut = Requests(caches=caches, tracker=tracker, sf_sets=sf_sets, sf_ways=sf_ways)
+        self.dut.sf.storage.init = _rows(self.dut, self.dev.sf)
+
+    def _access(self, k):
+        rng = self.rng
+        if rng.random() < self.uncached_share:
+            return CpuOp(rng.choice(UNCACHED), k, rng.choice(self.uncached_lines), rng.getrandbits(64),
+                         rng.randrange(2))
+        kind = rng.choice(CACHED)
+        if kind == "evict":
+            held = sorted(self.bfm.caches[k])
+            if not held:
+                kind = "load"
+            else:
+                return CpuOp("evict", k, rng.choice(held), 0, rng.randrange(2))
+        return CpuOp(kind, k, rng.choice(self.lines), rng.getrandbits(64), rng.randrange(2))
+
+    def run(self, accesses=200, *, p_access=0.5, p_in=1.0, p_sink=1.0, cmd_delay=0, host_delay=4,
+            max_cycles=None):
+        dut, dev, bfm, rng = self.dut, self.dev, self.bfm, self.rng
+        K = self.cfg.caches
+        max_cycles = max_cycles or 60 * accesses + 500
+        out = {"cycles": 0, "accesses": 0, "hits": 0, "commits": 0, "requests": 0, "rsp_events": 0,
+               "event_cycles": []}
+        to_send = deque()               # accesses the caches could not finish, in order
+        chans = {"rsp": deque(), "data": deque()}
+        taken = deque()
+        answers = deque()
+        expected = {}                   # cache -> (line, state, data or None): the cpu_rsp it must get
+        sent_data = dev.link.data
+        rtl_data = []
+        uqid = iter(range(1 << 30))
+        started = 0
+
+        def mismatch(what, cyc):
+            raise Mismatch(f"seed {self.seed}, cycle {cyc}: {what}")
+
+        def expect(k, line, cyc):
+            c = dev.caches[k].get(line)
+            state = "I" if c is None else c[0].name
+            if k in expected:
+                mismatch(f"cache {k} owed two answers", cyc)
+            expected[k] = (line, state, c[1] if c is not None and state == "S" else None)
+
+        async def bench(ctx):
+            nonlocal started
+            for cyc in range(max_cycles):
+                # ---- the caches' new accesses (a hit finishes at once, in the cache and the model)
+                for k in range(K):
+                    if started >= accesses or bfm.busy[k] is not None or rng.random() >= p_access:
+                        continue
+                    op = self._access(k)
+                    started += 1
+                    out["accesses"] += 1
+                    if bfm.access(op):
+                        out["hits"] += 1
+                        if not cache_hit(dev.caches[k], op) or not dev.take(op, cyc) or \
+                                not dev._try_issue(op, cyc):
+                            mismatch(f"{op!r} hits in the cache BFM but not in the model", cyc)
+                        dev.queue.remove(op)
+                    else:
+                        to_send.append(op)
+                # ---- inputs of this cycle
+                if to_send:
+                    op = to_send[0]
+                    ctx.set(dut.cpu_req.valid, 1)
+                    ctx.set(dut.cpu_req.p, {"kind": ["load", "store", "evict", "rdcurr", "itomwr", "wrinv",
+                                                     "clflush"].index(op.kind), "cache": op.k, "line": op.line,
+                                            "variant": op.variant, "data": op.value})
+                else:
+                    ctx.set(dut.cpu_req.valid, 0)
+                offers = {}
+                for chan, port in (("rsp", dut.h2d_rsp), ("data", dut.h2d_data)):
+                    q = chans[chan]
+                    if q and q[0][0] <= cyc and rng.random() < p_in:
+                        msg = offers[chan] = q[0][1]
+                        ctx.set(port.valid, 1)
+                        if chan == "rsp":
+                            ctx.set(port.p, {"valid": 1, "opcode": msg.op, "rsp_data": msg.rsp_data, "cqid": msg.uid})
+                        else:
+                            ctx.set(port.p, {"hdr": {"valid": 1, "cqid": msg.uid}, "data": msg.data})
+                    else:
+                        ctx.set(port.valid, 0)
+                for port in (dut.d2h_data, dut.cpu_rsp, dut.cmd, dut.d2h_req):
+                    ctx.set(port.ready, rng.random() < p_sink)
+                if answers and answers[0][0] <= cyc:
+                    dirty, excl, value = answers[0][1]
+                    ctx.set(dut.cmd_rsp.valid, 1)
+                    ctx.set(dut.cmd_rsp.p, {"dirty": dirty, "excl": excl, "data": value})
+                else:
+                    ctx.set(dut.cmd_rsp.valid, 0)
+                # ---- what happens in it (read before the edge), in the commit ports' order
+                if to_send and ctx.get(dut.cpu_req.ready):
+                    op = to_send.popleft()
+                    if not dev.take(op, cyc):
+                        mismatch(f"the model's cache {op.k} already has an access", cyc)
+                for chan, port in (("rsp", dut.h2d_rsp), ("data", dut.h2d_data)):
+                    if chan in offers and ctx.get(port.ready):
+                        chans[chan].popleft()
+                        taken.append(offers[chan])
+                if ctx.get(dut.commit):
+                    k = int(ctx.get(dut.commit_cache))
+                    op = dev.ops[k]
+                    if op is None or op not in dev.queue:
+                        mismatch(f"the RTL committed cache {k}'s access, which the model does not hold", cyc)
+                    before = len(dev.txns)
+                    if not dev._try_issue(op, cyc):
+                        mismatch(f"the RTL committed {op!r}, which the model cannot do now (waits: {op.why})", cyc)
+                    dev.queue.remove(op)
+                    out["commits"] += 1
+                    out["event_cycles"].append(cyc)
+                    if dev.ops[k] is None:          # finished inside the device
+                        expect(k, op.line, cyc)
+                    elif len(dev.txns) != before + 1:
+                        mismatch(f"{op!r}: the model neither finished it nor started a request", cyc)
+                kind = ResponseCommit(ctx.get(dut.rsp_commit))
+                if kind is not ResponseCommit.NONE:
+                    msg = taken.popleft()
+                    if kind is ResponseCommit.DROP:
+                        mismatch(f"a legal message dropped: {msg!r}", cyc)
+                    (dev.on_h2d_data if msg.chan is Channel.H2D_DATA else dev.on_h2d_rsp)(msg, cyc)
+                    out["rsp_events"] += 1
+                    out["event_cycles"].append(cyc)
+                if ctx.get(dut.freed_valid):
+                    cqid = int(ctx.get(dut.freed_cqid))
+                    t = dev.txns.get(cqid)
+                    if t is None:
+                        mismatch(f"the RTL completed CQID {cqid}, which the model has not started", cyc)
+                    dev.complete(cqid, cyc)
+                    if t.cpu is not None:
+                        expect(t.cpu.k, t.line, cyc)
+                        if t.data is not None and expected[t.cpu.k][1] in ("S", "E", "M"):
+                            expected[t.cpu.k] = (t.line, expected[t.cpu.k][1], t.data)
+                if ctx.get(dut.d2h_req.valid) and ctx.get(dut.d2h_req.ready):
+                    r = ctx.get(dut.d2h_req.p)
+                    cqid, opcode, line = int(r.cqid), D2HReqOpcode(r.opcode), int(r.addr)
+                    t = dev.txns.get(cqid)
+                    if t is None or (t.op, t.line) != (opcode, line):
+                        mismatch(f"D2H Req {opcode.name} CQID {cqid} line {line:#x}; the model's request "
+                                 f"there: {t!r}", cyc)
+                    out["requests"] += 1
+                    when = cyc + 1 + rng.randint(0, host_delay)
+                    for e in host_events(rng, t.state):
+                        msg = host_message(t, e, rng, uqid)
+                        chan = "data" if msg.chan is Channel.H2D_DATA else "rsp"
+                        chans[chan].append((when, msg))
+                        when += rng.randint(0, 2)
+                if ctx.get(dut.cmd.valid) and ctx.get(dut.cmd.ready):
+                    c = ctx.get(dut.cmd.p)
+                    res = bfm.command(int(c.line), int(c.caches), CmdOp(c.op).name)
+                    answers.append((cyc + 1 + rng.randint(0, cmd_delay), res))
+                if answers and answers[0][0] <= cyc and ctx.get(dut.cmd_rsp.ready):
+                    answers.popleft()
+                if ctx.get(dut.d2h_data.valid) and ctx.get(dut.d2h_data.ready):
+                    d = ctx.get(dut.d2h_data.p)
+                    i = len(rtl_data)
+                    rtl_data.append(d)
+                    if i >= len(sent_data):
+                        mismatch(f"the RTL sent D2H Data #{i}, the model has not", cyc)
+                    exp = sent_data[i]
+                    got = (int(d.hdr.uqid), bool(d.hdr.bogus), int(d.data))
+                    want = (exp.uid, exp.bogus, 0 if exp.bogus or exp.data is None else exp.data)
+                    if got != want:
+                        mismatch(f"D2H Data #{i}: RTL (uqid, bogus, data) {got}, model {want}", cyc)
+                if ctx.get(dut.cpu_rsp.valid) and ctx.get(dut.cpu_rsp.ready):
+                    r = ctx.get(dut.cpu_rsp.p)
+                    k, line, state = int(r.cache), int(r.line), CacheState(r.state).name
+                    if k not in expected:
+                        mismatch(f"cpu_rsp to cache {k} (line {line:#x}, {state}) with nothing owed", cyc)
+                    e_line, e_state, e_data = expected.pop(k)
+                    if (line, state) != (e_line, e_state) or (e_data is not None and int(r.data) != e_data):
+                        mismatch(f"cpu_rsp to cache {k}: RTL {(line, state, int(r.data))}, model "
+                                 f"{(e_line, e_state, e_data)}", cyc)
+                    bfm.install(k, line, state, int(r.data))
+                if ctx.get(dut.needs_back_invalidation):
+                    mismatch("an access needs a back-invalidation (the bench's lines should never need one)", cyc)
+                await ctx.tick()
+                if started >= accesses and not to_send and not chans["rsp"] and not chans["data"] and \
+                        not taken and not answers and not expected and ctx.get(dut.idle) and \
+                        all(b is None for b in bfm.busy):
+                    out["cycles"] = cyc + 1
+                    break
+            else:
+                raise Mismatch(f"seed {self.seed}: not finished in {max_cycles} cycles: {len(to_send)} accesses "
+                               f"not taken, waiting in the model {dev.queue}, requests {sorted(dev.txns)}, "
+                               f"caches waiting {[b for b in bfm.busy if b is not None]}")
+            cyc = out["cycles"]
+            if dev.queue or dev.txns or any(op is not None for op in dev.ops):
+                mismatch(f"the model still has work: waiting {dev.queue}, requests {sorted(dev.txns)}", cyc)
+            if len(rtl_data) != len(sent_data):
+                mismatch(f"D2H Data: RTL {len(rtl_data)}, model {len(sent_data)}", cyc)
+            for k in range(K):
+                got = {l: tuple(v) for l, v in bfm.caches[k].items()}
+                want = {l: tuple(v) for l, v in dev.caches[k].items()}
+                if got != want:
+                    diff = {l: (got.get(l), want.get(l)) for l in set(got) | set(want) if got.get(l) != want.get(l)}
+                    mismatch(f"cache {k} differs (line: RTL, model): {diff}", cyc)
+            got = _sf_view(dut, [ctx.get(dut.sf.storage[s]) for s in range(self.cfg.sf_sets)])
+            want = _sf_view(dut, _rows(dut, dev.sf))
+            if got != want:
+                mismatch(f"snoop filter (valid ways, pseudo-LRU): RTL {got}, model {want}", cyc)
+            out["errors"] = ctx.get(dut.protocol_errors)
+
+        sim = Simulator(dut)
+        sim.add_clock(1e-8)
+        sim.add_testbench(bench)
+        sim.run()
+        return out
