@@ -76,12 +76,14 @@ class RequestsBench:
         return CpuOp(kind, k, rng.choice(self.lines), rng.getrandbits(64), rng.randrange(2))
 
     def run(self, accesses=200, *, p_access=0.5, p_in=1.0, p_sink=1.0, cmd_delay=0, host_delay=4,
-            max_cycles=None):
+            max_cycles=None, script=None):
+        """``script``: instead of random accesses, a list of (cycle, CpuOp), each made at that cycle or
+        as soon after as its cache is idle, in order (``accesses`` is then its length)."""
         dut, dev, bfm, rng = self.dut, self.dev, self.bfm, self.rng
         K = self.cfg.caches
         max_cycles = max_cycles or 60 * accesses + 500
         out = {"cycles": 0, "accesses": 0, "hits": 0, "commits": 0, "requests": 0, "rsp_events": 0,
-               "event_cycles": []}
+               "event_cycles": [], "cmd_cycles": [], "commit_cycles": {}}
         to_send = deque()               # accesses the caches could not finish, in order
         chans = {"rsp": deque(), "data": deque()}
         taken = deque()
@@ -91,6 +93,9 @@ class RequestsBench:
         rtl_data = []
         uqid = iter(range(1 << 30))
         started = 0
+        script = deque(script) if script is not None else None
+        if script is not None:
+            accesses = len(script)
 
         def mismatch(what, cyc):
             raise Mismatch(f"seed {self.seed}, cycle {cyc}: {what}")
@@ -107,9 +112,14 @@ class RequestsBench:
             for cyc in range(max_cycles):
                 # ---- the caches' new accesses (a hit finishes at once, in the cache and the model)
                 for k in range(K):
-                    if started >= accesses or bfm.busy[k] is not None or rng.random() >= p_access:
+                    if script is not None:
+                        if not script or script[0][0] > cyc or script[0][1].k != k or bfm.busy[k] is not None:
+                            continue
+                        op = script.popleft()[1]
+                    elif started >= accesses or bfm.busy[k] is not None or rng.random() >= p_access:
                         continue
-                    op = self._access(k)
+                    else:
+                        op = self._access(k)
                     started += 1
                     out["accesses"] += 1
                     if bfm.access(op):
@@ -168,6 +178,7 @@ class RequestsBench:
                         mismatch(f"the RTL committed {op!r}, which the model cannot do now (waits: {op.why})", cyc)
                     dev.queue.remove(op)
                     out["commits"] += 1
+                    out["commit_cycles"].setdefault(k, []).append(cyc)
                     out["event_cycles"].append(cyc)
                     if dev.ops[k] is None:          # finished inside the device
                         expect(k, op.line, cyc)
@@ -207,6 +218,7 @@ class RequestsBench:
                         when += rng.randint(0, 2)
                 if ctx.get(dut.cmd.valid) and ctx.get(dut.cmd.ready):
                     c = ctx.get(dut.cmd.p)
+                    out["cmd_cycles"].append(cyc)
                     res = bfm.command(int(c.line), int(c.caches), CmdOp(c.op).name)
                     answers.append((cyc + 1 + rng.randint(0, cmd_delay), res))
                 if answers and answers[0][0] <= cyc and ctx.get(dut.cmd_rsp.ready):

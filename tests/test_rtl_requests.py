@@ -42,3 +42,21 @@ def test_request_side_matches_the_golden_device(case, seed):
 def test_bad_parameters_are_named(kw, name):
     with pytest.raises(ValueError, match=name):
         RequestPath(**kw)
+
+
+def _waiting_behind(delay, second_kind="load"):
+    """Cache 0 misses on a line; ``delay`` cycles later cache 1 wants the same line, whose request is then
+    in flight: it parks on the line, and only that request's completion can wake it (nothing else happens)."""
+    from models.dcoh import CpuOp
+    bench = RequestsBench(seed=1, caches=2, lines_per_set=1, uncached_share=0)
+    line = next(l for l in bench.lines if all(l not in c for c in bench.dev.caches))
+    script = [(0, CpuOp("load", 0, line)), (delay, CpuOp(second_kind, 1, line, 77))]
+    return bench.run(script=script, host_delay=6)
+
+
+@pytest.mark.parametrize("delay", range(0, 16))
+def test_an_access_behind_a_request_on_its_line_is_woken_by_its_completion(delay):
+    """Swept over when the second access arrives, so that its park meets the completion in every cycle
+    around it (a park and a wake in one cycle must leave it woken)."""
+    out = _waiting_behind(delay)
+    assert out["commits"] == 2 and out["requests"] == 1           # the second one filled from the first
