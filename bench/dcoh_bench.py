@@ -438,6 +438,34 @@ def snoop_pipe():
     return out
 
 
+def requests_pipe(caches=8, per_cache=24):
+    """The pipelined request side's stream (module docstring, ``requests_pipe``): each cache loads lines of
+    its own and evicts them, the host answering at once; and one load miss alone for the latencies."""
+    from models.dcoh import CpuOp
+    from tb.requests import RequestsBench
+
+    def bench():
+        return RequestsBench(seed=1, caches=caches, tracker=16, sf_sets=64, sf_ways=4, uncached_share=0,
+                             preload_share=0)
+    b = bench()
+    script = []
+    for j in range(per_cache):
+        for k in range(caches):
+            line = b.lines[(k + caches * j) % len(b.lines)]
+            script += [(0, CpuOp("load", k, line)), (0, CpuOp("evict", k, line))]
+    # (the script is in cache order within each round: a cache's next access waits for its last answer)
+    r = b.run(script=script, host_delay=0)
+    events = sorted(r["event_cycles"])
+    # one load miss alone: cpu_req taken -> D2H Req valid; the last host message taken -> cpu_rsp valid
+    one = bench().run(script=[(0, CpuOp("load", 0, b.lines[0]))], host_delay=0)
+    first = {what: cyc for cyc, what, _ in reversed(one["log"])}
+    last = {what: cyc for cyc, what, _ in one["log"]}
+    return {"request_events_per_cycle": _window_rate(events), "events": len(events),
+            "request_cpu_to_d2h_req_latency": first["d2h_req"] - first["cpu_req"],
+            "request_host_to_cpu_rsp_latency": last["cpu_rsp"] - last["h2d"],
+            "params": {"caches": caches, "tracker": 16, "sf_sets": 64, "sf_ways": 4}}
+
+
 def measure():
     miss = snoop_miss()
     link = link_one_way()
@@ -466,6 +494,7 @@ def measure():
         "link_one_way": max(link["up"], link["down"]),
         "link_one_way_up_down": [link["up"], link["down"]],
         "snoop_pipe": snoop_pipe(),
+        "requests_pipe": requests_pipe(),
         "note": "cycles measured on the RTL in amaranth.sim (bench/dcoh_bench.py); hit latency excludes "
                 "the internal cache's own time; *_per_cycle and the latencies beside them: streams of "
                 "non-conflicting lines, middle half of the run (bench/dcoh_bench.py, _StreamHarness)",

@@ -41,7 +41,7 @@ class RequestsBench:
     access in a cycle; ``p_in`` / ``p_sink`` / ``cmd_delay`` as in tb/response_path.py."""
 
     def __init__(self, *, seed=1, caches=4, tracker=16, sf_sets=16, sf_ways=4, lines_per_set=None,
-                 uncached_share=0.15):
+                 uncached_share=0.15, preload_share=0.5):
         self.seed = seed
         self.rng = rng = random.Random(seed)
         self.cfg = Config(devices=1, caches=caches, sf_sets=sf_sets, sf_ways=sf_ways, max_outstanding=tracker)
@@ -52,7 +52,7 @@ class RequestsBench:
         self.lines = [s + sf_sets * i for s in range(sf_sets) for i in range(per_set)]
         self.uncached_lines = [(1 << 20) + i for i in range(8)]
         self.uncached_share = uncached_share
-        self.dev, bfm = preload(rng, self.cfg, rng.sample(self.lines, len(self.lines) // 2),
+        self.dev, bfm = preload(rng, self.cfg, rng.sample(self.lines, int(len(self.lines) * preload_share)),
                                 shapes=("S", "S", "S_dirty", "E", "M", "E_shared"))
         self.dev.checker = _Unchecked()
         self.dev.defer_complete = True
@@ -78,12 +78,12 @@ class RequestsBench:
     def run(self, accesses=200, *, p_access=0.5, p_in=1.0, p_sink=1.0, cmd_delay=0, host_delay=4,
             max_cycles=None, script=None):
         """``script``: instead of random accesses, a list of (cycle, CpuOp), each made at that cycle or
-        as soon after as its cache is idle, in order (``accesses`` is then its length)."""
+        as soon after as its cache is idle, each cache's in their order (``accesses`` is then its length)."""
         dut, dev, bfm, rng = self.dut, self.dev, self.bfm, self.rng
         K = self.cfg.caches
         max_cycles = max_cycles or 60 * accesses + 500
         out = {"cycles": 0, "accesses": 0, "hits": 0, "commits": 0, "requests": 0, "rsp_events": 0,
-               "event_cycles": [], "cmd_cycles": [], "commit_cycles": {}}
+               "event_cycles": [], "cmd_cycles": [], "commit_cycles": {}, "log": []}
         to_send = deque()               # accesses the caches could not finish, in order
         chans = {"rsp": deque(), "data": deque()}
         taken = deque()
@@ -93,9 +93,9 @@ class RequestsBench:
         rtl_data = []
         uqid = iter(range(1 << 30))
         started = 0
-        script = deque(script) if script is not None else None
         if script is not None:
             accesses = len(script)
+            script = {k: deque(item for item in script if item[1].k == k) for k in range(K)}
 
         def mismatch(what, cyc):
             raise Mismatch(f"seed {self.seed}, cycle {cyc}: {what}")
@@ -113,9 +113,10 @@ class RequestsBench:
                 # ---- the caches' new accesses (a hit finishes at once, in the cache and the model)
                 for k in range(K):
                     if script is not None:
-                        if not script or script[0][0] > cyc or script[0][1].k != k or bfm.busy[k] is not None:
+                        mine = script[k]
+                        if not mine or mine[0][0] > cyc or bfm.busy[k] is not None:
                             continue
-                        op = script.popleft()[1]
+                        op = mine.popleft()[1]
                     elif started >= accesses or bfm.busy[k] is not None or rng.random() >= p_access:
                         continue
                     else:
@@ -162,12 +163,14 @@ class RequestsBench:
                 # ---- what happens in it (read before the edge), in the commit ports' order
                 if to_send and ctx.get(dut.cpu_req.ready):
                     op = to_send.popleft()
+                    out["log"].append((cyc, "cpu_req", op.k))
                     if not dev.take(op, cyc):
                         mismatch(f"the model's cache {op.k} already has an access", cyc)
                 for chan, port in (("rsp", dut.h2d_rsp), ("data", dut.h2d_data)):
                     if chan in offers and ctx.get(port.ready):
                         chans[chan].popleft()
                         taken.append(offers[chan])
+                        out["log"].append((cyc, "h2d", offers[chan].uid))
                 if ctx.get(dut.commit):
                     k = int(ctx.get(dut.commit_cache))
                     op = dev.ops[k]
@@ -210,6 +213,7 @@ class RequestsBench:
                         mismatch(f"D2H Req {opcode.name} CQID {cqid} line {line:#x}; the model's request "
                                  f"there: {t!r}", cyc)
                     out["requests"] += 1
+                    out["log"].append((cyc, "d2h_req", cqid))
                     when = cyc + 1 + rng.randint(0, host_delay)
                     for e in host_events(rng, t.state):
                         msg = host_message(t, e, rng, uqid)
@@ -244,6 +248,7 @@ class RequestsBench:
                         mismatch(f"cpu_rsp to cache {k}: RTL {(line, state, int(r.data))}, model "
                                  f"{(e_line, e_state, e_data)}", cyc)
                     bfm.install(k, line, state, int(r.data))
+                    out["log"].append((cyc, "cpu_rsp", k))
                 if ctx.get(dut.needs_back_invalidation):
                     mismatch("an access needs a back-invalidation (the bench's lines should never need one)", cyc)
                 await ctx.tick()
