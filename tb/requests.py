@@ -13,22 +13,19 @@ The lines are chosen so that no access needs a back-invalidation, which the requ
 yet: no set holds more lines than it has ways, and uncached accesses use lines no cache ever holds.
 """
 
-import copy
 import random
 from collections import deque
 
 from amaranth.sim import Simulator
 
-from cxl.coherence import MESI
 from cxl.messages import Channel, D2HReqOpcode
 from hdl.dcoh.encodings import CacheState, CmdOp
 from hdl.dcoh.pipe.requests import Requests
 from hdl.dcoh.pipe.response_path import ResponseCommit
 from models.config import Config
 from models.dcoh import CpuOp, cache_hit
-from models.link import Msg
-from tb.response_path import _Unchecked, host_message, host_events
-from tb.snoop_pipe import Mismatch, _rows, _sf_view, preload
+from tb.response_path import UncheckedValues, host_message, host_events
+from tb.snoop_pipe import Mismatch, preload, sf_rows, sf_view
 
 __all__ = ["RequestsBench"]
 
@@ -54,12 +51,12 @@ class RequestsBench:
         self.uncached_share = uncached_share
         self.dev, bfm = preload(rng, self.cfg, rng.sample(self.lines, int(len(self.lines) * preload_share)),
                                 shapes=("S", "S", "S_dirty", "E", "M", "E_shared"))
-        self.dev.checker = _Unchecked()
+        self.dev.checker = UncheckedValues()
         self.dev.defer_complete = True
         self.dev.defer_service = True       # the model tries an access only where the RTL commits it
         self.bfm = bfm
         self.dut = Requests(caches=caches, tracker=tracker, sf_sets=sf_sets, sf_ways=sf_ways)
-        self.dut.sf.storage.init = _rows(self.dut, self.dev.sf)
+        self.dut.sf.storage.init = sf_rows(self.dut, self.dev.sf)
 
     def _access(self, k):
         rng = self.rng
@@ -272,8 +269,8 @@ class RequestsBench:
                 if got != want:
                     diff = {l: (got.get(l), want.get(l)) for l in set(got) | set(want) if got.get(l) != want.get(l)}
                     mismatch(f"cache {k} differs (line: RTL, model): {diff}", cyc)
-            got = _sf_view(dut, [ctx.get(dut.sf.storage[s]) for s in range(self.cfg.sf_sets)])
-            want = _sf_view(dut, _rows(dut, dev.sf))
+            got = sf_view(dut, [ctx.get(dut.sf.storage[s]) for s in range(self.cfg.sf_sets)])
+            want = sf_view(dut, sf_rows(dut, dev.sf))
             if got != want:
                 mismatch(f"snoop filter (valid ways, pseudo-LRU): RTL {got}, model {want}", cyc)
             out["errors"] = ctx.get(dut.protocol_errors)

@@ -20,7 +20,7 @@ from amaranth.hdl import Elaboratable, Module
 from amaranth.lib import wiring
 from amaranth.sim import Simulator
 
-from cxl.coherence import GO_OF, GRANTED, RESPONSE_TABLE, DevState
+from cxl.coherence import GRANTED, RESPONSE_TABLE, DevState
 from cxl.messages import Channel, GOState, H2DReqOpcode, H2DRspOpcode
 from hdl.dcoh.encodings import CacheState, CmdOp, STATE_CODE
 from hdl.dcoh.pipe.response_path import ResponseCommit, ResponsePath
@@ -29,16 +29,16 @@ from models.checker import Checker
 from models.config import Config
 from models.dcoh import CpuOp
 from models.link import Msg
-from tb.snoop_pipe import Mismatch, _rows, _sf_view, preload
+from tb.snoop_pipe import Mismatch, preload, sf_rows, sf_view
 
-__all__ = ["ResponsePathBench", "ResponseTop", "host_events", "host_message"]
+__all__ = ["ResponsePathBench", "ResponseTop", "UncheckedValues", "host_events", "host_message"]
 
 _EVENT_MSG = {"GO-S": GOState.Shared, "GO-E": GOState.Exclusive, "GO-I": GOState.Invalid}
 _PULLS = {"GO_WritePull": H2DRspOpcode.GO_WritePull, "GO_WritePull_Drop": H2DRspOpcode.GO_WritePull_Drop,
           "WritePull": H2DRspOpcode.WritePull}
 
 
-class _Unchecked(Checker):
+class UncheckedValues(Checker):
     """The data-value checker without its read check: the bench's host sends arbitrary lines."""
 
     def read(self, line, value, who, args=()):
@@ -106,14 +106,14 @@ class ResponsePathBench:
         self.cfg = Config(devices=1, caches=caches, sf_sets=sf_sets, sf_ways=sf_ways, max_outstanding=tracker)
         lines = rng.sample(range(4 * sf_sets * sf_ways), min(n_lines, 4 * sf_sets * sf_ways))
         self.dev, bfm = preload(rng, self.cfg, lines)
-        self.dev.checker = _Unchecked()
+        self.dev.checker = UncheckedValues()
         self.dev.defer_complete = True
         self.top = ResponseTop(caches=caches, tracker=tracker, sf_sets=sf_sets, sf_ways=sf_ways)
         self.dut = self.top.path
         self._issue(requests if requests is not None else tracker, kinds)
         self.dev.link.rsp.clear()        # what the setup's snoops answered
         self.dev.link.data.clear()
-        self.top.sf.storage.init = _rows(self.top, self.dev.sf)
+        self.top.sf.storage.init = sf_rows(self.top, self.dev.sf)
         self.bfm = bfm
         bfm.caches = copy.deepcopy(self.dev.caches)
         for k, op in enumerate(self.dev.ops):
@@ -299,8 +299,8 @@ class ResponsePathBench:
                     diff = {l: (got.get(l), want.get(l)) for l in set(got) | set(want) if got.get(l) != want.get(l)}
                     mismatch(f"cache {k} differs (line: RTL, model): {diff}", cyc)
             sf = top.sf
-            got = _sf_view(top, [ctx.get(sf.storage[s]) for s in range(self.cfg.sf_sets)])
-            want = _sf_view(top, _rows(top, dev.sf))
+            got = sf_view(top, [ctx.get(sf.storage[s]) for s in range(self.cfg.sf_sets)])
+            want = sf_view(top, sf_rows(top, dev.sf))
             if got != want:
                 mismatch(f"snoop filter (valid ways, pseudo-LRU): RTL {got}, model {want}", cyc)
 

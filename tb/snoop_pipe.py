@@ -27,7 +27,7 @@ from models.dcoh import Device
 from models.link import Link, Msg
 from tb.cache_bfm import CacheBFM
 
-__all__ = ["Mismatch", "SnoopPipeBench", "preload", "SHAPES", "per_cycle"]
+__all__ = ["Mismatch", "SnoopPipeBench", "preload", "SHAPES", "per_cycle", "sf_rows", "sf_view"]
 
 _SF_STATE = {DevState.S: SFState.S, DevState.E: SFState.E, None: SFState.PLACEHOLDER}
 
@@ -86,7 +86,7 @@ def preload(rng, cfg, lines, shapes=SHAPES):
     return dev, bfm
 
 
-def _rows(dut, sf):
+def sf_rows(dut, sf):
     """The snoop filter's storage as the model's filter holds it: one row constant per set."""
     layout = dut.sf.row_layout
     rows = []
@@ -104,7 +104,7 @@ def _rows(dut, sf):
     return rows
 
 
-def _sf_view(dut, rows):
+def sf_view(dut, rows):
     """The valid ways of each set (way, tag, entry) and its pseudo-LRU bits, from row values (a freed
     way keeps its old tag and entry bits in the RTL: only ``valid`` is cleared)."""
     layout = dut.sf.row_layout
@@ -144,7 +144,7 @@ class SnoopPipeBench:
         if lines is None:
             lines = self.rng.sample(range(4 * sf_sets * sf_ways), min(n_lines, 4 * sf_sets * sf_ways))
         self.dev, self.bfm = preload(self.rng, self.cfg, lines, shapes)
-        self.dut.sf.storage.init = _rows(self.dut, self.dev.sf)
+        self.dut.sf.storage.init = sf_rows(self.dut, self.dev.sf)
         self.held_lines = sorted(self.dev.sf.entries)
 
     def random_snoops(self, n, miss_share=0.2, ops=tuple(H2DReqOpcode)):
@@ -273,8 +273,8 @@ class SnoopPipeBench:
                     if got != exp:
                         diff = {l: (got.get(l), exp.get(l)) for l in set(got) | set(exp) if got.get(l) != exp.get(l)}
                         mismatch(f"cache {k} differs (line: RTL, model): {diff}", out["cycles"])
-                got, exp = _sf_view(dut, [ctx.get(dut.sf.storage[s]) for s in range(self.cfg.sf_sets)]), \
-                    _sf_view(dut, _rows(dut, dev.sf))
+                got, exp = sf_view(dut, [ctx.get(dut.sf.storage[s]) for s in range(self.cfg.sf_sets)]), \
+                    sf_view(dut, sf_rows(dut, dev.sf))
                 if got != exp:
                     mismatch(f"snoop filter (valid ways, pseudo-LRU): RTL {got}, model {exp}", out["cycles"])
 

@@ -45,7 +45,7 @@ succeed (issue, fill, evict or finish).  An issue, an answer and an eviction com
 snoop filter changes).  Within a cycle, before the response path's commits.
 """
 
-from amaranth.hdl import Assert, Cat, Const, Module, Mux, Signal
+from amaranth.hdl import Assert, Cat, Module, Mux, Signal
 from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.memory import Memory

@@ -19,7 +19,7 @@ Everything the host sees is the two paths': ``d2h_req`` (the request path's queu
 (``freed``), in that order within a cycle.  No snoops here yet (hdl/dcoh/pipe/snoop_pipe.py).
 """
 
-from amaranth.hdl import Module, Mux, Signal
+from amaranth.hdl import Module, Mux
 from amaranth.lib import stream, wiring
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out

@@ -49,7 +49,7 @@ line with a request on it must clear that request's ``others``; a snoop to a com
 for the lane (the model completes at once).
 """
 
-from amaranth.hdl import Assert, Cat, Const, Module, Mux, Signal
+from amaranth.hdl import Assert, Cat, Module, Mux, Signal
 from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.memory import Memory
