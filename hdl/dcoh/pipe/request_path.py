@@ -32,7 +32,9 @@ C (N+3: decide and commit)
     * *park*: its line has a request or a command in flight, no CQID is free, or its set has no free
       way; *retry* (a pass again at once): the tracker's start port is busy this cycle.
 
-    Only C writes the snoop filter on this side; the response path's fill waits for the cycles C leaves it.
+    C and the response path's fill share the snoop filter's write port: the fill has it whenever it wants
+    it, and a decision of C that writes the filter in such a cycle becomes a retry (so C's decision never
+    reaches the response lane).
 
 What is not here yet: back-invalidations.  An access that needs one (a miss whose set is full, an uncached
 access to a line the device holds) parks and sets ``needs_back_invalidation``; it would wait for ever.
@@ -74,7 +76,7 @@ class Finish(enum.Enum, shape=2):
 class RequestPath(wiring.Component):
     """Parameters: ``caches`` (1..32), ``tracker`` (CQIDs, 2..4096), ``sf_sets`` / ``sf_ways`` (powers of
     two), ``addr_width``.  ``sf`` (the pipelined snoop filter) is built here so that tests can preload it;
-    ``fill`` is the response path's update of it, taken in the cycles C does not write."""
+    ``fill`` is the response path's update of it, always taken (C retries a write it collides with)."""
 
     def __init__(self, *, caches=2, tracker=16, sf_sets=64, sf_ways=4, addr_width=ADDR_WIDTH):
         def bad(name, value, why):
@@ -171,8 +173,10 @@ class RequestPath(wiring.Component):
         cmd_dirty = s_dirty.bit_select(k, 1)
 
         # what C does (exclusive): each names the fields its action writes
-        issue, lane, answer, park, retry, fin_done = (Signal(name=n) for n in (
-            "c_issue", "c_lane", "c_answer", "c_park", "c_retry", "c_fin_done"))
+        # (issue, answer and the finish's are proposed: one that writes the snoop filter in a cycle
+        # the response lane's fill wants it becomes a retry, below)
+        issue_p, lane, answer_p, park, retry_p, fin_done_p = (Signal(name=n) for n in (
+            "c_issue_p", "c_lane", "c_answer_p", "c_park", "c_retry_p", "c_fin_done_p"))
         why_cqid, why_loc = Signal(), Signal()
         code, st = Signal(Req, init=Req.RdCurr), Signal(STATE_BITS)
         way, others = Signal.like(res.hit_way), Signal(K)
@@ -199,9 +203,9 @@ class RequestPath(wiring.Component):
         def start_request(code_, state_code, way_=0, others_=0):
             """Issue a request: needs a CQID (checked by the caller) and the start port."""
             with m.If(~start_ok):
-                m.d.comb += retry.eq(1)
+                m.d.comb += retry_p.eq(1)
             with m.Else():
-                m.d.comb += [issue.eq(1), code.eq(code_), st.eq(state_code), way.eq(way_), others.eq(others_)]
+                m.d.comb += [issue_p.eq(1), code.eq(code_), st.eq(state_code), way.eq(way_), others.eq(others_)]
 
         def miss(codes):
             with m.If(~cq_any):
@@ -220,7 +224,7 @@ class RequestPath(wiring.Component):
         with m.If(c.valid & ~c.fin):
             gone = (kind == CpuKind.EVICT) & (~hit | ((presence & mine) == 0))
             with m.If(gone):                                   # (the model's cache hit: nothing to evict)
-                m.d.comb += [answer.eq(1), rsp_state.eq(CacheState.I)]
+                m.d.comb += [answer_p.eq(1), rsp_state.eq(CacheState.I)]
             with m.Elif(busy):
                 wait(loc=1)
             with m.Elif(kind == CpuKind.LOAD):
@@ -233,7 +237,7 @@ class RequestPath(wiring.Component):
                     with m.If(peers != 0):
                         to_lane(CmdOp.INV, peers, Finish.STORE_FILL)
                     with m.Else():                         # no peer: the cache takes it at once
-                        m.d.comb += [answer.eq(1), rsp_state.eq(CacheState.M)]
+                        m.d.comb += [answer_p.eq(1), rsp_state.eq(CacheState.M)]
                         sf_write(SFOp.MODIFY, res.hit_way, SFState.E, res.entry.dirty, mine, touch=1)
                 with m.Elif(hit):                          # S: an upgrade
                     with m.If(~cq_any):
@@ -260,15 +264,15 @@ class RequestPath(wiring.Component):
         with m.If(c.valid & c.fin):                         # the second pass: the command was answered
             with m.Switch(fin):
                 with m.Case(Finish.LOAD_FILL):
-                    m.d.comb += [fin_done.eq(1), rsp_state.eq(CacheState.S)]
+                    m.d.comb += [fin_done_p.eq(1), rsp_state.eq(CacheState.S)]
                     sf_write(SFOp.MODIFY, res.hit_way, res.entry.state, res.entry.dirty | cmd_dirty,
                              presence | mine, touch=1)
                 with m.Case(Finish.STORE_FILL):
-                    m.d.comb += [fin_done.eq(1), rsp_state.eq(CacheState.M)]
+                    m.d.comb += [fin_done_p.eq(1), rsp_state.eq(CacheState.M)]
                     sf_write(SFOp.MODIFY, res.hit_way, SFState.E, res.entry.dirty, mine, touch=1)
                 with m.Case(Finish.EVICT):
                     with m.If(peers != 0):                  # others keep it: no message
-                        m.d.comb += [fin_done.eq(1), rsp_state.eq(CacheState.I)]
+                        m.d.comb += [fin_done_p.eq(1), rsp_state.eq(CacheState.I)]
                         sf_write(SFOp.MODIFY, res.hit_way, res.entry.state, res.entry.dirty, peers)
                     with m.Else():
                         dirty = res.entry.dirty | cmd_dirty
@@ -280,10 +284,17 @@ class RequestPath(wiring.Component):
                         with m.If(~cq_any):                  # (the model's try waits for one too)
                             wait(cqid=1)
                         with m.Elif(~start_ok):
-                            m.d.comb += retry.eq(1)
+                            m.d.comb += retry_p.eq(1)
                         with m.Else():
-                            m.d.comb += [issue.eq(1), code.eq(ev_code), st.eq(ev_state), value_from_cmd.eq(1)]
+                            m.d.comb += [issue_p.eq(1), code.eq(ev_code), st.eq(ev_state), value_from_cmd.eq(1)]
                             sf_write(SFOp.FREE, res.hit_way, SFState.S, 0, 0)
+
+        # The fill has the snoop filter's port whenever it wants it (so that C's decision never reaches
+        # the response lane): a decision that writes the filter then goes round again.
+        conflict = c_sf & self.fill.valid
+        issue, answer, fin_done, retry = (Signal(name=n) for n in ("c_issue", "c_answer", "c_fin_done", "c_retry"))
+        m.d.comb += [issue.eq(issue_p & ~conflict), answer.eq(answer_p & ~conflict),
+                     fin_done.eq(fin_done_p & ~conflict), retry.eq(retry_p | conflict)]
 
         # ---- C's writes ----------------------------------------------------------------------------
         cqid = cq_idx
@@ -298,8 +309,8 @@ class RequestPath(wiring.Component):
                      d2h_entry.addr.eq(line), d2h_q.w_en.eq(issue), d2h_q.w_data.eq(d2h_entry.as_value()),
                      self.d2h_req.valid.eq(d2h_q.r_rdy), self.d2h_req.p.eq(d2h_q.r_data), d2h_q.r_en.eq(self.d2h_req.ready)]
         # the snoop filter's one write: C's, else the response path's fill
-        m.d.comb += [sf_w.valid.eq(c_sf | self.fill.valid), self.fill.ready.eq(~c_sf)]
-        with m.If(~c_sf):
+        m.d.comb += [sf_w.valid.eq(c_sf | self.fill.valid), self.fill.ready.eq(1)]
+        with m.If(self.fill.valid):
             m.d.comb += sf_w.p.eq(self.fill.p)
         # the CQIDs and the tracker's lines
         for i in range(T):
@@ -349,7 +360,10 @@ class RequestPath(wiring.Component):
         # ---- the slots' moves ------------------------------------------------------------------------
         wake_cqid = self.freed.valid
         answer_taken = self.cpu_rsp.valid & self.cpu_rsp.ready
-        wake_loc = self.freed.valid | answer_taken | (issue & c.fin)  # a line freed, or a way
+        # (an answer taken wakes a cycle later: the port's ready comes from outside, late)
+        answer_taken_r = Signal()
+        m.d.sync += answer_taken_r.eq(answer_taken)
+        wake_loc = self.freed.valid | answer_taken_r | (issue & c.fin)  # a line freed, or a way
         for j in range(K):
             here = c.valid & (k == j)
             with m.If(take & (req.p.cache == j)):

@@ -4,8 +4,8 @@
 the command lane, the snoop filter) and hdl/dcoh/pipe/response_path.py (the host's responses over the
 tracker, the lane that pulls, invalidates an upgrade's peers, fills and answers): the request path starts
 each request in the response path's tracker, the response path frees it (``freed``: the CQID, the line,
-the accesses waiting for either), and its fill writes the snoop filter in the cycles the request path's C
-does not.  Two ports are shared:
+the accesses waiting for either), and its fill writes the snoop filter whenever it wants to (the request
+path's C retries a decision that needs the write port then).  Two ports are shared:
 
 * ``cmd`` / ``cmd_rsp``: the request path's commands and the response lane's invalidation, the response
   lane's first when both are offered; a queue of one bit per command outstanding says whose answer comes
