@@ -31,6 +31,11 @@
   as above (snoop taken -> response valid, the first snoop of the stream, nothing ahead of it), and
   ``probe_per_cycle_by_work``: probed snoops per cycle with 8, 16, 24 and 32 work entries (the entries
   a probe's round trip needs: the coalescing window, the probe, the command and its answer).
+* ``requests_pipe``: the request row's stream (8 caches, each loading lines of its own and evicting them,
+  the host answering at once) through the pipelined DCOH's request side (hdl/dcoh/pipe/requests.py, not
+  yet the DCOH's: no snoops, no back-invalidations), checked against the golden device as it runs
+  (tb/requests.py): ``request_events_per_cycle`` as above; the latencies of one load miss alone, from its
+  ``cpu_req`` taken to its D2H Req offered and from the host's last message taken to its ``cpu_rsp``.
 
     python -m bench.dcoh_bench [--out FILE]
     python -m bench.dcoh_bench --rescan-tries    # the rescans' tries with and without the wake-up rule per access
