@@ -165,9 +165,11 @@ class ResponsePathBench:
             if len(dev.txns) != before + 1:
                 raise AssertionError(f"seed {self.seed}: the bench's {kind} access started no request")
 
-    def run(self, *, p_in=1.0, p_sink=1.0, cmd_delay=0, max_cycles=None, check=True, bad=()):
+    def run(self, *, p_in=1.0, p_sink=1.0, cmd_delay=0, max_cycles=None, check=True, bad=(), duplicate_data=False):
         """``bad``: messages (``Msg``) the host sends before the others, each of which the RTL must drop
-        (a CQID not in use, a response its request's state does not declare)."""
+        (a CQID not in use, a response its request's state does not declare); ``duplicate_data``: every
+        H2D Data is followed at once by a copy with another line, which the RTL must drop without
+        letting its line in."""
         top, dut, dev, bfm, rng = self.top, self.dut, self.dev, self.bfm, self.rng
         starts = deque(sorted(dev.txns.values(), key=lambda t: t.cqid))
         rsp_q, data_q = [], []
@@ -176,7 +178,16 @@ class ResponsePathBench:
             rsp_q.append([e for e in evs if e != "Data"])
             data_q.append(["Data"] * evs.count("Data"))
         chans = {"rsp": self._interleave(starts, rsp_q), "data": self._interleave(starts, data_q)}
-        for msg in reversed(bad):
+        first_bad, bad = list(bad), list(bad)
+        if duplicate_data:          # each H2D Data sent twice in a row, the copy with another line
+            doubled = []
+            for t, e in chans["data"]:
+                first = host_message(t, e, rng, None)
+                copy_ = Msg(Channel.H2D_DATA, None, t.cqid, t.line, data=first.data ^ 1)
+                bad.append(copy_)
+                doubled += [(t, first), (None, copy_)]
+            chans["data"] = doubled
+        for msg in reversed(first_bad):
             chans["data" if msg.chan is Channel.H2D_DATA else "rsp"].insert(0, (None, msg))
         dropped = []
         n_events = len(chans["rsp"]) + len(chans["data"])

@@ -77,3 +77,12 @@ def test_bad_messages_are_counted_and_dropped():
 def test_bad_parameters_are_named(kw, name):
     with pytest.raises(ValueError, match=name):
         ResponsePath(**kw)
+
+
+def test_a_duplicate_data_is_dropped_without_its_line():
+    """Each H2D Data followed at once by a copy with another line (the second lands in B while the first
+    is in C): every copy is counted and dropped, and the caches get the first line (``cpu_rsp`` data)."""
+    bench = ResponsePathBench(seed=3, kinds=READS)
+    out = bench.run(duplicate_data=True)
+    n = len(out["dropped"])
+    assert n > 0 and out["errors"] == n

@@ -158,8 +158,9 @@ class ResponsePath(wiring.Component):
         ev = Signal(data.StructLayout({"valid": 1, "data": 1, "cqid": ID_WIDTH, "opcode": HRsp,
                                        "rsp_data": ID_WIDTH}))
         ev_line = Signal(LINE_BITS)
+        c_valid_early = Signal()        # (C's valid, declared before C: A counts both stages' events)
         m.submodules.lane_q = lane_q = SyncFIFO(width=_action_layout(T).size, depth=LANE_DEPTH)
-        room = lane_q.level + ev.valid < LANE_DEPTH
+        room = lane_q.level + ev.valid + c_valid_early < LANE_DEPTH
         data_turn = Signal()            # the two channels take turns when both are offered
         take_rsp = self.h2d_rsp.valid & room & ~(self.h2d_data.valid & data_turn)
         take_data = self.h2d_data.valid & room & ~take_rsp
@@ -172,36 +173,53 @@ class ResponsePath(wiring.Component):
             m.d.sync += [ev.data.eq(1), ev.cqid.eq(self.h2d_data.p.hdr.cqid), ev_line.eq(self.h2d_data.p.data),
                          data_turn.eq(0)]
 
-        # ---- C: decide and commit --------------------------------------------------------------------
-        idx = ev.cqid[:(T - 1).bit_length()]
-        in_range = ev.cqid < T
-        cur_state = Signal(STATE_BITS)
-        cur_valid, cur_granted_e = Signal(), Signal()
-        with m.Switch(idx):
+        # ---- B: the request's tracker state, read into C's register ----------------------------------
+        # (selected by the CQID from the flip-flops, with what C writes in this same cycle forwarded, so
+        # that C starts from registers)
+        b_idx = ev.cqid[:(T - 1).bit_length()]
+        c = Signal(data.StructLayout({"valid": 1, "data": 1, "idx": range(T), "in_range": 1, "opcode": HRsp,
+                                      "rsp_data": ID_WIDTH, "state": STATE_BITS, "live_entry": 1,
+                                      "granted_e": 1, "wrote": 1}))
+        rd_state, rd_valid, rd_granted_e = Signal(STATE_BITS), Signal(), Signal()
+        with m.Switch(b_idx):
             for i in range(T):
                 with m.Case(i):
-                    m.d.comb += [cur_state.eq(state[i]), cur_valid.eq(valid[i]), cur_granted_e.eq(granted_e[i])]
-        live = in_range & cur_valid & ~is_stable(cur_state)
+                    m.d.comb += [rd_state.eq(state[i]), rd_valid.eq(valid[i]), rd_granted_e.eq(granted_e[i])]
+        # An H2D Data's line goes into the request's slot here, in B: the write enable is the entry's
+        # "state declares Data" bit (an entry in such a state is live; a free or completing one is in a
+        # stable state, which declares none), less a Data right behind a Data to the same request (a
+        # duplicate, which C drops: the first one's C makes the state stop declaring Data in this cycle;
+        # no legal response does that otherwise).  An Assert checks it against C's verdict.
+        b_in_range = ev.cqid < T
+        dup_data = c.valid & c.data & (c.idx == b_idx)
+        b_write = ev.valid & ev.data & b_in_range & wants_data.bit_select(b_idx, 1) & ~dup_data
+        m.d.comb += c_valid_early.eq(c.valid)
+        m.d.sync += [c.valid.eq(ev.valid), c.data.eq(ev.data), c.idx.eq(b_idx), c.in_range.eq(b_in_range),
+                     c.opcode.eq(ev.opcode), c.rsp_data.eq(ev.rsp_data), c.wrote.eq(b_write)]
+
+        # ---- C: decide and commit --------------------------------------------------------------------
+        idx = c.idx
+        live = c.in_range & c.live_entry & ~is_stable(c.state)
         code, code_ok = Signal(range(len(EVENTS))), Signal()
-        with m.If(ev.data):
+        with m.If(c.data):
             m.d.comb += [code.eq(EVENT_CODE["Data"]), code_ok.eq(1)]
         with m.Else():
-            with m.Switch(ev.opcode):
+            with m.Switch(c.opcode):
                 with m.Case(HRsp.GO):
-                    with m.Switch(ev.rsp_data[:4]):
+                    with m.Switch(c.rsp_data[:4]):
                         for g, name in GO_OF.items():
                             with m.Case(g):
                                 m.d.comb += [code.eq(EVENT_CODE[name]), code_ok.eq(1)]
                 for o in (HRsp.GO_WritePull, HRsp.GO_WritePull_Drop, HRsp.WritePull):
                     with m.Case(o):
                         m.d.comb += [code.eq(EVENT_CODE[o.name]), code_ok.eq(1)]
-        legal, nxt, granted, send, bogus = response_table(m, cur_state, code)
+        legal, nxt, granted, send, bogus = response_table(m, c.state, code)
         go_s, go_e = code == EVENT_CODE["GO-S"], code == EVENT_CODE["GO-E"]
         # GRANTED (the data of a read whose GO came first): the grant that GO carried
         new_state = Signal(STATE_BITS)
-        m.d.comb += new_state.eq(Mux(granted, Mux(cur_granted_e, STATE_CODE[D.E], STATE_CODE[D.S]), nxt))
-        apply = ev.valid & live & code_ok & legal
-        drop = ev.valid & ~apply
+        m.d.comb += new_state.eq(Mux(granted, Mux(c.granted_e, STATE_CODE[D.E], STATE_CODE[D.S]), nxt))
+        apply = c.valid & live & code_ok & legal
+        drop = c.valid & ~apply
         done = is_stable(new_state)
         with m.If(apply):
             with m.Switch(idx):
@@ -212,27 +230,25 @@ class ResponsePath(wiring.Component):
                             m.d.sync += granted_e[i].eq(go_e)
         action = Signal(_action_layout(T))
         m.d.comb += [action.cqid.eq(idx), action.pull.eq(send), action.bogus.eq(bogus),
-                     action.uqid.eq(ev.rsp_data), action.done.eq(done), action.state.eq(new_state),
+                     action.uqid.eq(c.rsp_data), action.done.eq(done), action.state.eq(new_state),
                      lane_q.w_en.eq(apply & (send | done)), lane_q.w_data.eq(action.as_value())]
-        # the buffer's one write port: an H2D Data's line, else a request's start (refused meanwhile)
+        # the buffer's one write port: an H2D Data's line (in B), else a request's start (refused meanwhile)
         start = self.start.p
+        start_go = self.start.valid & self.start.ready
         m.d.comb += self.start.ready.eq(~(ev.valid & ev.data))
         with m.If(ev.valid & ev.data):
-            # (``apply`` for an H2D Data, without the table: an entry whose state declares Data is live,
-            # a free or completing one is in a stable state, which declares none)
-            m.d.comb += [buf_w.en.eq(in_range & wants_data.bit_select(idx, 1)),
-                         buf_w.addr.eq(idx), buf_w.data.eq(ev_line)]
+            m.d.comb += [buf_w.en.eq(b_write), buf_w.addr.eq(b_idx), buf_w.data.eq(ev_line)]
         with m.Else():
             m.d.comb += [buf_w.en.eq(self.start.valid), buf_w.addr.eq(start.idx), buf_w.data.eq(start.value)]
-        m.d.comb += [info_w.en.eq(self.start.valid & self.start.ready), info_w.addr.eq(start.idx)]
+        m.d.comb += [info_w.en.eq(start_go), info_w.addr.eq(start.idx)]
         m.d.comb += [getattr(info_w.data, f).eq(getattr(start, f)) for f in info_layout.members]
-        with m.If(self.start.valid & self.start.ready):
+        with m.If(start_go):
             with m.Switch(start.idx):
                 for i in range(T):
                     with m.Case(i):
                         m.d.sync += [state[i].eq(start.state), granted_e[i].eq(0),
                                      wants_data[i].eq(declares_data(start.state))]
-        m.d.comb += [self.commit.eq(Mux(apply, Mux(ev.data, ResponseCommit.DATA, ResponseCommit.RSP),
+        m.d.comb += [self.commit.eq(Mux(apply, Mux(c.data, ResponseCommit.DATA, ResponseCommit.RSP),
                                         Mux(drop, ResponseCommit.DROP, ResponseCommit.NONE))),
                      self.commit_cqid.eq(idx)]
         with m.If(drop):
@@ -305,6 +321,17 @@ class ResponsePath(wiring.Component):
                 m.d.sync += valid[i].eq(0)
         m.d.comb += self.idle.eq(~ev.valid & ~lane_q.r_rdy & ~l2_valid)
 
+        # ---- B's forwarding: what C writes in this cycle ----------------------------------------------
+        # (A start or the lane's free in this cycle need none: a message naming a request the lane frees
+        # finds it in a stable state, not live either way; one naming a request started in this cycle
+        # cannot come from a host that has not yet seen its D2H Req, and counts as a CQID not in use.)
+        fwd_c = apply & (idx == b_idx)
+        m.d.sync += [
+            c.state.eq(Mux(fwd_c, new_state, rd_state)),
+            c.granted_e.eq(Mux(fwd_c & (go_s | go_e), go_e, rd_granted_e)),
+            c.live_entry.eq(rd_valid),
+        ]
+
         # ---- checks ----------------------------------------------------------------------------------
         start_idx_valid = Signal()
         with m.Switch(start.idx):
@@ -312,8 +339,8 @@ class ResponsePath(wiring.Component):
                 with m.Case(i):
                     m.d.comb += start_idx_valid.eq(valid[i])
         m.d.sync += [
-            Assert(~(ev.valid & ev.data) | (buf_w.en == apply), "response path: the buffer's write enable "
-                   "differs from the response table's verdict on an H2D Data"),
+            Assert(~(c.valid & c.data) | (c.wrote == apply), "response path: the buffer's write in B "
+                   "differs from C's verdict on that H2D Data"),
             Assert(~(self.start.valid & self.start.ready) | ~start_idx_valid,
                    "response path: a request started in a tracker entry in use"),
             Assert(~(self.start.valid & self.start.ready & completes) | (start.idx != l2.cqid),
