@@ -130,10 +130,9 @@ class RequestPath(wiring.Component):
         cpu_r_c, cmd_r_c = cpu_data.read_port(transparent_for=()), cmd_data.read_port(transparent_for=())
         cmd_r_out = cmd_data.read_port(transparent_for=())
 
-        # ---- the tracker's lines (busy) and the free CQIDs ---------------------------------------------
+        # ---- the tracker's lines (busy); a CQID not in use is free --------------------------------------
         t_valid = Signal(T)
         t_line = [Signal(AW, name=f"t_line{i}") for i in range(T)]
-        cq_free = Signal(T, init=(1 << T) - 1)
 
         req = self.cpu_req
         take = req.valid & ~s_valid.bit_select(req.p.cache, 1)
@@ -166,7 +165,7 @@ class RequestPath(wiring.Component):
         busy = Signal()
         m.d.comb += busy.eq(Cat(t_valid[i] & (t_line[i] == line) for i in range(T)).any() |
                             Cat((s_lane[j] | s_answer[j]) & (s_line[j] == line) & (j != k) for j in range(K)).any())
-        cq_any, cq_idx, _ = lowest(m, cq_free, "cq")
+        cq_any, cqid, _ = lowest(m, ~t_valid, "cq")       # the lowest free CQID, as the model takes
         start_ok = self.start.ready
         variant = s_variant.bit_select(k, 1)
         fin = pick(m, k, s_fin, "c_fin")
@@ -297,7 +296,6 @@ class RequestPath(wiring.Component):
                      fin_done.eq(fin_done_p & ~conflict), retry.eq(retry_p | conflict)]
 
         # ---- C's writes ----------------------------------------------------------------------------
-        cqid = cq_idx
         sp = self.start.p
         m.d.comb += [self.start.valid.eq(issue), sp.idx.eq(cqid), sp.op.eq(code), sp.line.eq(line),
                      sp.state.eq(st), sp.way.eq(way), sp.cache.eq(k), sp.cpu.eq(1),
@@ -308,16 +306,12 @@ class RequestPath(wiring.Component):
         m.d.comb += [d2h_entry.valid.eq(1), d2h_entry.opcode.eq(code), d2h_entry.cqid.eq(cqid),
                      d2h_entry.addr.eq(line), d2h_q.w_en.eq(issue), d2h_q.w_data.eq(d2h_entry.as_value()),
                      self.d2h_req.valid.eq(d2h_q.r_rdy), self.d2h_req.p.eq(d2h_q.r_data), d2h_q.r_en.eq(self.d2h_req.ready)]
-        # the snoop filter's one write: C's, else the response path's fill
+        # the snoop filter's one write: the response path's fill, else C's
         m.d.comb += [sf_w.valid.eq(c_sf | self.fill.valid), self.fill.ready.eq(1)]
         with m.If(self.fill.valid):
             m.d.comb += sf_w.p.eq(self.fill.p)
-        # the CQIDs and the tracker's lines
+        # the tracker's lines (and so the CQIDs in use)
         for i in range(T):
-            with m.If(issue & (cq_idx == i)):
-                m.d.sync += [cq_free[i].eq(0)]
-            with m.Elif(self.freed.valid & (self.freed.cqid == i)):
-                m.d.sync += [cq_free[i].eq(1)]
             with m.If(issue & (cqid == i)):
                 m.d.sync += [t_valid[i].eq(1), t_line[i].eq(line)]
             with m.Elif(self.freed.valid & (self.freed.cqid == i)):
