@@ -115,6 +115,8 @@ class RequestPath(wiring.Component):
         # answered inside the device, until the cache takes its cpu_rsp: the line stays busy meanwhile,
         # so that no later command to that cache's copy can reach it before the answer does
         s_answer = Signal(K, name="s_answer")
+        # a line or way freed while the slot was in flight (B2's view of the busy lines may be a cycle old)
+        s_woke = Signal(K, name="s_woke")
         s_why_cqid, s_why_loc = Signal(K, name="s_why_cqid"), Signal(K, name="s_why_loc")
         s_kind = [Signal(CpuKind, name=f"s_kind{k}") for k in range(K)]
         s_line = [Signal(AW, name=f"s_line{k}") for k in range(K)]
@@ -148,9 +150,23 @@ class RequestPath(wiring.Component):
         m.d.comb += [sf.lookup.valid.eq(a_go), sf.lookup.p.eq(pick(m, a_k, s_line, "a_line")),
                      sf.result.ready.eq(1), sf.result_busy.eq(0)]
         side = data.StructLayout({"valid": 1, "k": KB, "fin": 1})
-        b1, b2, c = Signal(side), Signal(side), Signal(side)
-        m.d.sync += [b1.valid.eq(a_go), b1.k.eq(a_k), b1.fin.eq(fin_any), b2.eq(b1), c.eq(b2)]
+        b1, b2 = Signal(side), Signal(side)
+        c = Signal(data.StructLayout({"valid": 1, "k": KB, "fin": 1, "busy": 1, "behind": 1}))
+        m.d.sync += [b1.valid.eq(a_go), b1.k.eq(a_k), b1.fin.eq(fin_any), b2.eq(b1),
+                     c.valid.eq(b2.valid), c.k.eq(b2.k), c.fin.eq(b2.fin)]
         m.d.comb += [cpu_r_c.addr.eq(b2.k), cmd_r_c.addr.eq(b2.k)]      # (read in B2, for C)
+        # B2 compares the access's line with the lines busy on this side (a request in the tracker, a
+        # command or an answer of another slot) into C's register, so that C starts from it.  What
+        # changes in B2's cycle: a line C makes busy then (``behind``: C has the same line; the access
+        # goes round again rather than park on what may not be busy), a line freed then (the slot's
+        # ``s_woke``: a park at C is woken at once).
+        b2_line = pick(m, b2.k, s_line, "b2_line")
+        c_line = pick(m, c.k, s_line, "c_line")
+        m.d.sync += [
+            c.busy.eq(Cat(t_valid[i] & (t_line[i] == b2_line) for i in range(T)).any() |
+                      Cat((s_lane[j] | s_answer[j]) & (s_line[j] == b2_line) & (j != b2.k) for j in range(K)).any()),
+            c.behind.eq(c.valid & (c_line == b2_line)),
+        ]
 
         # ---- C: decide and commit ----------------------------------------------------------------------
         k = c.k
@@ -162,9 +178,7 @@ class RequestPath(wiring.Component):
         presence = Mux(res.hit, res.entry.presence, 0)
         peers = presence & ~mine
         line = res.line
-        busy = Signal()
-        m.d.comb += busy.eq(Cat(t_valid[i] & (t_line[i] == line) for i in range(T)).any() |
-                            Cat((s_lane[j] | s_answer[j]) & (s_line[j] == line) & (j != k) for j in range(K)).any())
+        busy = c.busy
         cq_any, cqid, _ = lowest(m, ~t_valid, "cq")       # the lowest free CQID, as the model takes
         start_ok = self.start.ready
         variant = s_variant.bit_select(k, 1)
@@ -224,6 +238,8 @@ class RequestPath(wiring.Component):
             gone = (kind == CpuKind.EVICT) & (~hit | ((presence & mine) == 0))
             with m.If(gone):                                   # (the model's cache hit: nothing to evict)
                 m.d.comb += [answer_p.eq(1), rsp_state.eq(CacheState.I)]
+            with m.Elif(c.behind):                             # (B2 could not see C's decision)
+                m.d.comb += retry_p.eq(1)
             with m.Elif(busy):
                 wait(loc=1)
             with m.Elif(kind == CpuKind.LOAD):
@@ -365,14 +381,16 @@ class RequestPath(wiring.Component):
                              s_variant[j].eq(req.p.variant), s_fin_pass[j].eq(0), s_issued[j].eq(0),
                              s_why_cqid[j].eq(0), s_why_loc[j].eq(0)]
             with m.If(a_go & (a_k == j)):
-                m.d.sync += [s_fly[j].eq(1), s_want[j].eq(0)]
+                m.d.sync += [s_fly[j].eq(1), s_want[j].eq(0), s_woke[j].eq(0)]
+            with m.Elif(s_fly[j] & wake_loc):
+                m.d.sync += s_woke[j].eq(1)
             with m.If(here):
                 m.d.sync += s_fly[j].eq(0)
                 with m.If(retry):
                     m.d.sync += s_want[j].eq(1)
                 with m.If(park):
                     m.d.sync += [s_why_cqid[j].eq(why_cqid), s_why_loc[j].eq(why_loc),
-                                 s_want[j].eq(wake_cqid | wake_loc)]      # an event in this very cycle
+                                 s_want[j].eq(wake_cqid | wake_loc | s_woke[j])]  # an event since B2
                 with m.If(lane):
                     m.d.sync += [s_lane[j].eq(1), s_cmd_op[j].eq(lane_op), s_cmd_mask[j].eq(lane_mask),
                                  s_fin[j].eq(lane_fin)]
