@@ -154,7 +154,6 @@ class RequestPath(wiring.Component):
         c = Signal(data.StructLayout({"valid": 1, "k": KB, "fin": 1, "busy": 1, "behind": 1}))
         m.d.sync += [b1.valid.eq(a_go), b1.k.eq(a_k), b1.fin.eq(fin_any), b2.eq(b1),
                      c.valid.eq(b2.valid), c.k.eq(b2.k), c.fin.eq(b2.fin)]
-        m.d.comb += [cpu_r_c.addr.eq(b2.k), cmd_r_c.addr.eq(b2.k)]      # (read in B2, for C)
         # B2 compares the access's line with the lines busy on this side (a request in the tracker, a
         # command or an answer of another slot) into C's register, so that C starts from it.  What
         # changes in B2's cycle: a line C makes busy then (``behind``: C has the same line; the access
@@ -180,7 +179,9 @@ class RequestPath(wiring.Component):
         line = res.line
         busy = c.busy
         cq_any, cqid, _ = lowest(m, ~t_valid, "cq")       # the lowest free CQID, as the model takes
-        start_ok = self.start.ready
+        # the start register (below): free, or handing its request over in this cycle
+        start_valid = Signal()
+        start_ok = ~start_valid | self.start.ready
         variant = s_variant.bit_select(k, 1)
         fin = pick(m, k, s_fin, "c_fin")
         cmd_dirty = s_dirty.bit_select(k, 1)
@@ -312,15 +313,33 @@ class RequestPath(wiring.Component):
                      fin_done.eq(fin_done_p & ~conflict), retry.eq(retry_p | conflict)]
 
         # ---- C's writes ----------------------------------------------------------------------------
+        # A request starts from a register a cycle after C (C's decision reaches no RAM's write enable in
+        # the response path): the start register, whose line of data (an uncached write's, or an evicted
+        # copy) C reads from RAM by the cache's number; the D2H Req is queued as the tracker takes it, so
+        # the host never sees a request its tracker entry does not hold yet.
+        start_r = Signal(data.StructLayout({f: self.start.p.shape().members[f] for f in
+                                            ("idx", "op", "line", "state", "way", "cache", "store", "others")}))
+        start_from_cmd = Signal()
+        with m.If(issue):
+            m.d.sync += [start_valid.eq(1), start_r.idx.eq(cqid), start_r.op.eq(code), start_r.line.eq(line),
+                         start_r.state.eq(st), start_r.way.eq(way), start_r.cache.eq(k),
+                         start_r.store.eq(kind == CpuKind.STORE), start_r.others.eq(others),
+                         start_from_cmd.eq(value_from_cmd)]
+        with m.Elif(self.start.ready):
+            m.d.sync += start_valid.eq(0)
+        hold = start_valid & ~self.start.ready
+        m.d.comb += [cpu_r_c.addr.eq(k), cmd_r_c.addr.eq(k), cpu_r_c.en.eq(~hold), cmd_r_c.en.eq(~hold)]
         sp = self.start.p
-        m.d.comb += [self.start.valid.eq(issue), sp.idx.eq(cqid), sp.op.eq(code), sp.line.eq(line),
-                     sp.state.eq(st), sp.way.eq(way), sp.cache.eq(k), sp.cpu.eq(1),
-                     sp.store.eq(kind == CpuKind.STORE), sp.others.eq(others),
-                     sp.value.eq(Mux(value_from_cmd, cmd_r_c.data, cpu_r_c.data))]
+        m.d.comb += [self.start.valid.eq(start_valid), sp.idx.eq(start_r.idx), sp.op.eq(start_r.op),
+                     sp.line.eq(start_r.line), sp.state.eq(start_r.state), sp.way.eq(start_r.way),
+                     sp.cache.eq(start_r.cache), sp.cpu.eq(1), sp.store.eq(start_r.store),
+                     sp.others.eq(start_r.others),
+                     sp.value.eq(Mux(start_from_cmd, cmd_r_c.data, cpu_r_c.data))]
         m.submodules.d2h_q = d2h_q = SyncFIFO(width=len(Signal(D2HReq).as_value()), depth=T)
         d2h_entry = Signal(D2HReq)
-        m.d.comb += [d2h_entry.valid.eq(1), d2h_entry.opcode.eq(code), d2h_entry.cqid.eq(cqid),
-                     d2h_entry.addr.eq(line), d2h_q.w_en.eq(issue), d2h_q.w_data.eq(d2h_entry.as_value()),
+        m.d.comb += [d2h_entry.valid.eq(1), d2h_entry.opcode.eq(start_r.op), d2h_entry.cqid.eq(start_r.idx),
+                     d2h_entry.addr.eq(start_r.line), d2h_q.w_en.eq(start_valid & self.start.ready),
+                     d2h_q.w_data.eq(d2h_entry.as_value()),
                      self.d2h_req.valid.eq(d2h_q.r_rdy), self.d2h_req.p.eq(d2h_q.r_data), d2h_q.r_en.eq(self.d2h_req.ready)]
         # the snoop filter's one write: the response path's fill, else C's
         m.d.comb += [sf_w.valid.eq(c_sf | self.fill.valid), self.fill.ready.eq(1)]
@@ -416,7 +435,7 @@ class RequestPath(wiring.Component):
                      self.commit_cache.eq(k)]
         with m.If(needs_bi):
             m.d.sync += self.needs_back_invalidation.eq(1)
-        m.d.comb += self.idle.eq(~s_valid.any() & ~d2h_q.r_rdy & ~rsp_q.r_rdy & ~out_valid)
+        m.d.comb += self.idle.eq(~s_valid.any() & ~start_valid & ~d2h_q.r_rdy & ~rsp_q.r_rdy & ~out_valid)
         m.d.sync += [
             Assert(~(c.valid & c.fin) | hit, "request path: a finish pass whose line left the snoop filter"),
             Assert(~c.valid | s_fly.bit_select(k, 1), "request path: C decides a slot not in flight"),
