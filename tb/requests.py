@@ -168,6 +168,16 @@ class RequestsBench:
                         chans[chan].popleft()
                         taken.append(offers[chan])
                         out["log"].append((cyc, "h2d", offers[chan].uid))
+                if ctx.get(dut.freed_valid):
+                    cqid = int(ctx.get(dut.freed_cqid))
+                    t = dev.txns.get(cqid)
+                    if t is None:
+                        mismatch(f"the RTL completed CQID {cqid}, which the model has not started", cyc)
+                    dev.complete(cqid, cyc)
+                    if t.cpu is not None:
+                        expect(t.cpu.k, t.line, cyc)
+                        if t.data is not None and expected[t.cpu.k][1] in ("S", "E", "M"):
+                            expected[t.cpu.k] = (t.line, expected[t.cpu.k][1], t.data)
                 if ctx.get(dut.commit):
                     k = int(ctx.get(dut.commit_cache))
                     op = dev.ops[k]
@@ -192,16 +202,6 @@ class RequestsBench:
                     (dev.on_h2d_data if msg.chan is Channel.H2D_DATA else dev.on_h2d_rsp)(msg, cyc)
                     out["rsp_events"] += 1
                     out["event_cycles"].append(cyc)
-                if ctx.get(dut.freed_valid):
-                    cqid = int(ctx.get(dut.freed_cqid))
-                    t = dev.txns.get(cqid)
-                    if t is None:
-                        mismatch(f"the RTL completed CQID {cqid}, which the model has not started", cyc)
-                    dev.complete(cqid, cyc)
-                    if t.cpu is not None:
-                        expect(t.cpu.k, t.line, cyc)
-                        if t.data is not None and expected[t.cpu.k][1] in ("S", "E", "M"):
-                            expected[t.cpu.k] = (t.line, expected[t.cpu.k][1], t.data)
                 if ctx.get(dut.d2h_req.valid) and ctx.get(dut.d2h_req.ready):
                     r = ctx.get(dut.d2h_req.p)
                     cqid, opcode, line = int(r.cqid), D2HReqOpcode(r.opcode), int(r.addr)

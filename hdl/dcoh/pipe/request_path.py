@@ -32,9 +32,9 @@ C (N+3: decide and commit)
     * *park*: its line has a request or a command in flight, no CQID is free, or its set has no free
       way; *retry* (a pass again at once): the tracker's start port is busy this cycle.
 
-    C and the response path's fill share the snoop filter's write port: the fill has it whenever it wants
-    it, and a decision of C that writes the filter in such a cycle becomes a retry (so C's decision never
-    reaches the response lane).
+    C's write to the snoop filter is made from a register at the next edge (so C's decision reaches no
+    forwarding path of the filter); an access of that set in C in that next cycle, whose row lacks it,
+    goes round again.  The response path's fill takes the port in the other cycles.
 
 What is not here yet: back-invalidations.  An access that needs one (a miss whose set is full, an uncached
 access to a line the device holds) parks and sets ``needs_back_invalidation``; it would wait for ever.
@@ -42,9 +42,10 @@ access to a line the device holds) parks and sets ``needs_back_invalidation``; i
 Commit port (a shadow model's order)
 ------------------------------------
 ``commit`` with ``commit_cache``: the golden model's ``_try_issue`` of that cache's access now, which must
-succeed (issue, fill, evict or finish).  An issue, an answer and an eviction commit at their first pass
-(an eviction's CQID is chosen then, as the model chooses it), an internal fill at its finish (when the
-snoop filter changes).  Within a cycle, before the response path's commits.
+succeed (issue, fill, evict or finish).  An issue and an answer commit at their pass; an internal fill and
+an eviction at their finish, where the snoop filter changes and an eviction takes its CQID.  Within a
+cycle, after the completions (``freed``: the CQID a completion frees may be taken in its cycle, as the
+model takes the lowest free one) and before the response path's commits.
 """
 
 from amaranth.hdl import Assert, Cat, Module, Mux, Signal
@@ -76,7 +77,7 @@ class Finish(enum.Enum, shape=2):
 class RequestPath(wiring.Component):
     """Parameters: ``caches`` (1..32), ``tracker`` (CQIDs, 2..4096), ``sf_sets`` / ``sf_ways`` (powers of
     two), ``addr_width``.  ``sf`` (the pipelined snoop filter) is built here so that tests can preload it;
-    ``fill`` is the response path's update of it, always taken (C retries a write it collides with)."""
+    ``fill`` is the response path's update of it, taken in the cycles C's write does not land."""
 
     def __init__(self, *, caches=2, tracker=16, sf_sets=64, sf_ways=4, addr_width=ADDR_WIDTH):
         def bad(name, value, why):
@@ -178,7 +179,10 @@ class RequestPath(wiring.Component):
         peers = presence & ~mine
         line = res.line
         busy = c.busy
-        cq_any, cqid, _ = lowest(m, ~t_valid, "cq")       # the lowest free CQID, as the model takes
+        # the lowest free CQID, as the model takes it after this cycle's completion (freed first)
+        freed_now = Signal(T)
+        m.d.comb += freed_now.eq(Mux(self.freed.valid, 1 << self.freed.cqid, 0))
+        cq_any, cqid, _ = lowest(m, ~t_valid | freed_now, "cq")
         # the start register (below): free, or handing its request over in this cycle
         start_valid = Signal()
         start_ok = ~start_valid | self.start.ready
@@ -187,24 +191,24 @@ class RequestPath(wiring.Component):
         cmd_dirty = s_dirty.bit_select(k, 1)
 
         # what C does (exclusive): each names the fields its action writes
-        # (issue, answer and the finish's are proposed: one that writes the snoop filter in a cycle
-        # the response lane's fill wants it becomes a retry, below)
-        issue_p, lane, answer_p, park, retry_p, fin_done_p = (Signal(name=n) for n in (
-            "c_issue_p", "c_lane", "c_answer_p", "c_park", "c_retry_p", "c_fin_done_p"))
+        issue, lane, answer, park, retry, fin_done = (Signal(name=n) for n in (
+            "c_issue", "c_lane", "c_answer", "c_park", "c_retry", "c_fin_done"))
         why_cqid, why_loc = Signal(), Signal()
         code, st = Signal(Req, init=Req.RdCurr), Signal(STATE_BITS)
         way, others = Signal.like(res.hit_way), Signal(K)
         needs_bi = Signal()
         lane_op, lane_mask, lane_fin = Signal(CmdOp), Signal(K), Signal(Finish)
         rsp_state = Signal(CacheState)
-        sf_w = self.sf.update           # C's writes (the fill's in the other cycles, below)
-        c_sf = Signal()                 # C writes the filter
+        sf_w = self.sf.update
+        upd_r, upd_r_valid = Signal(self.sf.update.p.shape()), Signal()
+        c_upd = Signal(self.sf.update.p.shape())    # C's write, made at the next edge (below)
+        c_sf = Signal()                             # C writes the filter
         value_from_cmd = Signal()
 
         def sf_write(op, way_, state, dirty, presence_, touch=0):
-            m.d.comb += [c_sf.eq(1), sf_w.p.op.eq(op), sf_w.p.line.eq(line), sf_w.p.way.eq(way_),
-                         sf_w.p.entry.state.eq(state), sf_w.p.entry.dirty.eq(dirty),
-                         sf_w.p.entry.presence.eq(presence_), sf_w.p.touch.eq(touch)]
+            m.d.comb += [c_sf.eq(1), c_upd.op.eq(op), c_upd.line.eq(line), c_upd.way.eq(way_),
+                         c_upd.entry.state.eq(state), c_upd.entry.dirty.eq(dirty),
+                         c_upd.entry.presence.eq(presence_), c_upd.touch.eq(touch)]
 
         def wait(cqid=0, loc=0):
             m.d.comb += [park.eq(1), why_cqid.eq(cqid), why_loc.eq(loc)]
@@ -217,9 +221,9 @@ class RequestPath(wiring.Component):
         def start_request(code_, state_code, way_=0, others_=0):
             """Issue a request: needs a CQID (checked by the caller) and the start port."""
             with m.If(~start_ok):
-                m.d.comb += retry_p.eq(1)
+                m.d.comb += retry.eq(1)
             with m.Else():
-                m.d.comb += [issue_p.eq(1), code.eq(code_), st.eq(state_code), way.eq(way_), others.eq(others_)]
+                m.d.comb += [issue.eq(1), code.eq(code_), st.eq(state_code), way.eq(way_), others.eq(others_)]
 
         def miss(codes):
             with m.If(~cq_any):
@@ -235,12 +239,18 @@ class RequestPath(wiring.Component):
         def to_lane(op, mask, fin_):
             m.d.comb += [lane.eq(1), lane_op.eq(op), lane_mask.eq(mask), lane_fin.eq(fin_)]
 
-        with m.If(c.valid & ~c.fin):
+        # C's write of the last cycle reaches the filter in this one: a row of its set read before it
+        # lacks it, so an access in that set goes round again
+        sb = self.sf.set_bits
+        stale = c.valid & upd_r_valid & ((upd_r.line[:sb] == line[:sb]) if sb else 1)
+        with m.If(stale):
+            m.d.comb += retry.eq(1)
+        with m.Elif(c.valid & ~c.fin):
             gone = (kind == CpuKind.EVICT) & (~hit | ((presence & mine) == 0))
             with m.If(gone):                                   # (the model's cache hit: nothing to evict)
-                m.d.comb += [answer_p.eq(1), rsp_state.eq(CacheState.I)]
+                m.d.comb += [answer.eq(1), rsp_state.eq(CacheState.I)]
             with m.Elif(c.behind):                             # (B2 could not see C's decision)
-                m.d.comb += retry_p.eq(1)
+                m.d.comb += retry.eq(1)
             with m.Elif(busy):
                 wait(loc=1)
             with m.Elif(kind == CpuKind.LOAD):
@@ -253,7 +263,7 @@ class RequestPath(wiring.Component):
                     with m.If(peers != 0):
                         to_lane(CmdOp.INV, peers, Finish.STORE_FILL)
                     with m.Else():                         # no peer: the cache takes it at once
-                        m.d.comb += [answer_p.eq(1), rsp_state.eq(CacheState.M)]
+                        m.d.comb += [answer.eq(1), rsp_state.eq(CacheState.M)]
                         sf_write(SFOp.MODIFY, res.hit_way, SFState.E, res.entry.dirty, mine, touch=1)
                 with m.Elif(hit):                          # S: an upgrade
                     with m.If(~cq_any):
@@ -277,18 +287,18 @@ class RequestPath(wiring.Component):
                     for name, code_ in UNCACHED.items():
                         with m.If(kind == CpuKind[name.upper()]):
                             start_request(code_, STATE_CODE[REQUEST_START[(code_, D.I)]])
-        with m.If(c.valid & c.fin):                         # the second pass: the command was answered
+        with m.Elif(c.valid & c.fin):                       # the second pass: the command was answered
             with m.Switch(fin):
                 with m.Case(Finish.LOAD_FILL):
-                    m.d.comb += [fin_done_p.eq(1), rsp_state.eq(CacheState.S)]
+                    m.d.comb += [fin_done.eq(1), rsp_state.eq(CacheState.S)]
                     sf_write(SFOp.MODIFY, res.hit_way, res.entry.state, res.entry.dirty | cmd_dirty,
                              presence | mine, touch=1)
                 with m.Case(Finish.STORE_FILL):
-                    m.d.comb += [fin_done_p.eq(1), rsp_state.eq(CacheState.M)]
+                    m.d.comb += [fin_done.eq(1), rsp_state.eq(CacheState.M)]
                     sf_write(SFOp.MODIFY, res.hit_way, SFState.E, res.entry.dirty, mine, touch=1)
                 with m.Case(Finish.EVICT):
                     with m.If(peers != 0):                  # others keep it: no message
-                        m.d.comb += [fin_done_p.eq(1), rsp_state.eq(CacheState.I)]
+                        m.d.comb += [fin_done.eq(1), rsp_state.eq(CacheState.I)]
                         sf_write(SFOp.MODIFY, res.hit_way, res.entry.state, res.entry.dirty, peers)
                     with m.Else():
                         dirty = res.entry.dirty | cmd_dirty
@@ -300,17 +310,10 @@ class RequestPath(wiring.Component):
                         with m.If(~cq_any):                  # (the model's try waits for one too)
                             wait(cqid=1)
                         with m.Elif(~start_ok):
-                            m.d.comb += retry_p.eq(1)
+                            m.d.comb += retry.eq(1)
                         with m.Else():
-                            m.d.comb += [issue_p.eq(1), code.eq(ev_code), st.eq(ev_state), value_from_cmd.eq(1)]
+                            m.d.comb += [issue.eq(1), code.eq(ev_code), st.eq(ev_state), value_from_cmd.eq(1)]
                             sf_write(SFOp.FREE, res.hit_way, SFState.S, 0, 0)
-
-        # The fill has the snoop filter's port whenever it wants it (so that C's decision never reaches
-        # the response lane): a decision that writes the filter then goes round again.
-        conflict = c_sf & self.fill.valid
-        issue, answer, fin_done, retry = (Signal(name=n) for n in ("c_issue", "c_answer", "c_fin_done", "c_retry"))
-        m.d.comb += [issue.eq(issue_p & ~conflict), answer.eq(answer_p & ~conflict),
-                     fin_done.eq(fin_done_p & ~conflict), retry.eq(retry_p | conflict)]
 
         # ---- C's writes ----------------------------------------------------------------------------
         # A request starts from a register a cycle after C (C's decision reaches no RAM's write enable in
@@ -342,9 +345,11 @@ class RequestPath(wiring.Component):
                      d2h_q.w_data.eq(d2h_entry.as_value()),
                      self.d2h_req.valid.eq(d2h_q.r_rdy), self.d2h_req.p.eq(d2h_q.r_data), d2h_q.r_en.eq(self.d2h_req.ready)]
         # the snoop filter's one write: the response path's fill, else C's
-        m.d.comb += [sf_w.valid.eq(c_sf | self.fill.valid), self.fill.ready.eq(1)]
-        with m.If(self.fill.valid):
-            m.d.comb += sf_w.p.eq(self.fill.p)
+        # C's write from its register (so C's decision reaches no forwarding path of the filter), else
+        # the response path's fill, which waits in that cycle
+        m.d.sync += [upd_r.eq(c_upd), upd_r_valid.eq(c_sf)]
+        m.d.comb += [sf_w.valid.eq(upd_r_valid | self.fill.valid), self.fill.ready.eq(~upd_r_valid),
+                     sf_w.p.eq(Mux(upd_r_valid, upd_r.as_value(), self.fill.p.as_value()))]
         # the tracker's lines (and so the CQIDs in use)
         for i in range(T):
             with m.If(issue & (cqid == i)):

@@ -4,8 +4,8 @@
 the command lane, the snoop filter) and hdl/dcoh/pipe/response_path.py (the host's responses over the
 tracker, the lane that pulls, invalidates an upgrade's peers, fills and answers): the request path starts
 each request in the response path's tracker, the response path frees it (``freed``: the CQID, the line,
-the accesses waiting for either), and its fill writes the snoop filter whenever it wants to (the request
-path's C retries a decision that needs the write port then).  Two ports are shared:
+the accesses waiting for either), and its fill writes the snoop filter in the cycles the request path's
+write (made from a register a cycle after its C) does not.  Two ports are shared:
 
 * ``cmd`` / ``cmd_rsp``: the request path's commands and the response lane's invalidation, the response
   lane's first when both are offered; a queue of one bit per command outstanding says whose answer comes
@@ -14,9 +14,9 @@ path's C retries a decision that needs the write port then).  Two ports are shar
   finished inside the device), the response lane's first.
 
 Everything the host sees is the two paths': ``d2h_req`` (the request path's queue), ``h2d_rsp`` /
-``h2d_data`` in, ``d2h_data`` out (write pulls).  Commit ports: the request path's (``commit``,
-``commit_cache``) before the response path's (``rsp_commit``, ``rsp_commit_cqid``), then the completions
-(``freed``), in that order within a cycle.  No snoops here yet (hdl/dcoh/pipe/snoop_pipe.py).
+``h2d_data`` in, ``d2h_data`` out (write pulls).  Commit ports, in this order within a cycle: the
+completions (``freed_valid``, ``freed_cqid``), the request path's (``commit``, ``commit_cache``), the
+response path's (``rsp_commit``, ``rsp_commit_cqid``).  No snoops here yet (hdl/dcoh/pipe/snoop_pipe.py).
 """
 
 from amaranth.hdl import Module, Mux
