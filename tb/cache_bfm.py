@@ -9,10 +9,13 @@ Used on the device side of the RTL DCOH (amaranth.sim co-simulation and cocotb).
 * the DCOH's ``cpu_rsp`` (install the granted state; a store's M takes the store's value).
 """
 
+from collections import deque
+
 from models.dcoh import CpuOp, cache_hit
 from cxl.coherence import MESI
+from hdl.dcoh.encodings import CmdOp
 
-__all__ = ["CacheBFM"]
+__all__ = ["CacheBFM", "CommandPort"]
 
 _INSTALL = {"I": None, "S": MESI.S, "E": MESI.E, "M": MESI.M}
 
@@ -64,3 +67,35 @@ class CacheBFM:
             self.caches[k][line] = [st, op.value if st is MESI.M else data]
         self.busy[k] = None
         return op
+
+
+class CommandPort:
+    """The caches' side of a DCOH's ``cmd`` / ``cmd_rsp`` ports in a per-cycle amaranth.sim bench: a
+    command taken is applied to ``bfm`` at once and its answer offered ``1 + randint(0, delay)`` cycles
+    later, the answers in the commands' order (each held until taken).  Per cycle: :meth:`drive` before
+    reading the design's outputs, :meth:`sample` after (both in the same cycle)."""
+
+    def __init__(self, bfm, rng, delay=0):
+        self.bfm, self.rng, self.delay = bfm, rng, delay
+        self.answers = deque()          # (cycle due, (dirty, excl, data))
+        self.cycles = []                # the cycles commands were taken
+
+    def __bool__(self):
+        return bool(self.answers)
+
+    def drive(self, ctx, cmd_rsp, cyc):
+        if self.answers and self.answers[0][0] <= cyc:
+            dirty, excl, value = self.answers[0][1]
+            ctx.set(cmd_rsp.valid, 1)
+            ctx.set(cmd_rsp.p, {"dirty": dirty, "excl": excl, "data": value})
+        else:
+            ctx.set(cmd_rsp.valid, 0)
+
+    def sample(self, ctx, cmd, cmd_rsp, cyc):
+        if ctx.get(cmd.valid) and ctx.get(cmd.ready):
+            c = ctx.get(cmd.p)
+            res = self.bfm.command(int(c.line), int(c.caches), CmdOp(c.op).name)
+            self.answers.append((cyc + 1 + self.rng.randint(0, self.delay), res))
+            self.cycles.append(cyc)
+        if ctx.get(cmd_rsp.valid) and ctx.get(cmd_rsp.ready):
+            self.answers.popleft()

@@ -19,12 +19,13 @@ from collections import deque
 from amaranth.sim import Simulator
 
 from cxl.messages import Channel, D2HReqOpcode
-from hdl.dcoh.encodings import CacheState, CmdOp
+from hdl.dcoh.encodings import CacheState
 from hdl.dcoh.pipe.requests import Requests
 from hdl.dcoh.pipe.response_path import ResponseCommit
 from models.config import Config
 from models.dcoh import CpuOp, cache_hit
-from tb.response_path import UncheckedValues, host_message, host_events
+from tb.cache_bfm import CommandPort
+from tb.response_path import UncheckedValues, compare_d2h_data, host_message, host_events
 from tb.snoop_pipe import Mismatch, preload, sf_rows, sf_view
 
 __all__ = ["RequestsBench"]
@@ -80,11 +81,11 @@ class RequestsBench:
         K = self.cfg.caches
         max_cycles = max_cycles or 60 * accesses + 500
         out = {"cycles": 0, "accesses": 0, "hits": 0, "commits": 0, "requests": 0, "rsp_events": 0,
-               "event_cycles": [], "cmd_cycles": [], "commit_cycles": {}, "log": []}
+               "event_cycles": [], "commit_cycles": {}, "log": []}
         to_send = deque()               # accesses the caches could not finish, in order
         chans = {"rsp": deque(), "data": deque()}
         taken = deque()
-        answers = deque()
+        answers = CommandPort(bfm, rng, cmd_delay)
         expected = {}                   # cache -> (line, state, data or None): the cpu_rsp it must get
         sent_data = dev.link.data
         rtl_data = []
@@ -151,12 +152,7 @@ class RequestsBench:
                         ctx.set(port.valid, 0)
                 for port in (dut.d2h_data, dut.cpu_rsp, dut.cmd, dut.d2h_req):
                     ctx.set(port.ready, rng.random() < p_sink)
-                if answers and answers[0][0] <= cyc:
-                    dirty, excl, value = answers[0][1]
-                    ctx.set(dut.cmd_rsp.valid, 1)
-                    ctx.set(dut.cmd_rsp.p, {"dirty": dirty, "excl": excl, "data": value})
-                else:
-                    ctx.set(dut.cmd_rsp.valid, 0)
+                answers.drive(ctx, dut.cmd_rsp, cyc)
                 # ---- what happens in it (read before the edge), in the commit ports' order
                 if to_send and ctx.get(dut.cpu_req.ready):
                     op = to_send.popleft()
@@ -217,24 +213,9 @@ class RequestsBench:
                         chan = "data" if msg.chan is Channel.H2D_DATA else "rsp"
                         chans[chan].append((when, msg))
                         when += rng.randint(0, 2)
-                if ctx.get(dut.cmd.valid) and ctx.get(dut.cmd.ready):
-                    c = ctx.get(dut.cmd.p)
-                    out["cmd_cycles"].append(cyc)
-                    res = bfm.command(int(c.line), int(c.caches), CmdOp(c.op).name)
-                    answers.append((cyc + 1 + rng.randint(0, cmd_delay), res))
-                if answers and answers[0][0] <= cyc and ctx.get(dut.cmd_rsp.ready):
-                    answers.popleft()
+                answers.sample(ctx, dut.cmd, dut.cmd_rsp, cyc)
                 if ctx.get(dut.d2h_data.valid) and ctx.get(dut.d2h_data.ready):
-                    d = ctx.get(dut.d2h_data.p)
-                    i = len(rtl_data)
-                    rtl_data.append(d)
-                    if i >= len(sent_data):
-                        mismatch(f"the RTL sent D2H Data #{i}, the model has not", cyc)
-                    exp = sent_data[i]
-                    got = (int(d.hdr.uqid), bool(d.hdr.bogus), int(d.data))
-                    want = (exp.uid, exp.bogus, 0 if exp.bogus or exp.data is None else exp.data)
-                    if got != want:
-                        mismatch(f"D2H Data #{i}: RTL (uqid, bogus, data) {got}, model {want}", cyc)
+                    compare_d2h_data(ctx.get(dut.d2h_data.p), rtl_data, sent_data, lambda what: mismatch(what, cyc))
                 if ctx.get(dut.cpu_rsp.valid) and ctx.get(dut.cpu_rsp.ready):
                     r = ctx.get(dut.cpu_rsp.p)
                     k, line, state = int(r.cache), int(r.line), CacheState(r.state).name

@@ -22,20 +22,35 @@ from amaranth.sim import Simulator
 
 from cxl.coherence import GRANTED, RESPONSE_TABLE, DevState
 from cxl.messages import Channel, GOState, H2DReqOpcode, H2DRspOpcode
-from hdl.dcoh.encodings import CacheState, CmdOp, STATE_CODE
+from hdl.dcoh.encodings import CacheState, STATE_CODE
 from hdl.dcoh.pipe.response_path import ResponseCommit, ResponsePath
 from hdl.dcoh.sf_pipe import PipelinedSnoopFilter
 from models.checker import Checker
 from models.config import Config
 from models.dcoh import CpuOp
 from models.link import Msg
+from tb.cache_bfm import CommandPort
 from tb.snoop_pipe import Mismatch, preload, sf_rows, sf_view
 
-__all__ = ["ResponsePathBench", "ResponseTop", "UncheckedValues", "host_events", "host_message"]
+__all__ = ["ResponsePathBench", "ResponseTop", "UncheckedValues", "compare_d2h_data", "host_events", "host_message"]
 
 _EVENT_MSG = {"GO-S": GOState.Shared, "GO-E": GOState.Exclusive, "GO-I": GOState.Invalid}
 _PULLS = {"GO_WritePull": H2DRspOpcode.GO_WritePull, "GO_WritePull_Drop": H2DRspOpcode.GO_WritePull_Drop,
           "WritePull": H2DRspOpcode.WritePull}
+
+
+def compare_d2h_data(d, rtl_data, sent_data, mismatch):
+    """The RTL's next D2H Data (``d``, a DataMsg payload) against the model's of the same rank in
+    ``sent_data`` (its UQID, Bogus bit and line; a Bogus one carries zeros); ``mismatch(what)`` raises."""
+    i = len(rtl_data)
+    rtl_data.append(d)
+    if i >= len(sent_data):
+        mismatch(f"the RTL sent D2H Data #{i} (UQID {int(d.hdr.uqid)}), the model has not")
+    exp = sent_data[i]
+    got = (int(d.hdr.uqid), bool(d.hdr.bogus), int(d.data))
+    want = (exp.uid, exp.bogus, 0 if exp.bogus or exp.data is None else exp.data)
+    if got != want:
+        mismatch(f"D2H Data #{i}: RTL (uqid, bogus, data) {got}, model {want}")
 
 
 class UncheckedValues(Checker):
@@ -196,7 +211,7 @@ class ResponsePathBench:
         out = {"cycles": 0, "events": n_events, "commit_cycles": [], "first_take": None}
         taken = deque()                 # messages taken, in order, until C decides them
         cpu_expected = deque()          # (cache, line, state, data or None) of the completions, in order
-        answers = deque()
+        answers = CommandPort(bfm, rng, cmd_delay)
         rtl_data = []
         uqid = iter(range(1 << 30))
 
@@ -236,13 +251,7 @@ class ResponsePathBench:
                         ctx.set(port.valid, 0)
                 for port in (dut.d2h_data, dut.cpu_rsp, dut.cmd):
                     ctx.set(port.ready, rng.random() < p_sink)
-                if answers and answers[0][0] <= cyc:
-                    dirty, excl, value = answers[0][1]
-                    ctx.set(dut.cmd_rsp.valid, 1)
-                    ctx.set(dut.cmd_rsp.p, {"dirty": dirty, "excl": excl, "data": value})
-                    answers.popleft()
-                else:
-                    ctx.set(dut.cmd_rsp.valid, 0)
+                answers.drive(ctx, dut.cmd_rsp, cyc)
                 # ---- what happens in it (read before the edge)
                 if st is not None and ctx.get(dut.start.ready):
                     starts.popleft()
@@ -258,21 +267,9 @@ class ResponsePathBench:
                                  cpu_expected, dropped)
                 if ctx.get(dut.freed.valid):
                     self._complete(int(ctx.get(dut.freed.cqid)), cyc, cpu_expected)
-                if ctx.get(dut.cmd.valid) and ctx.get(dut.cmd.ready):
-                    c = ctx.get(dut.cmd.p)
-                    res = bfm.command(int(c.line), int(c.caches), CmdOp(c.op).name)
-                    answers.append((cyc + 1 + rng.randint(0, cmd_delay), res))
+                answers.sample(ctx, dut.cmd, dut.cmd_rsp, cyc)
                 if ctx.get(dut.d2h_data.valid) and ctx.get(dut.d2h_data.ready):
-                    d = ctx.get(dut.d2h_data.p)
-                    i = len(rtl_data)
-                    rtl_data.append(d)
-                    if i >= len(sent_data):
-                        mismatch(f"the RTL sent D2H Data #{i} (UQID {int(d.hdr.uqid)}), the model has not", cyc)
-                    exp = sent_data[i]
-                    got = (int(d.hdr.uqid), bool(d.hdr.bogus), int(d.data))
-                    want = (exp.uid, exp.bogus, 0 if exp.bogus or exp.data is None else exp.data)
-                    if got != want:
-                        mismatch(f"D2H Data #{i}: RTL (uqid, bogus, data) {got}, model {want}", cyc)
+                    compare_d2h_data(ctx.get(dut.d2h_data.p), rtl_data, sent_data, lambda what: mismatch(what, cyc))
                 if ctx.get(dut.cpu_rsp.valid) and ctx.get(dut.cpu_rsp.ready):
                     r = ctx.get(dut.cpu_rsp.p)
                     got = (int(r.cache), int(r.line), CacheState(r.state).name)

@@ -18,14 +18,13 @@ from amaranth.sim import Simulator
 
 from cxl.coherence import MESI, DevState
 from cxl.messages import Channel, D2HRspOpcode, H2DReqOpcode
-from hdl.dcoh.encodings import CmdOp
 from hdl.dcoh.pipe.snoop_pipe import CommitC, SnoopPipe
 from hdl.dcoh.snoop_filter import SFState
 from models.checker import Checker
 from models.config import Config
 from models.dcoh import Device
 from models.link import Link, Msg
-from tb.cache_bfm import CacheBFM
+from tb.cache_bfm import CacheBFM, CommandPort
 
 __all__ = ["Mismatch", "SnoopPipeBench", "preload", "SHAPES", "per_cycle", "sf_rows", "sf_view"]
 
@@ -169,7 +168,7 @@ class SnoopPipeBench:
         pending = deque(snoops)
         outstanding = {}            # line -> the snoop's Msg (one snoop per line at a time, as CXL asks)
         by_uqid = {}
-        answers = deque()           # (cycle due, (dirty, excl, data)) of the commands taken
+        answers = CommandPort(bfm, rng, cmd_delay)
         probed = set()              # lines whose probe the caches took, not yet answered
 
         def mismatch(what, cyc):
@@ -201,13 +200,7 @@ class SnoopPipeBench:
                     ctx.set(dut.h2d_req.valid, 0)
                 for port in (dut.d2h_rsp, dut.d2h_data, dut.probe, dut.cmd):
                     ctx.set(port.ready, rng.random() < p_sink)
-                if answers and answers[0][0] <= cyc:
-                    dirty, excl, value = answers[0][1]
-                    ctx.set(dut.cmd_rsp.valid, 1)
-                    ctx.set(dut.cmd_rsp.p, {"dirty": dirty, "excl": excl, "data": value})
-                    answers.popleft()
-                else:
-                    ctx.set(dut.cmd_rsp.valid, 0)
+                answers.drive(ctx, dut.cmd_rsp, cyc)
                 # ---- what happens in it (read before the edge)
                 if offer is not None and ctx.get(dut.h2d_req.ready):
                     pending.popleft()
@@ -216,10 +209,7 @@ class SnoopPipeBench:
                     uqid += 1
                     if out["first_take"] is None:
                         out["first_take"] = cyc
-                if ctx.get(dut.cmd.valid) and ctx.get(dut.cmd.ready):
-                    c = ctx.get(dut.cmd.p)
-                    res = bfm.command(int(c.line), int(c.caches), CmdOp(c.op).name)
-                    answers.append((cyc + 1 + rng.randint(0, cmd_delay), res))
+                answers.sample(ctx, dut.cmd, dut.cmd_rsp, cyc)
                 # the shadow, in the commit port's order
                 if ctx.get(dut.probe.valid) and ctx.get(dut.probe.ready):
                     p = ctx.get(dut.probe.p)
