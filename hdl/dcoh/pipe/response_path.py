@@ -10,16 +10,20 @@ Stages
 ------
 A (cycle N)
     One message is taken, an H2D Rsp or an H2D Data (the two take turns when both are offered), into
-    the event register, while the lane queue has room for it and the event already in C.
-C (N+1: decide and commit)
-    The tracker's state of the CQID the message names (flip-flops, one select by the registered CQID)
-    and the response table (:func:`hdl.dcoh.engine_tables.response_table`, from ``cxl.coherence``) decide
-    it.  An event the table declares writes the request's new state (and, for a GO-S / GO-E, which grant
-    it carried) and, for an H2D Data, the line into the request's buffer slot (line data stays in RAM,
-    moved by the CQID).  If the event sends data (a write pull) or completes the request (its new state
-    is stable), C queues an *action* for the lane.  C never waits (A counted the room); an event naming
-    a CQID not in use or not declared for its request's state is counted and dropped
-    (``UNKNOWN_CQID``, ``UNDECLARED``), as the DCOH does.  C reports what it applied on the commit port.
+    the event register, while the lane queue has room for it and the events already in B and C.
+B (N+1: read)
+    The tracker's state of the CQID the message names (flip-flops, one select by the registered CQID, with
+    C's write of this cycle forwarded) goes into C's register.  An H2D Data's line goes into the
+    request's slot of the line RAM (line data stays in RAM, moved by the CQID), enabled by a per-entry
+    bit "this state declares Data" kept beside the state (an Assert checks it against C's verdict).
+C (N+2: decide and commit)
+    The response table (:func:`hdl.dcoh.engine_tables.response_table`, from ``cxl.coherence``) decides the
+    event from C's register.  An event the table declares writes the request's new state (and, for a
+    GO-S / GO-E, which grant it carried).  If the event sends data (a write pull) or completes the
+    request (its new state is stable), C queues an *action* for the lane.  C never waits (A counted the
+    room); an event naming a CQID not in use or not declared for its request's state is counted and
+    dropped (``UNKNOWN_CQID``, ``UNDECLARED``), as the DCOH does.  C reports what it applied on the
+    commit port.
 Lane (L1: the queue's head read, L2: act)
     The actions in C's order.  L1 reads the request's buffer slot and its start fields (registered RAM
     outputs) as the action enters L2; L2 sends the pulled line (``d2h_data``; a Bogus pull sends zeros),
@@ -34,17 +38,17 @@ and an H2D message naming it meanwhile counts as ``UNKNOWN_CQID``, as it would o
 
 Commit port (a shadow model's order)
 ------------------------------------
-``commit`` names what C did in this cycle with the message taken a cycle earlier (``commit_cqid``):
-``RSP`` / ``DATA`` applied it (the model's ``on_h2d_rsp`` / ``on_h2d_data``, which completes the request
-at once: the lane's later steps change nothing a shadow compares before they are seen on the ports), or
-``DROP`` (counted as a protocol error; the model raises on it).
+``commit`` names what C did in this cycle with the message taken two cycles earlier (``commit_cqid``):
+``RSP`` / ``DATA`` applied it (the model's ``on_h2d_rsp`` / ``on_h2d_data``; with ``defer_complete`` the
+model completes the request where the lane frees it, ``freed``), or ``DROP`` (counted as a protocol
+error; the model raises on it).
 
 What the request path must keep (when the two are put together, docs/dcoh_pipeline.md)
 -------------------------------------------------------------------------------------
 ``start`` writes a whole entry: the request's opcode, line, start state, snoop-filter way, the cache it
 serves, whether that is a CPU access and a store, the other caches' copies (``others``: an upgrade from S
 invalidates them at its completion) and the line it writes back (write-backs and uncached writes).  It
-is refused while an H2D Data is in C (the buffer's one write port).  A snoop that takes the copies of a
+is refused while an H2D Data is in B (the line RAM's one write port).  A snoop that takes the copies of a
 line with a request on it must clear that request's ``others``; a snoop to a completing line must wait
 for the lane (the model completes at once).
 """
