@@ -12,25 +12,28 @@ A (cycle N)
     One slot that wants a pass (a new access, one woken, or one whose commands were answered: those
     first), the lowest-numbered, enters and its line's snoop-filter lookup is issued.
 B1, B2 (N+1, N+2)
-    The snoop filter's read and forward stages (hdl/dcoh/sf_pipe.py, ``stall=False``); B2 reads the slot's
-    line of data (an uncached write's, or what a command returned) from RAM for C.
+    The snoop filter's read and forward stages (hdl/dcoh/sf_pipe.py, ``stall=False``); B2 compares the
+    access's line with the lines busy on this side (a request in the tracker, another slot's command or
+    answer; flip-flops) into C's register.
 C (N+3: decide and commit)
-    From the forwarded row, the lines with a request or a command in flight (the tracker's lines and the
-    slots', in flip-flops) and the free CQIDs, the access is decided as the golden model's ``_try_issue``
-    does, in one of these ways:
+    From the forwarded row, that busy bit and the free CQIDs, the access is decided as the golden model's
+    ``_try_issue`` does, in one of these ways:
 
     * *issue*: a request starts (a miss takes a free way as a placeholder, an upgrade from S keeps its
-      way, an uncached access needs none): the lowest free CQID, the tracker entry (``start``, to the
-      response path), the D2H Req queued;
+      way, an uncached access needs none): the lowest free CQID; the tracker entry starts from a register
+      a cycle later (``start``, to the response path; its line of data read from RAM by C), and the D2H
+      Req is queued then;
     * *command first*: an internal fill (a load from a peer's copy: its E/M peers to S; a store to a line
-      the device holds E: the peers invalidated) or an eviction (the cache's own copy taken, with a CQID
-      put aside when no peer keeps the line) needs the caches: the slot queues its command and, when
+      the device holds E: the peers invalidated) or an eviction (the cache's own copy taken) needs the
+      caches: the slot queues its command and, when
       the answer comes, wants a second pass, the *finish*, which writes the snoop filter and answers the
       cache, or, for an eviction that leaves no copy, frees the entry and starts the write-back;
     * *answer*: an eviction of a line the cache no longer holds, a store to an E line no peer holds:
       ``cpu_rsp`` queued (``cpu_rsp`` leaves through a queue that always has room: one answer a cache);
     * *park*: its line has a request or a command in flight, no CQID is free, or its set has no free
-      way; *retry* (a pass again at once): the tracker's start port is busy this cycle.
+      way; *retry* (a pass again at once): the start register is busy, the access is right behind C's
+      own on the same line (B2 could not see that decision), or its set's row lacks C's write of the
+      last cycle.
 
     C's write to the snoop filter is made from a register at the next edge (so C's decision reaches no
     forwarding path of the filter); an access of that set in C in that next cycle, whose row lacks it,
