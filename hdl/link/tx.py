@@ -97,6 +97,9 @@ Structure.
   decision.  The rings' read ports and the chunk banks are read in the deciding cycle.
 * Stage 2, the *build* (the cycle after the decision): stage W selects the flit's messages per slot
   position (message ``base + r``), the chunks, header fields and LLCRD fields; stage A takes the flit.
+  G-slots 1-3 are built by their slot code for every kind of flit: stage W registers G0 and the chunk
+  index for an all-data flit's slots, and a code no format has (bits 0) for an LLCRD's, so only slot 0
+  chooses between the three kinds.
 * Stage 3, the *CRC*, over two registers: stage B takes A's flit with the CRCs of its four quarters,
   the port register B's flit with their XOR (see "Timing").
 
@@ -157,6 +160,48 @@ def _mux_table(m, name, index, table, shape):
             with m.Case(i):
                 m.d.comb += out.eq(v)
     return out
+
+
+def _tree_table(m, name, key, table, width):
+    """A Signal equal to ``table[key]`` (a dict of static key -> value; other keys give 0), built as a
+    tree of 2-to-1 multiplexers on the key's bits, the most significant at the root, with identical
+    subtrees shared and constant ones folded.  The same function as a switch over ``table``'s keys
+    (``_mux_table``), in another form: yosys turns a switch into a comparator per key and an OR of
+    them, which abc9 mapped several LUT levels deeper than this tree (docs/link_layer.md, "RTL
+    pipelining (Fmax)", fourteenth round)."""
+    nbits = len(key)
+    memo = {}
+
+    def build(entries, b):
+        # ``entries``: (key, value) of the table's keys that agree with the path to this node on the
+        # bits above ``b``; a key outside the table gives 0
+        distinct = {v for _, v in entries}
+        if len(entries) < 1 << (b + 1):
+            distinct.add(0)
+        if len(distinct) == 1:
+            return Const(distinct.pop(), width)
+        low = tuple(sorted((k & ((1 << (b + 1)) - 1), v) for k, v in entries))
+        if (b, low) not in memo:
+            node = Signal(width, name=f"{name}_t{len(memo)}")
+            m.d.comb += node.eq(Mux(key[b], build([e for e in entries if e[0] >> b & 1], b - 1),
+                                    build([e for e in entries if not e[0] >> b & 1], b - 1)))
+            memo[b, low] = node
+        return memo[b, low]
+
+    out = Signal(width, name=name)
+    m.d.comb += out.eq(build(list(table.items()), nbits - 1))
+    return out
+
+
+def _at_least(x, v):
+    """``x >= v`` for an unsigned ``x``; for a power of two ``v``, an OR of ``x``'s bits from log2(v) up
+    (yosys maps a ``>=`` to a carry chain)."""
+    if v <= 0:
+        return Const(1, 1)
+    if v & (v - 1):
+        return x >= v
+    lg = v.bit_length() - 1
+    return x[lg:].any() if lg < len(x) else Const(0, 1)
 
 
 def _ring_add(m, a, b, n, name):
@@ -335,7 +380,9 @@ class FlitPacker(wiring.Component):
             m.d.sync += hd.eq(head_vis[ch])
             cnt_vis[ch] = Signal(range(depth + 1), name=f"{pname}_count_vis")
             m.d.comb += cnt_vis[ch].eq(cnt - pop)
-            m.d.sync += cnt.eq(cnt_vis[ch] + push)
+            # Both outcomes from registers and the handshake, ``dp`` last (as ``cnt_vis + push``,
+            # ``flit.ready`` -> ``decide`` -> the subtract was one of the longest paths).
+            m.d.sync += cnt.eq(Mux(dp, cnt - d_total[ch] + push, cnt + push))
 
         # -------------------------------------------------------------- GO before snoop (downstream)
         # Per queued H2D Req, ``ahead``: the H2D Rsps queued before it that are still queued (the model's
@@ -412,18 +459,27 @@ class FlitPacker(wiring.Component):
         def chunk_at(name, x):
             return _mux_table(m, name, x[:(cpl - 1).bit_length()], dict(enumerate(bank_out)), chunk_bits)
 
-        # The sent flit consumes g_total chunks of the virtual sequence; whole lines leave the front.
-        g_total = Signal(range(SLOTS + 1))
+        # The sent flit consumes its chunks of the virtual sequence (4 for an all-data flit, the planned
+        # G0 count for a protocol flit); whole lines leave the front.  The line state after each kind
+        # of flit is formed from registers alone, and ``da`` / ``dp`` (from ``flit.ready``) choose last;
+        # nothing moves without a flit.
         new_lines = Signal(range(MAX_PER_FLIT[data_ch] + 1))
-        m.d.comb += [g_total.eq(Mux(da, SLOTS, Mux(dp, d_gtotal, 0))),
-                     new_lines.eq(Mux(dp, d_total[data_ch], 0))]
-        x_end = Signal(range(cpl + SLOTS))
-        m.d.comb += x_end.eq(cidx + g_total)
-        done = _mux_table(m, "lines_done", x_end, {x: x // cpl for x in range(cpl + SLOTS)}, range(max_done + 1))
-        m.d.comb += cidx_vis.eq(_mux_table(m, "cidx_sum", x_end, {x: x % cpl for x in range(cpl + SLOTS)}, range(cpl)))
+        m.d.comb += new_lines.eq(Mux(dp, d_total[data_ch], 0))
+
+        def lines_after(tag, g, new):
+            x_end = Signal(range(cpl + SLOTS), name=f"x_end_{tag}")
+            m.d.comb += x_end.eq(cidx + g)
+            done = _mux_table(m, f"lines_done_{tag}", x_end, {x: x // cpl for x in range(cpl + SLOTS)},
+                              range(max_done + 1))
+            cidx_sum = _mux_table(m, f"cidx_sum_{tag}", x_end, {x: x % cpl for x in range(cpl + SLOTS)}, range(cpl))
+            return done, cidx_sum, nlines + new - done, _ring_add(m, line_head, done, dn, f"line_head_sum_{tag}")
+        after_a = lines_after("alldata", SLOTS, 0)
+        after_p = lines_after("proto", d_gtotal, d_total[data_ch])
+        after_0 = (0, cidx, nlines, line_head)
+        done, cidx_next, nlines_next, line_head_sum = (Mux(da, a, Mux(dp, p, z))
+                                                       for a, p, z in zip(after_a, after_p, after_0))
         nlines_vis = Signal(range(lq_depth + 1))
-        m.d.comb += [nlines_vis.eq(nlines + new_lines - done),
-                     line_head_next.eq(_ring_add(m, line_head, done, dn, "line_head_sum"))]
+        m.d.comb += [cidx_vis.eq(cidx_next), nlines_vis.eq(nlines_next), line_head_next.eq(line_head_sum)]
         # Chunks owed: kept in a register of its own (= nlines * cpl - cidx), and the plan carries what
         # it will be after the planned flit, so the next plan does not wait for the line arithmetic.
         owed_max = lq_depth * cpl
@@ -448,6 +504,18 @@ class FlitPacker(wiring.Component):
         # which depend on ``flit.ready``) selects last: the subtract and the compare chains are not
         # behind ``decide`` (they were the critical path, flit.ready -> decide -> subtract -> compare ->
         # step register).
+        # ``x`` - the credit step of ``x`` (the largest CREDIT_VALUES entry not above it), with neither
+        # the step's compares nor a subtract: CREDIT_VALUES are 0 and the powers of two up to the
+        # largest, so it is ``x`` - the largest if ``x`` reaches it (a decrement of the bits above),
+        # else ``x`` without its highest set bit.
+        crd_max = CREDIT_VALUES[-1]
+        lg_max = crd_max.bit_length() - 1
+        assert tuple(CREDIT_VALUES) == (0, *(1 << i for i in range(lg_max + 1)))
+
+        def less_step(x):
+            low = x[:lg_max]
+            below = Cat(*[low[i] & low[i + 1:].any() for i in range(lg_max - 1)], Const(0, 1))
+            return Mux(x[lg_max:].any(), Cat(low, (x[lg_max:] - 1)[:len(x) - lg_max]), below)
         crd = {k: Signal(self.counter_bits, name=f"pending_{k}_crd") for k in CREDIT_CLASSES}
         acks = Signal(self.counter_bits)
         adds = {k: getattr(self, f"crd_{k}") for k in CREDIT_CLASSES}
@@ -472,14 +540,18 @@ class FlitPacker(wiring.Component):
                 code_next = Signal.like(d_crd_code[k], name=f"{k}_crd_code_{tag}")
                 m.d.comb += [step_next.eq(CREDIT_VALUES[0]), code_next.eq(encode_credit(CREDIT_VALUES[0]))]
                 for v in CREDIT_VALUES[1:]:
-                    with m.If(value >= v):
+                    with m.If(_at_least(value, v)):
                         m.d.comb += [step_next.eq(v), code_next.eq(encode_credit(v))]
-                outcomes.append((step_next, code_next, value != 0, value >= CREDITS_DUE,
-                                 value >= self.credit_batch))
+                outcomes.append((step_next, code_next, value != 0, _at_least(value, CREDITS_DUE),
+                                 _at_least(value, self.credit_batch)))
             (s_step, s_code, s_nz, s_due, s_full), (k_step, k_code, k_nz, k_due, k_full) = outcomes
+            # ``left`` after the step: what waits less the step, from the register alone, then the one
+            # add (before: a compare chain, then the add and the subtract of the step: two carry chains
+            # after the compares, the packer's longest path once the plan loop was shortened;
+            # docs/link_layer.md, "RTL pipelining (Fmax)", fourteenth round).
             m.d.sync += [d_crd_step[k].eq(Mux(crd_sent, s_step, k_step)),
                          d_crd_code[k].eq(Mux(crd_sent, s_code, k_code)),
-                         left.eq(Mux(crd_sent, left + adds[k] - s_step, crd[k] + adds[k] - k_step))]
+                         left.eq(Mux(crd_sent, less_step(left) + adds[k], less_step(crd[k]) + adds[k]))]
             crd_nz[k], crd_due[k] = (s_nz, k_nz), (s_due, k_due)       # (if sent, if kept)
             crd_batch[k] = (s_full, k_full)
         # Acks: three outcomes (protocol flit with Ak sent, LLCRD sent, neither), ``dp``/``dl`` last.
@@ -493,10 +565,22 @@ class FlitPacker(wiring.Component):
             return Mux(p, f(acks_p), Mux(l, f(acks_l), f(acks)))
 
         def ak_of(a):
-            return a >= AK_FLITS
+            return _at_least(a, AK_FLITS)
 
         def llcrd_acks_of(a):
-            return Mux(a > _LLCRD_MAX_ACKS, _LLCRD_MAX_ACKS, a)
+            return Mux(_at_least(a, _LLCRD_MAX_ACKS + 1), _LLCRD_MAX_ACKS, a)
+
+        # What waits after Ak (``a`` - 8 if ``a`` >= 8) and after an LLCRD (``a`` - its count, so
+        # ``a`` - 255 above 255, else 0), from ``a`` alone, before the one add of ``ack_add``; as
+        # ``a + ack_add - ...`` the compare and two carry chains were in series.
+        assert AK_FLITS & (AK_FLITS - 1) == 0
+        lg_ak = AK_FLITS.bit_length() - 1
+
+        def less_ak(a):
+            return Mux(a[lg_ak:].any(), Cat(a[:lg_ak], (a[lg_ak:] - 1)[:len(a) - lg_ak]), a)
+
+        def less_llcrd(a):
+            return Mux(_at_least(a, _LLCRD_MAX_ACKS + 1), (a - _LLCRD_MAX_ACKS)[:len(a)], 0)
         acks_next = by_outcome(lambda a: a + self.ack_add)
         m.d.sync += [acks.eq(acks_next),
                      Assert(acks_next < (1 << self.counter_bits), "pending acks overflow counter_bits"),
@@ -504,8 +588,8 @@ class FlitPacker(wiring.Component):
                             "pending acks: the registers after Ak / an LLCRD out of step"),
                      d_ak.eq(by_outcome(ak_of)),
                      d_llcrd_acks.eq(by_outcome(llcrd_acks_of)),
-                     acks_p.eq(by_outcome(lambda a: a + self.ack_add - Mux(ak_of(a), AK_FLITS, 0))),
-                     acks_l.eq(by_outcome(lambda a: a + self.ack_add - llcrd_acks_of(a)))]
+                     acks_p.eq(by_outcome(lambda a: less_ak(a) + self.ack_add)),
+                     acks_l.eq(by_outcome(lambda a: less_llcrd(a) + self.ack_add))]
 
         # -------------------------------------------------------------- plan the next flit
         # The plan is formed twice from registers alone, once as if the planned flit is decided now
@@ -614,13 +698,10 @@ class FlitPacker(wiring.Component):
             # choosing among them last.  With one switch over the whole key the table's decoding put
             # the counts in front of the priority's and owed's terms: the plan loop (docs/link_layer.md,
             # "RTL pipelining (Fmax)", twelfth round).
-            words = {}
-            for early, rows in table.items():
-                words[early] = Signal(sum(widths), name=f"plan_word_{tag}_e{early}")
-                with m.Switch(late):
-                    for late_val, value in rows:
-                        with m.Case(late_val):
-                            m.d.comb += words[early].eq(value)
+            # Each of the twelve tables is a tree of multiplexers on the late part's bits
+            # (``_tree_table``), not a switch.
+            words = {early: _tree_table(m, f"plan_word_{tag}_e{early}", late, dict(rows), sum(widths))
+                     for early, rows in table.items()}
             with m.Switch(Cat(prio_o, owed_lo)):
                 for early, w in words.items():
                     with m.Case(early):
@@ -637,7 +718,7 @@ class FlitPacker(wiring.Component):
             hold = Signal(name=f"hold_{tag}")
             if self.wait:
                 since_o = since_dec if tag == "dec" else since
-                due = Cat(by_outcome(lambda a: a >= ACKS_DUE, p, l),
+                due = Cat(by_outcome(lambda a: _at_least(a, ACKS_DUE), p, l),
                           *[Mux(crd_sent_o, crd_due[k][0], crd_due[k][1]) for k in CREDIT_CLASSES]).any()
                 m.d.comb += hold.eq(busy & (owed_o == 0) & ~out[id(full_field)] & ~due & (since_o != self.wait))
             out[id(d_alldata)] = is_alldata
@@ -673,15 +754,21 @@ class FlitPacker(wiring.Component):
         w_crd_code = {k: Signal.like(d_crd_code[k], name=f"w_{k}_crd_code") for k in CREDIT_CLASSES}
         w_llcrd_acks = Signal.like(d_llcrd_acks)
         w_cidx = Signal.like(cidx)
-        wide_word = Signal(sum(wide_widths))
-        with m.Switch(d_key):
-            for keyval, value in wide_table:
-                with m.Case(keyval):
-                    m.d.comb += wide_word.eq(value)
+        wide_word = _tree_table(m, "wide_word", d_key, dict(wide_table), sum(wide_widths))
+        # G-slots 1-3 of every flit are built by their slot code (below): the code and chunk index that
+        # stage W registers for slot s >= 1 are the plan's for a protocol flit, G0 with chunk cidx + s
+        # for an all-data flit, and a code no G-slot format has (the slot's bits 0) for an LLCRD or no
+        # flit, so the build needs no 384-bit choice between the three kinds of flit.
+        no_format = (1 << len(w_code[1])) - 1
+        assert no_format not in {f.code for f in g_formats} | {g0.code}
+        by_kind = {}
+        for s in range(1, SLOTS):
+            by_kind[id(w_code[s])] = lambda v: Mux(d_alldata, g0.code, Mux(d_proto, v, no_format))
+            by_kind[id(w_cx[s])] = lambda v, s=s: Mux(d_alldata, (cidx + s)[:(cpl - 1).bit_length()], v)
         with m.If(advance):
             shift = 0
             for (sig, _), w in zip(wide_fields, wide_widths):
-                m.d.sync += sig.eq(wide_word[shift:shift + w])
+                m.d.sync += sig.eq(by_kind.get(id(sig), lambda v: v)(wide_word[shift:shift + w]))
                 shift += w
             m.d.sync += [w_alldata.eq(da), w_proto.eq(dp), w_llcrd.eq(dl), w_ak.eq(d_ak),
                          w_sz.eq(d_total[data_ch] != 0), w_llcrd_acks.eq(d_llcrd_acks), w_cidx.eq(cidx),
@@ -729,21 +816,20 @@ class FlitPacker(wiring.Component):
         header_values = {"type": 0, "ak": w_ak, "sz": w_sz,
                          **{f"slot{s}": w_code[s] for s in range(SLOTS)},
                          **{f"{k}_crd": crd_code[k] for k in CREDIT_CLASSES}}
-        proto = Signal(PAYLOAD_BITS)
+        proto0 = Signal(SLOT_BITS)                 # slot 0 of a protocol flit: the header and the H-slot
         for fname, offset, width in HEADER_FIELDS:           # fields not named stay 0 (reserved, BE)
             if fname in header_values:
-                m.d.comb += proto[offset:offset + width].eq(header_values[fname])
-        m.d.comb += proto[HEADER_BITS:SLOT_BITS].eq(bits0)
-        for s in range(1, SLOTS):
-            m.d.comb += proto[SLOT_BITS * s:SLOT_BITS * (s + 1)].eq(proto_slots[s])
+                m.d.comb += proto0[offset:offset + width].eq(header_values[fname])
+        m.d.comb += proto0[HEADER_BITS:SLOT_BITS].eq(bits0)
 
         # -------------------------------------------------------------- all-data flit
-        alldata = Signal(PAYLOAD_BITS)
-        for s in range(SLOTS):
-            m.d.comb += alldata[SLOT_BITS * s:SLOT_BITS * (s + 1)].eq(chunk_at(f"ad{s}_chunk", w_cidx + s))
+        # Its slot 0 (slots 1-3 are the slot code's G0 chunks above, stage W's codes say so).
+        alldata0 = chunk_at("ad0_chunk", w_cidx)
 
         # -------------------------------------------------------------- LLCRD control flit
-        llcrd = Signal(PAYLOAD_BITS)
+        llcrd = Signal(SLOT_BITS)                  # slot 0's bits; an LLCRD has none beyond (asserted)
+        assert encode_control(control("LLCRD")) >> SLOT_BITS == 0
+        assert all(offset + width <= SLOT_BITS for pieces in _LLCRD_FIELDS.values() for _, offset, width in pieces)
         llcrd_values = {"acks": w_llcrd_acks, **{f"{k}_crd": crd_code[k] for k in CREDIT_CLASSES}}
         assert set(llcrd_values) == set(_LLCRD_FIELDS), "LLCRD fields changed in cxl.control"
         m.d.comb += llcrd.eq(encode_control(control("LLCRD")))   # Type, LLCTRL, SubType; fields 0
@@ -772,7 +858,7 @@ class FlitPacker(wiring.Component):
         out_lazy, port_lazy = Signal(), Signal()     # the LLCRD with no credits, beside each stage's flit
         with m.If(advance):
             m.d.sync += [out_valid.eq(w_alldata | w_proto | w_llcrd),
-                         out_payload.eq(Mux(w_alldata, alldata, Mux(w_proto, proto, llcrd))),
+                         out_payload.eq(Cat(Mux(w_alldata, alldata0, Mux(w_proto, proto0, llcrd)), *proto_slots[1:])),
                          out_lazy.eq(w_llcrd
                                      & (Cat(*(crd_code[k] for k in CREDIT_CLASSES)) == 0)),
                          mid_valid.eq(out_valid), mid_payload.eq(out_payload),
