@@ -11,14 +11,14 @@ a ``Switch`` take the module ``m``.
 
 from amaranth.hdl import Cat, Signal
 
-from cxl.messages import D2HRspOpcode as Rsp, H2DReqOpcode as Snp
-from cxl.coherence import (DevState as D, Perm, STALL, GRANTED, INTERNAL_PERMISSION, RESPONSE_TABLE,
+from cxl.messages import D2HRspOpcode as Rsp, H2DReqOpcode as Snp, H2DRspOpcode as HRsp
+from cxl.coherence import (DevState as D, Perm, STALL, GO_OF, GRANTED, INTERNAL_PERMISSION, RESPONSE_TABLE,
                            SNOOP_TABLE)
 
-from .encodings import EVENT_CODE, STATE_BITS, STATE_CODE, CmdOp
+from .encodings import EVENTS, EVENT_CODE, STATE_BITS, STATE_CODE, CmdOp
 from .snoop_filter import SFState
 
-__all__ = ["snoop_table", "command_for", "cmd_op_for", "verdict_table", "perm_rw", "perm_none", "response_table", "is_stable", "line_state", "keeps_s", "legal_snoop"]
+__all__ = ["snoop_table", "command_for", "cmd_op_for", "verdict_table", "perm_rw", "perm_none", "rsp_event", "response_table", "is_stable", "line_state", "keeps_s", "legal_snoop"]
 
 
 def snoop_table(m, state, op):
@@ -96,6 +96,23 @@ def perm_none(state):
     """The device state leaves internal copies no permission (cxl.coherence.INTERNAL_PERMISSION)."""
     none = [STATE_CODE[s] for s in D if INTERNAL_PERMISSION.get(s, Perm.NONE) is Perm.NONE]
     return Cat(state == c for c in none).any()
+
+
+def rsp_event(m, opcode, rsp_data):
+    """(event code, known) of an H2D Rsp for the response table: a GO by the state its ``rsp_data``
+    carries (``GO_OF``), a write pull by its opcode; any other (a reserved GO state, ExtCmp, the Fast_GO
+    family) is no event the table knows."""
+    code, known = Signal(range(len(EVENTS))), Signal()
+    with m.Switch(opcode):
+        with m.Case(HRsp.GO):
+            with m.Switch(rsp_data[:4]):
+                for g, name in GO_OF.items():
+                    with m.Case(g):
+                        m.d.comb += [code.eq(EVENT_CODE[name]), known.eq(1)]
+        for o in (HRsp.GO_WritePull, HRsp.GO_WritePull_Drop, HRsp.WritePull):
+            with m.Case(o):
+                m.d.comb += [code.eq(EVENT_CODE[o.name]), known.eq(1)]
+    return code, known
 
 
 def response_table(m, state, event):

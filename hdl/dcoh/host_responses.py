@@ -10,11 +10,11 @@ Builders of :meth:`hdl.dcoh.dcoh.DCOH.elaborate` (``ctx``: docs/dcoh.md, "Source
 
 from amaranth.hdl import Const, Mux, Signal
 
-from cxl.messages import D2HReqOpcode as Req, H2DRspOpcode as HRsp
-from cxl.coherence import DevState as D, GO_OF
+from cxl.messages import D2HReqOpcode as Req
+from cxl.coherence import DevState as D
 
-from .encodings import CacheState, CmdOp, ErrorKind, EVENTS, EVENT_CODE, STATE_BITS, STATE_CODE
-from .engine_tables import is_stable, response_table
+from .encodings import CacheState, CmdOp, ErrorKind, EVENT_CODE, STATE_BITS, STATE_CODE
+from .engine_tables import is_stable, response_table, rsp_event
 from .snoop_filter import SFState, SFOp
 
 __all__ = ["build_response_verdicts", "build_completion", "build_response_states"]
@@ -29,17 +29,7 @@ def build_response_verdicts(self, ctx):
     # worked out from the input when IDLE takes the message and registered (IDLE writes no tracker
     # entry, so this is what RSP / DATA would read a cycle later); RSP / DATA then start from flops.
 
-    in_code = Signal(range(len(EVENTS)))
-    in_ok = Signal()
-    with m.Switch(rsp_in.opcode):
-        with m.Case(HRsp.GO):
-            with m.Switch(rsp_in.rsp_data[:4]):
-                for g, name in GO_OF.items():
-                    with m.Case(g):
-                        m.d.comb += [in_code.eq(EVENT_CODE[name]), in_ok.eq(1)]
-        for o in (HRsp.GO_WritePull, HRsp.GO_WritePull_Drop, HRsp.WritePull):
-            with m.Case(o):
-                m.d.comb += [in_code.eq(EVENT_CODE[o.name]), in_ok.eq(1)]
+    in_code, in_ok = rsp_event(m, rsp_in.opcode, rsp_in.rsp_data)
     rsp_t_in = trk[t_idx(rsp_in.cqid)]
     e_in = response_table(m, rsp_t_in.state, in_code)
     ev_code, ev_ok, ev_live, ev_granted_e = Signal.like(in_code), Signal(), Signal(), Signal()

@@ -60,14 +60,14 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
 
-from cxl.coherence import DevState as D, GO_OF, RESPONSE_TABLE
+from cxl.coherence import DevState as D, RESPONSE_TABLE
 from cxl.messages import ADDR_WIDTH, D2HDataHdr, D2HReqOpcode as Req, H2DDataHdr, H2DRsp, H2DRspOpcode as HRsp, \
     ID_WIDTH, MAX_IDS
 from hdl.link.ports import DataMsg, LINE_BITS
 
 from ..encodings import (CacheCmd, CacheCmdRsp, CacheState, CmdOp, CpuRsp, ErrorKind, EVENTS, EVENT_CODE,
                          STATE_BITS, STATE_CODE)
-from ..engine_tables import is_stable, response_table
+from ..engine_tables import is_stable, response_table, rsp_event
 from ..snoop_filter import SFOp, SFState, Update
 
 __all__ = ["ResponsePath", "ResponseCommit", "RequestStart", "LANE_DEPTH"]
@@ -204,19 +204,9 @@ class ResponsePath(wiring.Component):
         # ---- C: decide and commit --------------------------------------------------------------------
         idx = c.idx
         live = c.in_range & c.live_entry & ~is_stable(c.state)
+        rsp_code, rsp_known = rsp_event(m, c.opcode, c.rsp_data)
         code, code_ok = Signal(range(len(EVENTS))), Signal()
-        with m.If(c.data):
-            m.d.comb += [code.eq(EVENT_CODE["Data"]), code_ok.eq(1)]
-        with m.Else():
-            with m.Switch(c.opcode):
-                with m.Case(HRsp.GO):
-                    with m.Switch(c.rsp_data[:4]):
-                        for g, name in GO_OF.items():
-                            with m.Case(g):
-                                m.d.comb += [code.eq(EVENT_CODE[name]), code_ok.eq(1)]
-                for o in (HRsp.GO_WritePull, HRsp.GO_WritePull_Drop, HRsp.WritePull):
-                    with m.Case(o):
-                        m.d.comb += [code.eq(EVENT_CODE[o.name]), code_ok.eq(1)]
+        m.d.comb += [code.eq(Mux(c.data, EVENT_CODE["Data"], rsp_code)), code_ok.eq(c.data | rsp_known)]
         legal, nxt, granted, send, bogus = response_table(m, c.state, code)
         go_s, go_e = code == EVENT_CODE["GO-S"], code == EVENT_CODE["GO-E"]
         # GRANTED (the data of a read whose GO came first): the grant that GO carried
