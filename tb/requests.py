@@ -25,8 +25,8 @@ from hdl.dcoh.pipe.response_path import ResponseCommit
 from models.config import Config
 from models.dcoh import CpuOp, cache_hit
 from tb.cache_bfm import CommandPort
-from tb.response_path import UncheckedValues, compare_d2h_data, host_message, host_events
-from tb.snoop_pipe import Mismatch, preload, sf_rows, sf_view
+from tb.response_path import UncheckedValues, compare_d2h_data, host_events, host_message, offer_host
+from tb.snoop_pipe import Mismatch, compare_end_state, preload, sf_rows
 
 __all__ = ["RequestsBench"]
 
@@ -143,11 +143,7 @@ class RequestsBench:
                     q = chans[chan]
                     if q and q[0][0] <= cyc and rng.random() < p_in:
                         msg = offers[chan] = q[0][1]
-                        ctx.set(port.valid, 1)
-                        if chan == "rsp":
-                            ctx.set(port.p, {"valid": 1, "opcode": msg.op, "rsp_data": msg.rsp_data, "cqid": msg.uid})
-                        else:
-                            ctx.set(port.p, {"hdr": {"valid": 1, "cqid": msg.uid}, "data": msg.data})
+                        offer_host(ctx, port, msg)
                     else:
                         ctx.set(port.valid, 0)
                 for port in (dut.d2h_data, dut.cpu_rsp, dut.cmd, dut.d2h_req):
@@ -244,16 +240,7 @@ class RequestsBench:
                 mismatch(f"the model still has work: waiting {dev.queue}, requests {sorted(dev.txns)}", cyc)
             if len(rtl_data) != len(sent_data):
                 mismatch(f"D2H Data: RTL {len(rtl_data)}, model {len(sent_data)}", cyc)
-            for k in range(K):
-                got = {l: tuple(v) for l, v in bfm.caches[k].items()}
-                want = {l: tuple(v) for l, v in dev.caches[k].items()}
-                if got != want:
-                    diff = {l: (got.get(l), want.get(l)) for l in set(got) | set(want) if got.get(l) != want.get(l)}
-                    mismatch(f"cache {k} differs (line: RTL, model): {diff}", cyc)
-            got = sf_view(dut, [ctx.get(dut.sf.storage[s]) for s in range(self.cfg.sf_sets)])
-            want = sf_view(dut, sf_rows(dut, dev.sf))
-            if got != want:
-                mismatch(f"snoop filter (valid ways, pseudo-LRU): RTL {got}, model {want}", cyc)
+            compare_end_state(ctx, dut, bfm, dev, lambda what: mismatch(what, cyc))
             out["errors"] = ctx.get(dut.protocol_errors)
 
         sim = Simulator(dut)

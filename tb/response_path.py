@@ -30,13 +30,22 @@ from models.config import Config
 from models.dcoh import CpuOp
 from models.link import Msg
 from tb.cache_bfm import CommandPort
-from tb.snoop_pipe import Mismatch, preload, sf_rows, sf_view
+from tb.snoop_pipe import Mismatch, compare_end_state, preload, sf_rows
 
-__all__ = ["ResponsePathBench", "ResponseTop", "UncheckedValues", "compare_d2h_data", "host_events", "host_message"]
+__all__ = ["ResponsePathBench", "ResponseTop", "UncheckedValues", "compare_d2h_data", "host_events", "host_message", "offer_host"]
 
 _EVENT_MSG = {"GO-S": GOState.Shared, "GO-E": GOState.Exclusive, "GO-I": GOState.Invalid}
 _PULLS = {"GO_WritePull": H2DRspOpcode.GO_WritePull, "GO_WritePull_Drop": H2DRspOpcode.GO_WritePull_Drop,
           "WritePull": H2DRspOpcode.WritePull}
+
+
+def offer_host(ctx, port, msg):
+    """Offer the host's message ``msg`` (a model ``Msg``, H2D Rsp or H2D Data) on the DCOH's ``port``."""
+    ctx.set(port.valid, 1)
+    if msg.chan is Channel.H2D_DATA:
+        ctx.set(port.p, {"hdr": {"valid": 1, "cqid": msg.uid}, "data": msg.data})
+    else:
+        ctx.set(port.p, {"valid": 1, "opcode": msg.op, "rsp_data": msg.rsp_data, "cqid": msg.uid})
 
 
 def compare_d2h_data(d, rtl_data, sent_data, mismatch):
@@ -242,11 +251,7 @@ class ResponsePathBench:
                         t, e = q[0]
                         msg = offers[chan] = host_message(t, e, rng, uqid) if not isinstance(e, Msg) else e
                         q[0] = (t, msg)
-                        ctx.set(port.valid, 1)
-                        if chan == "rsp":
-                            ctx.set(port.p, {"valid": 1, "opcode": msg.op, "rsp_data": msg.rsp_data, "cqid": msg.uid})
-                        else:
-                            ctx.set(port.p, {"hdr": {"valid": 1, "cqid": msg.uid}, "data": msg.data})
+                        offer_host(ctx, port, msg)
                     else:
                         ctx.set(port.valid, 0)
                 for port in (dut.d2h_data, dut.cpu_rsp, dut.cmd):
@@ -300,17 +305,7 @@ class ResponsePathBench:
             if len(rtl_data) != len(sent_data) or cpu_expected:
                 mismatch(f"counts: RTL {len(rtl_data)} D2H Data, model {len(sent_data)}; "
                          f"{len(cpu_expected)} cpu_rsp not sent", cyc)
-            for k in range(self.cfg.caches):
-                got = {l: tuple(v) for l, v in bfm.caches[k].items()}
-                want = {l: tuple(v) for l, v in dev.caches[k].items()}
-                if got != want:
-                    diff = {l: (got.get(l), want.get(l)) for l in set(got) | set(want) if got.get(l) != want.get(l)}
-                    mismatch(f"cache {k} differs (line: RTL, model): {diff}", cyc)
-            sf = top.sf
-            got = sf_view(top, [ctx.get(sf.storage[s]) for s in range(self.cfg.sf_sets)])
-            want = sf_view(top, sf_rows(top, dev.sf))
-            if got != want:
-                mismatch(f"snoop filter (valid ways, pseudo-LRU): RTL {got}, model {want}", cyc)
+            compare_end_state(ctx, top, bfm, dev, lambda what: mismatch(what, cyc))
 
         sim = Simulator(top)
         sim.add_clock(1e-8)

@@ -26,7 +26,7 @@ from models.dcoh import Device
 from models.link import Link, Msg
 from tb.cache_bfm import CacheBFM, CommandPort
 
-__all__ = ["Mismatch", "SnoopPipeBench", "preload", "SHAPES", "per_cycle", "sf_rows", "sf_view"]
+__all__ = ["Mismatch", "SnoopPipeBench", "preload", "SHAPES", "per_cycle", "sf_rows", "sf_view", "compare_end_state"]
 
 _SF_STATE = {DevState.S: SFState.S, DevState.E: SFState.E, None: SFState.PLACEHOLDER}
 
@@ -114,6 +114,21 @@ def sf_view(dut, rows):
                       int(r.ways[w].entry.presence)) for w in range(dut.sf_ways) if r.ways[w].valid)
         view.append((ways, int(r.plru)))
     return view
+
+
+def compare_end_state(ctx, holder, bfm, dev, mismatch):
+    """At the end of a run: the caches (``bfm`` against the model device ``dev``) and the snoop filter
+    (``holder.sf``'s storage against the model's, valid ways and pseudo-LRU); ``mismatch(what)`` raises."""
+    for k, (rtl, model) in enumerate(zip(bfm.caches, dev.caches)):
+        got = {l: tuple(v) for l, v in rtl.items()}
+        want = {l: tuple(v) for l, v in model.items()}
+        if got != want:
+            diff = {l: (got.get(l), want.get(l)) for l in set(got) | set(want) if got.get(l) != want.get(l)}
+            mismatch(f"cache {k} differs (line: RTL, model): {diff}")
+    got = sf_view(holder, [ctx.get(holder.sf.storage[s]) for s in range(dev.sf.sets)])
+    want = sf_view(holder, sf_rows(holder, dev.sf))
+    if got != want:
+        mismatch(f"snoop filter (valid ways, pseudo-LRU): RTL {got}, model {want}")
 
 
 def per_cycle(rsp_cycles):
@@ -257,16 +272,7 @@ class SnoopPipeBench:
                              f"{len(sent.rsp)} / {len(sent.data)}", out["cycles"])
                 if dev.work:
                     mismatch(f"the model still has work on {sorted(dev.work)}", out["cycles"])
-                for k in range(self.cfg.caches):
-                    got = {l: (v[0], v[1]) for l, v in bfm.caches[k].items()}
-                    exp = {l: (v[0], v[1]) for l, v in dev.caches[k].items()}
-                    if got != exp:
-                        diff = {l: (got.get(l), exp.get(l)) for l in set(got) | set(exp) if got.get(l) != exp.get(l)}
-                        mismatch(f"cache {k} differs (line: RTL, model): {diff}", out["cycles"])
-                got, exp = sf_view(dut, [ctx.get(dut.sf.storage[s]) for s in range(self.cfg.sf_sets)]), \
-                    sf_view(dut, sf_rows(dut, dev.sf))
-                if got != exp:
-                    mismatch(f"snoop filter (valid ways, pseudo-LRU): RTL {got}, model {exp}", out["cycles"])
+                compare_end_state(ctx, dut, bfm, dev, lambda what: mismatch(what, out["cycles"]))
 
         sim = Simulator(dut)
         sim.add_clock(1e-8)
