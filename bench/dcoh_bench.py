@@ -32,9 +32,9 @@
   ``probe_per_cycle_by_work``: probed snoops per cycle with 8, 16, 24 and 32 work entries (the entries
   a probe's round trip needs: the coalescing window, the probe, the command and its answer).
 * ``requests_pipe``: the request row's stream (8 caches, each loading lines of its own and evicting them,
-  the host answering at once) through the pipelined DCOH's request side (hdl/dcoh/pipe/requests.py, not
-  yet the DCOH's: no snoops, no back-invalidations), checked against the golden device as it runs
-  (tb/requests.py): ``request_events_per_cycle`` as above; the latencies of one load miss alone, from its
+  the host answering at once, no snoops) through the pipelined DCOH's engine (hdl/dcoh/pipe/engine.py,
+  not yet the DCOH's: no back-invalidations), checked against the golden device as it runs
+  (tb/engine.py): ``request_events_per_cycle`` as above; the latencies of one load miss alone, from its
   ``cpu_req`` taken to its D2H Req offered and from the host's last message taken to its ``cpu_rsp``.
 
     python -m bench.dcoh_bench [--out FILE]
@@ -444,13 +444,13 @@ def snoop_pipe():
 
 
 def requests_pipe(caches=8, per_cache=24):
-    """The pipelined request side's stream (module docstring, ``requests_pipe``): each cache loads lines of
+    """The pipelined engine's request stream (module docstring, ``requests_pipe``): each cache loads lines of
     its own and evicts them, the host answering at once; and one load miss alone for the latencies."""
     from models.dcoh import CpuOp
-    from tb.requests import RequestsBench
+    from tb.engine import EngineBench
 
     def bench():
-        return RequestsBench(seed=1, caches=caches, tracker=16, sf_sets=64, sf_ways=4, uncached_share=0,
+        return EngineBench(seed=1, caches=caches, tracker=16, sf_sets=64, sf_ways=4, uncached_share=0,
                              preload_share=0)
     b = bench()
     script = []

@@ -45,8 +45,9 @@ TOPS = {
     "snoop_pipe": ("hdl.dcoh.pipe.snoop_pipe", "SnoopPipe", {"work": 24}),
     # its response path (hdl/dcoh/pipe/response_path.py): H2D Rsp / Data over the tracker, the lane
     "response_path": ("hdl.dcoh.pipe.response_path", "ResponsePath", {}),
-    # the request side: the request path (the caches' accesses) and the response path over one filter
-    "requests": ("hdl.dcoh.pipe.requests", "Requests", {}),
+    # the engine: the snoop path, the request path (the caches' accesses) and the response path over one
+    # snoop filter (hdl/dcoh/pipe/engine.py)
+    "engine": ("hdl.dcoh.pipe.engine", "Engine", {}),
 }
 
 

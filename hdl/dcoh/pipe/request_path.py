@@ -82,7 +82,7 @@ class RequestPath(wiring.Component):
     two), ``addr_width``.  ``sf`` (the pipelined snoop filter) is built here so that tests can preload it;
     ``fill`` is the response path's update of it, taken in the cycles C's write does not land."""
 
-    def __init__(self, *, caches=2, tracker=16, sf_sets=64, sf_ways=4, addr_width=ADDR_WIDTH):
+    def __init__(self, *, caches=2, tracker=16, sf_sets=64, sf_ways=4, addr_width=ADDR_WIDTH, shared_sf=None):
         def bad(name, value, why):
             raise ValueError(f"RequestPath: {name}={value!r}: {why}")
         is_int = lambda v: isinstance(v, int) and not isinstance(v, bool)
@@ -92,8 +92,15 @@ class RequestPath(wiring.Component):
             bad("tracker", tracker, f"must be an integer in 2..{MAX_IDS} (12-bit CQID)")
         self.caches, self.tracker, self.sf_sets, self.sf_ways = caches, tracker, sf_sets, sf_ways
         self.addr_width = addr_width
-        self.sf = PipelinedSnoopFilter(sf_sets, sf_ways, caches, addr_width, stall=False)  # checks the rest
-        super().__init__({
+        # ``shared_sf``: the parent's snoop filter (hdl/dcoh/pipe/engine.py), reached through the ``sf``
+        # port; else one is built here
+        sf = shared_sf if shared_sf is not None else \
+            PipelinedSnoopFilter(sf_sets, sf_ways, caches, addr_width, stall=False)      # checks the rest
+        self.set_bits, self.shared_sf = sf.set_bits, shared_sf is not None
+        members = {"sf": In(sf.signature)} if self.shared_sf else {}
+        if not self.shared_sf:
+            self.sf = sf
+        super().__init__(members | {
             "cpu_req": In(stream.Signature(CpuReq(caches, addr_width))),
             "cpu_rsp": Out(stream.Signature(CpuRsp(caches, addr_width))),
             "cmd": Out(stream.Signature(CacheCmd(caches, addr_width))),
@@ -105,13 +112,21 @@ class RequestPath(wiring.Component):
             "commit": Out(1), "commit_cache": Out(range(max(caches, 2))),
             "needs_back_invalidation": Out(1),
             "idle": Out(1),
+            # ---- the snoop side (hdl/dcoh/pipe/engine.py; tied off when alone) ----------------------
+            # for the line in the filter's result (a snoop's, in its C): the tracker entry that has it
+            # (one-hot), and whether an access works on it (a command, an answer, a request starting)
+            "t_match": Out(tracker), "line_busy": Out(1),
+            # for C's line: a snoop's work holds it (the access waits); and a snoop's work ended
+            "ext_busy": In(1), "ext_wake": In(1),
         })
 
     def elaborate(self, platform):
         m = Module()
         K, T, AW = self.caches, self.tracker, self.addr_width
         KB = range(max(K, 2))
-        m.submodules.sf = sf = self.sf
+        sf = self.sf
+        if not self.shared_sf:
+            m.submodules.sf = sf
 
         # ---- the slots: one access per cache ---------------------------------------------------------
         s_valid, s_want, s_fly, s_fin_pass, s_lane, s_issued = (Signal(K, name=n) for n in (
@@ -148,10 +163,11 @@ class RequestPath(wiring.Component):
         cand = s_want & ~s_fly
         fin_any, fin_k, _ = lowest(m, cand & s_fin_pass, "a_fin")
         new_any, new_k, _ = lowest(m, cand, "a_new")
-        a_go = fin_any | new_any
+        # (the lookup port's ready: a shared filter's other client may have it in this cycle)
+        a_go = (fin_any | new_any) & sf.lookup.ready
         a_k = Signal(KB)
         m.d.comb += a_k.eq(Mux(fin_any, fin_k, new_k))
-        m.d.comb += [sf.lookup.valid.eq(a_go), sf.lookup.p.eq(pick(m, a_k, s_line, "a_line")),
+        m.d.comb += [sf.lookup.valid.eq(fin_any | new_any), sf.lookup.p.eq(pick(m, a_k, s_line, "a_line")),
                      sf.result.ready.eq(1), sf.result_busy.eq(0)]
         side = data.StructLayout({"valid": 1, "k": KB, "fin": 1})
         b1, b2 = Signal(side), Signal(side)
@@ -181,7 +197,7 @@ class RequestPath(wiring.Component):
         presence = Mux(res.hit, res.entry.presence, 0)
         peers = presence & ~mine
         line = res.line
-        busy = c.busy
+        busy = c.busy | self.ext_busy
         # the lowest free CQID, as the model takes it after this cycle's completion (freed first)
         freed_now = Signal(T)
         m.d.comb += freed_now.eq(Mux(self.freed.valid, 1 << self.freed.cqid, 0))
@@ -202,9 +218,9 @@ class RequestPath(wiring.Component):
         needs_bi = Signal()
         lane_op, lane_mask, lane_fin = Signal(CmdOp), Signal(K), Signal(Finish)
         rsp_state = Signal(CacheState)
-        sf_w = self.sf.update
-        upd_r, upd_r_valid = Signal(self.sf.update.p.shape()), Signal()
-        c_upd = Signal(self.sf.update.p.shape())    # C's write, made at the next edge (below)
+        sf_w = sf.update
+        upd_r, upd_r_valid = Signal(sf.update.p.shape()), Signal()
+        c_upd = Signal(sf.update.p.shape())         # C's write, made at the next edge (below)
         c_sf = Signal()                             # C writes the filter
         value_from_cmd = Signal()
 
@@ -244,7 +260,7 @@ class RequestPath(wiring.Component):
 
         # C's write of the last cycle reaches the filter in this one: a row of its set read before it
         # lacks it, so an access in that set goes round again
-        sb = self.sf.set_bits
+        sb = self.set_bits
         stale = c.valid & upd_r_valid & ((upd_r.line[:sb] == line[:sb]) if sb else 1)
         with m.If(stale):
             m.d.comb += retry.eq(1)
@@ -400,7 +416,8 @@ class RequestPath(wiring.Component):
         # (an answer taken wakes a cycle later: the port's ready comes from outside, late)
         answer_taken_r = Signal()
         m.d.sync += answer_taken_r.eq(answer_taken)
-        wake_loc = self.freed.valid | answer_taken_r | (issue & c.fin)  # a line freed, or a way
+        # a line freed, or a way (by a completion, an answer taken, an eviction's write-back, a snoop)
+        wake_loc = self.freed.valid | answer_taken_r | (issue & c.fin) | self.ext_wake
         for j in range(K):
             here = c.valid & (k == j)
             with m.If(take & (req.p.cache == j)):
@@ -437,6 +454,13 @@ class RequestPath(wiring.Component):
             # an issued access ends with its request (the response path answers the cache)
             with m.If(s_issued[j] & self.freed.valid & (self.freed.cqid == s_cqid[j])):
                 m.d.sync += [s_valid[j].eq(0), s_issued[j].eq(0)]
+
+        # ---- what the snoop side sees of the line in the filter's result --------------------------------
+        m.d.comb += [
+            self.t_match.eq(Cat(t_valid[i] & (t_line[i] == line) for i in range(T))),
+            self.line_busy.eq((start_valid & (start_r.line == line)) |
+                              Cat((s_lane[j] | s_answer[j]) & (s_line[j] == line) for j in range(K)).any()),
+        ]
 
         # ---- commit port and status --------------------------------------------------------------------
         m.d.comb += [self.commit.eq(issue | answer | fin_done),

@@ -137,6 +137,17 @@ class ResponsePath(wiring.Component):
             "freed": Out(data.StructLayout({"valid": 1, "cqid": range(tracker)})),
             "commit": Out(ResponseCommit), "commit_cqid": Out(range(tracker)),
             "in_use": Out(tracker),
+            # for the snoop side (hdl/dcoh/pipe/engine.py): every request's state; the snoop answer lane's
+            # write of a request's state (with ``clear_peers``: the snoop took the copies an upgrade's
+            # completion would invalidate); what C applies in this cycle (the lane waits for another
+            # cycle rather than write the same request); a read of a request's line (a write-back's, for
+            # a snoop that forwards it), registered
+            "states": Out(data.ArrayLayout(STATE_BITS, tracker)),
+            "snoop_write": In(data.StructLayout({"valid": 1, "cqid": range(tracker), "state": STATE_BITS,
+                                                 "clear_peers": 1})),
+            "c_apply": Out(data.StructLayout({"valid": 1, "cqid": range(tracker)})),
+            "wb_read": In(data.StructLayout({"en": 1, "cqid": range(tracker)})), "wb_data": Out(LINE_BITS),
+            "pinned": In(tracker),      # requests a snoop's work names: their completion waits
             "idle": Out(1),
             "protocol_errors": Out(16), "last_error": Out(ErrorKind),
         })
@@ -151,12 +162,16 @@ class ResponsePath(wiring.Component):
         # whether the request's state declares an H2D Data, kept beside the state so that the buffer's
         # write enable is one bit selected by the CQID, not the response table's verdict
         wants_data = Signal(T)
-        m.d.comb += self.in_use.eq(valid)
+        # the snoop side took the copies an upgrade's completion would otherwise invalidate
+        no_peers = Signal(T)
+        m.d.comb += [self.in_use.eq(valid)] + [self.states[i].eq(state[i]) for i in range(T)]
         info_layout = _info_layout(K, self.sf_ways, self.addr_width)
         m.submodules.info = info = Memory(shape=info_layout, depth=T, init=[])
         m.submodules.buf = buf = Memory(shape=LINE_BITS, depth=T, init=[])
         info_w, buf_w = info.write_port(), buf.write_port()
         info_r, buf_r = info.read_port(transparent_for=()), buf.read_port(transparent_for=())
+        wb_r = buf.read_port(transparent_for=())
+        m.d.comb += [wb_r.en.eq(self.wb_read.en), wb_r.addr.eq(self.wb_read.cqid), self.wb_data.eq(wb_r.data)]
 
         # ---- A: take one message into the event register --------------------------------------------
         ev = Signal(data.StructLayout({"valid": 1, "data": 1, "cqid": ID_WIDTH, "opcode": HRsp,
@@ -236,11 +251,22 @@ class ResponsePath(wiring.Component):
             m.d.comb += [buf_w.en.eq(self.start.valid), buf_w.addr.eq(start.idx), buf_w.data.eq(start.value)]
         m.d.comb += [info_w.en.eq(start_go), info_w.addr.eq(start.idx)]
         m.d.comb += [getattr(info_w.data, f).eq(getattr(start, f)) for f in info_layout.members]
+        # the snoop side's write of a request's state (never in the cycle C applies to the same request:
+        # the snoop lane waits then, ``c_apply``; never to a request starting, which it cannot see yet)
+        sw = self.snoop_write
+        with m.If(sw.valid):
+            with m.Switch(sw.cqid):
+                for i in range(T):
+                    with m.Case(i):
+                        m.d.sync += [state[i].eq(sw.state), wants_data[i].eq(declares_data(sw.state))]
+                        with m.If(sw.clear_peers):
+                            m.d.sync += no_peers[i].eq(1)
+        m.d.comb += [self.c_apply.valid.eq(apply), self.c_apply.cqid.eq(idx)]
         with m.If(start_go):
             with m.Switch(start.idx):
                 for i in range(T):
                     with m.Case(i):
-                        m.d.sync += [state[i].eq(start.state), granted_e[i].eq(0),
+                        m.d.sync += [state[i].eq(start.state), granted_e[i].eq(0), no_peers[i].eq(0),
                                      wants_data[i].eq(declares_data(start.state))]
         m.d.comb += [self.commit.eq(Mux(apply, Mux(c.data, ResponseCommit.DATA, ResponseCommit.RSP),
                                         Mux(drop, ResponseCommit.DROP, ResponseCommit.NONE))),
@@ -265,7 +291,7 @@ class ResponsePath(wiring.Component):
         k_mask = Signal(K)
         m.d.comb += k_mask.eq(1 << l2_info.cache)
         is_e, is_s = l2.state == STATE_CODE[D.E], l2.state == STATE_CODE[D.S]
-        need_inv = is_e & l2_info.store & (l2_info.others != 0) & ~inv_done
+        need_inv = is_e & l2_info.store & (l2_info.others != 0) & ~no_peers.bit_select(l2.cqid, 1) & ~inv_done
         cr, cmd = self.cpu_rsp, self.cmd
         m.d.comb += [cr.p.cache.eq(l2_info.cache), cr.p.line.eq(l2_info.line), cr.p.data.eq(buf_r.data),
                      cr.p.state.eq(Mux(is_e, Mux(l2_info.store, CacheState.M, CacheState.E),
@@ -290,9 +316,11 @@ class ResponsePath(wiring.Component):
             with m.Else():
                 # the fill and the cache's answer go together: each offered once the other is taken
                 # (the filter's update may wait for a writer with priority, the cache for its port)
-                m.d.comb += [cr.valid.eq(l2_info.cpu & (~filling | upd.ready)),
-                             upd.valid.eq(filling & (~l2_info.cpu | cr.ready)),
-                             completes.eq((~filling | upd.ready) & (~l2_info.cpu | cr.ready))]
+                # (and neither while a snoop's work names the request: it may still read its buffer)
+                free_to_go = ~self.pinned.bit_select(l2.cqid, 1)
+                m.d.comb += [cr.valid.eq(free_to_go & l2_info.cpu & (~filling | upd.ready)),
+                             upd.valid.eq(free_to_go & filling & (~l2_info.cpu | cr.ready)),
+                             completes.eq(free_to_go & (~filling | upd.ready) & (~l2_info.cpu | cr.ready))]
         m.d.comb += finish.eq(l2_valid & pulled & (~l2.done | completes))
         # (after L2's own updates: a new action loaded in the cycle L2 finishes takes its registers)
         with m.If(load):
@@ -320,8 +348,9 @@ class ResponsePath(wiring.Component):
         # finds it in a stable state, not live either way; one naming a request started in this cycle
         # cannot come from a host that has not yet seen its D2H Req, and counts as a CQID not in use.)
         fwd_c = apply & (idx == b_idx)
+        fwd_snoop = sw.valid & (sw.cqid == b_idx)
         m.d.sync += [
-            c.state.eq(Mux(fwd_c, new_state, rd_state)),
+            c.state.eq(Mux(fwd_c, new_state, Mux(fwd_snoop, sw.state, rd_state))),
             c.granted_e.eq(Mux(fwd_c & (go_s | go_e), go_e, rd_granted_e)),
             c.live_entry.eq(rd_valid),
         ]
@@ -340,6 +369,9 @@ class ResponsePath(wiring.Component):
             Assert(~(self.start.valid & self.start.ready & completes) | (start.idx != l2.cqid),
                    "response path: a request started in the entry the lane frees"),
             Assert(~lane_q.w_en | lane_q.w_rdy, "response path: the lane queue overflowed"),
+            Assert(~(sw.valid & apply) | (sw.cqid != idx), "response path: a snoop's write to the request C "
+                   "applies a response to"),
+            Assert(~sw.valid | valid.bit_select(sw.cqid, 1), "response path: a snoop's write to a free entry"),
             Assert(~completes | valid.bit_select(l2.cqid, 1), "response path: a free entry completed"),
         ]
         return m

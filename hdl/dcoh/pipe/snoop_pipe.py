@@ -74,10 +74,10 @@ from amaranth.utils import exact_log2
 from cxl.coherence import DevState as D
 from cxl.messages import ADDR_WIDTH, D2HDataHdr, D2HRsp, D2HRspOpcode as Rsp, H2DReq, H2DReqOpcode as Snp, \
     ID_WIDTH
-from hdl.link.ports import DataMsg
+from hdl.link.ports import DataMsg, LINE_BITS
 
 from ..coalescer import InvalidationCoalescer, Message
-from ..encodings import CacheCmd, CacheCmdRsp, ErrorKind, STATE_CODE
+from ..encodings import CacheCmd, CacheCmdRsp, ErrorKind, STATE_BITS, STATE_CODE
 from ..engine_tables import cmd_op_for, legal_snoop, line_state, perm_none, snoop_table
 from ..sf_pipe import PipelinedSnoopFilter
 from ..snoop_filter import SFOp, SFState
@@ -108,13 +108,22 @@ class SnoopPipe(wiring.Component):
     """
 
     def __init__(self, *, caches=2, sf_sets=64, sf_ways=4, work=8, window=8, cmd_depth=4,
-                 coalesce_window=4, coalesce_block=4, coalesce_groups=4, addr_width=ADDR_WIDTH):
+                 coalesce_window=4, coalesce_block=4, coalesce_groups=4, addr_width=ADDR_WIDTH, tracker=2,
+                 shared_sf=None):
         self.caches, self.sf_sets, self.sf_ways, self.addr_width = caches, sf_sets, sf_ways, addr_width
-        self.sf = PipelinedSnoopFilter(sf_sets, sf_ways, caches, addr_width, stall=False)
+        self.tracker, self.shared_sf = tracker, shared_sf is not None
+        sf = shared_sf if shared_sf is not None else \
+            PipelinedSnoopFilter(sf_sets, sf_ways, caches, addr_width, stall=False)
+        self.set_bits = sf.set_bits
         self.coal = InvalidationCoalescer(coalesce_window, coalesce_block, coalesce_groups, caches, addr_width)
-        self.work_block = SnoopWork(work, caches, addr_width, sf_ways, coalesce_block, cmd_depth)
+        self.work_block = SnoopWork(work, caches, addr_width, sf_ways, coalesce_block, cmd_depth, tracker)
         self.window = SnoopWindow(window)
-        super().__init__({
+        # ``shared_sf``: the parent's snoop filter (hdl/dcoh/pipe/engine.py), reached through the ``sf``
+        # port; else one is built here
+        members = {"sf": In(sf.signature)} if self.shared_sf else {}
+        if not self.shared_sf:
+            self.sf = sf
+        super().__init__(members | {
             "h2d_req": In(stream.Signature(H2DReq)),
             "d2h_rsp": Out(stream.Signature(D2HRsp)),
             "d2h_data": Out(stream.Signature(DataMsg(D2HDataHdr))),
@@ -126,11 +135,27 @@ class SnoopPipe(wiring.Component):
             "commit_lane": Out(1), "commit_lane_line": Out(addr_width), "commit_lane_probed": Out(1),
             "commit_probe": Out(1), "commit_probe_line": Out(addr_width),
             "protocol_errors": Out(16), "last_error": Out(ErrorKind),
+            # ---- the device's requests (hdl/dcoh/pipe/engine.py; tied off when alone) --------------
+            # C's line as the request side sees it in C's cycle: a request in flight on it (``hit``,
+            # its tracker entry and state), or a reason to hold the snoop (``busy``: the request is
+            # completing, or an access of the caches works on the line)
+            "req": In(data.StructLayout({"hit": 1, "busy": 1, "state": STATE_BITS, "cqid": range(tracker)})),
+            "req_release": In(1),       # something the request side held a snoop for may have cleared
+            # the answer lane: the state of the request its entry names (``lane_cqid``), and whether the
+            # response path writes that request in this cycle (the lane waits); the lane's write of it
+            "lane_cqid": Out(range(tracker)), "lane_req_state": In(STATE_BITS), "lane_req_blocked": In(1),
+            "req_write": Out(data.StructLayout({"valid": 1, "cqid": range(tracker), "state": STATE_BITS,
+                                                "clear_peers": 1})),
+            "wb_read": Out(data.StructLayout({"en": 1, "cqid": range(tracker)})), "wb_data": In(LINE_BITS),
+            "pinned": Out(tracker),
+            "line_freed": Out(1),       # a work entry ended (its line is no longer busy here)
         })
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.sf = sf = self.sf
+        sf = self.sf
+        if not self.shared_sf:
+            m.submodules.sf = sf
         m.submodules.coal = coal = self.coal
         m.submodules.work = work = self.work_block
         m.submodules.window = win = self.window
@@ -140,6 +165,8 @@ class SnoopPipe(wiring.Component):
         wiring.connect(m, work.probe_add, coal.probes)
         wiring.connect(m, coal.messages, wiring.flipped(self.probe))
         wiring.connect(m, work.d2h_data, wiring.flipped(self.d2h_data))
+        m.d.comb += [self.wb_read.eq(work.wb_read), work.wb_data.eq(self.wb_data), self.pinned.eq(work.pinned),
+                     self.line_freed.eq(work.freed)]
         # a probe message the caches took wakes its lines' work entries in the next cycle (registered:
         # the coalescer's output is worked out from its counters in the cycle it is offered)
         with m.If(self.probe.valid & self.probe.ready):
@@ -162,8 +189,10 @@ class SnoopPipe(wiring.Component):
         # count).
         room = Signal(range(RSP_DEPTH + 1), init=RSP_DEPTH)
         # A: the next snoop and its lookup (the answer lane keeps one place of the queue for itself)
-        a_go = win.issue.valid & (room >= 2)
-        m.d.comb += [win.issue.ready.eq(room >= 2), sf.lookup.valid.eq(a_go),
+        # (the lookup port's ready: a shared filter's other client may have it in this cycle)
+        a_go = win.issue.valid & (room >= 2) & sf.lookup.ready
+        m.d.comb += [win.issue.ready.eq((room >= 2) & sf.lookup.ready),
+                     sf.lookup.valid.eq(win.issue.valid & (room >= 2)),
                      sf.lookup.p.eq(win.issue.p.snoop.addr), sf.result.ready.eq(1), sf.result_busy.eq(0)]
         m.d.sync += [b1.valid.eq(a_go), b1.epoch.eq(win.issue.p.epoch), b1.idx.eq(win.issue.p.idx),
                      b1.op.eq(win.issue.p.snoop.opcode), b1.uqid.eq(win.issue.p.snoop.uqid),
@@ -193,44 +222,80 @@ class SnoopPipe(wiring.Component):
                 with m.If(hits[w]):
                     m.d.comb += out.eq(ways[w][field])
             return out
-        st = by_hit("st", STATE_CODE[D.I])
-        rsp = by_hit("rsp", Rsp.RspIHitI)
-        nxt = by_hit("nxt", STATE_CODE[D.I])
-        dat = by_hit("dat", 0)
-        need_query, need_probe = by_hit("query", 0), by_hit("probe", 0)
-        need_work = Cat(*(hits[w] & ways[w]["work"] for w in range(self.sf_ways))).any()
         presence = Mux(res.hit, res.entry.presence, 0)
+        # A line with a request of the device in flight: the snoop table is read with the request's
+        # state (the model's line_state).  Its copies, if any, are S (an upgrade's), so a probe is needed
+        # only to take their permission away; the answer lane then writes the request's state, not
+        # the filter's entry.  A state whose snoops stall (the GO came, the data not yet) holds the
+        # snoop until the request side releases it.
+        rq = self.req
+        t_stall, t_rsp, t_nxt, t_dat = snoop_table(m, rq.state, c.op)
+        t_probe = (presence != 0) & perm_none(t_nxt)
+        t_work = t_probe | t_dat | (t_nxt != rq.state)
+        def by_line(field, t_value, miss):
+            out = Signal.like(ways[0][field], name=f"c_{field}")
+            m.d.comb += out.eq(miss)
+            for w in reversed(range(self.sf_ways)):
+                with m.If(hits[w]):
+                    m.d.comb += out.eq(ways[w][field])
+            with m.If(rq.hit):
+                m.d.comb += out.eq(t_value)
+            return out
+        st = by_line("st", rq.state, STATE_CODE[D.I])
+        rsp = by_line("rsp", t_rsp, Rsp.RspIHitI)
+        nxt = by_line("nxt", t_nxt, STATE_CODE[D.I])
+        dat = by_line("dat", t_dat, 0)
+        need_query, need_probe = by_line("query", 0, 0), by_line("probe", t_probe, 0)
+        need_work = Mux(rq.hit, t_work, Cat(*(hits[w] & ways[w]["work"] for w in range(self.sf_ways))).any())
         reserved = ~legal_snoop(c.op)
         second = work.cam_hit
-        c_hold = ev & ~reserved & (second | (need_work & ~work.can_alloc))
-        c_work = ev & ~reserved & ~second & need_work & work.can_alloc
-        c_answer = ev & ~reserved & ~second & ~need_work
+        req_hold = rq.busy | (rq.hit & t_stall)
+        c_hold = ev & ~reserved & (second | req_hold | (need_work & ~work.can_alloc))
+        c_work = ev & ~reserved & ~second & ~req_hold & need_work & work.can_alloc
+        c_answer = ev & ~reserved & ~second & ~req_hold & ~need_work
         c_drop = ev & reserved
-        m.d.comb += [win.pop.eq(c_drop | c_work | c_answer), win.hold.eq(c_hold), win.release.eq(work.freed)]
+        m.d.comb += [win.pop.eq(c_drop | c_work | c_answer), win.hold.eq(c_hold),
+                     win.release.eq(work.freed | self.req_release)]
         a = work.alloc.p
         m.d.comb += [work.alloc.valid.eq(c_work), a.line.eq(res.line), a.way.eq(res.hit_way),
                      a.presence.eq(presence), a.op.eq(c.op), a.uqid.eq(c.uqid), a.st.eq(st),
                      a.query.eq(need_query), a.answer.eq(~need_query & ~need_probe),
-                     a.cmd.eq(cmd_op_for(m, nxt)), a.rsp.eq(rsp), a.nxt.eq(nxt), a.data.eq(dat)]
+                     a.cmd.eq(cmd_op_for(m, nxt)), a.rsp.eq(rsp), a.nxt.eq(nxt), a.data.eq(dat),
+                     a.req.eq(rq.hit), a.cqid.eq(rq.cqid)]
         with m.If(c_answer):
             m.d.comb += [rspq.push.eq(1), rspq.push_p.opcode.eq(rsp), rspq.push_p.uqid.eq(c.uqid)]
 
         # ---- the answer lane: the snoop filter's writer, the queue's second pusher ----------------
         lane = work.answer.p
-        lane_go = work.answer.valid & (room >= 1)
+        # A request's line: the verdict again, from the request's state now (a Data may have moved it
+        # since C, e.g. SM_AD to SM_A, which a SnpInv leaves IM_A, not IM_AD; the response and the data
+        # are the same either way); the request's state written, and the copies a probe took away
+        # leave the filter's entry a placeholder with none.
+        _, l_rsp, l_nxt, l_dat = snoop_table(m, self.lane_req_state, lane.op)
+        l_drop_copies = lane.req & lane.probed & perm_none(l_nxt) & (lane.presence != 0)
+        l_nxt_sf = lane.nxt != lane.st
+        lane_sf = Mux(lane.req, l_drop_copies, l_nxt_sf)         # the lane writes the snoop filter
+        m.d.comb += self.lane_cqid.eq(lane.cqid)
+        lane_go = work.answer.valid & (room >= 1) & (~lane_sf | sf.update.ready) & \
+            ~(lane.req & self.lane_req_blocked)
         released = c.valid & ~c_answer
         m.d.sync += [
             room.eq(room - a_go - lane_go + (self.d2h_rsp.valid & self.d2h_rsp.ready) + released),
             Assert(room == RSP_DEPTH - rspq.level - in_flight, "snoop pipe: the D2H Rsp room count drifted"),
         ]
         m.d.comb += [work.answer.ready.eq(lane_go),
-                     rspq.push2.eq(lane_go), rspq.push2_p.opcode.eq(lane.rsp), rspq.push2_p.uqid.eq(lane.uqid)]
+                     rspq.push2.eq(lane_go), rspq.push2_p.opcode.eq(Mux(lane.req, l_rsp, lane.rsp)),
+                     rspq.push2_p.uqid.eq(lane.uqid)]
         upd = sf.update
-        with m.If(lane_go & (lane.nxt != lane.st)):
+        with m.If(lane_go & lane_sf):
             m.d.comb += [upd.valid.eq(1), upd.p.line.eq(lane.line), upd.p.way.eq(lane.way),
-                         upd.p.op.eq(Mux(lane.nxt == STATE_CODE[D.S], SFOp.MODIFY, SFOp.FREE)),
-                         upd.p.entry.state.eq(SFState.S), upd.p.entry.dirty.eq(0),
-                         upd.p.entry.presence.eq(lane.presence)]
+                         upd.p.op.eq(Mux(lane.req | (lane.nxt == STATE_CODE[D.S]), SFOp.MODIFY, SFOp.FREE)),
+                         upd.p.entry.state.eq(Mux(lane.req, SFState.PLACEHOLDER, SFState.S)),
+                         upd.p.entry.dirty.eq(0),
+                         upd.p.entry.presence.eq(Mux(lane.req, 0, lane.presence))]
+        rw = self.req_write
+        m.d.comb += [rw.valid.eq(lane_go & lane.req), rw.cqid.eq(lane.cqid), rw.state.eq(l_nxt),
+                     rw.clear_peers.eq(l_drop_copies)]
 
         # ---- errors ------------------------------------------------------------------------------
         # A second snoop is counted once, not at every retry of its hold.
@@ -259,5 +324,9 @@ class SnoopPipe(wiring.Component):
         m.d.sync += [
             Assert(~ev | (c.idx == win.head), "snoop pipe: C decides a snoop that is not the oldest"),
             Assert(~c_answer | ~dat, "snoop pipe: an answer with data and no copy to take it from"),
+            Assert(~(ev & rq.hit & res.hit) | (res.entry.state != SFState.E),
+                   "snoop pipe: a line with a request in flight has an E entry"),
+            Assert(~(lane_go & lane.req) | (l_dat == lane.data),
+                   "snoop pipe: a request's state changed whether its snoop forwards data"),
         ]
         return m

@@ -85,19 +85,22 @@ class WorkState(enum.Enum, shape=4):
 class WorkAlloc(data.StructLayout):
     """What C writes into a new entry: the snoop, its line's snoop-filter way and copies, the state C
     found (``st``), and whether the entry starts with a query, with a probe, or (``answer``: no copy to
-    ask, but the snoop filter changes) ready to answer; with the command and the verdict C worked out."""
-    def __init__(self, addr_width, way_bits, caches):
+    ask, but the snoop filter changes) ready to answer; with the command and the verdict C worked out.
+    ``req``: the line has a request of the device in flight (tracker entry ``cqid``), whose state the
+    answer lane reads and writes instead of the snoop filter's."""
+    def __init__(self, addr_width, way_bits, caches, tracker=2):
         super().__init__({"line": addr_width, "way": max(way_bits, 1), "presence": caches, "op": Snp,
                           "uqid": ID_WIDTH, "st": STATE_BITS, "query": 1, "answer": 1, "cmd": CmdOp,
-                          "rsp": Rsp, "nxt": STATE_BITS, "data": 1})
+                          "rsp": Rsp, "nxt": STATE_BITS, "data": 1, "req": 1, "cqid": range(tracker)})
 
 
 class WorkAnswer(data.StructLayout):
     """An entry ready to be answered, as the answer lane sees it."""
-    def __init__(self, entries, addr_width, way_bits, caches):
+    def __init__(self, entries, addr_width, way_bits, caches, tracker=2):
         super().__init__({"idx": range(entries), "line": addr_width, "way": max(way_bits, 1),
                           "presence": caches, "uqid": ID_WIDTH, "st": STATE_BITS, "rsp": Rsp,
-                          "nxt": STATE_BITS, "data": 1, "probed": 1})
+                          "nxt": STATE_BITS, "data": 1, "probed": 1, "op": Snp, "req": 1,
+                          "cqid": range(tracker)})
 
 
 def lowest(m, bits, name):
@@ -144,24 +147,29 @@ def pick(m, idx, items, name):
 class SnoopWork(wiring.Component):
     """``entries`` work entries (module docstring); ``cmd_depth`` commands outstanding at most."""
 
-    def __init__(self, entries, caches, addr_width, sf_ways, block, cmd_depth=4):
+    def __init__(self, entries, caches, addr_width, sf_ways, block, cmd_depth=4, tracker=2):
         for name, v, lo in (("entries", entries, 1), ("cmd_depth", cmd_depth, 1)):
             if not isinstance(v, int) or isinstance(v, bool) or v < lo:
                 raise ValueError(f"SnoopWork: {name}={v!r}: must be an integer >= {lo}")
         self.entries, self.caches, self.addr_width = entries, caches, addr_width
         self.way_bits = exact_log2(sf_ways)
         self.block, self.block_bits = block, exact_log2(block)
-        self.cmd_depth = cmd_depth
+        self.cmd_depth, self.tracker = cmd_depth, tracker
         super().__init__({
             "can_alloc": Out(1), "alloc_idx": Out(range(max(entries, 2))),
-            "alloc": In(stream.Signature(WorkAlloc(addr_width, self.way_bits, caches))),
+            "alloc": In(stream.Signature(WorkAlloc(addr_width, self.way_bits, caches, tracker))),
             "cam_line": In(addr_width), "cam_hit": Out(1),
             "cmd": Out(stream.Signature(CacheCmd(caches, addr_width))),
             "cmd_rsp": In(stream.Signature(CacheCmdRsp())),
             "probe_add": Out(stream.Signature(Probe(addr_width, caches))),
             "probe_taken": In(1), "probe_block": In(addr_width - self.block_bits), "probe_lines": In(block),
-            "answer": Out(stream.Signature(WorkAnswer(entries, addr_width, self.way_bits, caches))),
+            "answer": Out(stream.Signature(WorkAnswer(entries, addr_width, self.way_bits, caches, tracker))),
             "d2h_data": Out(stream.Signature(DataMsg(D2HDataHdr))),
+            # the line of a request's write-back buffer (a snoop to a line being written back forwards
+            # it): ``wb_read`` reads tracker entry ``cqid``, its line comes in ``wb_data`` a cycle later
+            "wb_read": Out(data.StructLayout({"en": 1, "cqid": range(tracker)})), "wb_data": In(LINE_BITS),
+            # the requests a work entry names (their tracker entries must not be freed before it ends)
+            "pinned": Out(tracker),
             "freed": Out(1),
         })
 
@@ -171,7 +179,7 @@ class SnoopWork(wiring.Component):
         layout = data.StructLayout({
             "state": WorkState, "line": AW, "way": max(self.way_bits, 1), "presence": K, "op": Snp,
             "uqid": ID_WIDTH, "st": STATE_BITS, "cmd": CmdOp, "rsp": Rsp, "nxt": STATE_BITS, "data": 1,
-            "probed": 1})
+            "probed": 1, "req": 1, "cqid": range(self.tracker)})
         e = [Signal(layout, name=f"work{i}") for i in range(n)]
 
         def in_state(*states):
@@ -194,7 +202,7 @@ class SnoopWork(wiring.Component):
                 m.d.sync += [e[i].line.eq(a.line), e[i].way.eq(a.way), e[i].presence.eq(a.presence),
                              e[i].op.eq(a.op), e[i].uqid.eq(a.uqid), e[i].st.eq(a.st), e[i].cmd.eq(a.cmd),
                              e[i].rsp.eq(a.rsp), e[i].nxt.eq(a.nxt), e[i].data.eq(a.data),
-                             e[i].probed.eq(~a.query & ~a.answer)]
+                             e[i].probed.eq(~a.query & ~a.answer), e[i].req.eq(a.req), e[i].cqid.eq(a.cqid)]
         m.d.sync += Assert(~self.alloc.valid | can, "snoop work: an entry allocated with none free")
 
         # ---- the line's snoop is being answered here (or its entry is about to be written) -------
@@ -283,25 +291,29 @@ class SnoopWork(wiring.Component):
         with m.If(load):
             m.d.sync += [ap.idx.eq(a_idx), ap.line.eq(a_e.line), ap.way.eq(a_e.way), ap.presence.eq(a_e.presence),
                          ap.uqid.eq(a_e.uqid), ap.st.eq(a_e.st), ap.rsp.eq(a_e.rsp), ap.nxt.eq(a_e.nxt),
-                         ap.data.eq(a_e.data), ap.probed.eq(a_e.probed)]
+                         ap.data.eq(a_e.data), ap.probed.eq(a_e.probed), ap.op.eq(a_e.op), ap.req.eq(a_e.req),
+                         ap.cqid.eq(a_e.cqid)]
 
         # ---- D2H Data: the entries whose answer has data, in answer order; the line read by number,
         # into the output register
         m.submodules.data_order = data_order = fifo.SyncFIFO(width=ceil_log2(max(n, 2)), depth=n)
         m.d.comb += [data_order.w_data.eq(ap.idx), data_order.w_en.eq(answered & ap.data)]
+        # (a snoop to a line a request writes back forwards the request's buffer, read by its CQID)
         lr = lines.read_port()                          # registered: the line in the cycle after its read
-        out_valid, out_uqid = Signal(), Signal(ID_WIDTH)
+        out_valid, out_uqid, out_wb = Signal(), Signal(ID_WIDTH), Signal()
         out_free = ~out_valid | self.d2h_data.ready
         take = out_free & data_order.r_rdy
         d_idx = data_order.r_data
         d_uqid = pick(m, d_idx, [x.uqid for x in e], "d_uqid")
         m.d.comb += [lr.addr.eq(d_idx), lr.en.eq(take), data_order.r_en.eq(take),
+                     self.wb_read.en.eq(take), self.wb_read.cqid.eq(pick(m, d_idx, [x.cqid for x in e], "d_cqid")),
                      self.d2h_data.valid.eq(out_valid), self.d2h_data.p.hdr.valid.eq(1),
-                     self.d2h_data.p.hdr.uqid.eq(out_uqid), self.d2h_data.p.data.eq(lr.data)]
+                     self.d2h_data.p.hdr.uqid.eq(out_uqid),
+                     self.d2h_data.p.data.eq(Mux(out_wb, self.wb_data, lr.data))]
         with m.If(out_free):
             m.d.sync += out_valid.eq(take)
         with m.If(take):
-            m.d.sync += out_uqid.eq(d_uqid)
+            m.d.sync += [out_uqid.eq(d_uqid), out_wb.eq(pick(m, d_idx, [x.req for x in e], "d_req"))]
 
         # ---- the entries' state machines (every transition of one entry in one place) -----------
         # A probe message the caches took (``probe_taken``, registered by the top: the wake comes in the
@@ -342,4 +354,7 @@ class SnoopWork(wiring.Component):
                 # the verdict on the state the command's answer settles (dirty: E was M)
                 m.d.sync += [x.st.eq(v_st), x.rsp.eq(v_rsp), x.nxt.eq(v_nxt), x.data.eq(v_data)]
         m.d.comb += self.freed.eq((answered & ~ap.data) | take)
+        for q in range(self.tracker):
+            m.d.comb += self.pinned[q].eq(Cat(*((x.state != WorkState.FREE) & x.req & (x.cqid == q)
+                                                  for x in e)).any())
         return m

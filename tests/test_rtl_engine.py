@@ -1,15 +1,15 @@
-"""The pipelined DCOH's request side (hdl/dcoh/pipe/requests.py: the request path and the response path over
-one snoop filter) against the golden device.
+"""The pipelined DCOH's engine (hdl/dcoh/pipe/engine.py: the snoop path, the request path and the response
+path over one snoop filter) against the golden device.
 
-tb/requests.py: the caches make random accesses, the model tries each where the RTL commits it and
-completes each request where the RTL's lane frees it, the bench plays the host; every D2H Req, D2H Data
-and ``cpu_rsp``, the snoop filter and the caches are compared.
+tb/engine.py: the caches make random accesses, the model tries each where the RTL commits it and
+completes each request where the RTL's lane frees it, the bench plays the host, snoops included; every
+D2H Req, D2H Rsp, D2H Data and ``cpu_rsp``, the snoop filter and the caches are compared.
 """
 
 import pytest
 
 from hdl.dcoh.pipe.request_path import RequestPath
-from tb.requests import RequestsBench
+from tb.engine import EngineBench
 
 SLOW = dict(p_sink=0.4, p_in=0.5, cmd_delay=3, host_delay=10)
 
@@ -29,7 +29,7 @@ CASES = {
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_request_side_matches_the_golden_device(case, seed):
     bench_kw, run_kw = CASES[case]
-    out = RequestsBench(seed=seed, **bench_kw).run(150, **run_kw)
+    out = EngineBench(seed=seed, **bench_kw).run(150, **run_kw)
     assert out["errors"] == 0
     assert out["commits"] + out["hits"] == out["accesses"] == 150
     assert out["requests"] > 0 and out["rsp_events"] >= out["requests"]
@@ -48,7 +48,7 @@ def _waiting_behind(delay, second_kind="load"):
     """Cache 0 misses on a line; ``delay`` cycles later cache 1 wants the same line, whose request is then
     in flight: it parks on the line, and only that request's completion can wake it (nothing else happens)."""
     from models.dcoh import CpuOp
-    bench = RequestsBench(seed=1, caches=2, lines_per_set=1, uncached_share=0)
+    bench = EngineBench(seed=1, caches=2, lines_per_set=1, uncached_share=0)
     line = next(l for l in bench.lines if all(l not in c for c in bench.dev.caches))
     script = [(0, CpuOp("load", 0, line)), (delay, CpuOp(second_kind, 1, line, 77))]
     return bench.run(script=script, host_delay=6)

@@ -1,16 +1,20 @@
-"""A bench for the pipelined DCOH's request side (hdl/dcoh/pipe/requests.py) against the golden device.
+"""A bench for the pipelined DCOH's engine (hdl/dcoh/pipe/engine.py) against the golden device.
 
 The golden model's device (``models.dcoh.Device``) and the RTL start from the same lines in the caches and
 the snoop filter (``tb.snoop_pipe.preload``).  Each internal cache (``tb.cache_bfm.CacheBFM``) makes random
-accesses; what it cannot finish itself goes to ``cpu_req``.  The model follows the commit ports: an access
-taken (``Device.take``), tried where the RTL's C commits it (``_try_issue``, which must succeed), the
-responses applied where the response path's C applies them and the requests completed where its lane
-frees them (``defer_complete``).  The bench plays the host: each D2H Req is compared with the model's
-request of that CQID and answered by a random path through the response table.  Every D2H Data, every
-``cpu_rsp`` and, at the end, the snoop filter and the caches are compared.
+accesses; what it cannot finish itself goes to ``cpu_req``.  The bench plays the host: each D2H Req is
+compared with the model's request of that CQID and answered by a random path through the response table,
+and (``snoop_rate``) host snoops go to random lines, those with requests in flight among them, under the
+host's rules: one snoop to a line at a time, and no H2D Rsp to a request while a snoop to its line is
+unanswered.  The model follows the commit ports in the engine's order (hdl/dcoh/pipe/engine.py): a probe
+message taken, snoop C, the completions (``defer_complete``), request C (an access taken with
+``Device.take`` is tried there, ``_try_issue``, which must succeed), the snoop answer lane, a probe
+added, response C.  Every D2H Rsp is compared in order, every D2H Data by its UQID (the two sources
+of D2H Data share the channel in the engine's order, the host matches them by UQID), every ``cpu_rsp``,
+and at the end the snoop filter and the caches.
 
-The lines are chosen so that no access needs a back-invalidation, which the request path does not have
-yet: no set holds more lines than it has ways, and uncached accesses use lines no cache ever holds.
+The lines are chosen so that no access needs a back-invalidation, which the engine does not have yet:
+no set holds more lines than it has ways, and uncached accesses use lines no cache ever holds.
 """
 
 import random
@@ -18,34 +22,40 @@ from collections import deque
 
 from amaranth.sim import Simulator
 
-from cxl.messages import Channel, D2HReqOpcode
+from cxl.messages import Channel, D2HReqOpcode, D2HRspOpcode, H2DReqOpcode
 from hdl.dcoh.encodings import CacheState
-from hdl.dcoh.pipe.requests import Requests
+from hdl.dcoh.pipe.engine import Engine
 from hdl.dcoh.pipe.response_path import ResponseCommit
+from hdl.dcoh.pipe.snoop_pipe import CommitC
 from models.config import Config
 from models.dcoh import CpuOp, cache_hit
+from models.link import Msg
 from tb.cache_bfm import CommandPort
-from tb.response_path import UncheckedValues, compare_d2h_data, host_events, host_message, offer_host
+from tb.response_path import UncheckedValues, host_events, host_message, offer_host
 from tb.snoop_pipe import Mismatch, compare_end_state, preload, sf_rows
 
-__all__ = ["RequestsBench"]
+__all__ = ["EngineBench"]
 
 CACHED = ("load", "load", "load", "store", "store", "store", "evict", "evict")
 UNCACHED = ("rdcurr", "itomwr", "wrinv", "clflush")
 
 
-class RequestsBench:
+class EngineBench:
     """One run of ``accesses`` random accesses.  ``p_access``: the probability an idle cache starts an
-    access in a cycle; ``p_in`` / ``p_sink`` / ``cmd_delay`` as in tb/response_path.py."""
+    access in a cycle; ``p_in`` / ``p_sink`` / ``cmd_delay`` as in tb/response_path.py; ``snoop_rate``:
+    the probability the host offers a snoop in a cycle.  ``work``, ``window``, ``cmd_depth``,
+    ``coalesce_*``: the engine's snoop side."""
 
     def __init__(self, *, seed=1, caches=4, tracker=16, sf_sets=16, sf_ways=4, lines_per_set=None,
-                 uncached_share=0.15, preload_share=0.5):
+                 uncached_share=0.15, preload_share=0.5, work=8, window=8, cmd_depth=4, coalesce_window=4,
+                 coalesce_block=4, coalesce_groups=4):
         self.seed = seed
         self.rng = rng = random.Random(seed)
-        self.cfg = Config(devices=1, caches=caches, sf_sets=sf_sets, sf_ways=sf_ways, max_outstanding=tracker)
+        self.cfg = Config(devices=1, caches=caches, sf_sets=sf_sets, sf_ways=sf_ways, max_outstanding=tracker,
+                          coalesce_window=coalesce_window, coalesce_block=coalesce_block)
         per_set = lines_per_set or sf_ways
         if per_set > sf_ways:
-            raise ValueError("RequestsBench: more lines a set than ways would need back-invalidations")
+            raise ValueError("EngineBench: more lines a set than ways would need back-invalidations")
         # the cached lines: ``per_set`` in each set; half of them preloaded
         self.lines = [s + sf_sets * i for s in range(sf_sets) for i in range(per_set)]
         self.uncached_lines = [(1 << 20) + i for i in range(8)]
@@ -56,7 +66,9 @@ class RequestsBench:
         self.dev.defer_complete = True
         self.dev.defer_service = True       # the model tries an access only where the RTL commits it
         self.bfm = bfm
-        self.dut = Requests(caches=caches, tracker=tracker, sf_sets=sf_sets, sf_ways=sf_ways)
+        self.dut = Engine(caches=caches, tracker=tracker, sf_sets=sf_sets, sf_ways=sf_ways, work=work,
+                          window=window, cmd_depth=cmd_depth, coalesce_window=coalesce_window,
+                          coalesce_block=coalesce_block, coalesce_groups=coalesce_groups)
         self.dut.sf.storage.init = sf_rows(self.dut, self.dev.sf)
 
     def _access(self, k):
@@ -73,23 +85,43 @@ class RequestsBench:
                 return CpuOp("evict", k, rng.choice(held), 0, rng.randrange(2))
         return CpuOp(kind, k, rng.choice(self.lines), rng.getrandbits(64), rng.randrange(2))
 
+    def _snoop(self):
+        """A snoop's (opcode, line): to a line with a request in flight (the model's, a third of the
+        time when there is one), a cached line, a line of the uncached accesses, or a miss."""
+        rng = self.rng
+        r = rng.random()
+        busy = sorted(self.dev.by_line)
+        if busy and r < 0.35:
+            line = rng.choice(busy)
+        else:
+            line = rng.choice(self.lines) if r < 0.85 else rng.choice(self.uncached_lines) if r < 0.93 else \
+                (1 << 21) + rng.randrange(64)
+        return rng.choice(list(H2DReqOpcode)), line
+
     def run(self, accesses=200, *, p_access=0.5, p_in=1.0, p_sink=1.0, cmd_delay=0, host_delay=4,
-            max_cycles=None, script=None):
+            max_cycles=None, script=None, snoop_rate=0.0):
         """``script``: instead of random accesses, a list of (cycle, CpuOp), each made at that cycle or
         as soon after as its cache is idle, each cache's in their order (``accesses`` is then its length)."""
         dut, dev, bfm, rng = self.dut, self.dev, self.bfm, self.rng
         K = self.cfg.caches
         max_cycles = max_cycles or 60 * accesses + 500
         out = {"cycles": 0, "accesses": 0, "hits": 0, "commits": 0, "requests": 0, "rsp_events": 0,
-               "event_cycles": [], "commit_cycles": {}, "log": []}
+               "event_cycles": [], "commit_cycles": {}, "log": [], "snoops": 0, "snoop_data": 0,
+               "snoops_on_requests": 0}
         to_send = deque()               # accesses the caches could not finish, in order
         chans = {"rsp": deque(), "data": deque()}
         taken = deque()
         answers = CommandPort(bfm, rng, cmd_delay)
         expected = {}                   # cache -> (line, state, data or None): the cpu_rsp it must get
-        sent_data = dev.link.data
-        rtl_data = []
+        sent = dev.link
+        data_seen = 0                   # the model's D2H Data moved into ``data_owed``
+        data_owed = {}                  # UQID -> the model's D2H Data with it, not yet matched, in order
+        rtl_rsp = []
         uqid = iter(range(1 << 30))
+        snoop_out = {}                  # line -> the host's snoop to it, taken and not yet answered
+        snoop_by_uqid = {}
+        probed = set()                  # lines whose probe the caches took, not yet answered
+        snoop_uqids = set()
         started = 0
         if script is not None:
             accesses = len(script)
@@ -97,6 +129,21 @@ class RequestsBench:
 
         def mismatch(what, cyc):
             raise Mismatch(f"seed {self.seed}, cycle {cyc}: {what}")
+
+        def compare_data(d, cyc):
+            nonlocal data_seen
+            for msg in sent.data[data_seen:]:
+                data_owed.setdefault(msg.uid, deque()).append(msg)
+            data_seen = len(sent.data)
+            got = (int(d.hdr.uqid), bool(d.hdr.bogus), int(d.data))
+            owed = data_owed.get(got[0])
+            if not owed:
+                mismatch(f"D2H Data with UQID {got[0]}, which the model has not sent", cyc)
+            exp = owed.popleft()
+            out["snoop_data"] += got[0] in snoop_uqids
+            want = (exp.uid, exp.bogus, 0 if exp.bogus or exp.data is None else exp.data)
+            if got != want:
+                mismatch(f"D2H Data: RTL (uqid, bogus, data) {got}, model {want}", cyc)
 
         def expect(k, line, cyc):
             c = dev.caches[k].get(line)
@@ -141,12 +188,23 @@ class RequestsBench:
                 offers = {}
                 for chan, port in (("rsp", dut.h2d_rsp), ("data", dut.h2d_data)):
                     q = chans[chan]
-                    if q and q[0][0] <= cyc and rng.random() < p_in:
+                    # (no H2D Rsp to a request while a snoop to its line is unanswered: the host's rule)
+                    if q and q[0][0] <= cyc and rng.random() < p_in and \
+                            (chan == "data" or q[0][1].line not in snoop_out):
                         msg = offers[chan] = q[0][1]
                         offer_host(ctx, port, msg)
                     else:
                         ctx.set(port.valid, 0)
-                for port in (dut.d2h_data, dut.cpu_rsp, dut.cmd, dut.d2h_req):
+                snoop = None
+                if rng.random() < snoop_rate:
+                    op, line = self._snoop()
+                    if line not in snoop_out and not ("rsp" in offers and offers["rsp"].line == line):
+                        snoop = Msg(Channel.H2D_REQ, op, next(uqid) % 4096, line)
+                        ctx.set(dut.h2d_req.valid, 1)
+                        ctx.set(dut.h2d_req.p, {"valid": 1, "opcode": op, "addr": line, "uqid": snoop.uid})
+                if snoop is None:
+                    ctx.set(dut.h2d_req.valid, 0)
+                for port in (dut.d2h_data, dut.cpu_rsp, dut.cmd, dut.d2h_req, dut.d2h_rsp, dut.probe):
                     ctx.set(port.ready, rng.random() < p_sink)
                 answers.drive(ctx, dut.cmd_rsp, cyc)
                 # ---- what happens in it (read before the edge), in the commit ports' order
@@ -160,6 +218,21 @@ class RequestsBench:
                         chans[chan].popleft()
                         taken.append(offers[chan])
                         out["log"].append((cyc, "h2d", offers[chan].uid))
+                if snoop is not None and ctx.get(dut.h2d_req.ready):
+                    snoop_out[snoop.line] = snoop_by_uqid[snoop.uid] = snoop
+                    snoop_uqids.add(snoop.uid)
+                    out["snoops"] += 1
+                    if snoop.line in dev.by_line:
+                        out["snoops_on_requests"] += 1
+                    out["log"].append((cyc, "h2d_req", snoop.uid))
+                # the shadow, in the engine's commit order
+                if ctx.get(dut.probe.valid) and ctx.get(dut.probe.ready):
+                    p = ctx.get(dut.probe.p)
+                    base = int(p.block) * self.cfg.coalesce_block
+                    only = {base + i for i in range(self.cfg.coalesce_block) if (int(p.lines) >> i) & 1}
+                    probed.update(dev.close_probe(int(p.block), only))
+                if CommitC(ctx.get(dut.commit_c)) is CommitC.ANSWER:
+                    dev.on_snoop(snoop_out[int(ctx.get(dut.commit_c_line))], cyc)
                 if ctx.get(dut.freed_valid):
                     cqid = int(ctx.get(dut.freed_cqid))
                     t = dev.txns.get(cqid)
@@ -186,6 +259,17 @@ class RequestsBench:
                         expect(k, op.line, cyc)
                     elif len(dev.txns) != before + 1:
                         mismatch(f"{op!r}: the model neither finished it nor started a request", cyc)
+                if ctx.get(dut.commit_lane):
+                    line = int(ctx.get(dut.commit_lane_line))
+                    if ctx.get(dut.commit_lane_probed):
+                        if line not in probed:
+                            mismatch(f"line {line:#x} answered after a probe the caches have not taken", cyc)
+                        probed.discard(line)
+                        dev.finish_probe([line], cyc)
+                    else:
+                        dev.on_snoop(snoop_out[line], cyc)
+                if ctx.get(dut.commit_probe):
+                    dev.on_snoop(snoop_out[int(ctx.get(dut.commit_probe_line))], cyc)
                 kind = ResponseCommit(ctx.get(dut.rsp_commit))
                 if kind is not ResponseCommit.NONE:
                     msg = taken.popleft()
@@ -211,7 +295,18 @@ class RequestsBench:
                         when += rng.randint(0, 2)
                 answers.sample(ctx, dut.cmd, dut.cmd_rsp, cyc)
                 if ctx.get(dut.d2h_data.valid) and ctx.get(dut.d2h_data.ready):
-                    compare_d2h_data(ctx.get(dut.d2h_data.p), rtl_data, sent_data, lambda what: mismatch(what, cyc))
+                    compare_data(ctx.get(dut.d2h_data.p), cyc)
+                if ctx.get(dut.d2h_rsp.valid) and ctx.get(dut.d2h_rsp.ready):
+                    r = ctx.get(dut.d2h_rsp.p)
+                    model_rsp = [msg for msg in sent.rsp if msg.chan is Channel.D2H_RSP]
+                    i = len(rtl_rsp)
+                    got = (D2HRspOpcode(r.opcode), int(r.uqid))
+                    rtl_rsp.append(got)
+                    if i >= len(model_rsp) or got != (model_rsp[i].op, model_rsp[i].uid):
+                        mismatch(f"D2H Rsp #{i}: RTL {got}, model "
+                                 f"{(model_rsp[i].op, model_rsp[i].uid) if i < len(model_rsp) else None}", cyc)
+                    msg = snoop_by_uqid.pop(got[1])
+                    del snoop_out[msg.line]
                 if ctx.get(dut.cpu_rsp.valid) and ctx.get(dut.cpu_rsp.ready):
                     r = ctx.get(dut.cpu_rsp.p)
                     k, line, state = int(r.cache), int(r.line), CacheState(r.state).name
@@ -228,20 +323,24 @@ class RequestsBench:
                 await ctx.tick()
                 if started >= accesses and not to_send and not chans["rsp"] and not chans["data"] and \
                         not taken and not answers and not expected and ctx.get(dut.idle) and \
-                        all(b is None for b in bfm.busy):
+                        all(b is None for b in bfm.busy) and not snoop_out and \
+                        not any(data_owed.values()) and data_seen == len(sent.data):
                     out["cycles"] = cyc + 1
                     break
             else:
                 raise Mismatch(f"seed {self.seed}: not finished in {max_cycles} cycles: {len(to_send)} accesses "
                                f"not taken, waiting in the model {dev.queue}, requests {sorted(dev.txns)}, "
-                               f"caches waiting {[b for b in bfm.busy if b is not None]}")
+                               f"caches waiting {[b for b in bfm.busy if b is not None]}, snoops unanswered "
+                               f"{sorted(hex(l) for l in snoop_out)}")
             cyc = out["cycles"]
             if dev.queue or dev.txns or any(op is not None for op in dev.ops):
                 mismatch(f"the model still has work: waiting {dev.queue}, requests {sorted(dev.txns)}", cyc)
-            if len(rtl_data) != len(sent_data):
-                mismatch(f"D2H Data: RTL {len(rtl_data)}, model {len(sent_data)}", cyc)
+            if dev.work:
+                mismatch(f"the model still has work on {sorted(dev.work)}", cyc)
+            if len([msg for msg in sent.rsp if msg.chan is Channel.D2H_RSP]) != len(rtl_rsp):
+                mismatch(f"D2H Rsp: RTL {len(rtl_rsp)}, model more", cyc)
             compare_end_state(ctx, dut, bfm, dev, lambda what: mismatch(what, cyc))
-            out["errors"] = ctx.get(dut.protocol_errors)
+            out["errors"] = ctx.get(dut.protocol_errors) + ctx.get(dut.snoop_errors)
 
         sim = Simulator(dut)
         sim.add_clock(1e-8)
