@@ -21,9 +21,12 @@ _INSTALL = {"I": None, "S": MESI.S, "E": MESI.E, "M": MESI.M}
 
 
 class CacheBFM:
-    def __init__(self, caches):
+    def __init__(self, caches, strict=False):
         self.caches = [dict() for _ in range(caches)]
         self.busy = [None] * caches          # the CpuOp each cache waits on, or None
+        # ``strict``: a command that names a cache without the line is an error (the DCOH's presence
+        # bits are exact, so such a command is a stale copy list: a second invalidation, say)
+        self.strict = strict
 
     def access(self, op):
         """Start ``op`` (a :class:`CpuOp`).  Returns True if it finished in the cache (a hit); otherwise
@@ -42,6 +45,8 @@ class CacheBFM:
         returns (dirty, excl, data)."""
         dirty, excl, data = 0, 0, 0
         for k, cache in enumerate(self.caches):
+            if (mask >> k) & 1 and line not in cache and self.strict:
+                raise RuntimeError(f"command {op} of line {line:#x} names cache {k}, which does not hold it")
             if not (mask >> k) & 1 or line not in cache:
                 continue
             st, v = cache[line]

@@ -66,6 +66,7 @@ class EngineBench:
         self.dev.defer_complete = True
         self.dev.defer_service = True       # the model tries an access only where the RTL commits it
         self.bfm = bfm
+        bfm.strict = True
         self.dut = Engine(caches=caches, tracker=tracker, sf_sets=sf_sets, sf_ways=sf_ways, work=work,
                           window=window, cmd_depth=cmd_depth, coalesce_window=coalesce_window,
                           coalesce_block=coalesce_block, coalesce_groups=coalesce_groups)
@@ -99,9 +100,12 @@ class EngineBench:
         return rng.choice(list(H2DReqOpcode)), line
 
     def run(self, accesses=200, *, p_access=0.5, p_in=1.0, p_sink=1.0, cmd_delay=0, host_delay=4,
-            max_cycles=None, script=None, snoop_rate=0.0):
+            max_cycles=None, script=None, snoop_rate=0.0, snoop_script=None, host_plan=None):
         """``script``: instead of random accesses, a list of (cycle, CpuOp), each made at that cycle or
-        as soon after as its cache is idle, each cache's in their order (``accesses`` is then its length)."""
+        as soon after as its cache is idle, each cache's in their order (``accesses`` is then its length).
+        ``snoop_script``: instead of random snoops, a list of (cycle, opcode, line), each offered from that
+        cycle on, in order.  ``host_plan(txn)``: the host's answer to a request (a model ``Txn``) as a
+        list of (cycles after its D2H Req, response-table event), or None for a random one."""
         dut, dev, bfm, rng = self.dut, self.dev, self.bfm, self.rng
         K = self.cfg.caches
         max_cycles = max_cycles or 60 * accesses + 500
@@ -123,6 +127,8 @@ class EngineBench:
         probed = set()                  # lines whose probe the caches took, not yet answered
         snoop_uqids = set()
         started = 0
+        if snoop_script is not None:
+            snoop_script = deque(snoop_script)
         if script is not None:
             accesses = len(script)
             script = {k: deque(item for item in script if item[1].k == k) for k in range(K)}
@@ -196,8 +202,12 @@ class EngineBench:
                     else:
                         ctx.set(port.valid, 0)
                 snoop = None
-                if rng.random() < snoop_rate:
-                    op, line = self._snoop()
+                if snoop_script is not None:
+                    want = snoop_script[0][1:] if snoop_script and snoop_script[0][0] <= cyc else None
+                else:
+                    want = self._snoop() if rng.random() < snoop_rate else None
+                if want is not None:
+                    op, line = want
                     if line not in snoop_out and not ("rsp" in offers and offers["rsp"].line == line):
                         snoop = Msg(Channel.H2D_REQ, op, next(uqid) % 4096, line)
                         ctx.set(dut.h2d_req.valid, 1)
@@ -219,6 +229,8 @@ class EngineBench:
                         taken.append(offers[chan])
                         out["log"].append((cyc, "h2d", offers[chan].uid))
                 if snoop is not None and ctx.get(dut.h2d_req.ready):
+                    if snoop_script:
+                        snoop_script.popleft()
                     snoop_out[snoop.line] = snoop_by_uqid[snoop.uid] = snoop
                     snoop_uqids.add(snoop.uid)
                     out["snoops"] += 1
@@ -287,12 +299,16 @@ class EngineBench:
                                  f"there: {t!r}", cyc)
                     out["requests"] += 1
                     out["log"].append((cyc, "d2h_req", cqid))
-                    when = cyc + 1 + rng.randint(0, host_delay)
-                    for e in host_events(rng, t.state):
+                    plan = host_plan(t) if host_plan is not None else None
+                    if plan is None:
+                        when, plan = cyc + 1 + rng.randint(0, host_delay), []
+                        for e in host_events(rng, t.state):
+                            plan.append((when - cyc, e))
+                            when += rng.randint(0, 2)
+                    for delay, e in plan:
                         msg = host_message(t, e, rng, uqid)
                         chan = "data" if msg.chan is Channel.H2D_DATA else "rsp"
-                        chans[chan].append((when, msg))
-                        when += rng.randint(0, 2)
+                        chans[chan].append((cyc + delay, msg))
                 answers.sample(ctx, dut.cmd, dut.cmd_rsp, cyc)
                 if ctx.get(dut.d2h_data.valid) and ctx.get(dut.d2h_data.ready):
                     compare_data(ctx.get(dut.d2h_data.p), cyc)

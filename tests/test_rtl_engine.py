@@ -35,6 +35,35 @@ def test_request_side_matches_the_golden_device(case, seed):
     assert out["requests"] > 0 and out["rsp_events"] >= out["requests"]
 
 
+SNOOPS = dict(snoop_rate=0.35)
+
+SNOOP_CASES = {
+    # name: (bench parameters, run parameters): the host snoops too, lines with requests in flight among them
+    "defaults": (dict(), SNOOPS),
+    "slow_ports": (dict(), SLOW | SNOOPS),
+    "one_work_entry": (dict(work=1), SNOOPS),
+    "small_window_one_command": (dict(window=4, cmd_depth=1), SNOOPS),
+    "one_coalescer_group": (dict(coalesce_groups=1, coalesce_window=8), SNOOPS),
+    "tracker_smaller_than_caches": (dict(caches=8, tracker=4), SLOW | SNOOPS),
+    "direct_mapped": (dict(sf_ways=1, sf_sets=32), SNOOPS),
+    "eight_ways_two_lines_a_set": (dict(sf_ways=8, sf_sets=4, caches=6, lines_per_set=2), SLOW | SNOOPS),
+    "snoop_storm": (dict(), dict(snoop_rate=0.9)),
+}
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.parametrize("case", sorted(SNOOP_CASES))
+def test_engine_with_host_snoops_matches_the_golden_device(case, seed):
+    """Accesses and host snoops together: snoops to lines with requests in flight read the request's
+    state, stall until its data, hold on lines an access works on; accesses park on lines a snoop works
+    on.  Every message is compared one for one (tb/engine.py)."""
+    bench_kw, run_kw = SNOOP_CASES[case]
+    out = EngineBench(seed=seed, **bench_kw).run(120, **run_kw)
+    assert out["errors"] == 0
+    assert out["commits"] + out["hits"] == out["accesses"] == 120
+    assert out["snoops"] > 20 and out["snoops_on_requests"] > 0 and out["snoop_data"] > 0
+
+
 @pytest.mark.parametrize("kw, name", [
     (dict(caches=0), "caches"), (dict(caches=33), "caches"), (dict(tracker=1), "tracker"),
     (dict(sf_ways=3), "ways"), (dict(sf_sets=6), "sets"),
@@ -60,3 +89,35 @@ def test_an_access_behind_a_request_on_its_line_is_woken_by_its_completion(delay
     around it (a park and a wake in one cycle must leave it woken)."""
     out = _waiting_behind(delay)
     assert out["commits"] == 2 and out["requests"] == 1           # the second one filled from the first
+
+
+def _upgrade_snooped_twice(data_at, second):
+    """Caches share a line in S; one stores to it (an upgrade: RdOwn, SM_AD).  The host snoops it with
+    SnpInv (the engine probes the copies away: IM_AD, or IM_A if the Data came meanwhile), then a second
+    snoop, which finds no copy left to probe; the Data comes ``data_at`` cycles after the D2H Req, the GO
+    after both snoops."""
+    from cxl.messages import H2DReqOpcode as Snp
+    from models.dcoh import CpuOp
+    bench = EngineBench(seed=1, caches=4, preload_share=1.0, uncached_share=0)
+    dev = bench.dev
+    line = next(l for l, e in sorted(dev.sf.entries.items()) if e.state is not None and e.state.name == "S"
+                and not e.dirty and bin(e.presence).count("1") >= 2)
+    k = next(k for k in range(4) if dev.sf.entries[line].presence >> k & 1)
+
+    def plan(t):
+        return [(data_at, "Data"), (max(data_at, 45) + 5, "GO-E")] if t.line == line else None
+    return bench.run(script=[(0, CpuOp("store", k, line, 99))], host_plan=plan, host_delay=0,
+                     snoop_script=[(10, Snp.SnpInv, line), (20, getattr(Snp, second), line)])
+
+
+@pytest.mark.parametrize("data_at, second", [(d, "SnpInv") for d in range(14, 34)] +
+                         [(d, "SnpData") for d in (14, 22, 30)])
+def test_an_upgrade_snooped_twice_while_its_data_arrives(data_at, second):
+    """Swept over the Data's arrival, so that it meets the first snoop's answer lane in every cycle
+    around it: the lane writes the request's state from the state it has then (SM_A's SnpInv leaves
+    IM_A), waits for a cycle in which the response path does not write the same request, and the
+    response path forwards the lane's write into its own stage C.  The first snoop's probe leaves the
+    filter's entry with no copy, so the second snoop probes nothing, and the upgrade's completion
+    invalidates no copy a second time (the caches' side refuses such a command)."""
+    out = _upgrade_snooped_twice(data_at, second)
+    assert out["errors"] == 0 and out["snoops"] == 2 and out["requests"] == 1

@@ -15,8 +15,8 @@ work entries), hdl/dcoh/pipe/request_path.py (the caches' accesses) and hdl/dcoh
   which tracker entry holds a request on it (``t_match``), and whether an access works on it (a
   command, an answer, a request starting: ``line_busy``).  Snoop C reads the snoop table with the
   request's state (the response path's ``states``), holds a snoop to a line an access works on or whose
-  request is completing (the model finishes those at once) or whose state stalls snoops (GO seen,
-  data not yet), and hands the others to a work entry when the answer changes the request's state or
+  request is completing or not yet started (the model finishes those at once) or whose state stalls
+  snoops (GO seen, data not yet), and hands the others to a work entry when the answer changes the request's state or
   forwards its write-back buffer.  The answer lane writes the request's state (``snoop_write``) from the
   state it has then; it waits for a cycle in which the response path's C does not apply a response to
   the same request.  A request a work entry names is not freed before the entry ends (``pinned``).
@@ -37,11 +37,12 @@ Not here yet: back-invalidations (``needs_back_invalidation`` flags an access th
 D2H credits and the QoS order of D2H Req.
 """
 
-from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.hdl import Assert, Cat, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 
+from cxl.coherence import GRANTED, RESPONSE_TABLE, SNOOP_TABLE, STALL
 from cxl.messages import ADDR_WIDTH, D2HDataHdr, D2HReq, D2HRsp, H2DDataHdr, H2DReq, H2DRsp
 from hdl.link.ports import DataMsg
 
@@ -64,6 +65,14 @@ class Engine(wiring.Component):
 
     def __init__(self, *, caches=2, tracker=16, sf_sets=64, sf_ways=4, work=8, window=8, cmd_depth=4,
                  coalesce_window=4, coalesce_block=4, coalesce_groups=4, addr_width=ADDR_WIDTH):
+        # a snoop held on a stall goes again at the request's completion (``req_release``), which holds
+        # only while every state whose snoops stall completes with its Data
+        for (state, op), row in SNOOP_TABLE.items():
+            if row[0] is STALL:
+                nxt, _ = RESPONSE_TABLE[(state, "Data")]
+                if nxt != GRANTED and not nxt.stable:
+                    raise AssertionError(f"Engine: {state.name}'s snoops stall, but its Data leaves {nxt.name}, "
+                                         "not a completion: a held snoop would wait for nothing")
         self.sf = PipelinedSnoopFilter(sf_sets, sf_ways, caches, addr_width, stall=False)
         self.snoop = SnoopPipe(caches=caches, sf_sets=sf_sets, sf_ways=sf_ways, work=work, window=window,
                                cmd_depth=cmd_depth, coalesce_window=coalesce_window,
@@ -146,11 +155,15 @@ class Engine(wiring.Component):
                      rs.snoop_write.eq(sp.req_write), rs.wb_read.eq(sp.wb_read), sp.wb_data.eq(rs.wb_data),
                      rs.pinned.eq(sp.pinned),
                      rq.ext_busy.eq(sp.work_block.cam_hit), rq.ext_wake.eq(sp.line_freed)]
-        # a held snoop goes again after anything it may have waited for: a completion, a response
-        # applied (a Data ends a stall), an access's command issued or answer taken
+        # A held snoop goes again after anything it may have waited for: a completion (which also ends
+        # a stall: each state whose snoops stall completes with its Data), an access's command issued or
+        # answer taken, a work entry ending (the snoop path's own).
         rq_answer_taken = rq.cpu_rsp.valid & rq.cpu_rsp.ready
-        m.d.comb += sp.req_release.eq(rs.freed.valid | (rs.commit != ResponseCommit.NONE) | rq.commit |
-                                      rq_answer_taken)
+        m.d.comb += sp.req_release.eq(rs.freed.valid | rq.commit | rq_answer_taken)
+        # A request in the start register is in ``t_match`` before its tracker entry is written: the
+        # entry's state is then its last request's, stable, so the snoop holds (not read as a request's).
+        m.d.sync += Assert(~(t_any & rs.start.valid & (rs.start.p.idx == t_idx)) | is_stable(t_state),
+                           "engine: a snoop read the state of a request not yet started")
 
         # ---- cmd: the response lane's, the snoop work's, the request path's; whose answer is next ----
         K = self.caches

@@ -114,7 +114,7 @@ class RequestPath(wiring.Component):
             "idle": Out(1),
             # ---- the snoop side (hdl/dcoh/pipe/engine.py; tied off when alone) ----------------------
             # for the line in the filter's result (a snoop's, in its C): the tracker entry that has it
-            # (one-hot), and whether an access works on it (a command, an answer, a request starting)
+            # (one-hot), and whether an access works on it (a command, or an answer not yet taken)
             "t_match": Out(tracker), "line_busy": Out(1),
             # for C's line: a snoop's work holds it (the access waits); and a snoop's work ended
             "ext_busy": In(1), "ext_wake": In(1),
@@ -456,10 +456,12 @@ class RequestPath(wiring.Component):
                 m.d.sync += [s_valid[j].eq(0), s_issued[j].eq(0)]
 
         # ---- what the snoop side sees of the line in the filter's result --------------------------------
+        # (a request still in the start register is in ``t_match`` already, and its tracker entry still
+        # holds the last request's stable state: the snoop side holds a snoop to it as to a completing
+        # request; hdl/dcoh/pipe/engine.py asserts it)
         m.d.comb += [
             self.t_match.eq(Cat(t_valid[i] & (t_line[i] == line) for i in range(T))),
-            self.line_busy.eq((start_valid & (start_r.line == line)) |
-                              Cat((s_lane[j] | s_answer[j]) & (s_line[j] == line) for j in range(K)).any()),
+            self.line_busy.eq(Cat((s_lane[j] | s_answer[j]) & (s_line[j] == line) for j in range(K)).any()),
         ]
 
         # ---- commit port and status --------------------------------------------------------------------
