@@ -36,6 +36,10 @@
   not yet the DCOH's: no back-invalidations), checked against the golden device as it runs
   (tb/engine.py): ``request_events_per_cycle`` as above; the latencies of one load miss alone, from its
   ``cpu_req`` taken to its D2H Req offered and from the host's last message taken to its ``cpu_rsp``.
+* ``engine_mixed``: that request stream and host snoops to lines the device lacks (SnpData, offered from
+  the first cycle) through the engine at once, checked against the golden device as it runs: the
+  request events, the snoops answered and the two together per cycle, over the cycles in which both
+  streams run (the middle of each).
 
     python -m bench.dcoh_bench [--out FILE]
     python -m bench.dcoh_bench --rescan-tries    # the rescans' tries with and without the wake-up rule per access
@@ -471,6 +475,32 @@ def requests_pipe(caches=8, per_cache=24):
             "params": {"caches": caches, "tracker": 16, "sf_sets": 64, "sf_ways": 4}}
 
 
+def engine_mixed(caches=8, per_cache=24, snoops=384):
+    """The engine with both streams at once (module docstring, ``engine_mixed``): the request row's
+    stream of ``requests_pipe`` and host snoops to lines the device lacks, offered from the first cycle
+    (the two sides share the snoop filter's one lookup a cycle, taking turns when both want it)."""
+    from models.dcoh import CpuOp
+    from tb.engine import EngineBench
+    b = EngineBench(seed=1, caches=caches, tracker=16, sf_sets=64, sf_ways=4, uncached_share=0, preload_share=0)
+    script = []
+    for j in range(per_cache):
+        for k in range(caches):
+            line = b.lines[(k + caches * j) % len(b.lines)]
+            script += [(0, CpuOp("load", k, line)), (0, CpuOp("evict", k, line))]
+    snoop_script = [(0, H2DReqOpcode.SnpData, (1 << 21) + i) for i in range(snoops)]
+    r = b.run(script=script, snoop_script=snoop_script, host_delay=0)
+    req, rsp = sorted(r["event_cycles"]), sorted(r["rsp_cycles"])
+    # the window: the cycles in which both streams run (the first quarter to the earlier stream's third)
+    lo = max(req[len(req) // 4], rsp[len(rsp) // 4])
+    hi = min(req[(3 * len(req)) // 4], rsp[(3 * len(rsp)) // 4])
+    in_req = sum(lo <= c < hi for c in req)
+    in_rsp = sum(lo <= c < hi for c in rsp)
+    return {"events_per_cycle": round((in_req + in_rsp) / (hi - lo), 4),
+            "request_events_per_cycle": round(in_req / (hi - lo), 4),
+            "snoops_per_cycle": round(in_rsp / (hi - lo), 4), "window_cycles": hi - lo,
+            "params": {"caches": caches, "tracker": 16, "sf_sets": 64, "sf_ways": 4, "snoops": snoops}}
+
+
 def measure():
     miss = snoop_miss()
     link = link_one_way()
@@ -500,6 +530,7 @@ def measure():
         "link_one_way_up_down": [link["up"], link["down"]],
         "snoop_pipe": snoop_pipe(),
         "requests_pipe": requests_pipe(),
+        "engine_mixed": engine_mixed(),
         "note": "cycles measured on the RTL in amaranth.sim (bench/dcoh_bench.py); hit latency excludes "
                 "the internal cache's own time; *_per_cycle and the latencies beside them: streams of "
                 "non-conflicting lines, middle half of the run (bench/dcoh_bench.py, _StreamHarness)",

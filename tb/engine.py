@@ -27,6 +27,7 @@ from hdl.dcoh.encodings import CacheState
 from hdl.dcoh.pipe.engine import Engine
 from hdl.dcoh.pipe.response_path import ResponseCommit
 from hdl.dcoh.pipe.snoop_pipe import CommitC
+from hdl.dcoh.pipe.snoop_work import WorkState
 from models.config import Config
 from models.dcoh import CpuOp, cache_hit
 from models.link import Msg
@@ -47,19 +48,19 @@ class EngineBench:
     ``coalesce_*``: the engine's snoop side."""
 
     def __init__(self, *, seed=1, caches=4, tracker=16, sf_sets=16, sf_ways=4, lines_per_set=None,
-                 uncached_share=0.15, preload_share=0.5, work=8, window=8, cmd_depth=4, coalesce_window=4,
-                 coalesce_block=4, coalesce_groups=4):
+                 uncached_share=0.15, uncached_held=0.0, preload_share=0.5, work=8, window=8, cmd_depth=4,
+                 coalesce_window=4, coalesce_block=4, coalesce_groups=4):
         self.seed = seed
         self.rng = rng = random.Random(seed)
         self.cfg = Config(devices=1, caches=caches, sf_sets=sf_sets, sf_ways=sf_ways, max_outstanding=tracker,
                           coalesce_window=coalesce_window, coalesce_block=coalesce_block)
         per_set = lines_per_set or sf_ways
-        if per_set > sf_ways:
-            raise ValueError("EngineBench: more lines a set than ways would need back-invalidations")
-        # the cached lines: ``per_set`` in each set; half of them preloaded
+        # the cached lines: ``per_set`` in each set (more than its ways: misses back-invalidate a victim);
+        # ``preload_share`` of them preloaded.  Uncached accesses go to lines no cache holds, or
+        # (``uncached_held`` of them) to the cached lines (the device back-invalidates its own copies)
         self.lines = [s + sf_sets * i for s in range(sf_sets) for i in range(per_set)]
         self.uncached_lines = [(1 << 20) + i for i in range(8)]
-        self.uncached_share = uncached_share
+        self.uncached_share, self.uncached_held = uncached_share, uncached_held
         self.dev, bfm = preload(rng, self.cfg, rng.sample(self.lines, int(len(self.lines) * preload_share)),
                                 shapes=("S", "S", "S_dirty", "E", "M", "E_shared"))
         self.dev.checker = UncheckedValues()
@@ -75,8 +76,8 @@ class EngineBench:
     def _access(self, k):
         rng = self.rng
         if rng.random() < self.uncached_share:
-            return CpuOp(rng.choice(UNCACHED), k, rng.choice(self.uncached_lines), rng.getrandbits(64),
-                         rng.randrange(2))
+            lines = self.lines if rng.random() < self.uncached_held else self.uncached_lines
+            return CpuOp(rng.choice(UNCACHED), k, rng.choice(lines), rng.getrandbits(64), rng.randrange(2))
         kind = rng.choice(CACHED)
         if kind == "evict":
             held = sorted(self.bfm.caches[k])
@@ -111,7 +112,7 @@ class EngineBench:
         max_cycles = max_cycles or 60 * accesses + 500
         out = {"cycles": 0, "accesses": 0, "hits": 0, "commits": 0, "requests": 0, "rsp_events": 0,
                "event_cycles": [], "commit_cycles": {}, "log": [], "snoops": 0, "snoop_data": 0,
-               "snoops_on_requests": 0}
+               "snoops_on_requests": 0, "back_invalidations": 0, "rsp_cycles": []}
         to_send = deque()               # accesses the caches could not finish, in order
         chans = {"rsp": deque(), "data": deque()}
         taken = deque()
@@ -204,8 +205,8 @@ class EngineBench:
                 snoop = None
                 if snoop_script is not None:
                     want = snoop_script[0][1:] if snoop_script and snoop_script[0][0] <= cyc else None
-                else:
-                    want = self._snoop() if rng.random() < snoop_rate else None
+                else:       # (while the caches still make accesses: then the run drains)
+                    want = self._snoop() if started < accesses and rng.random() < snoop_rate else None
                 if want is not None:
                     op, line = want
                     if line not in snoop_out and not ("rsp" in offers and offers["rsp"].line == line):
@@ -271,6 +272,15 @@ class EngineBench:
                         expect(k, op.line, cyc)
                     elif len(dev.txns) != before + 1:
                         mismatch(f"{op!r}: the model neither finished it nor started a request", cyc)
+                if ctx.get(dut.commit_bi):
+                    k = int(ctx.get(dut.commit_cache))
+                    op = dev.ops[k]
+                    before = set(dev.work)
+                    if op is None or op not in dev.queue or dev._try_issue(op, cyc) or len(dev.work) != len(before) + 1:
+                        mismatch(f"the RTL started a back-invalidation for cache {k}'s access {op!r}; the model's try "
+                                 f"does not (its work: {sorted(before)} -> {sorted(dev.work)})", cyc)
+                    out["back_invalidations"] += 1
+                    out["log"].append((cyc, "bi", k))
                 if ctx.get(dut.commit_lane):
                     line = int(ctx.get(dut.commit_lane_line))
                     if ctx.get(dut.commit_lane_probed):
@@ -280,7 +290,8 @@ class EngineBench:
                         dev.finish_probe([line], cyc)
                     else:
                         dev.on_snoop(snoop_out[line], cyc)
-                if ctx.get(dut.commit_probe):
+                if ctx.get(dut.commit_probe) and not ctx.get(dut.commit_probe_evict):
+                    # (a back-invalidation's probe: the model added it as it started the work)
                     dev.on_snoop(snoop_out[int(ctx.get(dut.commit_probe_line))], cyc)
                 kind = ResponseCommit(ctx.get(dut.rsp_commit))
                 if kind is not ResponseCommit.NONE:
@@ -323,6 +334,7 @@ class EngineBench:
                                  f"{(model_rsp[i].op, model_rsp[i].uid) if i < len(model_rsp) else None}", cyc)
                     msg = snoop_by_uqid.pop(got[1])
                     del snoop_out[msg.line]
+                    out["rsp_cycles"].append(cyc)
                 if ctx.get(dut.cpu_rsp.valid) and ctx.get(dut.cpu_rsp.ready):
                     r = ctx.get(dut.cpu_rsp.p)
                     k, line, state = int(r.cache), int(r.line), CacheState(r.state).name
@@ -334,8 +346,6 @@ class EngineBench:
                                  f"{(e_line, e_state, e_data)}", cyc)
                     bfm.install(k, line, state, int(r.data))
                     out["log"].append((cyc, "cpu_rsp", k))
-                if ctx.get(dut.needs_back_invalidation):
-                    mismatch("an access needs a back-invalidation (the bench's lines should never need one)", cyc)
                 await ctx.tick()
                 if started >= accesses and not to_send and not chans["rsp"] and not chans["data"] and \
                         not taken and not answers and not expected and ctx.get(dut.idle) and \
@@ -347,7 +357,9 @@ class EngineBench:
                 raise Mismatch(f"seed {self.seed}: not finished in {max_cycles} cycles: {len(to_send)} accesses "
                                f"not taken, waiting in the model {dev.queue}, requests {sorted(dev.txns)}, "
                                f"caches waiting {[b for b in bfm.busy if b is not None]}, snoops unanswered "
-                               f"{sorted(hex(l) for l in snoop_out)}")
+                               f"{sorted(hex(l) for l in snoop_out)}; the engine's snoop window "
+                               f"{'held' if ctx.get(dut.snoop.window.held) else 'issuing'}, its work entries "
+                               f"{[WorkState(ctx.get(s)).name for s in dut.snoop.work_block.states]}")
             cyc = out["cycles"]
             if dev.queue or dev.txns or any(op is not None for op in dev.ops):
                 mismatch(f"the model still has work: waiting {dev.queue}, requests {sorted(dev.txns)}", cyc)

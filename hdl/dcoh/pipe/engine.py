@@ -27,14 +27,23 @@ work entries), hdl/dcoh/pipe/request_path.py (the caches' accesses) and hdl/dcoh
   path's; a queue of two bits per command outstanding says whose answer comes next (the caches answer
   in order).  ``cpu_rsp``: the response lane's first.  ``d2h_data``: the response lane's pulls first,
   then the snoops' data; the host matches D2H Data by its UQID.
+* **Back-invalidations.**  Request C takes a work entry of the snoop side for one (``bi``: the two C
+  stages share the filter's one lookup a cycle, so the work entries' one allocation a cycle goes to
+  whichever decides) and a CQID; the entry probes and invalidates the line's copies as a snoop's does,
+  and its answer lane frees the filter's entry and hands the write-back to the request path's start
+  register (``wb_start``, ``evict_value``).  A snoop to a line being back-invalidated waits for the
+  write-back to start, as for a request not yet started (the back-invalidation's CQID is in the tracker
+  under that line, its entry in a stable state), and then reads that request's state.  Request C chooses
+  no victim in a set where a work entry or another access's command or answer holds a line (the model
+  may not know of that work yet, and passes over the lines it knows busy), and passes over the ways
+  whose lines have a request (the filter's ``result_busy``).
 
 Commit order within a cycle (a shadow model's): a probe message taken (``probe``), snoop C
 (``commit_c``), the completions (``freed_valid``), request C (``commit``), the snoop answer lane
 (``commit_lane``), a probe added (``commit_probe``), response C (``rsp_commit``).  Request C decides on
 a row read before the snoop lane's write of the same cycle, so it goes before the lane.
 
-Not here yet: back-invalidations (``needs_back_invalidation`` flags an access that would need one), the
-D2H credits and the QoS order of D2H Req.
+Not here yet: the D2H credits and the QoS order of D2H Req.
 """
 
 from amaranth.hdl import Assert, Cat, Module, Mux, Signal
@@ -99,11 +108,11 @@ class Engine(wiring.Component):
             # commit ports (the module docstring gives their order within a cycle)
             "commit_c": Out(CommitC), "commit_c_line": Out(addr_width),
             "commit_lane": Out(1), "commit_lane_line": Out(addr_width), "commit_lane_probed": Out(1),
-            "commit_probe": Out(1), "commit_probe_line": Out(addr_width),
-            "commit": Out(1), "commit_cache": Out(range(max(caches, 2))),
+            "commit_probe": Out(1), "commit_probe_line": Out(addr_width), "commit_probe_evict": Out(1),
+            "commit": Out(1), "commit_bi": Out(1), "commit_cache": Out(range(max(caches, 2))),
             "rsp_commit": Out(ResponseCommit), "rsp_commit_cqid": Out(range(tracker)),
             "freed_valid": Out(1), "freed_cqid": Out(range(tracker)),
-            "needs_back_invalidation": Out(1), "idle": Out(1),
+            "idle": Out(1),
             "snoop_errors": Out(16), "last_snoop_error": Out(ErrorKind),
             "protocol_errors": Out(16), "last_error": Out(ErrorKind),
         })
@@ -134,7 +143,8 @@ class Engine(wiring.Component):
                      sf.lookup.p.eq(Mux(s_lk.valid & s_lk.ready, s_lk.p, r_lk.p))]
         with m.If(s_lk.valid & r_lk.valid):
             m.d.sync += snoop_turn.eq(~snoop_turn)
-        m.d.comb += [sf.result.ready.eq(1), sf.result_busy.eq(0)]
+        # (only the request side's decision uses the victim choice, and its busy ways)
+        m.d.comb += [sf.result.ready.eq(1), sf.result_busy.eq(rq.sf.result_busy)]
         for side in (sp.sf, rq.sf):
             m.d.comb += [side.result.valid.eq(sf.result.valid), side.result.p.eq(sf.result.p),
                          side.result_row.eq(sf.result_row), side.result_hits.eq(sf.result_hits)]
@@ -154,14 +164,20 @@ class Engine(wiring.Component):
                      sp.lane_req_blocked.eq(rs.c_apply.valid & (rs.c_apply.cqid == sp.lane_cqid)),
                      rs.snoop_write.eq(sp.req_write), rs.wb_read.eq(sp.wb_read), sp.wb_data.eq(rs.wb_data),
                      rs.pinned.eq(sp.pinned),
-                     rq.ext_busy.eq(sp.work_block.cam_hit), rq.ext_wake.eq(sp.line_freed)]
+                     rq.ext_busy.eq(sp.work_block.cam_hit), rq.ext_set_busy.eq(sp.work_block.cam_set),
+                     rq.ext_wake.eq(sp.line_freed)]
+        # back-invalidations: request C's work entry, the write-back its answer lane starts
+        wiring.connect(m, rq.bi, sp.bi)
+        wiring.connect(m, sp.wb_start, rq.ext_start)
+        m.d.comb += [rq.bi_can.eq(sp.can_alloc), rq.ext_value.eq(sp.evict_value)]
         # A held snoop goes again after anything it may have waited for: a completion (which also ends
         # a stall: each state whose snoops stall completes with its Data), an access's command issued or
         # answer taken, a work entry ending (the snoop path's own).
         rq_answer_taken = rq.cpu_rsp.valid & rq.cpu_rsp.ready
         m.d.comb += sp.req_release.eq(rs.freed.valid | rq.commit | rq_answer_taken)
-        # A request in the start register is in ``t_match`` before its tracker entry is written: the
-        # entry's state is then its last request's, stable, so the snoop holds (not read as a request's).
+        # A request in the start register, or a back-invalidation's CQID before its write-back starts,
+        # is in ``t_match`` before its tracker entry is written: the entry's state is then its last
+        # request's, stable, so the snoop holds (not read as a request's).
         m.d.sync += Assert(~(t_any & rs.start.valid & (rs.start.p.idx == t_idx)) | is_stable(t_state),
                            "engine: a snoop read the state of a request not yet started")
 
@@ -194,11 +210,11 @@ class Engine(wiring.Component):
             self.commit_lane.eq(sp.commit_lane), self.commit_lane_line.eq(sp.commit_lane_line),
             self.commit_lane_probed.eq(sp.commit_lane_probed),
             self.commit_probe.eq(sp.commit_probe), self.commit_probe_line.eq(sp.commit_probe_line),
-            self.commit.eq(rq.commit), self.commit_cache.eq(rq.commit_cache),
+            self.commit_probe_evict.eq(sp.commit_probe_evict),
+            self.commit.eq(rq.commit), self.commit_bi.eq(rq.commit_bi), self.commit_cache.eq(rq.commit_cache),
             self.rsp_commit.eq(rs.commit), self.rsp_commit_cqid.eq(rs.commit_cqid),
             self.freed_valid.eq(rs.freed.valid), self.freed_cqid.eq(rs.freed.cqid),
-            self.needs_back_invalidation.eq(rq.needs_back_invalidation),
-            self.idle.eq(rq.idle & rs.idle & ~whose.r_rdy),
+            self.idle.eq(rq.idle & rs.idle & sp.idle & ~whose.r_rdy),
             self.snoop_errors.eq(sp.protocol_errors), self.last_snoop_error.eq(sp.last_error),
             self.protocol_errors.eq(rs.protocol_errors), self.last_error.eq(rs.last_error),
         ]

@@ -1,7 +1,7 @@
 """The pipelined DCOH's request path: the internal caches' accesses through A / B1 / B2 / C over the snoop filter.
 
 The third event class of the pipelined engine (docs/dcoh_pipeline.md), built and checked with the response
-path (hdl/dcoh/pipe/requests.py): the accesses the internal caches cannot finish themselves (``cpu_req``:
+path (hdl/dcoh/pipe/engine.py): the accesses the internal caches cannot finish themselves (``cpu_req``:
 misses, upgrades, evictions, uncached accesses), one per cache at a time, each held in a *slot* of its
 cache, a state machine woken by what it waits for.  No rescan: an access that cannot go on parks with its
 reason (a CQID, or its line or set), and the event that frees that wakes it.
@@ -30,8 +30,15 @@ C (N+3: decide and commit)
       cache, or, for an eviction that leaves no copy, frees the entry and starts the write-back;
     * *answer*: an eviction of a line the cache no longer holds, a store to an E line no peer holds:
       ``cpu_rsp`` queued (``cpu_rsp`` leaves through a queue that always has room: one answer a cache);
+    * *back-invalidate*: a miss whose set is full frees a way (the pseudo-LRU victim, unless a request
+      is on its line: then the lowest way whose line has none), an uncached access to a line the device
+      holds frees that line: a work entry of the snoop side takes the line (``bi``) and one more CQID,
+      for the write-back it starts when its copies are taken (``ext_start``); the access parks on the
+      set (or its line) meanwhile;
     * *park*: its line has a request or a command in flight, no CQID is free, or its set has no free
-      way; *retry* (a pass again at once): the start register is busy, the access is right behind C's
+      way and no victim can be taken now (a back-invalidation of its own still running, fewer than two
+      CQIDs free, no work entry free, or a work entry or another access's command or answer on a line
+      of the set, which the model may not know of yet); *retry* (a pass again at once): the start register is busy, the access is right behind C's
       own on the same line (B2 could not see that decision), or its set's row lacks C's write of the
       last cycle.
 
@@ -39,13 +46,12 @@ C (N+3: decide and commit)
     forwarding path of the filter); an access of that set in C in that next cycle, whose row lacks it,
     goes round again.  The response path's fill takes the port in the other cycles.
 
-What is not here yet: back-invalidations.  An access that needs one (a miss whose set is full, an uncached
-access to a line the device holds) parks and sets ``needs_back_invalidation``; it would wait for ever.
 
 Commit port (a shadow model's order)
 ------------------------------------
 ``commit`` with ``commit_cache``: the golden model's ``_try_issue`` of that cache's access now, which must
-succeed (issue, fill, evict or finish).  An issue and an answer commit at their pass; an internal fill and
+succeed (issue, fill, evict or finish); ``commit_bi``: the same try, which fails having started a
+back-invalidation.  An issue and an answer commit at their pass; an internal fill and
 an eviction at their finish, where the snoop filter changes and an eviction takes its CQID.  Within a
 cycle, after the completions (``freed``: the CQID a completion frees may be taken in its cycle, as the
 model takes the lowest free one) and before the response path's commits.
@@ -56,6 +62,7 @@ from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
+from amaranth.utils import exact_log2
 
 from cxl.coherence import DevState as D, REQUEST_START
 from cxl.messages import ADDR_WIDTH, D2HReq, D2HReqOpcode as Req, MAX_IDS
@@ -63,9 +70,10 @@ from hdl.link.ports import LINE_BITS
 
 from ..encodings import CacheCmd, CacheCmdRsp, CacheState, CmdOp, CpuKind, CpuReq, CpuRsp, STATE_BITS, STATE_CODE, UNCACHED
 from ..sf_pipe import PipelinedSnoopFilter
+from ..engine_tables import line_state
 from ..snoop_filter import AllocKind, SFOp, SFState, Update
-from .response_path import RequestStart
-from .snoop_work import lowest, pick
+from .response_path import RequestStart, WriteBackStart
+from .snoop_work import WorkAlloc, lowest, pick
 
 __all__ = ["RequestPath", "Finish"]
 
@@ -110,14 +118,21 @@ class RequestPath(wiring.Component):
             "freed": In(data.StructLayout({"valid": 1, "cqid": range(tracker)})),
             "fill": In(stream.Signature(Update(addr_width, sf_ways, caches))),
             "commit": Out(1), "commit_cache": Out(range(max(caches, 2))),
-            "needs_back_invalidation": Out(1),
+            "commit_bi": Out(1),
             "idle": Out(1),
             # ---- the snoop side (hdl/dcoh/pipe/engine.py; tied off when alone) ----------------------
             # for the line in the filter's result (a snoop's, in its C): the tracker entry that has it
             # (one-hot), and whether an access works on it (a command, or an answer not yet taken)
             "t_match": Out(tracker), "line_busy": Out(1),
-            # for C's line: a snoop's work holds it (the access waits); and a snoop's work ended
-            "ext_busy": In(1), "ext_wake": In(1),
+            # for C's line: a snoop's work holds it (the access waits), or a line of its set; and a
+            # snoop's work ended
+            "ext_busy": In(1), "ext_set_busy": In(1), "ext_wake": In(1),
+            # back-invalidations: a work entry of the snoop side taken (``bi_can``: one is free), the
+            # write-back it starts (its line in ``ext_value`` from the next cycle)
+            "bi": Out(stream.Signature(WorkAlloc(addr_width, exact_log2(sf_ways), caches, tracker))),
+            "bi_can": In(1),
+            "ext_start": In(stream.Signature(WriteBackStart(tracker, addr_width, sf_ways))),
+            "ext_value": In(LINE_BITS),
         })
 
     def elaborate(self, platform):
@@ -137,6 +152,7 @@ class RequestPath(wiring.Component):
         # a line or way freed while the slot was in flight (B2's view of the busy lines may be a cycle old)
         s_woke = Signal(K, name="s_woke")
         s_why_cqid, s_why_loc = Signal(K, name="s_why_cqid"), Signal(K, name="s_why_loc")
+        s_cq_res = Signal(K, name="s_cq_res")      # a CQID reserved for this eviction's finish
         s_kind = [Signal(CpuKind, name=f"s_kind{k}") for k in range(K)]
         s_line = [Signal(AW, name=f"s_line{k}") for k in range(K)]
         s_variant, s_dirty = Signal(K, name="s_variant"), Signal(K, name="s_dirty")
@@ -168,7 +184,7 @@ class RequestPath(wiring.Component):
         a_k = Signal(KB)
         m.d.comb += a_k.eq(Mux(fin_any, fin_k, new_k))
         m.d.comb += [sf.lookup.valid.eq(fin_any | new_any), sf.lookup.p.eq(pick(m, a_k, s_line, "a_line")),
-                     sf.result.ready.eq(1), sf.result_busy.eq(0)]
+                     sf.result.ready.eq(1)]
         side = data.StructLayout({"valid": 1, "k": KB, "fin": 1})
         b1, b2 = Signal(side), Signal(side)
         c = Signal(data.StructLayout({"valid": 1, "k": KB, "fin": 1, "busy": 1, "behind": 1}))
@@ -197,11 +213,35 @@ class RequestPath(wiring.Component):
         presence = Mux(res.hit, res.entry.presence, 0)
         peers = presence & ~mine
         line = res.line
+        res_row = sf.result_row
         busy = c.busy | self.ext_busy
+        # the ways whose lines have a request (the model's victim choice passes over them; a line with a
+        # snoop's work waits for the work: ``ext_set_busy``)
+        sb = self.set_bits
+        # (nor where an access of a cache works on a line of the set: its command or its answer, which
+        # the model has not seen yet, must not meet a back-invalidation's)
+        slot_set_busy = Cat((s_lane[j] | s_answer[j]) & ((s_line[j][:sb] == line[:sb]) if sb else 1)
+                            for j in range(K)).any()
+        for w in range(self.sf_ways):
+            way_line = Cat(line[:sb], res_row.ways[w].tag)
+            m.d.comb += sf.result_busy[w].eq(Cat(t_valid[i] & (t_line[i] == way_line) for i in range(T)).any())
         # the lowest free CQID, as the model takes it after this cycle's completion (freed first)
         freed_now = Signal(T)
         m.d.comb += freed_now.eq(Mux(self.freed.valid, 1 << self.freed.cqid, 0))
-        cq_any, cqid, _ = lowest(m, ~t_valid | freed_now, "cq")
+        cq_free = ~t_valid | freed_now
+        cq_any, cqid, cq_grant = lowest(m, cq_free, "cq")
+        # An eviction that leaves no copy takes its CQID at its finish pass, after its command took the
+        # cache's copy; the line is busy meanwhile, so a snoop to it waits.  Were the CQID gone by then,
+        # that snoop would wait for a completion, whose GO the host holds back until the snoop (and
+        # every snoop behind it) is answered: a deadlock.  So such an eviction reserves a CQID at its
+        # first pass (``s_cq_res``, a count, not a number: the finish takes the lowest free one, as the
+        # model does), and the others take one only beyond the reservations.
+        free_count = Signal(range(T + 1))
+        reserved = Signal(range(K + 1))
+        m.d.comb += [free_count.eq(sum(cq_free[i] for i in range(T))),
+                     reserved.eq(sum(s_cq_res[j] for j in range(K)))]
+        cq_one = free_count > reserved                    # a CQID to spare
+        cq_two = free_count > reserved + 1                # two (a back-invalidation keeps one for the access)
         # the start register (below): free, or handing its request over in this cycle
         start_valid = Signal()
         start_ok = ~start_valid | self.start.ready
@@ -215,7 +255,8 @@ class RequestPath(wiring.Component):
         why_cqid, why_loc = Signal(), Signal()
         code, st = Signal(Req, init=Req.RdCurr), Signal(STATE_BITS)
         way, others = Signal.like(res.hit_way), Signal(K)
-        needs_bi = Signal()
+        bi_go, bi_line, bi_way, bi_entry = Signal(), Signal(AW), Signal.like(res.hit_way), Signal.like(res.entry)
+        reserve = Signal()              # an eviction's first pass reserves the CQID its finish takes
         lane_op, lane_mask, lane_fin = Signal(CmdOp), Signal(K), Signal(Finish)
         rsp_state = Signal(CacheState)
         sf_w = sf.update
@@ -245,22 +286,30 @@ class RequestPath(wiring.Component):
                 m.d.comb += [issue.eq(1), code.eq(code_), st.eq(state_code), way.eq(way_), others.eq(others_)]
 
         def miss(codes):
-            with m.If(~cq_any):
+            with m.If(~cq_one):
                 wait(cqid=1)
             with m.Elif(res.alloc == AllocKind.FREE):
                 start_request(*by_variant(codes, D.I), res.alloc_way)
                 with m.If(start_ok):
                     sf_write(SFOp.ALLOCATE, res.alloc_way, SFState.PLACEHOLDER, 0, 0)
-            with m.Else():              # a victim to back-invalidate (not built), or every way busy
+            # (while its own victim is being back-invalidated, that work is in the set: it waits, as the
+            # model's access does while its victim has work)
+            with m.Elif((res.alloc == AllocKind.VICTIM) & cq_two & self.bi_can & ~self.ext_set_busy &
+                        ~slot_set_busy):
+                back_invalidate(res.victim_line, res.alloc_way, res.victim)
+                wait(loc=1)
+            with m.Else():              # every way busy, or no CQID or work entry to spare
                 wait(cqid=1, loc=1)
-                m.d.comb += needs_bi.eq(res.alloc == AllocKind.VICTIM)
+
+        def back_invalidate(line_, way_, entry_):
+            """Free a way (or the access's own line): a work entry of the snoop side and a CQID."""
+            m.d.comb += [bi_go.eq(1), bi_line.eq(line_), bi_way.eq(way_), bi_entry.eq(entry_)]
 
         def to_lane(op, mask, fin_):
             m.d.comb += [lane.eq(1), lane_op.eq(op), lane_mask.eq(mask), lane_fin.eq(fin_)]
 
         # C's write of the last cycle reaches the filter in this one: a row of its set read before it
         # lacks it, so an access in that set goes round again
-        sb = self.set_bits
         stale = c.valid & upd_r_valid & ((upd_r.line[:sb] == line[:sb]) if sb else 1)
         with m.If(stale):
             m.d.comb += retry.eq(1)
@@ -285,22 +334,26 @@ class RequestPath(wiring.Component):
                         m.d.comb += [answer.eq(1), rsp_state.eq(CacheState.M)]
                         sf_write(SFOp.MODIFY, res.hit_way, SFState.E, res.entry.dirty, mine, touch=1)
                 with m.Elif(hit):                          # S: an upgrade
-                    with m.If(~cq_any):
+                    with m.If(~cq_one):
                         wait(cqid=1)
                     with m.Else():
                         start_request(*by_variant((Req.RdOwn, Req.RdOwnNoData), D.S), res.hit_way, peers)
                 with m.Else():
                     miss((Req.RdOwn, Req.RdOwnNoData))
             with m.Elif(kind == CpuKind.EVICT):
-                with m.If((peers == 0) & ~cq_any):
+                with m.If((peers == 0) & ~cq_one):
                     wait(cqid=1)
                 with m.Else():                              # the copy taken first
                     to_lane(CmdOp.INV, mine, Finish.EVICT)
+                    m.d.comb += reserve.eq(peers == 0)
             with m.Else():                                  # uncached
-                with m.If(hit):                             # its own copies: a back-invalidation (not built)
-                    wait(cqid=1, loc=1)
-                    m.d.comb += needs_bi.eq(1)
-                with m.Elif(~cq_any):
+                with m.If(hit):                             # its own copies first: a back-invalidation
+                    with m.If(cq_two & self.bi_can):
+                        back_invalidate(line, res.hit_way, res.entry)
+                        wait(loc=1)
+                    with m.Else():
+                        wait(cqid=1, loc=1)
+                with m.Elif(~cq_one):
                     wait(cqid=1)
                 with m.Else():
                     for name, code_ in UNCACHED.items():
@@ -326,7 +379,7 @@ class RequestPath(wiring.Component):
                                                                   Req.CleanEvictNoData))
                         ev_state = Mux(dirty, STATE_CODE[D.MI_A], Mux(res.entry.state == SFState.E,
                                                                       STATE_CODE[D.EI_A], STATE_CODE[D.SI_A]))
-                        with m.If(~cq_any):                  # (the model's try waits for one too)
+                        with m.If(~cq_any):                  # (never: its first pass reserved one)
                             wait(cqid=1)
                         with m.Elif(~start_ok):
                             m.d.comb += retry.eq(1)
@@ -339,14 +392,24 @@ class RequestPath(wiring.Component):
         # the response path): the start register, whose line of data (an uncached write's, or an evicted
         # copy) C reads from RAM by the cache's number; the D2H Req is queued as the tracker takes it, so
         # the host never sees a request its tracker entry does not hold yet.
+        # A back-invalidated line's write-back (``ext_start``: the snoop side's answer lane, its line in
+        # ``ext_value`` from the next cycle) takes the start register in a cycle C issues nothing.
         start_r = Signal(data.StructLayout({f: self.start.p.shape().members[f] for f in
-                                            ("idx", "op", "line", "state", "way", "cache", "store", "others")}))
-        start_from_cmd = Signal()
+                                            ("idx", "op", "line", "state", "way", "cache", "cpu", "store",
+                                             "others")}))
+        start_from_cmd, start_from_ext = Signal(), Signal()
+        ext = self.ext_start
+        m.d.comb += ext.ready.eq(start_ok & ~issue)
         with m.If(issue):
             m.d.sync += [start_valid.eq(1), start_r.idx.eq(cqid), start_r.op.eq(code), start_r.line.eq(line),
-                         start_r.state.eq(st), start_r.way.eq(way), start_r.cache.eq(k),
+                         start_r.state.eq(st), start_r.way.eq(way), start_r.cache.eq(k), start_r.cpu.eq(1),
                          start_r.store.eq(kind == CpuKind.STORE), start_r.others.eq(others),
-                         start_from_cmd.eq(value_from_cmd)]
+                         start_from_cmd.eq(value_from_cmd), start_from_ext.eq(0)]
+        with m.Elif(ext.valid & ext.ready):
+            m.d.sync += [start_valid.eq(1), start_r.idx.eq(ext.p.idx), start_r.op.eq(ext.p.op),
+                         start_r.line.eq(ext.p.line), start_r.state.eq(ext.p.state), start_r.way.eq(ext.p.way),
+                         start_r.cache.eq(0), start_r.cpu.eq(0), start_r.store.eq(0), start_r.others.eq(0),
+                         start_from_cmd.eq(0), start_from_ext.eq(1)]
         with m.Elif(self.start.ready):
             m.d.sync += start_valid.eq(0)
         hold = start_valid & ~self.start.ready
@@ -354,9 +417,9 @@ class RequestPath(wiring.Component):
         sp = self.start.p
         m.d.comb += [self.start.valid.eq(start_valid), sp.idx.eq(start_r.idx), sp.op.eq(start_r.op),
                      sp.line.eq(start_r.line), sp.state.eq(start_r.state), sp.way.eq(start_r.way),
-                     sp.cache.eq(start_r.cache), sp.cpu.eq(1), sp.store.eq(start_r.store),
+                     sp.cache.eq(start_r.cache), sp.cpu.eq(start_r.cpu), sp.store.eq(start_r.store),
                      sp.others.eq(start_r.others),
-                     sp.value.eq(Mux(start_from_cmd, cmd_r_c.data, cpu_r_c.data))]
+                     sp.value.eq(Mux(start_from_ext, self.ext_value, Mux(start_from_cmd, cmd_r_c.data, cpu_r_c.data)))]
         m.submodules.d2h_q = d2h_q = SyncFIFO(width=len(Signal(D2HReq).as_value()), depth=T)
         d2h_entry = Signal(D2HReq)
         m.d.comb += [d2h_entry.valid.eq(1), d2h_entry.opcode.eq(start_r.op), d2h_entry.cqid.eq(start_r.idx),
@@ -369,12 +432,19 @@ class RequestPath(wiring.Component):
         m.d.sync += [upd_r.eq(c_upd), upd_r_valid.eq(c_sf)]
         m.d.comb += [sf_w.valid.eq(upd_r_valid | self.fill.valid), self.fill.ready.eq(~upd_r_valid),
                      sf_w.p.eq(Mux(upd_r_valid, upd_r.as_value(), self.fill.p.as_value()))]
-        # the tracker's lines (and so the CQIDs in use)
+        # the tracker's lines (and so the CQIDs in use); a back-invalidation takes its CQID at once, under
+        # the line it frees (its write-back's, later)
         for i in range(T):
-            with m.If(issue & (cqid == i)):
-                m.d.sync += [t_valid[i].eq(1), t_line[i].eq(line)]
+            with m.If((issue | bi_go) & (cqid == i)):
+                m.d.sync += [t_valid[i].eq(1), t_line[i].eq(Mux(bi_go, bi_line, line))]
             with m.Elif(self.freed.valid & (self.freed.cqid == i)):
                 m.d.sync += t_valid[i].eq(0)
+        # the work entry of a back-invalidation: its probe, then INV, of every copy of the line
+        b = self.bi.p
+        bi_st, _ = line_state(m, 1, bi_entry, 0, 0)
+        m.d.comb += [self.bi.valid.eq(bi_go), b.line.eq(bi_line), b.way.eq(bi_way),
+                     b.presence.eq(bi_entry.presence), b.st.eq(bi_st), b.cmd.eq(CmdOp.INV), b.evict.eq(1),
+                     b.cqid.eq(cqid)]
 
         # ---- the cpu_rsp queue (an answer a cache at most: never full) -----------------------------
         rsp_layout = data.StructLayout({"k": KB, "line": AW, "state": CacheState})
@@ -423,7 +493,7 @@ class RequestPath(wiring.Component):
             with m.If(take & (req.p.cache == j)):
                 m.d.sync += [s_valid[j].eq(1), s_want[j].eq(1), s_kind[j].eq(req.p.kind), s_line[j].eq(req.p.line),
                              s_variant[j].eq(req.p.variant), s_fin_pass[j].eq(0), s_issued[j].eq(0),
-                             s_why_cqid[j].eq(0), s_why_loc[j].eq(0)]
+                             s_why_cqid[j].eq(0), s_why_loc[j].eq(0), s_cq_res[j].eq(0)]
             with m.If(a_go & (a_k == j)):
                 m.d.sync += [s_fly[j].eq(1), s_want[j].eq(0), s_woke[j].eq(0)]
             with m.Elif(s_fly[j] & wake_loc):
@@ -435,6 +505,10 @@ class RequestPath(wiring.Component):
                 with m.If(park):
                     m.d.sync += [s_why_cqid[j].eq(why_cqid), s_why_loc[j].eq(why_loc),
                                  s_want[j].eq(wake_cqid | wake_loc | s_woke[j])]  # an event since B2
+                with m.If(reserve):
+                    m.d.sync += s_cq_res[j].eq(1)
+                with m.If((issue | fin_done) & c.fin):
+                    m.d.sync += s_cq_res[j].eq(0)
                 with m.If(lane):
                     m.d.sync += [s_lane[j].eq(1), s_cmd_op[j].eq(lane_op), s_cmd_mask[j].eq(lane_mask),
                                  s_fin[j].eq(lane_fin)]
@@ -465,13 +539,13 @@ class RequestPath(wiring.Component):
         ]
 
         # ---- commit port and status --------------------------------------------------------------------
-        m.d.comb += [self.commit.eq(issue | answer | fin_done),
+        m.d.comb += [self.commit.eq(issue | answer | fin_done), self.commit_bi.eq(bi_go),
                      self.commit_cache.eq(k)]
-        with m.If(needs_bi):
-            m.d.sync += self.needs_back_invalidation.eq(1)
         m.d.comb += self.idle.eq(~s_valid.any() & ~start_valid & ~d2h_q.r_rdy & ~rsp_q.r_rdy & ~out_valid)
         m.d.sync += [
             Assert(~(c.valid & c.fin) | hit, "request path: a finish pass whose line left the snoop filter"),
+            Assert(~(c.valid & c.fin & (fin == Finish.EVICT) & (peers == 0)) | cq_any,
+                   "request path: an eviction's finish found no CQID, though its first pass reserved one"),
             Assert(~c.valid | s_fly.bit_select(k, 1), "request path: C decides a slot not in flight"),
             Assert(~self.cmd_rsp.valid | ans_q.r_rdy, "request path: a command answer with no command out"),
             Assert(~d2h_q.w_en | d2h_q.w_rdy, "request path: the D2H Req queue overflowed"),

@@ -70,7 +70,7 @@ from ..encodings import (CacheCmd, CacheCmdRsp, CacheState, CmdOp, CpuRsp, Error
 from ..engine_tables import is_stable, response_table, rsp_event
 from ..snoop_filter import SFOp, SFState, Update
 
-__all__ = ["ResponsePath", "ResponseCommit", "RequestStart", "LANE_DEPTH"]
+__all__ = ["ResponsePath", "ResponseCommit", "RequestStart", "WriteBackStart", "LANE_DEPTH"]
 
 LANE_DEPTH = 4          # actions queued for the lane (A counts the room, so C never waits)
 
@@ -90,6 +90,14 @@ class RequestStart(data.StructLayout):
             "idx": range(tracker), "op": Req, "line": addr_width, "state": STATE_BITS,
             "way": max(exact_log2(ways), 1), "cache": range(max(caches, 2)), "cpu": 1, "store": 1,
             "others": caches, "value": LINE_BITS})
+
+
+class WriteBackStart(data.StructLayout):
+    """A back-invalidated line's write-back, to start in tracker entry ``idx`` (the CQID its
+    back-invalidation took; the request path's start register takes it)."""
+    def __init__(self, tracker, addr_width, ways):
+        super().__init__({"idx": range(tracker), "op": Req, "line": addr_width, "state": STATE_BITS,
+                          "way": max(exact_log2(ways), 1)})
 
 
 def _info_layout(caches, ways, addr_width):

@@ -71,9 +71,9 @@ from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
 
-from cxl.coherence import DevState as D
-from cxl.messages import ADDR_WIDTH, D2HDataHdr, D2HRsp, D2HRspOpcode as Rsp, H2DReq, H2DReqOpcode as Snp, \
-    ID_WIDTH
+from cxl.coherence import DevState as D, REQUEST_START
+from cxl.messages import ADDR_WIDTH, D2HDataHdr, D2HReqOpcode as Req, D2HRsp, D2HRspOpcode as Rsp, H2DReq, \
+    H2DReqOpcode as Snp, ID_WIDTH
 from hdl.link.ports import DataMsg, LINE_BITS
 
 from ..coalescer import InvalidationCoalescer, Message
@@ -82,12 +82,19 @@ from ..engine_tables import cmd_op_for, legal_snoop, line_state, perm_none, snoo
 from ..sf_pipe import PipelinedSnoopFilter
 from ..snoop_filter import SFOp, SFState
 from .out_queue import OutQueue
+from .response_path import WriteBackStart
 from .snoop_window import SnoopWindow
-from .snoop_work import SnoopWork
+from .snoop_work import SnoopWork, WorkAlloc
 
 __all__ = ["SnoopPipe", "CommitC", "RSP_DEPTH"]
 
 RSP_DEPTH = 9           # D2H Rsp queue: C's answers never wait (A counts the snoops in flight)
+
+
+# the write-back of a back-invalidated line, by the state its copies' answer settled (the model's
+# _evict_after_back_invalidation): the request and the state it starts in
+_WRITE_BACK = {st: (code, REQUEST_START[(code, st)]) for st, code in
+               ((D.M, Req.DirtyEvict), (D.E, Req.CleanEvict), (D.S, Req.CleanEvictNoData))}
 
 
 class CommitC(enum.Enum, shape=3):
@@ -116,7 +123,8 @@ class SnoopPipe(wiring.Component):
             PipelinedSnoopFilter(sf_sets, sf_ways, caches, addr_width, stall=False)
         self.set_bits = sf.set_bits
         self.coal = InvalidationCoalescer(coalesce_window, coalesce_block, coalesce_groups, caches, addr_width)
-        self.work_block = SnoopWork(work, caches, addr_width, sf_ways, coalesce_block, cmd_depth, tracker)
+        self.work_block = SnoopWork(work, caches, addr_width, sf_ways, coalesce_block, cmd_depth, tracker,
+                                    set_bits=self.set_bits)
         self.window = SnoopWindow(window)
         # ``shared_sf``: the parent's snoop filter (hdl/dcoh/pipe/engine.py), reached through the ``sf``
         # port; else one is built here
@@ -133,7 +141,7 @@ class SnoopPipe(wiring.Component):
             "cmd_rsp": In(stream.Signature(CacheCmdRsp())),
             "commit_c": Out(CommitC), "commit_c_line": Out(addr_width),
             "commit_lane": Out(1), "commit_lane_line": Out(addr_width), "commit_lane_probed": Out(1),
-            "commit_probe": Out(1), "commit_probe_line": Out(addr_width),
+            "commit_probe": Out(1), "commit_probe_line": Out(addr_width), "commit_probe_evict": Out(1),
             "protocol_errors": Out(16), "last_error": Out(ErrorKind),
             # ---- the device's requests (hdl/dcoh/pipe/engine.py; tied off when alone) --------------
             # C's line as the request side sees it in C's cycle: a request in flight on it (``hit``,
@@ -149,6 +157,15 @@ class SnoopPipe(wiring.Component):
             "wb_read": Out(data.StructLayout({"en": 1, "cqid": range(tracker)})), "wb_data": In(LINE_BITS),
             "pinned": Out(tracker),
             "line_freed": Out(1),       # a work entry ended (its line is no longer busy here)
+            "idle": Out(1),             # no snoop or work left, no response queued
+            # back-invalidations (the request side's): a work entry taken for one (``bi``, never in a cycle
+            # snoop C takes one: the two C stages share the filter's one lookup a cycle); the write-back
+            # each starts once its copies are taken (``wb_start``, its line in ``evict_value`` from the
+            # next cycle)
+            "bi": In(stream.Signature(WorkAlloc(addr_width, exact_log2(sf_ways), caches, tracker))),
+            "can_alloc": Out(1),
+            "wb_start": Out(stream.Signature(WriteBackStart(tracker, addr_width, sf_ways))),
+            "evict_value": Out(LINE_BITS),
         })
 
     def elaborate(self, platform):
@@ -166,7 +183,8 @@ class SnoopPipe(wiring.Component):
         wiring.connect(m, coal.messages, wiring.flipped(self.probe))
         wiring.connect(m, work.d2h_data, wiring.flipped(self.d2h_data))
         m.d.comb += [self.wb_read.eq(work.wb_read), work.wb_data.eq(self.wb_data), self.pinned.eq(work.pinned),
-                     self.line_freed.eq(work.freed)]
+                     self.line_freed.eq(work.freed), self.can_alloc.eq(work.can_alloc),
+                     self.evict_value.eq(work.evict_value)]
         # a probe message the caches took wakes its lines' work entries in the next cycle (registered:
         # the coalescer's output is worked out from its counters in the cycle it is offered)
         with m.If(self.probe.valid & self.probe.ready):
@@ -175,6 +193,7 @@ class SnoopPipe(wiring.Component):
 
         # ---- the D2H Rsp queue: C's answers first, then the answer lane's, in one cycle --------------
         m.submodules.rspq = rspq = OutQueue(D2HRsp, RSP_DEPTH)
+        m.d.comb += self.idle.eq(win.empty & work.idle & (rspq.level == 0))
         wiring.connect(m, rspq.out, wiring.flipped(self.d2h_rsp))
         m.d.comb += [rspq.push_p.valid.eq(1), rspq.push2_p.valid.eq(1)]
 
@@ -248,7 +267,11 @@ class SnoopPipe(wiring.Component):
         need_query, need_probe = by_line("query", 0, 0), by_line("probe", t_probe, 0)
         need_work = Mux(rq.hit, t_work, Cat(*(hits[w] & ways[w]["work"] for w in range(self.sf_ways))).any())
         reserved = ~legal_snoop(c.op)
-        second = work.cam_hit
+        # A second snoop to a line is the host's error; a snoop to a line being back-invalidated is not:
+        # it waits for the write-back to start (the back-invalidation's CQID is in the tracker under that
+        # line, in the stable state its last request left: ``rq.busy``, as for a request not yet
+        # started), then reads that request's state.
+        second = work.cam_hit & ~work.cam_evict
         req_hold = rq.busy | (rq.hit & t_stall)
         c_hold = ev & ~reserved & (second | req_hold | (need_work & ~work.can_alloc))
         c_work = ev & ~reserved & ~second & ~req_hold & need_work & work.can_alloc
@@ -256,12 +279,15 @@ class SnoopPipe(wiring.Component):
         c_drop = ev & reserved
         m.d.comb += [win.pop.eq(c_drop | c_work | c_answer), win.hold.eq(c_hold),
                      win.release.eq(work.freed | self.req_release)]
-        a = work.alloc.p
-        m.d.comb += [work.alloc.valid.eq(c_work), a.line.eq(res.line), a.way.eq(res.hit_way),
+        a = Signal.like(work.alloc.p)
+        m.d.comb += [a.line.eq(res.line), a.way.eq(res.hit_way),
                      a.presence.eq(presence), a.op.eq(c.op), a.uqid.eq(c.uqid), a.st.eq(st),
                      a.query.eq(need_query), a.answer.eq(~need_query & ~need_probe),
                      a.cmd.eq(cmd_op_for(m, nxt)), a.rsp.eq(rsp), a.nxt.eq(nxt), a.data.eq(dat),
                      a.req.eq(rq.hit), a.cqid.eq(rq.cqid)]
+        # the work entries' one allocation a cycle: snoop C's, or the request side's back-invalidation
+        m.d.comb += [work.alloc.valid.eq(c_work | self.bi.valid), self.bi.ready.eq(work.can_alloc),
+                     work.alloc.p.eq(Mux(self.bi.valid, self.bi.p, a))]
         with m.If(c_answer):
             m.d.comb += [rspq.push.eq(1), rspq.push_p.opcode.eq(rsp), rspq.push_p.uqid.eq(c.uqid)]
 
@@ -274,22 +300,32 @@ class SnoopPipe(wiring.Component):
         _, l_rsp, l_nxt, l_dat = snoop_table(m, self.lane_req_state, lane.op)
         l_drop_copies = lane.req & lane.probed & perm_none(l_nxt) & (lane.presence != 0)
         l_nxt_sf = lane.nxt != lane.st
-        lane_sf = Mux(lane.req, l_drop_copies, l_nxt_sf)         # the lane writes the snoop filter
+        # (a back-invalidation frees the filter's entry and starts the write-back; it answers no snoop)
+        lane_sf = Mux(lane.req, l_drop_copies, l_nxt_sf | lane.evict)   # the lane writes the snoop filter
         m.d.comb += self.lane_cqid.eq(lane.cqid)
-        lane_go = work.answer.valid & (room >= 1) & (~lane_sf | sf.update.ready) & \
-            ~(lane.req & self.lane_req_blocked)
+        lane_ok = (~lane_sf | sf.update.ready) & ~(lane.req & self.lane_req_blocked)
+        wb = self.wb_start
+        m.d.comb += [wb.valid.eq(work.answer.valid & lane.evict & lane_ok), wb.p.idx.eq(lane.cqid),
+                     wb.p.line.eq(lane.line), wb.p.way.eq(lane.way)]
+        with m.Switch(lane.st):
+            for st_, (code, start) in _WRITE_BACK.items():
+                with m.Case(STATE_CODE[st_]):
+                    m.d.comb += [wb.p.op.eq(code), wb.p.state.eq(STATE_CODE[start])]
+        lane_go = work.answer.valid & lane_ok & Mux(lane.evict, wb.ready, room >= 1)
         released = c.valid & ~c_answer
+        lane_push = lane_go & ~lane.evict
         m.d.sync += [
-            room.eq(room - a_go - lane_go + (self.d2h_rsp.valid & self.d2h_rsp.ready) + released),
+            room.eq(room - a_go - lane_push + (self.d2h_rsp.valid & self.d2h_rsp.ready) + released),
             Assert(room == RSP_DEPTH - rspq.level - in_flight, "snoop pipe: the D2H Rsp room count drifted"),
         ]
         m.d.comb += [work.answer.ready.eq(lane_go),
-                     rspq.push2.eq(lane_go), rspq.push2_p.opcode.eq(Mux(lane.req, l_rsp, lane.rsp)),
+                     rspq.push2.eq(lane_push), rspq.push2_p.opcode.eq(Mux(lane.req, l_rsp, lane.rsp)),
                      rspq.push2_p.uqid.eq(lane.uqid)]
         upd = sf.update
         with m.If(lane_go & lane_sf):
             m.d.comb += [upd.valid.eq(1), upd.p.line.eq(lane.line), upd.p.way.eq(lane.way),
-                         upd.p.op.eq(Mux(lane.req | (lane.nxt == STATE_CODE[D.S]), SFOp.MODIFY, SFOp.FREE)),
+                         upd.p.op.eq(Mux(~lane.evict & (lane.req | (lane.nxt == STATE_CODE[D.S])), SFOp.MODIFY,
+                                         SFOp.FREE)),
                          upd.p.entry.state.eq(Mux(lane.req, SFState.PLACEHOLDER, SFState.S)),
                          upd.p.entry.dirty.eq(0),
                          upd.p.entry.presence.eq(Mux(lane.req, 0, lane.presence))]
@@ -317,7 +353,7 @@ class SnoopPipe(wiring.Component):
             self.commit_lane.eq(lane_go), self.commit_lane_line.eq(lane.line),
             self.commit_lane_probed.eq(lane.probed),
             self.commit_probe.eq(work.probe_add.valid & work.probe_add.ready),
-            self.commit_probe_line.eq(work.probe_add.p.line),
+            self.commit_probe_line.eq(work.probe_add.p.line), self.commit_probe_evict.eq(work.probe_evict),
         ]
 
         # ---- checks ------------------------------------------------------------------------------

@@ -52,6 +52,7 @@ class SnoopWindow(wiring.Component):
             "issue": Out(stream.Signature(IssuedSnoop(depth))),
             "epoch": Out(1), "head": Out(range(depth)),
             "pop": In(1), "hold": In(1), "release": In(1), "held": Out(1),
+            "empty": Out(1),            # no snoop waits to be decided
         })
 
     def elaborate(self, platform):
@@ -74,7 +75,7 @@ class SnoopWindow(wiring.Component):
                      self.issue.p.snoop.eq(Mux(issue == tail, self.h2d_req.p, rp.data)),
                      self.issue.p.idx.eq(issue[:bits]),
                      self.issue.p.epoch.eq(self.epoch),
-                     self.head.eq(head[:bits])]
+                     self.head.eq(head[:bits]), self.empty.eq(head == tail)]
         with m.If(self.h2d_req.valid & ~full):
             m.d.sync += tail.eq(tail + 1)
         with m.If(self.pop):

@@ -87,11 +87,14 @@ class WorkAlloc(data.StructLayout):
     found (``st``), and whether the entry starts with a query, with a probe, or (``answer``: no copy to
     ask, but the snoop filter changes) ready to answer; with the command and the verdict C worked out.
     ``req``: the line has a request of the device in flight (tracker entry ``cqid``), whose state the
-    answer lane reads and writes instead of the snoop filter's."""
+    answer lane reads and writes instead of the snoop filter's.  ``evict``: no snoop but a
+    back-invalidation (the request side's: a way or its own line to free), which writes the line back
+    under CQID ``cqid`` once its copies are taken (probe, then INV)."""
     def __init__(self, addr_width, way_bits, caches, tracker=2):
         super().__init__({"line": addr_width, "way": max(way_bits, 1), "presence": caches, "op": Snp,
                           "uqid": ID_WIDTH, "st": STATE_BITS, "query": 1, "answer": 1, "cmd": CmdOp,
-                          "rsp": Rsp, "nxt": STATE_BITS, "data": 1, "req": 1, "cqid": range(tracker)})
+                          "rsp": Rsp, "nxt": STATE_BITS, "data": 1, "req": 1, "cqid": range(tracker),
+                          "evict": 1})
 
 
 class WorkAnswer(data.StructLayout):
@@ -100,7 +103,7 @@ class WorkAnswer(data.StructLayout):
         super().__init__({"idx": range(entries), "line": addr_width, "way": max(way_bits, 1),
                           "presence": caches, "uqid": ID_WIDTH, "st": STATE_BITS, "rsp": Rsp,
                           "nxt": STATE_BITS, "data": 1, "probed": 1, "op": Snp, "req": 1,
-                          "cqid": range(tracker)})
+                          "cqid": range(tracker), "evict": 1})
 
 
 def lowest(m, bits, name):
@@ -147,21 +150,24 @@ def pick(m, idx, items, name):
 class SnoopWork(wiring.Component):
     """``entries`` work entries (module docstring); ``cmd_depth`` commands outstanding at most."""
 
-    def __init__(self, entries, caches, addr_width, sf_ways, block, cmd_depth=4, tracker=2):
+    def __init__(self, entries, caches, addr_width, sf_ways, block, cmd_depth=4, tracker=2, set_bits=0):
         for name, v, lo in (("entries", entries, 1), ("cmd_depth", cmd_depth, 1)):
             if not isinstance(v, int) or isinstance(v, bool) or v < lo:
                 raise ValueError(f"SnoopWork: {name}={v!r}: must be an integer >= {lo}")
         self.entries, self.caches, self.addr_width = entries, caches, addr_width
         self.way_bits = exact_log2(sf_ways)
         self.block, self.block_bits = block, exact_log2(block)
-        self.cmd_depth, self.tracker = cmd_depth, tracker
+        self.cmd_depth, self.tracker, self.set_bits = cmd_depth, tracker, set_bits
         super().__init__({
             "can_alloc": Out(1), "alloc_idx": Out(range(max(entries, 2))),
             "alloc": In(stream.Signature(WorkAlloc(addr_width, self.way_bits, caches, tracker))),
-            "cam_line": In(addr_width), "cam_hit": Out(1),
+            # ``cam_evict``: the line's entry is a back-invalidation; ``cam_set``: an entry's line is in
+            # the set of ``cam_line`` (the request side chooses no victim there meanwhile)
+            "cam_line": In(addr_width), "cam_hit": Out(1), "cam_evict": Out(1), "cam_set": Out(1),
             "cmd": Out(stream.Signature(CacheCmd(caches, addr_width))),
             "cmd_rsp": In(stream.Signature(CacheCmdRsp())),
             "probe_add": Out(stream.Signature(Probe(addr_width, caches))),
+            "probe_evict": Out(1),      # the probe offered on ``probe_add`` is a back-invalidation's
             "probe_taken": In(1), "probe_block": In(addr_width - self.block_bits), "probe_lines": In(block),
             "answer": Out(stream.Signature(WorkAnswer(entries, addr_width, self.way_bits, caches, tracker))),
             "d2h_data": Out(stream.Signature(DataMsg(D2HDataHdr))),
@@ -170,7 +176,11 @@ class SnoopWork(wiring.Component):
             "wb_read": Out(data.StructLayout({"en": 1, "cqid": range(tracker)})), "wb_data": In(LINE_BITS),
             # the requests a work entry names (their tracker entries must not be freed before it ends)
             "pinned": Out(tracker),
-            "freed": Out(1),
+            # a back-invalidation's line (its copies' data), read as the answer lane takes it: valid from
+            # the next cycle until the next back-invalidation is taken
+            "evict_value": Out(LINE_BITS),
+            "freed": Out(1), "idle": Out(1),   # ``idle``: every entry free (none about to be taken)
+            "states": Out(data.ArrayLayout(WorkState, entries)),       # (for benches' diagnostics)
         })
 
     def elaborate(self, platform):
@@ -179,7 +189,7 @@ class SnoopWork(wiring.Component):
         layout = data.StructLayout({
             "state": WorkState, "line": AW, "way": max(self.way_bits, 1), "presence": K, "op": Snp,
             "uqid": ID_WIDTH, "st": STATE_BITS, "cmd": CmdOp, "rsp": Rsp, "nxt": STATE_BITS, "data": 1,
-            "probed": 1, "req": 1, "cqid": range(self.tracker)})
+            "probed": 1, "req": 1, "cqid": range(self.tracker), "evict": 1})
         e = [Signal(layout, name=f"work{i}") for i in range(n)]
 
         def in_state(*states):
@@ -202,13 +212,20 @@ class SnoopWork(wiring.Component):
                 m.d.sync += [e[i].line.eq(a.line), e[i].way.eq(a.way), e[i].presence.eq(a.presence),
                              e[i].op.eq(a.op), e[i].uqid.eq(a.uqid), e[i].st.eq(a.st), e[i].cmd.eq(a.cmd),
                              e[i].rsp.eq(a.rsp), e[i].nxt.eq(a.nxt), e[i].data.eq(a.data),
-                             e[i].probed.eq(~a.query & ~a.answer), e[i].req.eq(a.req), e[i].cqid.eq(a.cqid)]
+                             e[i].probed.eq(~a.query & ~a.answer), e[i].req.eq(a.req), e[i].cqid.eq(a.cqid),
+                             e[i].evict.eq(a.evict)]
         m.d.sync += Assert(~self.alloc.valid | can, "snoop work: an entry allocated with none free")
 
         # ---- the line's snoop is being answered here (or its entry is about to be written) -------
-        busy = Cat(*((x.state != WorkState.FREE) & (x.state != WorkState.DATA_OUT) & (x.line == self.cam_line)
-                     for x in e), pend_valid & (pend.line == self.cam_line))
-        m.d.comb += self.cam_hit.eq(busy.any())
+        live = [(x.state != WorkState.FREE) & (x.state != WorkState.DATA_OUT) for x in e]
+        busy = Cat(*(lv & (x.line == self.cam_line) for lv, x in zip(live, e)), pend_valid & (pend.line == self.cam_line))
+        evict = Cat(*(x.evict for x in e), pend.evict)
+        sb = self.set_bits
+        same_set = Cat(*((x.state != WorkState.FREE) & (x.line[:sb] == self.cam_line[:sb]) for x in e),
+                       pend_valid & (pend.line[:sb] == self.cam_line[:sb])) if sb else \
+            Cat(*(x.state != WorkState.FREE for x in e), pend_valid)
+        m.d.comb += [self.cam_hit.eq(busy.any()), self.cam_evict.eq((busy & evict).any()),
+                     self.cam_set.eq(same_set.any())]
 
         # ---- commands: the lowest entry that wants one goes into the command register (the port's
         # payload, from flops) whenever it is empty or taken; the entry waits for its answer from then
@@ -269,16 +286,16 @@ class SnoopWork(wiring.Component):
         # entry learns that its probe went in the next cycle (``p_sent``).
         p_want, p_idx, g_probe = lowest(m, in_state(WorkState.PROBE_ADD), "probe")
         p_e = pick(m, p_idx, e, "p_e")
-        m.submodules.probes = probes = fifo.SyncFIFOBuffered(
-            width=len(Value.cast(self.probe_add.p)) + idx_bits, depth=4)
+        PL = len(Value.cast(self.probe_add.p))
+        m.submodules.probes = probes = fifo.SyncFIFOBuffered(width=PL + idx_bits + 1, depth=4)
         probe_load = p_want & probes.w_rdy
         p_sent, p_sent_idx = Signal(), Signal(range(max(n, 2)))
-        m.d.comb += [probes.w_en.eq(probe_load), probes.w_data.eq(Cat(p_e.line, p_e.presence, p_idx)),
-                     self.probe_add.valid.eq(probes.r_rdy),
-                     self.probe_add.p.eq(probes.r_data[:len(Value.cast(self.probe_add.p))]),
-                     probes.r_en.eq(self.probe_add.ready)]
+        m.d.comb += [probes.w_en.eq(probe_load),
+                     probes.w_data.eq(Cat(p_e.line, p_e.presence, p_idx, Const(0, idx_bits - len(p_idx)), p_e.evict)),
+                     self.probe_add.valid.eq(probes.r_rdy), self.probe_add.p.eq(probes.r_data[:PL]),
+                     self.probe_evict.eq(probes.r_data[PL + idx_bits]), probes.r_en.eq(self.probe_add.ready)]
         m.d.sync += [p_sent.eq(self.probe_add.valid & self.probe_add.ready),
-                     p_sent_idx.eq(probes.r_data[len(Value.cast(self.probe_add.p)):])]
+                     p_sent_idx.eq(probes.r_data[PL:PL + idx_bits])]
 
         # ---- the answer register: the lowest entry ready to answer, for the answer lane (the top's)
         a_want, a_idx, g_answer = lowest(m, in_state(WorkState.ANSWER), "answer")
@@ -292,12 +309,16 @@ class SnoopWork(wiring.Component):
             m.d.sync += [ap.idx.eq(a_idx), ap.line.eq(a_e.line), ap.way.eq(a_e.way), ap.presence.eq(a_e.presence),
                          ap.uqid.eq(a_e.uqid), ap.st.eq(a_e.st), ap.rsp.eq(a_e.rsp), ap.nxt.eq(a_e.nxt),
                          ap.data.eq(a_e.data), ap.probed.eq(a_e.probed), ap.op.eq(a_e.op), ap.req.eq(a_e.req),
-                         ap.cqid.eq(a_e.cqid)]
+                         ap.cqid.eq(a_e.cqid), ap.evict.eq(a_e.evict)]
 
         # ---- D2H Data: the entries whose answer has data, in answer order; the line read by number,
         # into the output register
         m.submodules.data_order = data_order = fifo.SyncFIFO(width=ceil_log2(max(n, 2)), depth=n)
         m.d.comb += [data_order.w_data.eq(ap.idx), data_order.w_en.eq(answered & ap.data)]
+        # a back-invalidation's line, for its write-back's start
+        er = lines.read_port()
+        m.d.comb += [er.addr.eq(ap.idx), er.en.eq(answered & ap.evict), self.evict_value.eq(er.data)]
+
         # (a snoop to a line a request writes back forwards the request's buffer, read by its CQID)
         lr = lines.read_port()                          # registered: the line in the cycle after its read
         out_valid, out_uqid, out_wb = Signal(), Signal(ID_WIDTH), Signal()
@@ -351,9 +372,11 @@ class SnoopWork(wiring.Component):
                 m.d.sync += [x.st.eq(v_st), x.rsp.eq(v_rsp), x.nxt.eq(v_nxt), x.data.eq(v_data),
                              x.cmd.eq(v_cmd), x.probed.eq(probe)]
             with m.If(at[WorkState.CMD_WAIT] & mine_v):
-                # the verdict on the state the command's answer settles (dirty: E was M)
-                m.d.sync += [x.st.eq(v_st), x.rsp.eq(v_rsp), x.nxt.eq(v_nxt), x.data.eq(v_data)]
-        m.d.comb += self.freed.eq((answered & ~ap.data) | take)
+                # the verdict on the state the command's answer settles (dirty: E was M); a
+                # back-invalidation sends no data of its own (its write-back does)
+                m.d.sync += [x.st.eq(v_st), x.rsp.eq(v_rsp), x.nxt.eq(v_nxt), x.data.eq(v_data & ~x.evict)]
+        m.d.comb += [self.freed.eq((answered & ~ap.data) | take),
+                     self.idle.eq(~in_state(*(st for st in WorkState if st != WorkState.FREE)).any() & ~pend_valid)] + [self.states[i].eq(x.state) for i, x in enumerate(e)]
         for q in range(self.tracker):
             m.d.comb += self.pinned[q].eq(Cat(*((x.state != WorkState.FREE) & x.req & (x.cqid == q)
                                                   for x in e)).any())
