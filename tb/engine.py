@@ -26,16 +26,20 @@ from cxl.messages import Channel, D2HReqOpcode, D2HRspOpcode, H2DReqOpcode
 from hdl.dcoh.encodings import CacheState
 from hdl.dcoh.pipe.engine import Engine
 from hdl.dcoh.pipe.response_path import ResponseCommit
-from hdl.dcoh.pipe.snoop_pipe import CommitC
 from hdl.dcoh.pipe.snoop_work import WorkState
 from models.config import Config
 from models.dcoh import CpuOp, cache_hit
 from models.link import Msg
 from tb.cache_bfm import CommandPort
 from tb.response_path import UncheckedValues, host_events, host_message, offer_host
-from tb.snoop_pipe import Mismatch, compare_end_state, preload, sf_rows
+from tb.snoop_pipe import Mismatch, SnoopShadow, compare_end_state, preload, sf_rows
 
-__all__ = ["EngineBench"]
+__all__ = ["EngineBench", "SLOW_PORTS", "SNOOPS"]
+
+#: run parameters: the ports take or offer in about half the cycles, commands and the host answer late
+SLOW_PORTS = dict(p_sink=0.4, p_in=0.5, cmd_delay=3, host_delay=10)
+#: run parameters: the host snoops in about a third of the cycles
+SNOOPS = dict(snoop_rate=0.35)
 
 CACHED = ("load", "load", "load", "store", "store", "store", "evict", "evict")
 UNCACHED = ("rdcurr", "itomwr", "wrinv", "clflush")
@@ -125,7 +129,6 @@ class EngineBench:
         uqid = iter(range(1 << 30))
         snoop_out = {}                  # line -> the host's snoop to it, taken and not yet answered
         snoop_by_uqid = {}
-        probed = set()                  # lines whose probe the caches took, not yet answered
         snoop_uqids = set()
         started = 0
         if snoop_script is not None:
@@ -158,6 +161,8 @@ class EngineBench:
             if k in expected:
                 mismatch(f"cache {k} owed two answers", cyc)
             expected[k] = (line, state, c[1] if c is not None and state == "S" else None)
+
+        shadow = SnoopShadow(dev, self.cfg.coalesce_block, snoop_out, mismatch)
 
         async def bench(ctx):
             nonlocal started
@@ -239,13 +244,8 @@ class EngineBench:
                         out["snoops_on_requests"] += 1
                     out["log"].append((cyc, "h2d_req", snoop.uid))
                 # the shadow, in the engine's commit order
-                if ctx.get(dut.probe.valid) and ctx.get(dut.probe.ready):
-                    p = ctx.get(dut.probe.p)
-                    base = int(p.block) * self.cfg.coalesce_block
-                    only = {base + i for i in range(self.cfg.coalesce_block) if (int(p.lines) >> i) & 1}
-                    probed.update(dev.close_probe(int(p.block), only))
-                if CommitC(ctx.get(dut.commit_c)) is CommitC.ANSWER:
-                    dev.on_snoop(snoop_out[int(ctx.get(dut.commit_c_line))], cyc)
+                shadow.probe_taken(ctx, dut, cyc)
+                shadow.snoop_c(ctx, dut, cyc)
                 if ctx.get(dut.freed_valid):
                     cqid = int(ctx.get(dut.freed_cqid))
                     t = dev.txns.get(cqid)
@@ -281,18 +281,8 @@ class EngineBench:
                                  f"does not (its work: {sorted(before)} -> {sorted(dev.work)})", cyc)
                     out["back_invalidations"] += 1
                     out["log"].append((cyc, "bi", k))
-                if ctx.get(dut.commit_lane):
-                    line = int(ctx.get(dut.commit_lane_line))
-                    if ctx.get(dut.commit_lane_probed):
-                        if line not in probed:
-                            mismatch(f"line {line:#x} answered after a probe the caches have not taken", cyc)
-                        probed.discard(line)
-                        dev.finish_probe([line], cyc)
-                    else:
-                        dev.on_snoop(snoop_out[line], cyc)
-                if ctx.get(dut.commit_probe) and not ctx.get(dut.commit_probe_evict):
-                    # (a back-invalidation's probe: the model added it as it started the work)
-                    dev.on_snoop(snoop_out[int(ctx.get(dut.commit_probe_line))], cyc)
+                shadow.lane(ctx, dut, cyc)
+                shadow.probe_added(ctx, dut, cyc)
                 kind = ResponseCommit(ctx.get(dut.rsp_commit))
                 if kind is not ResponseCommit.NONE:
                     msg = taken.popleft()

@@ -26,7 +26,8 @@ from models.dcoh import Device
 from models.link import Link, Msg
 from tb.cache_bfm import CacheBFM, CommandPort
 
-__all__ = ["Mismatch", "SnoopPipeBench", "preload", "SHAPES", "per_cycle", "sf_rows", "sf_view", "compare_end_state"]
+__all__ = ["Mismatch", "SnoopPipeBench", "SnoopShadow", "preload", "SHAPES", "per_cycle", "sf_rows", "sf_view",
+           "compare_end_state"]
 
 _SF_STATE = {DevState.S: SFState.S, DevState.E: SFState.E, None: SFState.PLACEHOLDER}
 
@@ -131,6 +132,44 @@ def compare_end_state(ctx, holder, bfm, dev, mismatch):
         mismatch(f"snoop filter (valid ways, pseudo-LRU): RTL {got}, model {want}")
 
 
+class SnoopShadow:
+    """The golden device ``dev`` following a snoop path's commit ports (hdl/dcoh/pipe/snoop_pipe.py,
+    "Commit port"), in parts that a bench calls in its cycle's commit order: :meth:`probe_taken`,
+    :meth:`snoop_c`, :meth:`lane`, :meth:`probe_added`.  ``snoops`` maps a line to the host's snoop to it
+    that is being answered; ``mismatch(what, cycle)`` raises."""
+
+    def __init__(self, dev, coalesce_block, snoops, mismatch):
+        self.dev, self.block, self.snoops, self.mismatch = dev, coalesce_block, snoops, mismatch
+        self.probed = set()         # lines whose probe the caches took, not yet answered
+
+    def probe_taken(self, ctx, dut, cyc):
+        if ctx.get(dut.probe.valid) and ctx.get(dut.probe.ready):
+            p = ctx.get(dut.probe.p)
+            base = int(p.block) * self.block
+            only = {base + i for i in range(self.block) if (int(p.lines) >> i) & 1}
+            self.probed.update(self.dev.close_probe(int(p.block), only))
+
+    def snoop_c(self, ctx, dut, cyc):
+        if CommitC(ctx.get(dut.commit_c)) is CommitC.ANSWER:
+            self.dev.on_snoop(self.snoops[int(ctx.get(dut.commit_c_line))], cyc)
+
+    def lane(self, ctx, dut, cyc):
+        if ctx.get(dut.commit_lane):
+            line = int(ctx.get(dut.commit_lane_line))
+            if ctx.get(dut.commit_lane_probed):
+                if line not in self.probed:
+                    self.mismatch(f"line {line:#x} answered after a probe the caches have not taken", cyc)
+                self.probed.discard(line)
+                self.dev.finish_probe([line], cyc)
+            else:
+                self.dev.on_snoop(self.snoops[line], cyc)
+
+    def probe_added(self, ctx, dut, cyc):
+        # (a back-invalidation's probe: the model added it as it started the work)
+        if ctx.get(dut.commit_probe) and not ctx.get(dut.commit_probe_evict):
+            self.dev.on_snoop(self.snoops[int(ctx.get(dut.commit_probe_line))], cyc)
+
+
 def per_cycle(rsp_cycles):
     """Responses per cycle over the middle half of a run (its start and drain left out)."""
     n = len(rsp_cycles)
@@ -184,7 +223,6 @@ class SnoopPipeBench:
         outstanding = {}            # line -> the snoop's Msg (one snoop per line at a time, as CXL asks)
         by_uqid = {}
         answers = CommandPort(bfm, rng, cmd_delay)
-        probed = set()              # lines whose probe the caches took, not yet answered
 
         def mismatch(what, cyc):
             raise Mismatch(f"seed {self.seed}, cycle {cyc}: {what}\n  RTL rsp {[(m.op.name, m.uid) for m in rtl_rsp[-5:]]}\n"
@@ -200,6 +238,8 @@ class SnoopPipeBench:
                                  f"{e.uid} data {e.data}", cyc)
                 if len(got) > len(exp):
                     mismatch(f"{name}: the RTL sent {len(got)}, the model {len(exp)}", cyc)
+
+        shadow = SnoopShadow(dev, self.cfg.coalesce_block, outstanding, mismatch)
 
         async def bench(ctx):
             uqid = 0
@@ -226,25 +266,8 @@ class SnoopPipeBench:
                         out["first_take"] = cyc
                 answers.sample(ctx, dut.cmd, dut.cmd_rsp, cyc)
                 # the shadow, in the commit port's order
-                if ctx.get(dut.probe.valid) and ctx.get(dut.probe.ready):
-                    p = ctx.get(dut.probe.p)
-                    base = int(p.block) * self.cfg.coalesce_block
-                    only = {base + i for i in range(self.cfg.coalesce_block) if (int(p.lines) >> i) & 1}
-                    probed.update(dev.close_probe(int(p.block), only))
-                kind = CommitC(ctx.get(dut.commit_c))
-                if kind is CommitC.ANSWER:
-                    dev.on_snoop(outstanding[int(ctx.get(dut.commit_c_line))], cyc)
-                if ctx.get(dut.commit_lane):
-                    line = int(ctx.get(dut.commit_lane_line))
-                    if ctx.get(dut.commit_lane_probed):
-                        if line not in probed:
-                            mismatch(f"line {line:#x} answered after a probe the caches have not taken", cyc)
-                        probed.discard(line)
-                        dev.finish_probe([line], cyc)
-                    else:
-                        dev.on_snoop(outstanding[line], cyc)
-                if ctx.get(dut.commit_probe):
-                    dev.on_snoop(outstanding[int(ctx.get(dut.commit_probe_line))], cyc)
+                for part in (shadow.probe_taken, shadow.snoop_c, shadow.lane, shadow.probe_added):
+                    part(ctx, dut, cyc)
                 if ctx.get(dut.d2h_rsp.valid) and ctx.get(dut.d2h_rsp.ready):
                     r = ctx.get(dut.d2h_rsp.p)
                     msg = by_uqid.pop(int(r.uqid))
