@@ -13,11 +13,11 @@ work entries), hdl/dcoh/pipe/request_path.py (the caches' accesses) and hdl/dcoh
   waits for a cycle in which it has the port.
 * **Snoops see the requests.**  For the line in the filter's result the request side tells snoop C
   which tracker entry holds a request on it (``t_match``), and whether an access works on it (a
-  command, an answer, a request starting: ``line_busy``).  Snoop C reads the snoop table with the
+  command, or an answer not yet taken: ``line_busy``).  Snoop C reads the snoop table with the
   request's state (the response path's ``states``), holds a snoop to a line an access works on or whose
   request is completing or not yet started (the model finishes those at once) or whose state stalls
-  snoops (GO seen, data not yet), and hands the others to a work entry when the answer changes the request's state or
-  forwards its write-back buffer.  The answer lane writes the request's state (``snoop_write``) from the
+  snoops (GO seen, data not yet), and hands the others to a work entry when the answer changes the
+  request's state or forwards its write-back buffer.  The answer lane writes the request's state (``snoop_write``) from the
   state it has then; it waits for a cycle in which the response path's C does not apply a response to
   the same request.  A request a work entry names is not freed before the entry ends (``pinned``).
 * **Accesses see the snoops.**  Request C parks an access whose line a work entry holds (the work
@@ -123,7 +123,6 @@ class Engine(wiring.Component):
         m.submodules.snoop = sp = self.snoop
         m.submodules.req_path = rq = self.req_path
         m.submodules.rsp_path = rs = self.rsp_path
-        T = self.tracker
         wiring.connect(m, wiring.flipped(self.h2d_req), sp.h2d_req)
         wiring.connect(m, sp.d2h_rsp, wiring.flipped(self.d2h_rsp))
         wiring.connect(m, sp.probe, wiring.flipped(self.probe))
@@ -178,7 +177,7 @@ class Engine(wiring.Component):
         # A request in the start register, or a back-invalidation's CQID before its write-back starts,
         # is in ``t_match`` before its tracker entry is written: the entry's state is then its last
         # request's, stable, so the snoop holds (not read as a request's).
-        m.d.sync += Assert(~(t_any & rs.start.valid & (rs.start.p.idx == t_idx)) | is_stable(t_state),
+        m.d.sync += Assert(~(t_any & ~rs.in_use.bit_select(t_idx, 1)) | is_stable(t_state),
                            "engine: a snoop read the state of a request not yet started")
 
         # ---- cmd: the response lane's, the snoop work's, the request path's; whose answer is next ----
