@@ -569,27 +569,33 @@ class FlitUnpacker(wiring.Component):
                  for it in items]
 
         # ---- second half: the flit-wide rules, from the staged counts and leaves
-        # More than one Data Header in the flit: all of them in one MDH slot, or the flit breaks the rule.
-        def same(x, y, n):                         # two codes agree up to n
-            return Cat(*(~(_ge(x, j) ^ _ge(y, j)) for j in range(1, n + 1))).all()
-        one_mdh_slot = Cat(*(Cat(*(sel[s][f.code] for f in slot_mine[s] if f.mdh)).any()
-                             & same(slot_count[s][dat_ch], counts[dat_ch], cap[dat_ch]) for s in range(SLOTS))).any()
-        items.append(("c", _ge(counts[dat_ch], 2) & ~one_mdh_slot, RxError.MDH))
-        items.append(("c", hdr["sz"] != _ge(counts[dat_ch], 1), RxError.SZ))
-
-        # Whether any content check fails (``good`` needs no more): the same OR, with the checks that
-        # need the flit's totals in a shallower form.  MAX at some message <=> a channel's count reaches
-        # its maximum + 1 (one code bit instead of a rank at every position); the flat MDH rule <=> Data
-        # Headers in two slots, or two or more in one slot that is not an MDH slot; SZ <=> Sz differs
-        # from "a slot has a Data Header".  Every other check is a leaf, in the staged ORs.  Checked
-        # against the segments in simulation (elaborate).
+        # More than one Data Header in the flit: all of them in one MDH slot, or the flit breaks the rule;
+        # Sz is 1 exactly when the flit has a Data Header.  Both from the slots' own counts, not the flit's
+        # totals (a slot's selects -> the totals -> a compare with each slot's count -> the last segment's
+        # first failing check was a critical path): more than one Data Header and not all in one MDH slot
+        # <=> Data Headers in two slots, or two or more in one slot that is not an MDH slot (a slot holds
+        # fewer than the count's cap, so a slot's count is never saturated); "the flit has one" <=> a slot
+        # has one.
         has_hdr = [_ge(slot_count[s][dat_ch], 1) for s in range(SLOTS)]
         not_mdh = [~Cat(*(sel[s][f.code] for f in slot_mine[s] if f.mdh)).any() for s in range(SLOTS)]
+        assert all(sum(item == dat_ch for item, _, _ in f.fields) < cap[dat_ch] for fs in slot_mine for f in fs)
+        mdh_bad = Signal(name="pre_mdh_bad")
+        sz_bad = Signal(name="pre_sz_bad")
+        m.d.comb += [
+            mdh_bad.eq(_ge(_therm(m, has_hdr, 2), 2)
+                       | Cat(*(_ge(slot_count[s][dat_ch], 2) & not_mdh[s] for s in range(SLOTS))).any()),
+            sz_bad.eq(hdr["sz"] != Cat(*has_hdr).any()),
+        ]
+        items.append(("c", mdh_bad, RxError.MDH))
+        items.append(("c", sz_bad, RxError.SZ))
+
+        # Whether any content check fails (``good`` needs no more): the same OR, with MAX in a shallower
+        # form: MAX at some message <=> a channel's count reaches its maximum + 1 (one code bit instead of
+        # a rank at every position).  Every other check is a leaf, in the staged ORs, or one of the two
+        # above.  Checked against the segments in simulation (elaborate).
         flat = [leaf_any.any()]
         flat += [_ge(counts[ch], MAX_PER_FLIT[ch] + 1) for ch in self.chans]
-        flat += [_ge(_therm(m, has_hdr, 2), 2),
-                 Cat(*(_ge(slot_count[s][dat_ch], 2) & not_mdh[s] for s in range(SLOTS))).any(),
-                 hdr["sz"] != Cat(*has_hdr).any()]
+        flat += [mdh_bad, sz_bad]
         keep("content_bad", Cat(*flat).any())
 
         # Segments of content checks: (any fails, first failing code); the state checks between them.
@@ -631,7 +637,8 @@ class FlitUnpacker(wiring.Component):
         # has more than i (tight packing makes the slot's first count[s] fields the valid ones; a flit
         # that breaks it fails PACKING and writes nothing).  Both steps read ``pb`` and staged codes only.
         # Staging the slots' messages instead (~1 100 register bits in the first half) routed slower: more
-        # enables on the retire loop's ``flit.ready`` (docs/link_layer.md, "RTL pipelining", sixth round).
+        # enables on the retire loop's ``flit.ready`` (docs/link_layer.md, "RTL pipelining", sixth round),
+        # and without stalls, where those registers load every cycle, a deeper first half (fifteenth round).
         for ch, name in zip(self.chans, ("req", "rsp", "data")):
             width = CODECS[ch].width
             local = []
@@ -904,6 +911,12 @@ class FlitUnpacker(wiring.Component):
                 m.d.sync += rptr.eq(Mux(rptr == n_lanes - 1, 0, rptr + 1))
             return lanes, wptr
 
+        # The flit was good, as the move stage sees it.  The lanes' writes register the rest of their
+        # condition (from registers: ``commit``, ``is_proto``, the counts) and AND it with this one bit
+        # in the move stage, so ``good`` feeds one flip-flop for all of them (``owed`` -> ``good`` -> the
+        # lane takes and steps was link_rx_nostall's critical path; a lane's ``w_en`` only moves its
+        # pointer and level, so the gate after the register is cheap).
+        mv_good = late(good, "good")
         need = {}
         lane_sets = {}
         for name, chan in (("req", req_ch), ("rsp", rsp_ch)):
@@ -912,10 +925,10 @@ class FlitUnpacker(wiring.Component):
             n_lanes = len(group)
             n_msgs = h[f"{name}_n"]
             # Message k of this flit goes to lane (wptr + k) mod n_lanes (in the move stage: ``takes[k]``,
-            # message k is written; ``step``, the messages written).
-            takes = [late(commit & good & is_proto & (n_msgs > k), f"{name}_take{k}") for k in range(n_lanes)]
+            # message k is written; ``step``, the messages written), each gated by ``mv_good`` there.
+            takes = [late(commit & is_proto & (n_msgs > k), f"{name}_take{k}") & mv_good for k in range(n_lanes)]
             msgs = [late(h[f"{name}_msg{k}"], f"{name}_msg{k}") for k in range(n_lanes)]
-            step = late(Mux(commit & good & is_proto, n_msgs, 0), f"{name}_step")
+            step = Mux(mv_good, late(Mux(commit & is_proto, n_msgs, 0), f"{name}_step"), 0)
             for i, fifo in enumerate(group):
                 with m.Switch(wptr):
                     for w in range(n_lanes):
@@ -927,11 +940,9 @@ class FlitUnpacker(wiring.Component):
 
         (dfifo,), _ = lane_group("data", 1, channel_shape(dat_ch).size)
         dmsg = Signal(channel_shape(dat_ch))
-        delivers_line = Signal()
         m.d.comb += [
-            delivers_line.eq(good & ~is_ctl & complete),
             dmsg.hdr.eq(hq[0]), dmsg.data.eq(line),
-            dfifo.w_data.eq(dmsg), dfifo.w_en.eq(late(commit & delivers_line, "deliver")),
+            dfifo.w_data.eq(dmsg), dfifo.w_en.eq(late(commit & ~is_ctl & complete, "deliver") & mv_good),
         ]
         need[dat_ch] = (~is_ctl & complete, dfifo.w_rdy)
         # A good flit waits for room in every channel it writes; a bad one retires at once.  Without stalls
