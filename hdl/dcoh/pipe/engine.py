@@ -17,9 +17,10 @@ work entries), hdl/dcoh/pipe/request_path.py (the caches' accesses) and hdl/dcoh
   request's state (the response path's ``states``), holds a snoop to a line an access works on or whose
   request is completing or not yet started (the model finishes those at once) or whose state stalls
   snoops (GO seen, data not yet), and hands the others to a work entry when the answer changes the
-  request's state or forwards its write-back buffer.  The answer lane writes the request's state (``snoop_write``) from the
-  state it has then; it waits for a cycle in which the response path's C does not apply a response to
-  the same request.  A request a work entry names is not freed before the entry ends (``pinned``).
+  request's state or forwards its write-back buffer.  The answer lane writes the request's state
+  (``snoop_write``) from the state it has then; it waits for a cycle in which the response path's C
+  does not apply a response to the same request.  A request a work entry names is not freed before
+  the entry ends (``pinned``).
 * **Accesses see the snoops.**  Request C parks an access whose line a work entry holds (the work
   entries' line compare on the result's line, ``ext_busy``); a work entry that ends wakes the parked
   accesses (``ext_wake``).

@@ -38,7 +38,8 @@ C (N+3: decide and commit)
     * *park*: its line has a request or a command in flight, no CQID is free, or its set has no free
       way and no victim can be taken now (a back-invalidation of its own still running, fewer than two
       CQIDs free, no work entry free, or a work entry or another access's command or answer on a line
-      of the set, which the model may not know of yet); *retry* (a pass again at once): the start register is busy, the access is right behind C's
+      of the set, which the model may not know of yet); *retry* (a pass again at once): the start
+      register is busy, the access is right behind C's
       own on the same line (B2 could not see that decision), or its set's row lacks C's write of the
       last cycle.
 
@@ -215,13 +216,13 @@ class RequestPath(wiring.Component):
         line = res.line
         res_row = sf.result_row
         busy = c.busy | self.ext_busy
-        # the ways whose lines have a request (the model's victim choice passes over them; a line with a
-        # snoop's work waits for the work: ``ext_set_busy``)
         sb = self.set_bits
-        # (nor where an access of a cache works on a line of the set: its command or its answer, which
-        # the model has not seen yet, must not meet a back-invalidation's)
+        # No victim is chosen in a set where a snoop's work holds a line (``ext_set_busy``), nor where
+        # an access of a cache works on one: its command or its answer, which the model has not seen
+        # yet, must not meet a back-invalidation's.
         slot_set_busy = Cat((s_lane[j] | s_answer[j]) & ((s_line[j][:sb] == line[:sb]) if sb else 1)
                             for j in range(K)).any()
+        # the ways whose lines have a request: the victim choice passes over them, as the model's does
         for w in range(self.sf_ways):
             way_line = Cat(line[:sb], res_row.ways[w].tag)
             m.d.comb += sf.result_busy[w].eq(Cat(t_valid[i] & (t_line[i] == way_line) for i in range(T)).any())

@@ -218,7 +218,8 @@ class SnoopWork(wiring.Component):
 
         # ---- the line's snoop is being answered here (or its entry is about to be written) -------
         live = [(x.state != WorkState.FREE) & (x.state != WorkState.DATA_OUT) for x in e]
-        busy = Cat(*(lv & (x.line == self.cam_line) for lv, x in zip(live, e)), pend_valid & (pend.line == self.cam_line))
+        busy = Cat(*(lv & (x.line == self.cam_line) for lv, x in zip(live, e)),
+                   pend_valid & (pend.line == self.cam_line))
         evict = Cat(*(x.evict for x in e), pend.evict)
         sb = self.set_bits
         same_set = Cat(*((x.state != WorkState.FREE) & (x.line[:sb] == self.cam_line[:sb]) for x in e),
@@ -375,8 +376,10 @@ class SnoopWork(wiring.Component):
                 # the verdict on the state the command's answer settles (dirty: E was M); a
                 # back-invalidation sends no data of its own (its write-back does)
                 m.d.sync += [x.st.eq(v_st), x.rsp.eq(v_rsp), x.nxt.eq(v_nxt), x.data.eq(v_data & ~x.evict)]
+        busy_states = [st for st in WorkState if st != WorkState.FREE]
         m.d.comb += [self.freed.eq((answered & ~ap.data) | take),
-                     self.idle.eq(~in_state(*(st for st in WorkState if st != WorkState.FREE)).any() & ~pend_valid)] + [self.states[i].eq(x.state) for i, x in enumerate(e)]
+                     self.idle.eq(~in_state(*busy_states).any() & ~pend_valid)]
+        m.d.comb += [self.states[i].eq(x.state) for i, x in enumerate(e)]
         for q in range(self.tracker):
             m.d.comb += self.pinned[q].eq(Cat(*((x.state != WorkState.FREE) & x.req & (x.cqid == q)
                                                   for x in e)).any())
