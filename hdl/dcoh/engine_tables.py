@@ -9,16 +9,16 @@ change.  Each turns a table into a ``Switch`` (or a compare) over the state and 
 a ``Switch`` take the module ``m``.
 """
 
-from amaranth.hdl import Cat, Signal
+from amaranth.hdl import Cat, Mux, Signal
 
-from cxl.messages import D2HRspOpcode as Rsp, H2DReqOpcode as Snp, H2DRspOpcode as HRsp
-from cxl.coherence import (DevState as D, Perm, STALL, GO_OF, GRANTED, INTERNAL_PERMISSION, RESPONSE_TABLE,
-                           SNOOP_TABLE)
+from cxl.messages import D2HReqOpcode as Req, D2HRspOpcode as Rsp, H2DReqOpcode as Snp, H2DRspOpcode as HRsp
+from cxl.coherence import (DevState as D, Perm, STALL, GO_OF, GRANTED, INTERNAL_PERMISSION, REQUEST_START,
+                           RESPONSE_TABLE, SNOOP_TABLE)
 
 from .encodings import EVENTS, EVENT_CODE, STATE_BITS, STATE_CODE, CmdOp
 from .snoop_filter import SFState
 
-__all__ = ["snoop_table", "command_for", "cmd_op_for", "verdict_table", "perm_rw", "perm_none", "rsp_event", "response_table", "is_stable", "line_state", "keeps_s", "legal_snoop"]
+__all__ = ["snoop_table", "command_for", "cmd_op_for", "verdict_table", "perm_rw", "perm_none", "rsp_event", "response_table", "is_stable", "line_state", "keeps_s", "legal_snoop", "write_back"]
 
 
 def snoop_table(m, state, op):
@@ -184,3 +184,22 @@ def legal_snoop(opcode):
     """The snoop ``opcode`` is one CXL defines (``H2DReqOpcode``: SnpData, SnpInv, SnpCur), not a reserved
     encoding: the engine (SNP_RES) and the side path drop the others."""
     return Cat(opcode == o for o in Snp).any()
+
+
+# the write-back of a line the device gives up, by the state it leaves (the model's evictions): with its
+# data, and without (an E line's CleanEvictNoData, the CPU eviction's variant)
+_WRITE_BACK = ((D.M, Req.DirtyEvict, Req.DirtyEvict), (D.E, Req.CleanEvict, Req.CleanEvictNoData),
+               (D.S, Req.CleanEvictNoData, Req.CleanEvictNoData))
+
+
+def write_back(m, state, no_data=0):
+    """(request, its start state code) that writes back a line in device state code ``state`` (M, E or
+    S), the start state from ``REQUEST_START``; ``no_data``: an E line without its data."""
+    code, start = Signal(Req, init=Req.CleanEvictNoData), Signal(STATE_BITS)
+    with m.Switch(state):
+        for st, with_data, without in _WRITE_BACK:
+            with m.Case(STATE_CODE[st]):
+                m.d.comb += [code.eq(Mux(no_data, without, with_data)),
+                             start.eq(Mux(no_data, STATE_CODE[REQUEST_START[(without, st)]],
+                                          STATE_CODE[REQUEST_START[(with_data, st)]]))]
+    return code, start

@@ -71,7 +71,7 @@ from hdl.link.ports import LINE_BITS
 
 from ..encodings import CacheCmd, CacheCmdRsp, CacheState, CmdOp, CpuKind, CpuReq, CpuRsp, STATE_BITS, STATE_CODE, UNCACHED
 from ..sf_pipe import PipelinedSnoopFilter
-from ..engine_tables import line_state
+from ..engine_tables import line_state, write_back
 from ..snoop_filter import AllocKind, SFOp, SFState, Update
 from .response_path import RequestStart, WriteBackStart
 from .snoop_work import WorkAlloc, lowest, pick
@@ -375,11 +375,9 @@ class RequestPath(wiring.Component):
                         sf_write(SFOp.MODIFY, res.hit_way, res.entry.state, res.entry.dirty, peers)
                     with m.Else():
                         dirty = res.entry.dirty | cmd_dirty
-                        e_code = Mux(variant, Req.CleanEvictNoData, Req.CleanEvict)
-                        ev_code = Mux(dirty, Req.DirtyEvict, Mux(res.entry.state == SFState.E, e_code,
-                                                                  Req.CleanEvictNoData))
-                        ev_state = Mux(dirty, STATE_CODE[D.MI_A], Mux(res.entry.state == SFState.E,
-                                                                      STATE_CODE[D.EI_A], STATE_CODE[D.SI_A]))
+                        ev_code, ev_state = write_back(
+                            m, Mux(dirty, STATE_CODE[D.M], Mux(res.entry.state == SFState.E, STATE_CODE[D.E],
+                                                               STATE_CODE[D.S])), variant)
                         with m.If(~cq_any):                  # (never: its first pass reserved one)
                             wait(cqid=1)
                         with m.Elif(~start_ok):

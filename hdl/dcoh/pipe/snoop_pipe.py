@@ -71,14 +71,14 @@ from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
 
-from cxl.coherence import DevState as D, REQUEST_START
-from cxl.messages import ADDR_WIDTH, D2HDataHdr, D2HReqOpcode as Req, D2HRsp, D2HRspOpcode as Rsp, H2DReq, \
-    H2DReqOpcode as Snp, ID_WIDTH
+from cxl.coherence import DevState as D
+from cxl.messages import ADDR_WIDTH, D2HDataHdr, D2HRsp, D2HRspOpcode as Rsp, H2DReq, H2DReqOpcode as Snp, \
+    ID_WIDTH
 from hdl.link.ports import DataMsg, LINE_BITS
 
 from ..coalescer import InvalidationCoalescer, Message
 from ..encodings import CacheCmd, CacheCmdRsp, ErrorKind, STATE_BITS, STATE_CODE
-from ..engine_tables import cmd_op_for, legal_snoop, line_state, perm_none, snoop_table
+from ..engine_tables import cmd_op_for, legal_snoop, line_state, perm_none, snoop_table, write_back
 from ..sf_pipe import PipelinedSnoopFilter
 from ..snoop_filter import SFOp, SFState
 from .out_queue import OutQueue
@@ -89,12 +89,6 @@ from .snoop_work import SnoopWork, WorkAlloc
 __all__ = ["SnoopPipe", "CommitC", "RSP_DEPTH"]
 
 RSP_DEPTH = 9           # D2H Rsp queue: C's answers never wait (A counts the snoops in flight)
-
-
-# the write-back of a back-invalidated line, by the state its copies' answer settled (the model's
-# _evict_after_back_invalidation): the request and the state it starts in
-_WRITE_BACK = {st: (code, REQUEST_START[(code, st)]) for st, code in
-               ((D.M, Req.DirtyEvict), (D.E, Req.CleanEvict), (D.S, Req.CleanEvictNoData))}
 
 
 class CommitC(enum.Enum, shape=3):
@@ -307,10 +301,8 @@ class SnoopPipe(wiring.Component):
         wb = self.wb_start
         m.d.comb += [wb.valid.eq(work.answer.valid & lane.evict & lane_ok), wb.p.idx.eq(lane.cqid),
                      wb.p.line.eq(lane.line), wb.p.way.eq(lane.way)]
-        with m.Switch(lane.st):
-            for st_, (code, start) in _WRITE_BACK.items():
-                with m.Case(STATE_CODE[st_]):
-                    m.d.comb += [wb.p.op.eq(code), wb.p.state.eq(STATE_CODE[start])]
+        wb_code, wb_state = write_back(m, lane.st)         # (the model's _evict_after_back_invalidation)
+        m.d.comb += [wb.p.op.eq(wb_code), wb.p.state.eq(wb_state)]
         lane_go = work.answer.valid & lane_ok & Mux(lane.evict, wb.ready, room >= 1)
         released = c.valid & ~c_answer
         lane_push = lane_go & ~lane.evict
