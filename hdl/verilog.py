@@ -48,6 +48,9 @@ TOPS = {
     # the engine: the snoop path, the request path (the caches' accesses) and the response path over one
     # snoop filter (hdl/dcoh/pipe/engine.py)
     "engine": ("hdl.dcoh.pipe.engine", "Engine", {}),
+    # the pipelined DCOH top: the engine behind the D2H credits, with DevLoad and the error status, the
+    # ports of ``dcoh`` (hdl/dcoh/pipe/dcoh_top.py)
+    "dcoh_pipe": ("hdl.dcoh.pipe.dcoh_top", "PipelinedDCOH", {}),
 }
 
 

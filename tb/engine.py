@@ -24,11 +24,12 @@ from amaranth.sim import Simulator
 
 from cxl.messages import Channel, D2HReqOpcode, D2HRspOpcode, H2DReqOpcode
 from hdl.dcoh.encodings import CacheState
+from hdl.dcoh.pipe.dcoh_top import PipelinedDCOH
 from hdl.dcoh.pipe.engine import Engine
 from hdl.dcoh.pipe.response_path import ResponseCommit
 from hdl.dcoh.pipe.snoop_work import WorkState
 from models.config import Config
-from models.dcoh import CpuOp, cache_hit
+from models.dcoh import CpuOp, TxArbiter, cache_hit, devload_level
 from models.link import Msg
 from tb.cache_bfm import CommandPort
 from tb.response_path import UncheckedValues, host_events, host_message, offer_host
@@ -53,7 +54,8 @@ class EngineBench:
 
     def __init__(self, *, seed=1, caches=4, tracker=16, sf_sets=16, sf_ways=4, lines_per_set=None,
                  uncached_share=0.15, uncached_held=0.0, preload_share=0.5, work=8, window=8, cmd_depth=4,
-                 coalesce_window=4, coalesce_block=4, coalesce_groups=4):
+                 coalesce_window=4, coalesce_block=4, coalesce_groups=4, top=False, credits=8, credit_delay=0,
+                 starvation_bound=4):
         self.seed = seed
         self.rng = rng = random.Random(seed)
         self.cfg = Config(devices=1, caches=caches, sf_sets=sf_sets, sf_ways=sf_ways, max_outstanding=tracker,
@@ -72,9 +74,13 @@ class EngineBench:
         self.dev.defer_service = True       # the model tries an access only where the RTL commits it
         self.bfm = bfm
         bfm.strict = True
-        self.dut = Engine(caches=caches, tracker=tracker, sf_sets=sf_sets, sf_ways=sf_ways, work=work,
-                          window=window, cmd_depth=cmd_depth, coalesce_window=coalesce_window,
-                          coalesce_block=coalesce_block, coalesce_groups=coalesce_groups)
+        params = dict(caches=caches, tracker=tracker, sf_sets=sf_sets, sf_ways=sf_ways, work=work, window=window,
+                      cmd_depth=cmd_depth, coalesce_window=coalesce_window, coalesce_block=coalesce_block,
+                      coalesce_groups=coalesce_groups, starvation_bound=starvation_bound)
+        self.top, self.credit_delay = top, credit_delay
+        self.dut = PipelinedDCOH(**params, credits=credits) if top else Engine(**params)
+        self.engine = self.dut.engine if top else self.dut
+        self.arbiter = TxArbiter(starvation_bound)      # the model's order of D2H Req, fed by the engine's pushes
         self.dut.sf.storage.init = sf_rows(self.dut, self.dev.sf)
 
     def _access(self, k):
@@ -116,7 +122,8 @@ class EngineBench:
         max_cycles = max_cycles or 60 * accesses + 500
         out = {"cycles": 0, "accesses": 0, "hits": 0, "commits": 0, "requests": 0, "rsp_events": 0,
                "event_cycles": [], "commit_cycles": {}, "log": [], "snoops": 0, "snoop_data": 0,
-               "snoops_on_requests": 0, "back_invalidations": 0, "rsp_cycles": []}
+               "snoops_on_requests": 0, "back_invalidations": 0, "rsp_cycles": [],
+               "arbitrations": 0}
         to_send = deque()               # accesses the caches could not finish, in order
         chans = {"rsp": deque(), "data": deque()}
         taken = deque()
@@ -163,6 +170,21 @@ class EngineBench:
             expected[k] = (line, state, c[1] if c is not None and state == "S" else None)
 
         shadow = SnoopShadow(dev, self.cfg.coalesce_block, snoop_out, mismatch)
+        eng, arbiter, top = self.engine, self.arbiter, self.top
+        credits_due = {name: deque() for name in ("d2h_req", "d2h_rsp", "d2h_data")}   # cycles of returns
+        in_use = []                     # the model's CQIDs in use after each cycle
+
+        def return_credits(ctx, cyc):
+            for name, due in credits_due.items():
+                n = 0
+                while due and due[0] <= cyc and n < 64:
+                    due.popleft()
+                    n += 1
+                ctx.set(getattr(dut, "crd_" + name[4:]), n)
+
+        def spend_credit(name, cyc):
+            if top:
+                credits_due[name].append(cyc + 1 + rng.randint(0, self.credit_delay))
 
         async def bench(ctx):
             nonlocal started
@@ -214,7 +236,7 @@ class EngineBench:
                     want = self._snoop() if started < accesses and rng.random() < snoop_rate else None
                 if want is not None:
                     op, line = want
-                    if line not in snoop_out and not ("rsp" in offers and offers["rsp"].line == line):
+                    if line not in snoop_out:
                         snoop = Msg(Channel.H2D_REQ, op, next(uqid) % 4096, line)
                         ctx.set(dut.h2d_req.valid, 1)
                         ctx.set(dut.h2d_req.p, {"valid": 1, "opcode": op, "addr": line, "uqid": snoop.uid})
@@ -223,6 +245,14 @@ class EngineBench:
                 for port in (dut.d2h_data, dut.cpu_rsp, dut.cmd, dut.d2h_req, dut.d2h_rsp, dut.probe):
                     ctx.set(port.ready, rng.random() < p_sink)
                 answers.drive(ctx, dut.cmd_rsp, cyc)
+                if top:
+                    return_credits(ctx, cyc)
+                    # DevLoad: from the count of CQIDs in use registered a cycle after the tracker's
+                    if cyc >= 2 and ctx.get(dut.devload) != devload_level(in_use[cyc - 2], self.cfg.max_outstanding,
+                                                                         self.cfg.devload_thresholds):
+                        mismatch(f"DevLoad {ctx.get(dut.devload)}, the model's {in_use[cyc - 2]} CQIDs in use give "
+                                 f"{devload_level(in_use[cyc - 2], self.cfg.max_outstanding, self.cfg.devload_thresholds)}",
+                                 cyc)
                 # ---- what happens in it (read before the edge), in the commit ports' order
                 if to_send and ctx.get(dut.cpu_req.ready):
                     op = to_send.popleft()
@@ -235,6 +265,12 @@ class EngineBench:
                         taken.append(offers[chan])
                         out["log"].append((cyc, "h2d", offers[chan].uid))
                 if snoop is not None and ctx.get(dut.h2d_req.ready):
+                    # CXL's order (docs/sources.md §1.1): an H2D Rsp offered in a snoop's cycle is ahead of
+                    # it (the link hands a flit's messages over at one edge, a GO before the snoop behind
+                    # it), so the engine takes no snoop while an H2D Rsp waits at its port
+                    if "rsp" in offers and not ctx.get(dut.h2d_rsp.ready):
+                        mismatch(f"the engine took a snoop to line {snoop.line:#x} before the H2D Rsp offered "
+                                 f"with it ({offers['rsp']!r})", cyc)
                     if snoop_script:
                         snoop_script.popleft()
                     snoop_out[snoop.line] = snoop_by_uqid[snoop.uid] = snoop
@@ -300,6 +336,12 @@ class EngineBench:
                                  f"there: {t!r}", cyc)
                     out["requests"] += 1
                     out["log"].append((cyc, "d2h_req", cqid))
+                    spend_credit("d2h_req", cyc)
+                    out["arbitrations"] += sum(1 for q in arbiter.queues if q) > 1
+                    first = arbiter.pop() if len(arbiter) else None
+                    if first is None or first.cqid != cqid:
+                        mismatch(f"D2H Req CQID {cqid} sent; the arbiter's order gives "
+                                 f"{None if first is None else first.cqid} (its queues {arbiter.key()})", cyc)
                     plan = host_plan(t) if host_plan is not None else None
                     if plan is None:
                         when, plan = cyc + 1 + rng.randint(0, host_delay), []
@@ -310,9 +352,17 @@ class EngineBench:
                         msg = host_message(t, e, rng, uqid)
                         chan = "data" if msg.chan is Channel.H2D_DATA else "rsp"
                         chans[chan].append((cyc + delay, msg))
+                push = eng.req_path.d2h_push
+                if ctx.get(push.valid):
+                    t = dev.txns.get(int(ctx.get(push.p.cqid)))
+                    if t is None:
+                        mismatch(f"a D2H Req queued for CQID {int(ctx.get(push.p.cqid))}, not the model's", cyc)
+                    arbiter.push(t)
+                in_use.append(self.cfg.max_outstanding - len(dev.free_cqids))
                 answers.sample(ctx, dut.cmd, dut.cmd_rsp, cyc)
                 if ctx.get(dut.d2h_data.valid) and ctx.get(dut.d2h_data.ready):
                     compare_data(ctx.get(dut.d2h_data.p), cyc)
+                    spend_credit("d2h_data", cyc)
                 if ctx.get(dut.d2h_rsp.valid) and ctx.get(dut.d2h_rsp.ready):
                     r = ctx.get(dut.d2h_rsp.p)
                     model_rsp = sent.rsp          # (the model device sends no D2H Req here: no transmit)
@@ -322,6 +372,7 @@ class EngineBench:
                     if i >= len(model_rsp) or got != (model_rsp[i].op, model_rsp[i].uid):
                         mismatch(f"D2H Rsp #{i}: RTL {got}, model "
                                  f"{(model_rsp[i].op, model_rsp[i].uid) if i < len(model_rsp) else None}", cyc)
+                    spend_credit("d2h_rsp", cyc)
                     msg = snoop_by_uqid.pop(got[1])
                     del snoop_out[msg.line]
                     out["rsp_cycles"].append(cyc)
@@ -348,8 +399,8 @@ class EngineBench:
                                f"not taken, waiting in the model {dev.queue}, requests {sorted(dev.txns)}, "
                                f"caches waiting {[b for b in bfm.busy if b is not None]}, snoops unanswered "
                                f"{sorted(hex(l) for l in snoop_out)}; the engine's snoop window "
-                               f"{'held' if ctx.get(dut.snoop.window.held) else 'issuing'}, its work entries "
-                               f"{[WorkState(ctx.get(s)).name for s in dut.snoop.work_block.states]}")
+                               f"{'held' if ctx.get(eng.snoop.window.held) else 'issuing'}, its work entries "
+                               f"{[WorkState(ctx.get(s)).name for s in eng.snoop.work_block.states]}")
             cyc = out["cycles"]
             if dev.queue or dev.txns or any(op is not None for op in dev.ops):
                 mismatch(f"the model still has work: waiting {dev.queue}, requests {sorted(dev.txns)}", cyc)
@@ -358,7 +409,9 @@ class EngineBench:
             if len(sent.rsp) != len(rtl_rsp):
                 mismatch(f"D2H Rsp: RTL {len(rtl_rsp)}, model more", cyc)
             compare_end_state(ctx, dut, bfm, dev, lambda what: mismatch(what, cyc))
-            out["errors"] = ctx.get(dut.protocol_errors) + ctx.get(dut.snoop_errors)
+            if len(arbiter):
+                mismatch(f"D2H Req queued and never sent: {arbiter.key()}", cyc)
+            out["errors"] = ctx.get(eng.protocol_errors) + ctx.get(eng.snoop_errors)
 
         sim = Simulator(dut)
         sim.add_clock(1e-8)

@@ -86,7 +86,7 @@ from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
 
 from hdl.link.ports import channel_shape
-from cxl.messages import ADDR_WIDTH, MAX_IDS, Channel
+from cxl.messages import ADDR_WIDTH, Channel
 
 from .encodings import (CacheCmd, CacheCmdRsp, CacheState, CmdOp, CpuKind, CpuReq, CpuRsp, Dispatch,
                         ErrorKind, STATE_CODE)
@@ -101,13 +101,10 @@ from .rescan import build_access_states, build_rescan_helpers, build_rescan_stat
 from .snoop_path import build_answer_states, build_snoop_states, build_snoop_verdicts, build_work_states
 from .host_responses import build_completion, build_response_states, build_response_verdicts
 from .side_path import build_side_path
+from .parameters import check_parameters
 
 __all__ = ["CpuKind", "CmdOp", "CacheState", "CpuReq", "CpuRsp", "CacheCmd", "CacheCmdRsp", "DCOH",
            "STATE_CODE", "ErrorKind", "Dispatch"]
-
-
-def _is_int(v):
-    return isinstance(v, int) and not isinstance(v, bool)
 
 
 class DCOH(wiring.Component):
@@ -127,28 +124,10 @@ class DCOH(wiring.Component):
     def __init__(self, *, caches=2, sf_sets=64, sf_ways=4, tracker=16, work=4, coalesce_window=4,
                  coalesce_block=4, coalesce_groups=4, starvation_bound=4, credits=8,
                  devload_thresholds=(0.25, 0.5, 0.75), addr_width=ADDR_WIDTH):
-        def bad(name, value, why):
-            raise ValueError(f"DCOH: {name}={value!r}: {why}")
-        if not _is_int(caches) or not 1 <= caches <= 32:
-            bad("caches", caches, "must be an integer in 1..32")
-        for name, v in (("sf_sets", sf_sets), ("sf_ways", sf_ways), ("coalesce_block", coalesce_block)):
-            if not _is_int(v) or v < 1 or v & (v - 1):
-                bad(name, v, "must be a power of two >= 1")
-        if not _is_int(tracker) or not 2 <= tracker <= MAX_IDS:
-            bad("tracker", tracker, f"must be 2..{MAX_IDS} (12-bit CQID; a miss may need a second CQID "
-                                    "for its victim's eviction)")
-        if not _is_int(work) or work < 1:
-            bad("work", work, "must be an integer >= 1")
-        if not _is_int(coalesce_groups) or coalesce_groups < 1:
-            bad("coalesce_groups", coalesce_groups, "must be an integer >= 1")
-        if not _is_int(coalesce_window) or coalesce_window < 0:
-            bad("coalesce_window", coalesce_window, "must be an integer >= 0")
-        if not _is_int(starvation_bound) or starvation_bound < 2:
-            bad("starvation_bound", starvation_bound, "must be an integer >= 2 (PriorityArbiter)")
-        if not _is_int(credits) or not 1 <= credits <= 1023:
-            bad("credits", credits, "must be 1..1023 (10-bit credit counters, facts §2.4)")
-        if not _is_int(addr_width) or addr_width <= max(exact_log2(sf_sets), exact_log2(coalesce_block)):
-            bad("addr_width", addr_width, "must exceed log2(sf_sets) and log2(coalesce_block)")
+        check_parameters("DCOH", caches=caches, sf_sets=sf_sets, sf_ways=sf_ways, tracker=tracker, work=work,
+                         coalesce_window=coalesce_window, coalesce_block=coalesce_block,
+                         coalesce_groups=coalesce_groups, starvation_bound=starvation_bound, credits=credits,
+                         addr_width=addr_width)
         self.caches, self.sf_sets, self.sf_ways = caches, sf_sets, sf_ways
         self.tracker, self.work = tracker, work
         self.coalesce_window, self.coalesce_block, self.coalesce_groups = \

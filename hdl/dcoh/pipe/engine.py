@@ -44,7 +44,8 @@ Commit order within a cycle (a shadow model's): a probe message taken (``probe``
 (``commit_lane``), a probe added (``commit_probe``), response C (``rsp_commit``).  Request C decides on
 a row read before the snoop lane's write of the same cycle, so it goes before the lane.
 
-Not here yet: the D2H credits and the QoS order of D2H Req.
+``d2h_req`` leaves in the QoS order of hdl/dcoh/pipe/request_tx.py (the golden model's ``TxArbiter``).
+The D2H credits are applied around the engine (hdl/dcoh/pipe/dcoh_top.py).
 """
 
 from amaranth.hdl import Assert, Cat, Module, Mux, Signal
@@ -60,6 +61,7 @@ from ..engine_tables import is_stable
 from ..encodings import CacheCmd, CacheCmdRsp, CpuReq, CpuRsp, ErrorKind, STATE_BITS
 from ..sf_pipe import PipelinedSnoopFilter
 from .request_path import RequestPath
+from .request_tx import RequestTransmit
 from .response_path import ResponseCommit, ResponsePath
 from .snoop_pipe import CommitC, SnoopPipe
 from .snoop_work import lowest
@@ -70,11 +72,12 @@ __all__ = ["Engine"]
 class Engine(wiring.Component):
     """Parameters: ``caches``, ``tracker`` (CQIDs), ``sf_sets``, ``sf_ways``, ``work`` (snoop work
     entries), ``window``, ``cmd_depth``, ``coalesce_window`` / ``coalesce_block`` / ``coalesce_groups``,
-    ``addr_width`` (each checked by the block that uses it).  ``sf`` is the snoop filter (tests preload
+    ``starvation_bound`` (the D2H Req arbiter's), ``addr_width`` (each checked by the block that uses it).  ``sf`` is the snoop filter (tests preload
     it)."""
 
     def __init__(self, *, caches=2, tracker=16, sf_sets=64, sf_ways=4, work=8, window=8, cmd_depth=4,
-                 coalesce_window=4, coalesce_block=4, coalesce_groups=4, addr_width=ADDR_WIDTH):
+                 coalesce_window=4, coalesce_block=4, coalesce_groups=4, starvation_bound=4,
+                 addr_width=ADDR_WIDTH):
         # a snoop held on a stall goes again at the request's completion (``req_release``), which holds
         # only while every state whose snoops stall completes with its Data
         for (state, op), row in SNOOP_TABLE.items():
@@ -91,6 +94,7 @@ class Engine(wiring.Component):
         self.req_path = RequestPath(caches=caches, tracker=tracker, sf_sets=sf_sets, sf_ways=sf_ways,
                                     addr_width=addr_width, shared_sf=self.sf)
         self.rsp_path = ResponsePath(caches=caches, tracker=tracker, sf_ways=sf_ways, addr_width=addr_width)
+        self.transmit = RequestTransmit(tracker, starvation_bound)
         self.caches, self.tracker, self.sf_sets, self.sf_ways = caches, tracker, sf_sets, sf_ways
         self.coalesce_block = coalesce_block
         sp = self.snoop
@@ -113,7 +117,7 @@ class Engine(wiring.Component):
             "commit": Out(1), "commit_bi": Out(1), "commit_cache": Out(range(max(caches, 2))),
             "rsp_commit": Out(ResponseCommit), "rsp_commit_cqid": Out(range(tracker)),
             "freed_valid": Out(1), "freed_cqid": Out(range(tracker)),
-            "idle": Out(1),
+            "idle": Out(1), "cqids_in_use": Out(tracker),
             "snoop_errors": Out(16), "last_snoop_error": Out(ErrorKind),
             "protocol_errors": Out(16), "last_error": Out(ErrorKind),
         })
@@ -128,7 +132,9 @@ class Engine(wiring.Component):
         wiring.connect(m, sp.d2h_rsp, wiring.flipped(self.d2h_rsp))
         wiring.connect(m, sp.probe, wiring.flipped(self.probe))
         wiring.connect(m, wiring.flipped(self.cpu_req), rq.cpu_req)
-        wiring.connect(m, rq.d2h_req, wiring.flipped(self.d2h_req))
+        m.submodules.transmit = tx = self.transmit
+        wiring.connect(m, rq.d2h_push, tx.push)
+        wiring.connect(m, tx.d2h_req, wiring.flipped(self.d2h_req))
         wiring.connect(m, wiring.flipped(self.h2d_rsp), rs.h2d_rsp)
         wiring.connect(m, wiring.flipped(self.h2d_data), rs.h2d_data)
         wiring.connect(m, rq.start, rs.start)
@@ -171,10 +177,12 @@ class Engine(wiring.Component):
         wiring.connect(m, sp.wb_start, rq.ext_start)
         m.d.comb += [rq.bi_can.eq(sp.can_alloc), rq.ext_value.eq(sp.evict_value)]
         # A held snoop goes again after anything it may have waited for: a completion (which also ends
-        # a stall: each state whose snoops stall completes with its Data), an access's command issued or
-        # answer taken, a work entry ending (the snoop path's own).
+        # a stall: each state whose snoops stall completes with its Data), a request started (its
+        # tracker entry written from the start register, which may wait there after its commit), an
+        # access's command issued or answer taken, a work entry ending (the snoop path's own).
         rq_answer_taken = rq.cpu_rsp.valid & rq.cpu_rsp.ready
-        m.d.comb += sp.req_release.eq(rs.freed.valid | rq.commit | rq_answer_taken)
+        started = rq.start.valid & rq.start.ready
+        m.d.comb += sp.req_release.eq(rs.freed.valid | started | rq.commit | rq_answer_taken)
         # A request in the start register, or a back-invalidation's CQID before its write-back starts,
         # is in ``t_match`` before its tracker entry is written: the entry's state is then its last
         # request's, stable, so the snoop holds (not read as a request's).
@@ -211,10 +219,11 @@ class Engine(wiring.Component):
             self.commit_lane_probed.eq(sp.commit_lane_probed),
             self.commit_probe.eq(sp.commit_probe), self.commit_probe_line.eq(sp.commit_probe_line),
             self.commit_probe_evict.eq(sp.commit_probe_evict),
+            self.cqids_in_use.eq(rq.cqids_in_use),
             self.commit.eq(rq.commit), self.commit_bi.eq(rq.commit_bi), self.commit_cache.eq(rq.commit_cache),
             self.rsp_commit.eq(rs.commit), self.rsp_commit_cqid.eq(rs.commit_cqid),
             self.freed_valid.eq(rs.freed.valid), self.freed_cqid.eq(rs.freed.cqid),
-            self.idle.eq(rq.idle & rs.idle & sp.idle & ~whose.r_rdy),
+            self.idle.eq(rq.idle & rs.idle & sp.idle & ~whose.r_rdy & tx.empty),
             self.snoop_errors.eq(sp.protocol_errors), self.last_snoop_error.eq(sp.last_error),
             self.protocol_errors.eq(rs.protocol_errors), self.last_error.eq(rs.last_error),
         ]

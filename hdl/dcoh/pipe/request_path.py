@@ -115,12 +115,13 @@ class RequestPath(wiring.Component):
             "cmd": Out(stream.Signature(CacheCmd(caches, addr_width))),
             "cmd_rsp": In(stream.Signature(CacheCmdRsp())),
             "start": Out(stream.Signature(RequestStart(tracker, caches, sf_ways, addr_width))),
-            "d2h_req": Out(stream.Signature(D2HReq)),
+            "d2h_push": Out(stream.Signature(D2HReq)),     # always taken (the transmit's queues)
             "freed": In(data.StructLayout({"valid": 1, "cqid": range(tracker)})),
             "fill": In(stream.Signature(Update(addr_width, sf_ways, caches))),
             "commit": Out(1), "commit_cache": Out(range(max(caches, 2))),
             "commit_bi": Out(1),
             "idle": Out(1),
+            "cqids_in_use": Out(tracker),       # the CQIDs taken (a back-invalidation's from its commit)
             # ---- the snoop side (hdl/dcoh/pipe/engine.py; tied off when alone) ----------------------
             # for the line in the filter's result (a snoop's, in its C): the tracker entry that has it
             # (one-hot), and whether an access works on it (a command, or an answer not yet taken)
@@ -419,12 +420,10 @@ class RequestPath(wiring.Component):
                      sp.cache.eq(start_r.cache), sp.cpu.eq(start_r.cpu), sp.store.eq(start_r.store),
                      sp.others.eq(start_r.others),
                      sp.value.eq(Mux(start_from_ext, self.ext_value, Mux(start_from_cmd, cmd_r_c.data, cpu_r_c.data)))]
-        m.submodules.d2h_q = d2h_q = SyncFIFO(width=len(Signal(D2HReq).as_value()), depth=T)
-        d2h_entry = Signal(D2HReq)
-        m.d.comb += [d2h_entry.valid.eq(1), d2h_entry.opcode.eq(start_r.op), d2h_entry.cqid.eq(start_r.idx),
-                     d2h_entry.addr.eq(start_r.line), d2h_q.w_en.eq(start_valid & self.start.ready),
-                     d2h_q.w_data.eq(d2h_entry.as_value()),
-                     self.d2h_req.valid.eq(d2h_q.r_rdy), self.d2h_req.p.eq(d2h_q.r_data), d2h_q.r_en.eq(self.d2h_req.ready)]
+        # the D2H Req goes to the transmit's queues (hdl/dcoh/pipe/request_tx.py) as its entry starts
+        dp = self.d2h_push.p
+        m.d.comb += [self.d2h_push.valid.eq(start_valid & self.start.ready), dp.valid.eq(1),
+                     dp.opcode.eq(start_r.op), dp.cqid.eq(start_r.idx), dp.addr.eq(start_r.line)]
         # the snoop filter's one write: the response path's fill, else C's
         # C's write from its register (so C's decision reaches no forwarding path of the filter), else
         # the response path's fill, which waits in that cycle
@@ -540,14 +539,15 @@ class RequestPath(wiring.Component):
         # ---- commit port and status --------------------------------------------------------------------
         m.d.comb += [self.commit.eq(issue | answer | fin_done), self.commit_bi.eq(bi_go),
                      self.commit_cache.eq(k)]
-        m.d.comb += self.idle.eq(~s_valid.any() & ~start_valid & ~d2h_q.r_rdy & ~rsp_q.r_rdy & ~out_valid)
+        m.d.comb += [self.idle.eq(~s_valid.any() & ~start_valid & ~rsp_q.r_rdy & ~out_valid),
+                     self.cqids_in_use.eq(t_valid)]
         m.d.sync += [
             Assert(~(c.valid & c.fin) | hit, "request path: a finish pass whose line left the snoop filter"),
             Assert(~(c.valid & c.fin & (fin == Finish.EVICT) & (peers == 0)) | cq_any,
                    "request path: an eviction's finish found no CQID, though its first pass reserved one"),
             Assert(~c.valid | s_fly.bit_select(k, 1), "request path: C decides a slot not in flight"),
             Assert(~self.cmd_rsp.valid | ans_q.r_rdy, "request path: a command answer with no command out"),
-            Assert(~d2h_q.w_en | d2h_q.w_rdy, "request path: the D2H Req queue overflowed"),
+            Assert(~self.d2h_push.valid | self.d2h_push.ready, "request path: a D2H Req not taken"),
             Assert(~rsp_q.w_en | rsp_q.w_rdy, "request path: the cpu_rsp queue overflowed"),
             Assert(~cmd_q.w_en | cmd_q.w_rdy, "request path: the command queue overflowed"),
         ]
