@@ -28,6 +28,8 @@ TESTCASE           ?=
 HOST               ?=
 # The RTL DCOH's parameters over the system testbench's (tb/system_top.py DEFAULT_DCOH), e.g. DCOH=work=1,tracker=2
 DCOH               ?=
+# DCOH_PIPE=1: the devices have the pipelined DCOH (hdl/dcoh/pipe/dcoh_top.py), under the per-cycle testbench
+DCOH_PIPE          ?=
 REGRESS_SEEDS        ?= 50
 REGRESS_TRANSACTIONS ?= 20000
 REGRESS_JOBS         ?= 2
@@ -141,7 +143,7 @@ sim: deps model-build
 	@$(WITH_VLT) && $(PY) -m tb.run_system --sim $(SIM) --devices $(DEVICES) --transactions $(TRANSACTIONS) \
 	  --seed $(SEED) $(if $(WAVES),--waves) $(if $(TESTCASE),--testcase $(TESTCASE)) $(if $(HOST),--host $(HOST)) \
 	  $(if $(DCOH),--dcoh $(DCOH)) $(if $(BATCH),--batch $(BATCH)) $(if $(CACHE_STALL),--cache-stall $(CACHE_STALL)) \
-	  --out build/sim/summary.json
+	  $(if $(DCOH_PIPE),--pipelined-dcoh) --out build/sim/summary.json
 
 regress: deps model-build
 	@mkdir -p build/regress

@@ -1,11 +1,16 @@
 """The device top: the DCOH behind the device end of a 68B-flit CXL.cache link.
 
-``Device(dcoh=..., link=...)``: a :class:`hdl.dcoh.dcoh.DCOH` whose six host-side channels go through a
+``Device(dcoh=..., link=..., pipelined=False)``: a :class:`hdl.dcoh.dcoh.DCOH` (``pipelined``: the pipelined
+:class:`hdl.dcoh.pipe.dcoh_top.PipelinedDCOH`) whose six host-side channels go through a
 :class:`hdl.link.port.LinkPort` (``upstream=True``: it sends D2H and receives H2D flits).  Ports: the
 link's ``tx_flit`` (out) / ``rx_flit`` (in), the DCOH's internal-cache ports (``cpu_req``, ``cpu_rsp``,
 ``probe``, ``cmd``, ``cmd_rsp``) and status (``idle``, ``dispatch`` with ``work_line``, ``devload``,
 ``protocol_errors``, the link's ``retries``/``crc_errors``/``rule_errors``, its per-kind counters of bad
 input from the host ``rx_errors`` and its ``link_error`` / ``link_error_cause``: see hdl/link/port.py).
+With ``pipelined``, the engine's commit ports (hdl/dcoh/pipe/engine.py) in place of ``dispatch``,
+``scan_before`` and ``work_line``, and ``took_snoop`` / ``took_rsp`` / ``took_data``: the DCOH took a
+message from the link on that channel in this cycle (a shadow model takes it then, and applies it where
+the engine commits it).
 
 Credits: the link end holds the real D2H credits (returned by the host in its flits) and takes a
 message only while its channel has one.  The DCOH's own D2H credit counters then only count messages
@@ -18,6 +23,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from hdl.dcoh.dcoh import DCOH
+from hdl.dcoh.pipe.dcoh_top import COMMIT_PORTS, PipelinedDCOH
 from hdl.link.port import RX_ERROR_KINDS, LinkErrorCause, LinkPort, rx_errors_signature
 from hdl.link.ports import flit_stream
 from cxl.messages import Channel
@@ -30,19 +36,24 @@ _CACHE_PORTS = ("cpu_req", "cpu_rsp", "probe", "cmd", "cmd_rsp")
 
 
 class Device(wiring.Component):
-    def __init__(self, *, dcoh=None, link=None):
-        self.dcoh = DCOH(**(dcoh or {}))
+    def __init__(self, *, dcoh=None, link=None, pipelined=False):
+        self.pipelined = pipelined
+        self.dcoh = (PipelinedDCOH if pipelined else DCOH)(**(dcoh or {}))
         self.link = LinkPort(True, **(link or {}))
         members = {"tx_flit": Out(flit_stream()), "rx_flit": In(flit_stream())}
-        for name in _CACHE_PORTS:
+        for name in _CACHE_PORTS + self.status_ports():
             members[name] = self.dcoh.signature.members[name]
-        members.update(idle=Out(1), dispatch=self.dcoh.signature.members["dispatch"], scan_before=Out(1),
-                       work_line=self.dcoh.signature.members["work_line"], devload=Out(2),
-                       protocol_errors=Out(16),
+        if pipelined:
+            members.update(took_snoop=Out(1), took_rsp=Out(1), took_data=Out(1))
+        members.update(idle=Out(1), devload=Out(2), protocol_errors=Out(16),
                        retries=Out(32), crc_errors=Out(32), rule_errors=Out(32),
                        rx_errors=Out(rx_errors_signature()), link_error=Out(1),
                        link_error_cause=Out(len(LinkErrorCause)))
         super().__init__(members)
+
+    def status_ports(self):
+        """The DCOH's ports that tell a shadow model what it did: ``dispatch`` or the commit ports."""
+        return COMMIT_PORTS if self.pipelined else ("dispatch", "scan_before", "work_line")
 
     def elaborate(self, platform):
         m = Module()
@@ -69,9 +80,13 @@ class Device(wiring.Component):
                 wiring.connect(m, wiring.flipped(port), inner)
             else:
                 wiring.connect(m, inner, wiring.flipped(port))
-        m.d.comb += [self.idle.eq(dcoh.idle), self.dispatch.eq(dcoh.dispatch),
-                     self.scan_before.eq(dcoh.scan_before), self.work_line.eq(dcoh.work_line),
-                     self.devload.eq(dcoh.devload),
+        for name in self.status_ports():
+            m.d.comb += getattr(self, name).eq(getattr(dcoh, name))
+        if self.pipelined:
+            m.d.comb += [self.took_snoop.eq(dcoh.h2d_req.valid & dcoh.h2d_req.ready),
+                         self.took_rsp.eq(dcoh.h2d_rsp.valid & dcoh.h2d_rsp.ready),
+                         self.took_data.eq(dcoh.h2d_data.valid & dcoh.h2d_data.ready)]
+        m.d.comb += [self.idle.eq(dcoh.idle), self.devload.eq(dcoh.devload),
                      self.protocol_errors.eq(dcoh.protocol_errors), self.retries.eq(link.retries),
                      self.crc_errors.eq(link.crc_errors), self.rule_errors.eq(link.rule_errors),
                      self.link_error.eq(link.link_error), self.link_error_cause.eq(link.link_error_cause),

@@ -51,6 +51,8 @@ TOPS = {
     # the pipelined DCOH top: the engine behind the D2H credits, with DevLoad and the error status, the
     # ports of ``dcoh`` (hdl/dcoh/pipe/dcoh_top.py)
     "dcoh_pipe": ("hdl.dcoh.pipe.dcoh_top", "PipelinedDCOH", {}),
+    # the device top with it (hdl/device.py)
+    "device_pipe": ("hdl.device", "Device", {"pipelined": True}),
 }
 
 

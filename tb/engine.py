@@ -6,15 +6,20 @@ accesses; what it cannot finish itself goes to ``cpu_req``.  The bench plays the
 compared with the model's request of that CQID and answered by a random path through the response table,
 and (``snoop_rate``) host snoops go to random lines, those with requests in flight among them, under the
 host's rules: one snoop to a line at a time, and no H2D Rsp to a request while a snoop to its line is
-unanswered.  The model follows the commit ports in the engine's order (hdl/dcoh/pipe/engine.py): a probe
+unanswered; it may offer a snoop in the same cycle as a GO to its line, which must then be taken first
+(an H2D Rsp offered in a snoop's cycle is ahead of it in CXL's order: the bench checks that the engine
+takes no snoop while such an H2D Rsp waits).  The model follows the commit ports in the engine's order (hdl/dcoh/pipe/engine.py): a probe
 message taken, snoop C, the completions (``defer_complete``), request C (an access taken with
 ``Device.take`` is tried there, ``_try_issue``, which must succeed), the snoop answer lane, a probe
 added, response C.  Every D2H Rsp is compared in order, every D2H Data by its UQID (the two sources
 of D2H Data share the channel in the engine's order, the host matches them by UQID), every ``cpu_rsp``,
-and at the end the snoop filter and the caches.
+and at the end the snoop filter and the caches.  With ``lines_per_set`` above the ways, or
+``uncached_held``, accesses back-invalidate lines (``commit_bi``).
 
-The lines are chosen so that no access needs a back-invalidation, which the engine does not have yet:
-no set holds more lines than it has ways, and uncached accesses use lines no cache ever holds.
+``top=True`` runs the DCOH top (hdl/dcoh/pipe/dcoh_top.py) instead of the bare engine: the bench returns
+each D2H credit 1 to ``credit_delay`` + 1 cycles after the message that spent it, compares every D2H Req
+with a copy of the model's ``TxArbiter`` fed by the engine's pushes (the QoS order), and DevLoad with the
+model's CQIDs in use every cycle.
 """
 
 import random

@@ -1,6 +1,6 @@
 """A device behind a whole link, for system tests: the host end of the link in RTL too.
 
-``LinkedDevice(dcoh=..., link=..., ber=0.0, seed=1)``: :class:`hdl.device.Device` (DCOH + device
+``LinkedDevice(dcoh=..., link=..., ber=0.0, seed=1, pipelined=False)``: :class:`hdl.device.Device` (DCOH + device
 ``LinkPort``) <- two wires -> a host-end ``LinkPort``.  With ``ber`` > 0 the wires inject bit errors
 (``hdl.link.loopback.WireInjector``); at 0 they are plain connections (an injector that never hits
 passes every flit unchanged in the same cycle, but computes its error masks and their CRC every cycle:
@@ -8,7 +8,8 @@ about a fifth of a Verilated device's work).  Its ports are the DCOH's, seen fro
 ``d2h_req/rsp/data`` out (the host end's channel streams), the internal-cache ports, and ``idle``
 (the DCOH is idle and for ``QUIET`` cycles no flit was offered on either wire and no message on the
 host end: nothing is in flight), the DCOH's own ``idle`` (``dcoh_idle``), ``dispatch``, ``scan_before``,
-``work_line``, ``devload`` and ``protocol_errors``,
+``work_line`` (``pipelined``: the commit ports and ``took_snoop`` / ``took_rsp`` / ``took_data`` instead,
+hdl/device.py), ``devload`` and ``protocol_errors``,
 ``error`` (either end's link has stopped with a link error, or the DCOH has counted a protocol error, or
 either end's receiver has rejected a CRC-good flit; the why in ``link_error_cause`` / ``host_link_error_cause``
 (hdl/link/port.py LinkErrorCause), ``protocol_errors`` and ``rule_errors``, the two ends' sum), and flit
@@ -34,8 +35,8 @@ QUIET = 64       # cycles without a flit on either wire before the link counts a
 
 
 class LinkedDevice(wiring.Component):
-    def __init__(self, *, dcoh=None, link=None, ber=0.0, seed=1):
-        self.device = Device(dcoh=dcoh, link=link)
+    def __init__(self, *, dcoh=None, link=None, ber=0.0, seed=1, pipelined=False):
+        self.device = Device(dcoh=dcoh, link=link, pipelined=pipelined)
         self.dcoh = self.device.dcoh
         self.coalesce_window = self.dcoh.coalesce_window
         self.host = LinkPort(False, **(link or {}))
@@ -50,9 +51,10 @@ class LinkedDevice(wiring.Component):
             members[name] = self.device.signature.members[name]
         # flit monitor taps: a flit crossed the wire (handshake) and the flit (payload and CRC)
         members.update(up_flit=Out(1), up_word=Out(FLIT_BITS), down_flit=Out(1), down_word=Out(FLIT_BITS))
-        members.update(idle=Out(1), dcoh_idle=Out(1), dispatch=self.device.signature.members["dispatch"],
-                       scan_before=Out(1),
-                       work_line=self.device.signature.members["work_line"], devload=Out(2),
+        self.status = self.device.status_ports() + (("took_snoop", "took_rsp", "took_data") if pipelined else ())
+        for name in self.status:
+            members[name] = self.device.signature.members[name]
+        members.update(idle=Out(1), dcoh_idle=Out(1), devload=Out(2),
                        protocol_errors=Out(16), retries=Out(32), injected=Out(32), crc_errors=Out(32),
                        rule_errors=Out(32), error=Out(1), link_error_cause=Out(len(LinkErrorCause)),
                        host_link_error_cause=Out(len(LinkErrorCause)))
@@ -98,9 +100,7 @@ class LinkedDevice(wiring.Component):
         m.d.comb += [self.up_flit.eq(up.valid & up.ready), self.up_word.eq(up.payload),
                      self.down_flit.eq(down.valid & down.ready), self.down_word.eq(down.payload)]
         m.d.comb += [self.idle.eq(dev.idle & (quiet == QUIET)),
-                     self.dcoh_idle.eq(dev.idle), self.dispatch.eq(dev.dispatch),
-                     self.scan_before.eq(dev.scan_before), self.work_line.eq(dev.work_line),
-                     self.devload.eq(dev.devload),
+                     self.dcoh_idle.eq(dev.idle), self.devload.eq(dev.devload),
                      self.protocol_errors.eq(dev.protocol_errors),
                      self.retries.eq(dev.retries + host.retries),
                      self.injected.eq(injected),
@@ -108,6 +108,8 @@ class LinkedDevice(wiring.Component):
                      self.rule_errors.eq(dev.rule_errors + host.rule_errors),
                      self.link_error_cause.eq(dev.link_error_cause),
                      self.host_link_error_cause.eq(host.link_error_cause)]
+        for name in self.status:
+            m.d.comb += getattr(self, name).eq(getattr(dev, name))
         # CRC errors are not errors here: link-layer retry repairs them (a BER run has many)
         m.d.comb += self.error.eq(dev.link_error | host.link_error | (dev.protocol_errors != 0) |
                                   (dev.rule_errors != 0) | (host.rule_errors != 0))

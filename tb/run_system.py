@@ -105,21 +105,24 @@ VERILATOR_MAKEFLAGS = "CFG_CXXFLAGS_PCH_I=-include OPT_FAST=-O1"
 HIER_BLOCK = 'hier_block -module "{module}"\n'
 
 
-def build(sim, devices, build_root, ber=0.0, waves=False, dcoh=None, batched=False, cache_stall=0):
+def build(sim, devices, build_root, ber=0.0, waves=False, dcoh=None, batched=False, cache_stall=0,
+          pipelined_dcoh=False):
     """Verilog + simulator build; returns (runner, build_dir, params_path).  ``dcoh``: DCOH parameter overrides
     of ``tb.system_top.DEFAULT_DCOH`` (give each set of overrides its own ``build_root``).  ``cache_stall``:
     the batched testbench's internal caches hold the DCOH up (tb/rtl_caches.py ``stall_bits``; 0: never;
     its own ``build_root`` too).  ``batched``: the
     batched testbench's device on the native driver (Verilator only): the runner is then a
     :class:`NativeBuild`, the build the same for any ``devices``, and params_path None.  Builds into one
-    ``build_root`` take turns (tb.system_top.build_lock: parallel test workers, two runs at once)."""
+    ``build_root`` take turns (tb.system_top.build_lock: parallel test workers, two runs at once).
+    ``pipelined_dcoh``: the devices have the pipelined DCOH (hdl/dcoh/pipe/dcoh_top.py; the per-cycle
+    testbench only), built in folders of their own."""
     from tb.system_top import build_lock
     _check_simulator(sim)
     with build_lock(build_root):
-        return _build(sim, devices, Path(build_root), ber, waves, dcoh, batched, cache_stall)
+        return _build(sim, devices, Path(build_root), ber, waves, dcoh, batched, cache_stall, pipelined_dcoh)
 
 
-def _build(sim, devices, build_root, ber, waves, dcoh, batched, cache_stall=0):
+def _build(sim, devices, build_root, ber, waves, dcoh, batched, cache_stall=0, pipelined_dcoh=False):
     from tb.system_top import write_if_changed, build_system, params_path
     if batched:
         if sim != "verilator" or ber or waves:
@@ -132,11 +135,13 @@ def _build(sim, devices, build_root, ber, waves, dcoh, batched, cache_stall=0):
     if cache_stall:
         raise SystemExit("--cache-stall: only the batched testbench's RTL caches stall (--batch K > 0)")
     ber_tag = f"_ber{ber:g}" if ber else ""       # a BER changes linked_device.v: its own folders
+    if pipelined_dcoh:                             # so does the pipelined DCOH
+        ber_tag += "_pipelined"
     rtl_dir = build_root / f"rtl{ber_tag}"
     t0 = time.perf_counter()
     print(f"[build] Verilog of one device and the {devices}-device top -> {rtl_dir} "
           "(converted again only when the RTL changed; about a minute then)", flush=True)
-    sources = build_system(devices, rtl_dir, dcoh=dcoh, ber=ber)
+    sources = build_system(devices, rtl_dir, dcoh=dcoh, ber=ber, pipelined=pipelined_dcoh)
     print(f"[build] Verilog ready in {time.perf_counter() - t0:.1f} s", flush=True)
     from cocotb_tools.runner import VerilatorControlFile, get_runner
     build_dir = build_root / f"{sim}_{devices}dev{ber_tag}" / ("waves" if waves else "nowaves")
@@ -328,7 +333,11 @@ def main(argv=None):
                          "the cycles, each cmd's answer 0 .. 2**BITS - 1 cycles late (tb/rtl_caches.py); 0: never")
     ap.add_argument("--out", default="build/sim/summary.json")
     ap.add_argument("--build-root", default="build/sim")
+    ap.add_argument("--pipelined-dcoh", action="store_true",
+                    help="devices with the pipelined DCOH (hdl/dcoh/pipe/dcoh_top.py); per-cycle testbench, one seed")
     args = ap.parse_args(argv)
+    if args.batch is None and args.pipelined_dcoh:
+        args.batch = 0                       # (the batched testbench follows the serializing DCOH only)
     if args.batch is None:
         args.batch = default_batch(args.sim, args.ber, args.trace, args.waves, args.testcase)
         if args.pipeline and args.batch:
@@ -340,6 +349,8 @@ def main(argv=None):
                  "--testcase (--batch 0 has them)")
     if args.pipeline and not args.batch:
         ap.error("--pipeline: only the batched testbench (--batch K > 0) pipelines")
+    if args.pipelined_dcoh and (args.batch or args.seeds > 1):
+        ap.error("--pipelined-dcoh: the per-cycle testbench (--batch 0), one seed at a time")
     try:
         from models.config import Config, ConfigError
         Config().with_overrides(args.host)
@@ -370,7 +381,8 @@ def main(argv=None):
     out.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     runner, build_dir, params = build(args.sim, args.devices, build_root, args.ber, args.waves,
-                                      dcoh=args.dcoh_params, batched=args.batch > 0, cache_stall=args.cache_stall)
+                                      dcoh=args.dcoh_params, batched=args.batch > 0, cache_stall=args.cache_stall,
+                                      pipelined_dcoh=args.pipelined_dcoh)
     print(f"build: {time.perf_counter() - t0:.1f} s ({build_dir})", flush=True)
     flit_monitor = not args.no_flit_monitor and args.ber == 0
     s = run(runner, build_dir, params, args.seed, args.transactions, out, args.think, flit_monitor,
@@ -383,7 +395,8 @@ def main(argv=None):
         print(f"seed {args.seed}: FAIL: {s.get('error')}\n  reproduce: make sim SEED={args.seed} SIM={args.sim} "
               f"DEVICES={args.devices}" + (f" HOST={args.host}" if args.host else "")
               + (f" BATCH={args.batch}" if batch else "") + (f" DCOH={args.dcoh}" if args.dcoh else "")
-              + (f" CACHE_STALL={args.cache_stall}" if args.cache_stall else ""), flush=True)
+              + (f" CACHE_STALL={args.cache_stall}" if args.cache_stall else "")
+              + (" DCOH_PIPE=1" if args.pipelined_dcoh else ""), flush=True)
     else:
         png = plot_latency(s, out.with_suffix(".png")) if s.get("latency_cycles") else None
         print(closing_table(s))

@@ -84,7 +84,7 @@ from models.system import System, Workload, state_event_coverage
 from tb.cache_bfm import CacheBFM
 from tb.progress import Progress
 from tb.seed import env_seed
-from tb.system_top import MON_BITS, MON_WIDTH
+from tb.system_top import mon_layout
 from tb.flit_checker import FlitChecker, FlitRuleBroken
 from tb.vip import ChannelCodec, StructCodec
 
@@ -95,12 +95,7 @@ class SystemMismatch(AssertionError):
     """The RTL and the golden model disagree (the message names the seed, cycle and device)."""
 
 
-_MON = {}
-_pos = 0
-for _name in MON_BITS:
-    _MON[_name] = _pos
-    _pos += 3 if _name == "dispatch" else 1
-_MASK = (1 << MON_WIDTH) - 1
+_MON, _ = mon_layout()
 _BIT = {n: 1 << p for n, p in _MON.items() if n != "dispatch"}
 _DISPATCH_SHIFT = _MON["dispatch"]
 _ERROR = _BIT["error"]
@@ -368,18 +363,26 @@ class DeviceSide:
         return value | (m.data << codec.codec.width) if codec.with_data else value
 
     # ------------------------------------------------------------------ one cycle
+    #: the probe message the caches take is a step of :meth:`engine_steps` (else of the cache side)
+    probes_in_steps = False
+
+    def engine_steps(self, bits, now):
+        """What the DCOH did in this cycle, for the shadow: its ``dispatch``.  True if it dispatched."""
+        code = (bits >> _DISPATCH_SHIFT) & 7
+        if code:
+            if bits & _SCAN_BEFORE:
+                self.scan_before(now)
+            self.bench.dispatch_count[code] += 1
+            self.dispatch(_DISPATCH[code], now, int(self.h("work_line").value) if code == _WORK_CODE else None)
+        return bool(code)
+
     def cycle(self, bits, now, issuing):
         bench = self.bench
         write = bench.write
         h = self.h
         if bits & _ERROR:
             self.fail(self.rtl_errors())
-        code = (bits >> _DISPATCH_SHIFT) & 7
-        if code:
-            if bits & _SCAN_BEFORE:
-                self.scan_before(now)
-            bench.dispatch_count[code] += 1
-            self.dispatch(_DISPATCH[code], now, int(h("work_line").value) if code == _WORK_CODE else None)
+        busy = self.engine_steps(bits, now)
         # H2D sources: a transfer happened at the edge ending this cycle if valid & ready now.  With
         # nothing offered or queued (h2d_idle) every valid is already 0 and there is nothing to do.
         if not self.h2d_idle:
@@ -430,13 +433,13 @@ class DeviceSide:
             self.next_issue[op.k] = now + 1 + bench.rng.randrange(bench.think + 1)
             bench.touch(c["line"])
             changed = True
-        if bits & _BIT["probe__valid"]:                 # the caches take every probe at once
+        if bits & _BIT["probe__valid"] and not self.probes_in_steps:     # the caches take every probe at once
             self.probe_acked(int(h("probe__payload").value), now)
         if self.cpu_cur is not None and bits & _BIT["cpu_req__ready"]:
             self.cpu_cur = None
         # (A probe acknowledged and not yet worked changes neither the RTL's caches nor the shadow's: the
         # engine's WORK of a line does both, so a hit in between reads the same line in both.)
-        idle = bool(bits & _BIT["dcoh_idle"]) and not code and self.cmd_rsp is None \
+        idle = bool(bits & _BIT["dcoh_idle"]) and not busy and self.cmd_rsp is None \
             and not bits & (_BIT["cmd__valid"] | _BIT["cpu_rsp__valid"])
         # traffic: each idle internal cache starts its next access when its think time is over
         for k in range(bench.cfg.caches):
@@ -545,6 +548,9 @@ class SystemBench:
 
     def __init__(self, dut, params, seed, transactions, think=8, flit_monitor=True, trace=None, host=""):
         self.dut, self.params, self.seed, self.transactions = dut, params, seed, transactions
+        self.pipelined = bool(params.get("pipelined"))
+        self.mon_width = mon_layout(self.pipelined)[1]
+        self.commit_count = Counter()       # the pipelined DCOH's commits by port
         p = params["dcoh"]
         self.devices = params["devices"]
         # The shadow: the RTL's parameters (its work table too: the shadow holds a snoop exactly when the
@@ -596,7 +602,11 @@ class SystemBench:
                                            # still in it (DeviceSide.entered_link)
         self._last_done, self._last_done_at = 0, 0      # for watch()
         self.touched = set()
-        self.devs = [self.side_class(self, d) for d in range(self.devices)]
+        side = self.side_class
+        if self.pipelined:                  # the pipelined DCOH: its shadow follows the commit ports
+            from tb.system_pipe import PipelinedSide
+            side = PipelinedSide
+        self.devs = [side(self, d) for d in range(self.devices)]
 
     def new_flit_checker(self):
         """The flit checker's process (tb/flit_checker.py); this testbench hands it flits one by one."""
@@ -691,6 +701,8 @@ class SystemBench:
         drained_for = 0
         t0 = time.perf_counter()
         mon_h = dut.mon
+        width = self.mon_width
+        mask = (1 << width) - 1
         while True:
             await RisingEdge(dut.clk)
             for handle, value in self.writes.items():
@@ -703,18 +715,18 @@ class SystemBench:
                 mon = int(mon_h.value)
             except ValueError:
                 bad = str(mon_h.value)[::-1]
-                names = [f"dev{i // MON_WIDTH} bit {i % MON_WIDTH}" for i, c in enumerate(bad) if c not in "01"]
+                names = [f"dev{i // width} bit {i % width}" for i, c in enumerate(bad) if c not in "01"]
                 raise SystemMismatch(f"seed {self.seed} cycle {self.now}: undefined (X/Z) status bits: "
                                      f"{names}") from None
             for dev in devs:
-                dev.cycle((mon >> (dev.d * MON_WIDTH)) & _MASK, now, issuing)
+                dev.cycle((mon >> (dev.d * width)) & mask, now, issuing)
             self.after_cycle(now)
             self.watch(now, progress)
             if max_cycles is not None and now >= max_cycles:
                 break
             if not issuing():
                 if all(d.drained() for d in devs) and sysm.quiescent() and \
-                        all(((mon >> (d.d * MON_WIDTH)) & _BIT["dcoh_idle"]) for d in devs):
+                        all(((mon >> (d.d * width)) & _BIT["dcoh_idle"]) for d in devs):
                     drained_for += 1
                     if drained_for >= 100:       # nothing more may come out
                         break
@@ -777,6 +789,7 @@ class SystemBench:
             "sim_cycles_per_s": round(self.now / self.wall) if self.wall else None,
             "latency_cycles": {op: latency_entry(Counter(v)) for op, v in sorted(self.latency.items())},
             "dispatch": {Dispatch(i).name: n for i, n in enumerate(self.dispatch_count) if i},
+            "commits": dict(sorted(self.commit_count.items())),       # the pipelined DCOH's
             "snoops_while_cmd_owed": self.snoops_while_cmd_owed,
             "snoops_behind_rsp": self.snoops_behind_rsp,
             "coverage": {"state_event": coverage,

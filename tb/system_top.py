@@ -31,18 +31,35 @@ from pathlib import Path
 
 from hdl.verilog import to_verilog
 
-__all__ = ["MON_BITS", "DEFAULT_DCOH", "DEFAULT_LINK", "UNIT_RESET_CYCLES", "build_system", "build_batched_unit",
+__all__ = ["MON_BITS", "MON_BITS_PIPELINED", "MON_FIELD_WIDTH", "mon_layout", "DEFAULT_DCOH", "DEFAULT_LINK", "UNIT_RESET_CYCLES", "build_system", "build_batched_unit",
            "build_lock", "cached_verilog", "params_path", "source_hash", "system_params", "write_atomically"]
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# The per-device status bits packed into ``mon`` (bit 0 first).
-MON_BITS = ("d2h_req__valid", "d2h_rsp__valid", "d2h_data__valid",
-            "h2d_req__ready", "h2d_rsp__ready", "h2d_data__ready",
-            "cpu_req__ready", "cpu_rsp__valid", "probe__valid", "cmd__valid", "cmd_rsp__ready",
-            "dcoh_idle", "up_flit", "down_flit", "error", "scan_before",
-            "dispatch")                                  # dispatch is 3 bits, the rest 1
-MON_WIDTH = len(MON_BITS) - 1 + 3
+# The per-device status fields packed into ``mon`` (bit 0 first): those of both DCOH tops, then the
+# serializing DCOH's dispatch, or the pipelined DCOH's intake and commit ports (hdl/device.py).
+_MON_COMMON = ("d2h_req__valid", "d2h_rsp__valid", "d2h_data__valid",
+               "h2d_req__ready", "h2d_rsp__ready", "h2d_data__ready",
+               "cpu_req__ready", "cpu_rsp__valid", "probe__valid", "cmd__valid", "cmd_rsp__ready",
+               "dcoh_idle", "up_flit", "down_flit", "error")
+MON_BITS = _MON_COMMON + ("scan_before", "dispatch")
+MON_BITS_PIPELINED = _MON_COMMON + ("took_snoop", "took_rsp", "took_data", "commit_lane", "commit_lane_probed",
+                                    "commit_probe", "commit_probe_evict", "commit", "commit_bi", "freed_valid",
+                                    "commit_c", "rsp_commit")
+#: the fields wider than one bit
+MON_FIELD_WIDTH = {"dispatch": 3, "commit_c": 3, "rsp_commit": 2}
+
+
+def mon_layout(pipelined=False):
+    """({field: its lowest bit}, the width of one device's part) of ``mon``."""
+    pos, at = {}, 0
+    for name in (MON_BITS_PIPELINED if pipelined else MON_BITS):
+        pos[name] = at
+        at += MON_FIELD_WIDTH.get(name, 1)
+    return pos, at
+
+
+MON_WIDTH = mon_layout()[1]
 
 # Default RTL parameters of the system testbench.  A small snoop filter (16 sets x 2 ways) so that
 # capacity evictions (back-invalidations) happen often; the rest are the DCOH's defaults.
@@ -61,11 +78,14 @@ def parse_dcoh(text):
     return parse_assignments(text, {name: int for name in DEFAULT_DCOH}, "the DCOH parameters")
 
 
-def system_params(dcoh=None, link=None, ber=0.0, caches=None):
-    """The full parameter set (defaults overridden by the given dicts), as stored in the hash."""
+def system_params(dcoh=None, link=None, ber=0.0, caches=None, pipelined=False):
+    """The full parameter set (defaults overridden by the given dicts), as stored in the hash.
+    ``pipelined``: the devices have the pipelined DCOH (hdl/dcoh/pipe/dcoh_top.py)."""
     params = {"dcoh": {**DEFAULT_DCOH, **(dcoh or {})}, "link": {**DEFAULT_LINK, **(link or {})}, "ber": ber}
     if caches:              # only when set: the default build keeps its hash
         params["caches"] = {**DEFAULT_CACHES, **caches}
+    if pipelined:           # the same
+        params["pipelined"] = True
     return params
 
 
@@ -158,7 +178,8 @@ def _device_verilog(out_dir, params, module="linked_device"):
         return cached_verilog(out_dir / "batched_recorder.v", source_hash(params, _BATCHED_SOURCES), make)
     from tb.linked_device import LinkedDevice
     return cached_verilog(out_dir / "linked_device.v", source_hash(params),
-                          lambda: LinkedDevice(dcoh=params["dcoh"], link=params["link"], ber=params["ber"]))
+                          lambda: LinkedDevice(dcoh=params["dcoh"], link=params["link"], ber=params["ber"],
+                                               pipelined=params.get("pipelined", False)))
 
 
 _NONBLOCKING = re.compile(r"^\s*(\\?[\w$]+)\s*(?:\[[^\]]*\]\s*)?<=", re.M)
@@ -274,32 +295,35 @@ def params_path(out_dir, devices):
     return Path(out_dir) / f"system_params_{devices}dev.json"
 
 
-def build_system(devices, out_dir, dcoh=None, link=None, ber=0.0):
+def build_system(devices, out_dir, dcoh=None, link=None, ber=0.0, pipelined=False):
     """Write ``linked_device.v`` (cached) and ``system_top_<N>dev.v`` (module ``system_top``) for
     ``devices`` devices into ``out_dir``, and :func:`params_path`; return the Verilog files, the top last.
-    (The batched testbench's device: :func:`build_batched_unit`.)"""
+    ``pipelined``: the pipelined DCOH (give it an ``out_dir`` of its own).  (The batched testbench's
+    device: :func:`build_batched_unit`.)"""
     if not 1 <= devices <= 16:
         raise ValueError(f"devices={devices}: must be 1..16 (CXL.cache CacheID is 4 bits)")
     out_dir = Path(out_dir)
-    params = system_params(dcoh, link, ber)
+    params = system_params(dcoh, link, ber, pipelined=pipelined)
     dev_v = _device_verilog(out_dir, params)
     ports = [p for p in _ports(dev_v.read_text(), "linked_device") if p[2] not in ("clk", "rst")]
-    names = {p[2] for p in ports}
-    missing = [b for b in MON_BITS if b not in names]
-    if missing:
-        raise RuntimeError(f"linked_device has no port(s) {missing} for the mon vector")
+    width = {p[2]: p[1] for p in ports}
+    mon_bits = MON_BITS_PIPELINED if pipelined else MON_BITS
+    bad = [b for b in mon_bits if width.get(b) != MON_FIELD_WIDTH.get(b, 1)]
+    if bad:
+        raise RuntimeError(f"linked_device has no port(s) of the mon vector's width for {bad}")
+    mon_width = mon_layout(pipelined)[1]
     lines = ["// Generated by tb/system_top.py: N linked devices; do not edit.",
              "module system_top(clk, rst, mon, " +
              ", ".join(f"d{i}_{n}" for i in range(devices) for _, _, n in ports) + ");",
-             "  input clk;", "  input rst;", f"  output [{MON_WIDTH * devices - 1}:0] mon;"]
+             "  input clk;", "  input rst;", f"  output [{mon_width * devices - 1}:0] mon;"]
     for i in range(devices):
         for d, w, n in ports:
             lines.append(f"  {d} " + (f"[{w - 1}:0] " if w > 1 else "") + f"d{i}_{n};")
     for i in range(devices):
         conn = ", ".join(f".{n}(d{i}_{n})" for _, _, n in ports)
         lines.append(f"  linked_device dev{i} (.clk(clk), .rst(rst), {conn});")
-        bits = ", ".join(f"d{i}_{b}" for b in reversed(MON_BITS))
-        lines.append(f"  assign mon[{MON_WIDTH * (i + 1) - 1}:{MON_WIDTH * i}] = {{{bits}}};")
+        bits = ", ".join(f"d{i}_{b}" for b in reversed(mon_bits))
+        lines.append(f"  assign mon[{mon_width * (i + 1) - 1}:{mon_width * i}] = {{{bits}}};")
     lines.append("endmodule")
     top = out_dir / f"system_top_{devices}dev.v"
     write_if_changed(top, "\n".join(lines) + "\n")

@@ -46,6 +46,9 @@ SNOOP_CASES = {
     "direct_mapped": (dict(sf_ways=1, sf_sets=32), SNOOPS),
     "eight_ways_two_lines_a_set": (dict(sf_ways=8, sf_sets=4, caches=6, lines_per_set=2), SLOW | SNOOPS),
     "snoop_storm": (dict(), dict(snoop_rate=0.9)),
+    # the host offers H2D messages in half the cycles, GOs and snoops to one line together among them:
+    # the response path's turns between H2D Rsp and Data leave a GO waiting beside a snoop
+    "snoop_storm_host_offers_half": (dict(), dict(snoop_rate=0.9, p_in=0.5)),
 }
 
 

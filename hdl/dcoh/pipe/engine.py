@@ -21,6 +21,8 @@ work entries), hdl/dcoh/pipe/request_path.py (the caches' accesses) and hdl/dcoh
   (``snoop_write``) from the state it has then; it waits for a cycle in which the response path's C
   does not apply a response to the same request.  A request a work entry names is not freed before
   the entry ends (``pinned``).
+* **A snoop does not pass an H2D Rsp** offered no later than it (CXL's order, docs/sources.md §1.1): the
+  window takes no snoop while an H2D Rsp waits at the response path's port.
 * **Accesses see the snoops.**  Request C parks an access whose line a work entry holds (the work
   entries' line compare on the result's line, ``ext_busy``); a work entry that ends wakes the parked
   accesses (``ext_wake``).
@@ -128,7 +130,13 @@ class Engine(wiring.Component):
         m.submodules.snoop = sp = self.snoop
         m.submodules.req_path = rq = self.req_path
         m.submodules.rsp_path = rs = self.rsp_path
-        wiring.connect(m, wiring.flipped(self.h2d_req), sp.h2d_req)
+        # CXL's order (docs/sources.md §1.1): a snoop does not pass an H2D Rsp that reached the engine no
+        # later than it (the link hands a flit's messages over at one edge, a GO before the snoop behind
+        # it).  The window takes no snoop while an H2D Rsp waits at the response path's port; one taken
+        # in a snoop's cycle is applied two cycles later, before that snoop's C (three cycles at least).
+        rsp_waiting = self.h2d_rsp.valid & ~rs.h2d_rsp.ready
+        m.d.comb += [sp.h2d_req.valid.eq(self.h2d_req.valid & ~rsp_waiting), sp.h2d_req.p.eq(self.h2d_req.p),
+                     self.h2d_req.ready.eq(sp.h2d_req.ready & ~rsp_waiting)]
         wiring.connect(m, sp.d2h_rsp, wiring.flipped(self.d2h_rsp))
         wiring.connect(m, sp.probe, wiring.flipped(self.probe))
         wiring.connect(m, wiring.flipped(self.cpu_req), rq.cpu_req)

@@ -1,0 +1,160 @@
+"""The system testbench's device side for the pipelined DCOH (hdl/dcoh/pipe/dcoh_top.py).
+
+tb/system_tb.py's :class:`DeviceSide` with one part changed: the shadow device follows the pipelined
+engine's commit ports (hdl/dcoh/pipe/engine.py) instead of the serializing DCOH's ``dispatch``.  Each
+cycle, in the engine's commit order:
+
+* the messages the DCOH took from the link (``took_snoop`` / ``took_rsp`` / ``took_data``): each must be
+  the next its channel delivered (the RTL link keeps a channel in order); a snoop waits for its commit
+  under its line, an H2D Rsp or Data in the response path's intake order;
+* a probe message the caches took (they take every one at once): the shadow's ``close_probe``;
+* snoop C answering a snoop (the shadow's ``on_snoop`` of the host's message, delivered from the
+  model's link then);
+* a completion (``freed``: ``Device.complete``, the shadow completing where the RTL's lane frees the
+  CQID, ``defer_complete``);
+* request C: an access issued, finished inside the device or evicted (``_try_issue`` of that cache's
+  access, which must succeed), or a back-invalidation started (the same try, which must fail having
+  started one);
+* the snoop answer lane: after a probe (``finish_probe``), else the snoop's ``on_snoop``;
+* a probe added by a snoop's work entry (the snoop's ``on_snoop``, which opens the probe);
+* response C applying an H2D Rsp or Data (delivered from the model's link then).
+
+The shadow tries an access only where the RTL commits it (``defer_service``); a cache hit (the cache BFM
+finishes it alone) is taken while the DCOH is idle, and tried at once.  Everything else (the host, the
+flit monitor, the message and cache comparisons, the invariants) is tb/system_tb.py's.
+"""
+
+from collections import deque
+
+from cxl.messages import Channel
+from hdl.dcoh.pipe.response_path import ResponseCommit
+from hdl.dcoh.pipe.snoop_pipe import CommitC
+from tb.system_tb import DeviceSide
+from tb.system_top import mon_layout
+
+__all__ = ["PipelinedSide"]
+
+_MON, _ = mon_layout(pipelined=True)
+_BIT = {n: 1 << p for n, p in _MON.items()}
+_COMMIT_C_SHIFT, _RSP_COMMIT_SHIFT = _MON["commit_c"], _MON["rsp_commit"]
+_COMMIT_C = list(CommitC)
+_RSP_COMMIT = list(ResponseCommit)
+# any of these bits: the engine changed something this cycle
+_STEPS = sum(_BIT[n] for n in ("took_snoop", "took_rsp", "took_data", "commit_lane", "commit_probe", "commit",
+                               "commit_bi", "freed_valid", "probe__valid")) | (7 << _COMMIT_C_SHIFT) | \
+    (3 << _RSP_COMMIT_SHIFT)
+
+
+class PipelinedSide(DeviceSide):
+    probes_in_steps = True
+
+    def __init__(self, bench, d):
+        super().__init__(bench, d)
+        self.shadow.defer_complete = True           # completes where the RTL's lane frees the CQID
+        self.snoops = {}                            # line -> the host's snoop the DCOH took, not yet committed
+        self.taken = deque()                        # H2D Rsp / Data the DCOH took, not yet applied
+
+    def _took_next(self, chan):
+        """The DCOH took a message on ``chan``: the next one the RTL link delivered on it."""
+        q = self.in_rtl[chan]
+        if not q:
+            self.fail(f"the DCOH took a {chan.name} message, but the link delivered none")
+        return q.popleft()
+
+    def _snoop(self, line):
+        entry = self.snoops.pop(line, None)
+        if entry is None:
+            self.fail(f"the DCOH committed a snoop to line {line:#x}, but took none to it "
+                      f"(taken: {sorted(hex(x) for x in self.snoops)})")
+        self._deliver(entry)
+
+    def engine_steps(self, bits, now):
+        dev, h, count = self.shadow, self.h, self.bench.commit_count
+        took_access = self.cpu_cur is not None and bits & _BIT["cpu_req__ready"]
+        if took_access and not dev.take(self.cpu_cur, now):
+            self.fail(f"the shadow refuses {self.cpu_cur!r}: its cache {self.cpu_cur.k} is busy")
+        if not bits & _STEPS:
+            return bool(took_access)
+        # ---- what the DCOH took from the link (its commits are cycles later)
+        if bits & _BIT["took_snoop"]:
+            entry = self._took_next(Channel.H2D_REQ)
+            line = entry[1].line
+            if line in self.snoops:
+                self.fail(f"the host sent a second snoop to line {line:#x} while the first is unanswered")
+            self.snoops[line] = entry
+        for name, chan in (("took_rsp", Channel.H2D_RSP), ("took_data", Channel.H2D_DATA)):
+            if bits & _BIT[name]:
+                self.taken.append(self._took_next(chan))
+        # ---- the commits, in the engine's order
+        if bits & _BIT["probe__valid"]:                 # the caches take every probe at once
+            self.probe_acked(int(h("probe__payload").value), now)
+        c = _COMMIT_C[(bits >> _COMMIT_C_SHIFT) & 7]
+        if c is CommitC.ANSWER:
+            count["snoop_c"] += 1
+            self._snoop(int(h("commit_c_line").value))
+        elif c is CommitC.DROP:
+            self.fail(f"the DCOH dropped a snoop to line {int(h('commit_c_line').value):#x} (a reserved opcode)")
+        if bits & _BIT["freed_valid"]:
+            cqid = int(h("freed_cqid").value)
+            if cqid not in dev.txns:
+                self.fail(f"the DCOH completed CQID {cqid}, which its shadow has not started")
+            count["completion"] += 1
+            dev.complete(cqid, now)
+        if bits & (_BIT["commit"] | _BIT["commit_bi"]):
+            k = int(h("commit_cache").value)
+            op = dev.ops[k]
+            if op is None or op not in dev.queue:
+                self.fail(f"the DCOH committed cache {k}'s access, which its shadow does not hold")
+            work = len(dev.work)
+            done = dev._try_issue(op, now)
+            if bits & _BIT["commit"]:
+                count["access"] += 1
+                if not done:
+                    self.fail(f"the DCOH committed {op!r}, which its shadow cannot do now (waits: {op.why})")
+                dev.queue.remove(op)
+            else:
+                count["back_invalidation"] += 1
+                if done or len(dev.work) != work + 1:
+                    self.fail(f"the DCOH started a back-invalidation for {op!r}; its shadow's try does not")
+        if bits & _BIT["commit_lane"]:
+            count["snoop_lane"] += 1
+            line = int(h("commit_lane_line").value)
+            if bits & _BIT["commit_lane_probed"]:
+                if line not in self.acked:
+                    self.fail(f"the DCOH finished line {line:#x} after a probe its caches have not taken")
+                self.acked.discard(line)
+                dev.finish_probe((line,), now)
+            else:
+                self._snoop(line)
+        if bits & _BIT["commit_probe"] and not bits & _BIT["commit_probe_evict"]:
+            count["snoop_probe"] += 1
+            self._snoop(int(h("commit_probe_line").value))
+        r = _RSP_COMMIT[(bits >> _RSP_COMMIT_SHIFT) & 3]
+        if r is not ResponseCommit.NONE:
+            if not self.taken:
+                self.fail(f"the DCOH applied an H2D message ({r.name}) it did not take")
+            entry = self.taken.popleft()
+            if r is ResponseCommit.DROP:
+                self.fail(f"the DCOH dropped {entry[1]!r} as a protocol error")
+            want = Channel.H2D_RSP if r is ResponseCommit.RSP else Channel.H2D_DATA
+            if entry[1].chan is not want:
+                self.fail(f"the DCOH applied an {want.name}, but took {entry[1]!r} first")
+            count["response"] += 1
+            self._deliver(entry)
+        dev.transmit(now)
+        return True
+
+    def hit_taken(self, op, now):
+        """A hit in the RTL's cache (taken while the DCOH is idle): the shadow takes it and tries it at once,
+        and nothing else (its waiting accesses wait for the RTL's commits)."""
+        dev = self.shadow
+        if dev.ops[op.k] is not None or not dev.take(op, now) or not dev._try_issue(op, now) or \
+                dev.ops[op.k] is not None:
+            self.fail(f"{op!r} hits in the RTL's cache {op.k} ({self.bfm.caches[op.k].get(op.line)}) but not in "
+                      f"its shadow's ({dev.caches[op.k].get(op.line)})")
+        dev.queue.remove(op)
+        self.bench.hits += 1
+        self.bench.touch(op.line)
+
+    def drained(self):
+        return super().drained() and not self.snoops and not self.taken
