@@ -16,7 +16,6 @@ from tb.seed import env_seed
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "build" / "sim"          # shares the converted Verilog with make sim DCOH_PIPE=1
 SEED = env_seed(3)
-BREAK_SEED = 3                          # a seed whose run reaches a dirty line's command (a check of the checks)
 
 
 @pytest.fixture(scope="module")
@@ -39,11 +38,8 @@ def test_pipelined_system_short_profile(icarus_pipelined, tmp_path):
 
 
 def test_pipelined_system_scoreboard_catches_a_corrupted_line(icarus_pipelined, tmp_path, monkeypatch):
-    runner, build_dir, params = icarus_pipelined
-    monkeypatch.setenv("SIM_BREAK", "cmd_data")
-    s = run(runner, build_dir, params, BREAK_SEED, 400, tmp_path / "summary.json", think=2)
-    assert s.get("violations") == 1, "a corrupted line reached the host unnoticed"
-    assert f"seed {BREAK_SEED}" in s["error"] and ("data" in s["error"] or "cache" in s["error"]), s["error"]
+    from test_system_rtl import catches_a_corrupted_line
+    catches_a_corrupted_line(icarus_pipelined, tmp_path, monkeypatch)
 
 
 # ---------------------------------------------------------------- make regress (pytest -m slow)

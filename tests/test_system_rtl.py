@@ -65,7 +65,12 @@ def test_system_rtl_takes_data_before_go_and_holds_snoops_for_late_data(icarus_s
 
 
 def test_system_scoreboard_catches_a_corrupted_line(icarus_system, tmp_path, monkeypatch):
-    runner, build_dir, params = icarus_system
+    catches_a_corrupted_line(icarus_system, tmp_path, monkeypatch)
+
+
+def catches_a_corrupted_line(system, tmp_path, monkeypatch):
+    """``SIM_BREAK=cmd_data`` on the built ``system``: the run stops on a data mismatch naming its seed."""
+    runner, build_dir, params = system
     monkeypatch.setenv("SIM_BREAK", "cmd_data")
     s = run(runner, build_dir, params, BREAK_SEED, 400, tmp_path / "summary.json", think=2)
     assert s.get("violations") == 1, "a corrupted line reached the host unnoticed"
