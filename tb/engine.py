@@ -1,20 +1,20 @@
 """A bench for the pipelined DCOH's engine (hdl/dcoh/pipe/engine.py) against the golden device.
 
-The golden model's device (``models.dcoh.Device``) and the RTL start from the same lines in the caches and
-the snoop filter (``tb.snoop_pipe.preload``).  Each internal cache (``tb.cache_bfm.CacheBFM``) makes random
-accesses; what it cannot finish itself goes to ``cpu_req``.  The bench plays the host: each D2H Req is
-compared with the model's request of that CQID and answered by a random path through the response table,
-and (``snoop_rate``) host snoops go to random lines, those with requests in flight among them, under the
-host's rules: one snoop to a line at a time, and no H2D Rsp to a request while a snoop to its line is
-unanswered; it may offer a snoop in the same cycle as a GO to its line, which must then be taken first
-(an H2D Rsp offered in a snoop's cycle is ahead of it in CXL's order: the bench checks that the engine
-takes no snoop while such an H2D Rsp waits).  The model follows the commit ports in the engine's order (hdl/dcoh/pipe/engine.py): a probe
-message taken, snoop C, the completions (``defer_complete``), request C (an access taken with
-``Device.take`` is tried there, ``_try_issue``, which must succeed), the snoop answer lane, a probe
-added, response C.  Every D2H Rsp is compared in order, every D2H Data by its UQID (the two sources
-of D2H Data share the channel in the engine's order, the host matches them by UQID), every ``cpu_rsp``,
-and at the end the snoop filter and the caches.  With ``lines_per_set`` above the ways, or
-``uncached_held``, accesses back-invalidate lines (``commit_bi``).
+The golden model's device (``models.dcoh.Device``) and the RTL start from the same lines in the caches and the
+snoop filter (``tb.snoop_pipe.preload``). Each internal cache (``tb.cache_bfm.CacheBFM``) makes random
+accesses; what it cannot finish itself goes to ``cpu_req``. The bench plays the host: each D2H Req is compared
+with the model's request of that CQID and answered by a random path through the response table, and
+(``snoop_rate``) host snoops go to random lines, those with requests in flight among them, under the host's
+rules: one snoop to a line at a time, and no H2D Rsp to a request while a snoop to its line is unanswered; it
+may offer a snoop in the same cycle as a GO to its line, which must then be taken first (an H2D Rsp offered in
+a snoop's cycle is ahead of it in CXL's order: the bench checks that the engine takes no snoop while such an
+H2D Rsp waits). The model follows the commit ports in the engine's order (hdl/dcoh/pipe/engine.py): a probe
+message taken, snoop C, the completions (``defer_complete``), request C (an access taken with ``Device.take``
+is tried there, ``_try_issue``, which must succeed), the snoop answer lane, a probe added, response C. Every
+D2H Rsp is compared in order, every D2H Data by its UQID (the two sources of D2H Data share the channel in the
+engine's order, the host matches them by UQID), every ``cpu_rsp``, and at the end the snoop filter and the
+caches. With ``lines_per_set`` above the ways, or ``uncached_held``, accesses back-invalidate lines
+(``commit_bi``).
 
 ``top=True`` runs the DCOH top (hdl/dcoh/pipe/dcoh_top.py) instead of the bare engine: the bench returns
 each D2H credit 1 to ``credit_delay`` + 1 cycles after the message that spent it, compares every D2H Req
@@ -253,11 +253,11 @@ class EngineBench:
                 if top:
                     return_credits(ctx, cyc)
                     # DevLoad: from the count of CQIDs in use registered a cycle after the tracker's
-                    if cyc >= 2 and ctx.get(dut.devload) != devload_level(in_use[cyc - 2], self.cfg.max_outstanding,
-                                                                         self.cfg.devload_thresholds):
-                        mismatch(f"DevLoad {ctx.get(dut.devload)}, the model's {in_use[cyc - 2]} CQIDs in use give "
-                                 f"{devload_level(in_use[cyc - 2], self.cfg.max_outstanding, self.cfg.devload_thresholds)}",
-                                 cyc)
+                    if cyc >= 2:
+                        want = devload_level(in_use[cyc - 2], self.cfg.max_outstanding, self.cfg.devload_thresholds)
+                        if ctx.get(dut.devload) != want:
+                            mismatch(f"DevLoad {ctx.get(dut.devload)}, the model's {in_use[cyc - 2]} CQIDs in use "
+                                     f"give {want}", cyc)
                 # ---- what happens in it (read before the edge), in the commit ports' order
                 if to_send and ctx.get(dut.cpu_req.ready):
                     op = to_send.popleft()

@@ -51,7 +51,8 @@ def test_pipelined_system_replays_the_race_and_hypothesis_traces(icarus_pipeline
 
 # The edges of tests/test_system_rtl.py: one work entry and two or three CQIDs, a snoop filter of one set of
 # four ways, so that snoops wait for the work entry and back-invalidations for a second CQID all the time.
-EDGES = {"work1-tracker2": dict(work=1, tracker=2), "work1-tracker3-sf1x4": dict(work=1, tracker=3, sf_sets=1, sf_ways=4)}
+EDGES = {"work1-tracker2": dict(work=1, tracker=2),
+         "work1-tracker3-sf1x4": dict(work=1, tracker=3, sf_sets=1, sf_ways=4)}
 
 
 @pytest.mark.slow        # ~2 min each: a Verilog conversion and an Icarus build per size

@@ -74,8 +74,8 @@ __all__ = ["Engine"]
 class Engine(wiring.Component):
     """Parameters: ``caches``, ``tracker`` (CQIDs), ``sf_sets``, ``sf_ways``, ``work`` (snoop work
     entries), ``window``, ``cmd_depth``, ``coalesce_window`` / ``coalesce_block`` / ``coalesce_groups``,
-    ``starvation_bound`` (the D2H Req arbiter's), ``addr_width`` (each checked by the block that uses it).  ``sf`` is the snoop filter (tests preload
-    it)."""
+    ``starvation_bound`` (the D2H Req arbiter's), ``addr_width`` (each checked by the block that uses
+    it).  ``sf`` is the snoop filter (tests preload it)."""
 
     def __init__(self, *, caches=2, tracker=16, sf_sets=64, sf_ways=4, work=8, window=8, cmd_depth=4,
                  coalesce_window=4, coalesce_block=4, coalesce_groups=4, starvation_bound=4,

@@ -8,11 +8,11 @@ takes it.  This is the golden model's ``TxArbiter`` (models/dcoh.py), which the 
 message for message (tb/engine.py).
 
 Stages: a request pushed in cycle N may leave from N+1 on (``SyncFIFO``: its queue's head is read from
-distributed RAM, then a three-way select by the arbiter's grant); the engine bench's copy of the
-model's arbiter counts it from that cycle on.  Back-pressure: ``d2h_req.ready`` low holds the granted head and the arbiter's counters;
-``push`` is always taken: each queue holds ``tracker`` requests, and a request's CQID is in at most one
-of them (the host answers a CQID only after its D2H Req, so a CQID is not freed and taken again while its
-request waits here).  An Assert checks that.
+distributed RAM, then a three-way select by the arbiter's grant); the engine bench's copy of the model's
+arbiter counts it from that cycle on. Back-pressure: ``d2h_req.ready`` low holds the granted head and the
+arbiter's counters; ``push`` is always taken: each queue holds ``tracker`` requests, and a request's CQID is
+in at most one of them (the host answers a CQID only after its D2H Req, so a CQID is not freed and taken again
+while its request waits here). An Assert checks that.
 
 # Ref: docs/sources.md §2.4 (credits, applied by the DCOH top around this block).
 """
