@@ -8,7 +8,8 @@ credit (a :class:`hdl.dcoh.qos.CreditCounter` each, ``credits`` at reset); the e
 sees a port that is not ready.  D2H Req leave in the arbiter's order (hdl/dcoh/pipe/request_tx.py).
 Device side: ``cpu_req`` / ``cpu_rsp``, ``probe``, ``cmd`` / ``cmd_rsp``, as ``DCOH``'s.
 
-Status: ``idle`` (nothing in flight inside: no access, request, snoop, work or D2H message waiting),
+Status: ``idle`` (nothing in progress inside: no access, snoop, work, response or D2H message waiting
+for the DCOH; requests waiting for the host's responses do not count, as for ``DCOH``),
 ``devload`` (the 2-bit level of the CQIDs in use, a back-invalidation's counted from its commit; from a
 register updated every cycle, so one cycle behind the tracker), ``protocol_errors`` (the snoop side's
 and the response side's counts together: a second snoop to a line whose snoop is unanswered, a reserved

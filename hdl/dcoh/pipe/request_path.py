@@ -539,7 +539,8 @@ class RequestPath(wiring.Component):
         # ---- commit port and status --------------------------------------------------------------------
         m.d.comb += [self.commit.eq(issue | answer | fin_done), self.commit_bi.eq(bi_go),
                      self.commit_cache.eq(k)]
-        m.d.comb += [self.idle.eq(~s_valid.any() & ~start_valid & ~rsp_q.r_rdy & ~out_valid),
+        # (an access whose request is issued waits for the host, not for this path: idle as far as it goes)
+        m.d.comb += [self.idle.eq(~(s_valid & ~s_issued).any() & ~start_valid & ~rsp_q.r_rdy & ~out_valid),
                      self.cqids_in_use.eq(t_valid)]
         m.d.sync += [
             Assert(~(c.valid & c.fin) | hit, "request path: a finish pass whose line left the snoop filter"),
