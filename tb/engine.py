@@ -143,6 +143,7 @@ class EngineBench:
         snoop_by_uqid = {}
         snoop_uqids = set()
         started = 0
+        held_hit = [None] * K           # a cache's hit waiting for a snoop to its line to be answered
         if snoop_script is not None:
             snoop_script = deque(snoop_script)
         if script is not None:
@@ -196,16 +197,25 @@ class EngineBench:
             for cyc in range(max_cycles):
                 # ---- the caches' new accesses (a hit finishes at once, in the cache and the model)
                 for k in range(K):
-                    if script is not None:
+                    if held_hit[k] is not None:
+                        op, held_hit[k] = held_hit[k], None
+                    elif script is not None:
                         mine = script[k]
                         if not mine or mine[0][0] > cyc or bfm.busy[k] is not None:
                             continue
                         op = mine.popleft()[1]
+                        started += 1
                     elif started >= accesses or bfm.busy[k] is not None or rng.random() >= p_access:
                         continue
                     else:
                         op = self._access(k)
-                    started += 1
+                        started += 1
+                    # A hit to a line with a host snoop unanswered waits: the snoop may have read the line
+                    # with a command that leaves the cache its copy (KEEP), whose answer is the snoop's data,
+                    # while the model reads the line where the snoop commits, a few cycles later.
+                    if op.line in snoop_out and cache_hit(bfm.caches[k], op):
+                        held_hit[k] = op
+                        continue
                     out["accesses"] += 1
                     if bfm.access(op):
                         out["hits"] += 1
@@ -393,7 +403,8 @@ class EngineBench:
                     bfm.install(k, line, state, int(r.data))
                     out["log"].append((cyc, "cpu_rsp", k))
                 await ctx.tick()
-                if started >= accesses and not to_send and not chans["rsp"] and not chans["data"] and \
+                if started >= accesses and not to_send and not any(held_hit) and not chans["rsp"] and \
+                        not chans["data"] and \
                         not taken and not answers and not expected and ctx.get(dut.idle) and \
                         all(b is None for b in bfm.busy) and not snoop_out and \
                         not any(data_owed.values()) and data_seen == len(sent.data):

@@ -134,17 +134,16 @@ def _build(sim, devices, build_root, ber, waves, dcoh, batched, cache_stall=0, p
         return NativeBuild(lib, tuple(ports), unit_params, devices), build_root / "native", None
     if cache_stall:
         raise SystemExit("--cache-stall: only the batched testbench's RTL caches stall (--batch K > 0)")
-    ber_tag = f"_ber{ber:g}" if ber else ""       # a BER changes linked_device.v: its own folders
-    if pipelined_dcoh:                             # so does the pipelined DCOH
-        ber_tag += "_pipelined"
-    rtl_dir = build_root / f"rtl{ber_tag}"
+    # a BER or the pipelined DCOH changes linked_device.v: folders of their own
+    tag = (f"_ber{ber:g}" if ber else "") + ("_pipelined" if pipelined_dcoh else "")
+    rtl_dir = build_root / f"rtl{tag}"
     t0 = time.perf_counter()
     print(f"[build] Verilog of one device and the {devices}-device top -> {rtl_dir} "
           "(converted again only when the RTL changed; about a minute then)", flush=True)
     sources = build_system(devices, rtl_dir, dcoh=dcoh, ber=ber, pipelined=pipelined_dcoh)
     print(f"[build] Verilog ready in {time.perf_counter() - t0:.1f} s", flush=True)
     from cocotb_tools.runner import VerilatorControlFile, get_runner
-    build_dir = build_root / f"{sim}_{devices}dev{ber_tag}" / ("waves" if waves else "nowaves")
+    build_dir = build_root / f"{sim}_{devices}dev{tag}" / ("waves" if waves else "nowaves")
     runner = get_runner(sim)
     args = []
     if sim == "verilator":
