@@ -37,6 +37,7 @@ from models.config import Config
 from models.dcoh import CpuOp, TxArbiter, cache_hit, devload_level
 from models.link import Msg
 from tb.cache_bfm import CommandPort
+from tb.engine_shadow import ShadowDisagrees, shadow_commit, shadow_hit
 from tb.response_path import UncheckedValues, host_events, host_message, offer_host
 from tb.snoop_pipe import Mismatch, SnoopShadow, compare_end_state, preload, sf_rows
 
@@ -219,10 +220,10 @@ class EngineBench:
                     out["accesses"] += 1
                     if bfm.access(op):
                         out["hits"] += 1
-                        if not cache_hit(dev.caches[k], op) or not dev.take(op, cyc) or \
-                                not dev._try_issue(op, cyc):
-                            mismatch(f"{op!r} hits in the cache BFM but not in the model", cyc)
-                        dev.queue.remove(op)
+                        try:
+                            shadow_hit(dev, op, cyc)
+                        except ShadowDisagrees as e:
+                            mismatch(str(e), cyc)
                     else:
                         to_send.append(op)
                 # ---- inputs of this cycle
@@ -307,31 +308,22 @@ class EngineBench:
                         expect(t.cpu.k, t.line, cyc)
                         if t.data is not None and expected[t.cpu.k][1] in ("S", "E", "M"):
                             expected[t.cpu.k] = (t.line, expected[t.cpu.k][1], t.data)
-                if ctx.get(dut.commit):
+                if ctx.get(dut.commit) or ctx.get(dut.commit_bi):
                     k = int(ctx.get(dut.commit_cache))
-                    op = dev.ops[k]
-                    if op is None or op not in dev.queue:
-                        mismatch(f"the RTL committed cache {k}'s access, which the model does not hold", cyc)
-                    before = len(dev.txns)
-                    if not dev._try_issue(op, cyc):
-                        mismatch(f"the RTL committed {op!r}, which the model cannot do now (waits: {op.why})", cyc)
-                    dev.queue.remove(op)
-                    out["commits"] += 1
-                    out["commit_cycles"].setdefault(k, []).append(cyc)
-                    out["event_cycles"].append(cyc)
-                    if dev.ops[k] is None:          # finished inside the device
-                        expect(k, op.line, cyc)
-                    elif len(dev.txns) != before + 1:
-                        mismatch(f"{op!r}: the model neither finished it nor started a request", cyc)
-                if ctx.get(dut.commit_bi):
-                    k = int(ctx.get(dut.commit_cache))
-                    op = dev.ops[k]
-                    before = set(dev.work)
-                    if op is None or op not in dev.queue or dev._try_issue(op, cyc) or len(dev.work) != len(before) + 1:
-                        mismatch(f"the RTL started a back-invalidation for cache {k}'s access {op!r}; the model's try "
-                                 f"does not (its work: {sorted(before)} -> {sorted(dev.work)})", cyc)
-                    out["back_invalidations"] += 1
-                    out["log"].append((cyc, "bi", k))
+                    bi = bool(ctx.get(dut.commit_bi))
+                    try:
+                        op = shadow_commit(dev, k, cyc, back_invalidation=bi)
+                    except ShadowDisagrees as e:
+                        mismatch(str(e), cyc)
+                    if bi:
+                        out["back_invalidations"] += 1
+                        out["log"].append((cyc, "bi", k))
+                    else:
+                        out["commits"] += 1
+                        out["commit_cycles"].setdefault(k, []).append(cyc)
+                        out["event_cycles"].append(cyc)
+                        if dev.ops[k] is None:          # finished inside the device
+                            expect(k, op.line, cyc)
                 shadow.lane(ctx, dut, cyc)
                 shadow.probe_added(ctx, dut, cyc)
                 kind = ResponseCommit(ctx.get(dut.rsp_commit))

@@ -29,6 +29,7 @@ from collections import deque
 from cxl.messages import Channel
 from hdl.dcoh.pipe.response_path import ResponseCommit
 from hdl.dcoh.pipe.snoop_pipe import CommitC
+from tb.engine_shadow import ShadowDisagrees, shadow_commit, shadow_hit
 from tb.system_tb import DeviceSide
 from tb.system_top import mon_layout
 
@@ -101,21 +102,12 @@ class PipelinedSide(DeviceSide):
             count["completion"] += 1
             dev.complete(cqid, now)
         if bits & (_BIT["commit"] | _BIT["commit_bi"]):
-            k = int(h("commit_cache").value)
-            op = dev.ops[k]
-            if op is None or op not in dev.queue:
-                self.fail(f"the DCOH committed cache {k}'s access, which its shadow does not hold")
-            work = len(dev.work)
-            done = dev._try_issue(op, now)
-            if bits & _BIT["commit"]:
-                count["access"] += 1
-                if not done:
-                    self.fail(f"the DCOH committed {op!r}, which its shadow cannot do now (waits: {op.why})")
-                dev.queue.remove(op)
-            else:
-                count["back_invalidation"] += 1
-                if done or len(dev.work) != work + 1:
-                    self.fail(f"the DCOH started a back-invalidation for {op!r}; its shadow's try does not")
+            bi = not bits & _BIT["commit"]
+            count["back_invalidation" if bi else "access"] += 1
+            try:
+                shadow_commit(dev, int(h("commit_cache").value), now, back_invalidation=bi)
+            except ShadowDisagrees as e:
+                self.fail(str(e))
         if bits & _BIT["commit_lane"]:
             count["snoop_lane"] += 1
             line = int(h("commit_lane_line").value)
@@ -147,12 +139,10 @@ class PipelinedSide(DeviceSide):
     def hit_taken(self, op, now):
         """A hit in the RTL's cache (taken while the DCOH is idle): the shadow takes it and tries it at once,
         and nothing else (its waiting accesses wait for the RTL's commits)."""
-        dev = self.shadow
-        if dev.ops[op.k] is not None or not dev.take(op, now) or not dev._try_issue(op, now) or \
-                dev.ops[op.k] is not None:
-            self.fail(f"{op!r} hits in the RTL's cache {op.k} ({self.bfm.caches[op.k].get(op.line)}) but not in "
-                      f"its shadow's ({dev.caches[op.k].get(op.line)})")
-        dev.queue.remove(op)
+        try:
+            shadow_hit(self.shadow, op, now)
+        except ShadowDisagrees as e:
+            self.fail(f"{e}; the RTL's cache {op.k} has {self.bfm.caches[op.k].get(op.line)}")
         self.bench.hits += 1
         self.bench.touch(op.line)
 
