@@ -38,6 +38,18 @@ def test_engine_back_invalidations_match_the_golden_device(case, seed):
     assert out["back_invalidations"] > 0
 
 
+# One set of four ways: the pseudo-LRU tree has a root and two nodes, and every miss beyond four lines
+# chooses a victim.  A completion's fill in the cycle request C chose a victim in its set once went unseen
+# by C (the fill touches the tree and frees its line from the busy mask; the model completes first): these
+# seeds failed then, with a probe of a victim the model had not chosen.
+@pytest.mark.parametrize("seed, kw", [(3, dict(tracker=3, work=1, uncached_held=0.4)),
+                                     (4, dict(tracker=3, work=1, uncached_held=0.4)), (6, dict())])
+def test_a_fill_beside_a_victim_choice_in_its_set(seed, kw):
+    out = EngineBench(seed=seed, sf_sets=1, sf_ways=4, lines_per_set=8, **kw).run(150, **SNOOPS)
+    assert out["errors"] == 0 and out["commits"] + out["hits"] == out["accesses"] == 150
+    assert out["back_invalidations"] > 5, out["back_invalidations"]
+
+
 def _full_sets(seed=1):
     """A bench whose every snoop-filter set is full (four lines in four ways, each in a random shape),
     the first set's pseudo-LRU victim, and a fifth line of that set."""
