@@ -28,7 +28,7 @@ TESTCASE           ?=
 HOST               ?=
 # The RTL DCOH's parameters over the system testbench's (tb/system_top.py DEFAULT_DCOH), e.g. DCOH=work=1,tracker=2
 DCOH               ?=
-# DCOH_PIPE=1: the devices have the pipelined DCOH (hdl/dcoh/pipe/dcoh_top.py), under the per-cycle testbench
+# DCOH_PIPE=1: the devices have the pipelined DCOH (hdl/dcoh/pipe/dcoh_top.py)
 DCOH_PIPE          ?=
 REGRESS_SEEDS        ?= 50
 REGRESS_TRANSACTIONS ?= 20000

@@ -1,8 +1,8 @@
 """One device of the batched system testbench: a linked device, its internal caches in RTL, and stamped queues.
 
-``BatchedDevice(dcoh=..., link=..., window=16, depth=256)`` wraps :class:`tb.linked_device.LinkedDevice`
-(DCOH + device link end + wires + host link end) so that a testbench can run it for many cycles between
-two looks:
+``BatchedDevice(dcoh=..., link=..., caches=..., pipelined=False)`` wraps :class:`tb.linked_device.LinkedDevice`
+(DCOH + device link end + wires + host link end; ``pipelined``: the pipelined DCOH) so that a testbench can
+run it for many cycles between two looks:
 
 * the internal caches and their traffic source are :class:`tb.rtl_caches.InternalCaches` (the cache BFM's
   rules), fed through a :class:`tb.stamped.ReleaseQueue` of accesses (``ops_push``);
@@ -13,8 +13,8 @@ two looks:
   number of the data the host sent before it for the same CQID (it goes once the DCOH has taken that
   many H2D Data);
 * ``record`` (:meth:`record_layout`) with ``record_write`` in every cycle in which something a testbench
-  checks happens: the DCOH's dispatch, an H2D message taken by the host end, a D2H message out of it
-  (always taken), the caches' hits, misses, commands and answers, cpu_req/cpu_rsp, probes acknowledged, a
+  checks happens: the DCOH's dispatch (``pipelined``: its intake and commit ports), an H2D message taken
+  by the host end, a D2H message out of it (always taken), the caches' hits, misses, commands and answers, cpu_req/cpu_rsp, probes acknowledged, a
   change of the caches' ``quiet``, a flit on either wire (while ``record_flits`` is set: a testbench
   without a flit monitor clears it and reads fewer records), the error bit.  :class:`Recorder` (a
   :class:`tb.stamped.EventRecorder` with one port per window record) stamps and keeps them; it is a
@@ -39,13 +39,16 @@ from amaranth.lib.wiring import In, Out
 from cxl.messages import Channel
 from hdl.dcoh.dcoh import CacheCmd, CacheState, Dispatch
 from hdl.dcoh.coalescer import Message
+from hdl.dcoh.pipe.dcoh_top import COMMIT_PORTS
+from hdl.dcoh.pipe.response_path import ResponseCommit
+from hdl.dcoh.pipe.snoop_pipe import CommitC
 from hdl.link.port import LinkErrorCause
 from hdl.link.ports import FLIT_BITS, channel_shape
 from tb.linked_device import LinkedDevice
 from tb.rtl_caches import CacheErrors, InternalCaches, TrafficOp
 from tb.stamped import STAMP_BITS, EventRecorder, ReleaseQueue
 
-__all__ = ["BatchedDevice", "Recorder", "H2D_CHANNELS", "D2H_CHANNELS", "QUEUE_DEPTH", "LANES", "OP_LANES", "OP_DEPTH",
+__all__ = ["BatchedDevice", "Recorder", "SERIAL_STEPS", "PIPELINED_STEPS", "H2D_CHANNELS", "D2H_CHANNELS", "QUEUE_DEPTH", "LANES", "OP_LANES", "OP_DEPTH",
            "WINDOW", "DEPTH", "VALUE_BITS"]
 
 H2D_CHANNELS = (Channel.H2D_REQ, Channel.H2D_RSP, Channel.H2D_DATA)
@@ -58,6 +61,10 @@ OP_DEPTH = 16            # accesses each internal cache keeps queued: a look eve
 WINDOW = 16              # records a testbench reads per look and device
 DEPTH = 256              # records kept
 VALUE_BITS = 64          # a line in a record: its low bits (and whether any bit above is set)
+# what the DCOH did, in a record: the serializing DCOH's dispatch, or the pipelined DCOH's intake and commit
+# ports (hdl/device.py; a response's CQID is not needed: the shadow applies the messages in intake order)
+SERIAL_STEPS = ("dispatch", "scan_before", "work_line")
+PIPELINED_STEPS = ("took_snoop", "took_rsp", "took_data") + tuple(n for n in COMMIT_PORTS if n != "rsp_commit_cqid")
 
 
 def _name(chan):
@@ -65,13 +72,16 @@ def _name(chan):
 
 
 class BatchedDevice(wiring.Component):
-    def __init__(self, *, dcoh=None, link=None, caches=None, index_bits=14):
-        self.linked = LinkedDevice(dcoh=dcoh, link=link)
+    def __init__(self, *, dcoh=None, link=None, caches=None, index_bits=14, pipelined=False):
+        self.linked = LinkedDevice(dcoh=dcoh, link=link, pipelined=pipelined)
+        self.pipelined = pipelined
         d = self.linked.dcoh
         self.caches_n = d.caches
         self.caches = InternalCaches(caches=d.caches, addr_width=d.addr_width, coalesce_block=d.coalesce_block,
                                      index_bits=index_bits, op_depth=OP_DEPTH, **(caches or {}))
-        self.layout = self.record_layout(d.caches, d.addr_width, d.coalesce_block)
+        steps = PIPELINED_STEPS if pipelined else SERIAL_STEPS
+        self.layout = self.record_layout(d.caches, d.addr_width, d.coalesce_block,
+                                         {n: self.linked.signature.members[n].shape for n in steps})
         self.queues = {c: ReleaseQueue(channel_shape(c), depth=QUEUE_DEPTH, lanes=LANES) for c in H2D_CHANNELS}
         self.ops_queue = ReleaseQueue(TrafficOp(d.caches, d.addr_width), depth=QUEUE_DEPTH, lanes=OP_LANES)
         self.status_layout = data.StructLayout({
@@ -91,10 +101,13 @@ class BatchedDevice(wiring.Component):
         super().__init__(members)
 
     @staticmethod
-    def record_layout(caches, addr_width, coalesce_block):
+    def record_layout(caches, addr_width, coalesce_block, steps):
+        """The record: ``steps`` ({port: shape}, what the DCOH did: :data:`SERIAL_STEPS` or
+        :data:`PIPELINED_STEPS`; a WORK's line as the other lines, low bits and ``wide``), then the rest."""
         block_bits = coalesce_block.bit_length() - 1
         line = {"data": VALUE_BITS, "wide": 1}
-        fields = {"dispatch": Dispatch, "scan_before": 1, "work_line": data.StructLayout(line), "h2d_taken": 3}
+        fields = {n: (data.StructLayout(line) if n == "work_line" else shape) for n, shape in steps.items()}
+        fields["h2d_taken"] = 3
         for c in D2H_CHANNELS:
             fields[f"{_name(c)}_valid"] = 1
             fields[_name(c)] = channel_shape(c)
@@ -128,7 +141,18 @@ class BatchedDevice(wiring.Component):
             wiring.connect(m, getattr(ca, name), getattr(lk, name))
         for name in ("cpu_rsp", "probe", "cmd"):
             wiring.connect(m, getattr(lk, name), getattr(ca, name))
-        m.d.comb += [ca.dcoh_idle.eq(lk.dcoh_idle), ca.dispatch.eq(lk.dispatch)]
+        # the DCOH changed something this cycle (the caches' hits wait for a cycle without: tb/rtl_caches.py)
+        event = Signal()
+        if self.pipelined:      # as tb/system_pipe.py's shadow: an intake, a commit, an access or probe taken
+            m.d.comb += event.eq(Cat(lk.took_snoop, lk.took_rsp, lk.took_data, lk.commit_c != CommitC.NONE,
+                                     lk.commit_lane, lk.commit_probe, lk.commit, lk.commit_bi, lk.freed_valid,
+                                     lk.rsp_commit != ResponseCommit.NONE, lk.cpu_req.valid & lk.cpu_req.ready,
+                                     lk.probe.valid & lk.probe.ready).any())
+            snoop_taken, data_taken_now = lk.took_snoop, lk.took_data
+        else:
+            m.d.comb += event.eq(lk.dispatch != Dispatch.NONE)
+            snoop_taken, data_taken_now = lk.dispatch == Dispatch.SNOOP, lk.dispatch == Dispatch.DATA
+        m.d.comb += [ca.dcoh_idle.eq(lk.dcoh_idle), ca.dcoh_event.eq(event), ca.snoop_taken.eq(snoop_taken)]
 
         # the accesses and the host's messages, released at their cycles
         # the queues' gates: H2D Rsps that entered the link (a snoop goes in behind the last earlier H2D Rsp
@@ -139,7 +163,7 @@ class BatchedDevice(wiring.Component):
         rsp_port = lk.h2d_rsp
         with m.If(rsp_port.valid & rsp_port.ready):
             m.d.sync += rsp_in.eq(rsp_in + 1)
-        with m.If(lk.dispatch == Dispatch.DATA):
+        with m.If(data_taken_now):
             m.d.sync += data_taken.eq(data_taken + 1)
         m.d.comb += [oq.now.eq(now), oq.gate_count.eq(0), oq.push.eq(self.ops_push), oq.push_seq.eq(self.ops_seq)]
         wiring.connect(m, oq.o, ca.ops)
@@ -158,9 +182,9 @@ class BatchedDevice(wiring.Component):
         m.d.sync += quiet_was.eq(ca.quiet)
         # a flit alone makes a record only when the testbench checks flits (``record_flits``): most cycles
         # carry a flit and nothing else, and a testbench without a flit monitor need not read them
-        moved = [lk.dispatch != Dispatch.NONE, Cat(taken).any(), ca.hit.any(), ca.miss.any(), ca.quiet != quiet_was,
+        moved = [event, Cat(taken).any(), ca.hit.any(), ca.miss.any(), ca.quiet != quiet_was,
                  (lk.up_flit | lk.down_flit) & self.record_flits, lk.error]
-        m.d.comb += [r.dispatch.eq(lk.dispatch), r.scan_before.eq(lk.scan_before), r.h2d_taken.eq(Cat(taken)),
+        m.d.comb += [r.h2d_taken.eq(Cat(taken)),
                      r.hit.eq(ca.hit), r.miss.eq(ca.miss),
                      r.quiet.eq(ca.quiet), r.up_valid.eq(lk.up_flit), r.up.eq(lk.up_word),
                      r.down_valid.eq(lk.down_flit), r.down.eq(lk.down_word), r.error.eq(lk.error)]
@@ -179,7 +203,12 @@ class BatchedDevice(wiring.Component):
                      *line_of(r.cmd_rsp, lk.cmd_rsp.p.data),
                      r.cpu_rsp.cache.eq(lk.cpu_rsp.p.cache), r.cpu_rsp.line.eq(lk.cpu_rsp.p.line),
                      r.cpu_rsp.state.eq(lk.cpu_rsp.p.state), *line_of(r.cpu_rsp, lk.cpu_rsp.p.data),
-                     r.cmd.eq(lk.cmd.payload), r.probe.eq(lk.probe.payload), *line_of(r.work_line, lk.work_line)]
+                     r.cmd.eq(lk.cmd.payload), r.probe.eq(lk.probe.payload)]
+        for name in (PIPELINED_STEPS if self.pipelined else SERIAL_STEPS):
+            if name == "work_line":
+                m.d.comb += line_of(r.work_line, lk.work_line)
+            else:
+                m.d.comb += getattr(r, name).eq(getattr(lk, name))
         for name, stream_ in (("cmd", lk.cmd), ("cmd_rsp", lk.cmd_rsp), ("cpu_rsp", lk.cpu_rsp), ("probe", lk.probe)):
             fire = stream_.valid & stream_.ready
             m.d.comb += getattr(r, f"{name}_valid").eq(fire)

@@ -229,7 +229,7 @@ def _unit_ports(unit_v):
     return [p for p in _ports(Path(unit_v).read_text(), "batched_unit") if p[2] != "clk"]
 
 
-def build(rtl_dir, out_dir, dcoh=None, link=None, jobs=2, log=print, caches=None):
+def build(rtl_dir, out_dir, dcoh=None, link=None, jobs=2, log=print, caches=None, pipelined=False):
     """Verilog of the batched unit (cached in ``rtl_dir``) and its shared library in ``out_dir`` (rebuilt
     only when the Verilog or this driver changed).  Returns (library path, ports, the unit's parameters,
     {"verilog_s", "verilator_s"}: the seconds each step took, None for the Verilator build when it was
@@ -237,10 +237,10 @@ def build(rtl_dir, out_dir, dcoh=None, link=None, jobs=2, log=print, caches=None
     from tb.system_top import build_lock
     out_dir = Path(out_dir).resolve()
     with build_lock(out_dir.parent / f"{out_dir.name}.lock.d"):     # builds into out_dir take turns
-        return _build(Path(rtl_dir).resolve(), out_dir, dcoh, link, jobs, log, caches)
+        return _build(Path(rtl_dir).resolve(), out_dir, dcoh, link, jobs, log, caches, pipelined)
 
 
-def _build(rtl_dir, out_dir, dcoh, link, jobs, log, caches):
+def _build(rtl_dir, out_dir, dcoh, link, jobs, log, caches, pipelined):
     import json
     from bench.link_verilator import verilator_env
     from tb.system_top import build_batched_unit, params_path
@@ -248,7 +248,7 @@ def _build(rtl_dir, out_dir, dcoh, link, jobs, log, caches):
     t0 = time.monotonic()
     log(f"[build] Verilog of one batched device -> {rtl_dir} (converted again only when the RTL changed; "
         "about half a minute then)")
-    sources = build_batched_unit(rtl_dir, dcoh=dcoh, link=link, caches=caches)
+    sources = build_batched_unit(rtl_dir, dcoh=dcoh, link=link, caches=caches, pipelined=pipelined)
     params = json.loads(params_path(rtl_dir, 1).read_text())
     del params["devices"]
     times["verilog_s"] = round(time.monotonic() - t0, 1)

@@ -205,6 +205,7 @@ class RtlSeed:
     batch: int = 0                           # K of the batched testbench; 0: the per-cycle one
     dcoh: str = ""                           # the RTL DCOH's parameters (tb.run_system --dcoh): built already
     cache_stall: int = 0                     # slow RTL caches (tb.run_system --cache-stall): built already
+    pipelined_dcoh: bool = False             # the pipelined DCOH (tb.run_system --pipelined-dcoh): built already
 
     def __call__(self, seed):
         from tb.run_system import run
@@ -232,7 +233,8 @@ class RtlSeed:
                            f" --trace {self.trace}" if self.trace else "",
                            f" --host {self.host}" if self.host else "",
                            f" --dcoh {self.dcoh}" if self.dcoh else "",
-                           f" --cache-stall {self.cache_stall}" if self.cache_stall else ""])
+                           f" --cache-stall {self.cache_stall}" if self.cache_stall else "",
+                           " --pipelined-dcoh" if self.pipelined_dcoh else ""])
         return (f"python -m tb.run_system --sim {self.sim} --devices {self.devices} --transactions "
                 f"{self.transactions} --seed {seed}{options}")
 
@@ -556,11 +558,13 @@ def run_rtl(args, build):
         cache_stall = getattr(args, "cache_stall", 0)
         runner, build_dir, params = build(args.sim, args.devices, Path(args.build_root).resolve(), args.ber,
                                           dcoh=getattr(args, "dcoh_params", None), batched=batch > 0,
-                                          cache_stall=cache_stall)
+                                          cache_stall=cache_stall,
+                                          pipelined_dcoh=getattr(args, "pipelined_dcoh", False))
         print(f"build: {time.perf_counter() - t0:.1f} s ({build_dir})", flush=True)
         job = RtlSeed(runner, build_dir, params, args.sim, args.devices, args.transactions, args.think,
                       not args.no_flit_monitor and args.ber == 0, args.testcase, args.trace, args.ber,
-                      getattr(args, "host", ""), batch, getattr(args, "dcoh", ""), cache_stall)
+                      getattr(args, "host", ""), batch, getattr(args, "dcoh", ""), cache_stall,
+                      getattr(args, "pipelined_dcoh", False))
         seeds = range(args.seed, args.seed + args.seeds)
         total = run_and_write(client, label, job, seeds, Path(args.out).resolve(),
                               progress=lambda line: print(line, flush=True))

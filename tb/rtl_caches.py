@@ -25,7 +25,8 @@ same work in the simulator, so a testbench only has to feed accesses and read wh
   0 .. 2**stall_bits - 1 cycles late, so that the DCOH meets caches that hold it up in the middle of an
   event (the snoops it answers meanwhile, docs/dcoh.md).
 
-``quiet`` = the DCOH is idle, dispatches nothing, has no ``cmd`` or ``cpu_rsp`` out, no ``cmd_rsp`` is
+``quiet`` = the DCOH is idle, changes nothing this cycle (``dcoh_event``: a dispatch of the serializing
+DCOH, a commit or intake of the pipelined one), has no ``cmd`` or ``cpu_rsp`` out, no ``cmd_rsp`` is
 owed or being written: the Python testbench's rule, one cycle more conservative after a ``cmd`` (the
 cycle its change is written).
 
@@ -41,7 +42,7 @@ of its own).
 
 Status for a testbench: ``hit``/``miss`` (per cache, this cycle), ``busy`` (per cache: an access waits
 for the DCOH), ``drained`` (no access queued, started or owed, no ``cmd_rsp`` owed), ``snoops_while_held``
-(the snoops the DCOH took, ``dispatch`` SNOOP, in cycles in which these caches held it up: a ``cmd`` or a
+(the snoops the DCOH took, ``snoop_taken``, in cycles in which these caches held it up: a ``cmd`` or a
 ``cpu_rsp`` not taken, or a command's answer owed and not offered).
 """
 
@@ -52,7 +53,7 @@ from amaranth.lib.wiring import In, Out
 
 from cxl.messages import ADDR_WIDTH
 from hdl.dcoh.coalescer import Message
-from hdl.dcoh.dcoh import CacheCmd, CacheCmdRsp, CacheState, CmdOp, CpuKind, CpuReq, CpuRsp, Dispatch
+from hdl.dcoh.dcoh import CacheCmd, CacheCmdRsp, CacheState, CmdOp, CpuKind, CpuReq, CpuRsp
 from hdl.link.ports import LINE_BITS
 
 __all__ = ["TrafficOp", "CacheErrors", "InternalCaches"]
@@ -112,7 +113,7 @@ class InternalCaches(wiring.Component):
             "probe": In(stream.Signature(Message(addr_width - block_bits, coalesce_block, caches))),
             "cmd": In(stream.Signature(CacheCmd(caches, addr_width))),
             "cmd_rsp": Out(stream.Signature(CacheCmdRsp())),
-            "dcoh_idle": In(1), "dispatch": In(Dispatch),
+            "dcoh_idle": In(1), "dcoh_event": In(1), "snoop_taken": In(1),
             "quiet": Out(1), "hit": Out(caches), "miss": Out(caches), "busy": Out(caches), "drained": Out(1),
             "snoops_while_held": Out(32),
             "errors": Out(CacheErrors()),
@@ -170,12 +171,12 @@ class InternalCaches(wiring.Component):
         held_up = ((self.cmd.valid & ~self.cmd.ready) | (self.cpu_rsp.valid & ~self.cpu_rsp.ready) |
                    (rsp_pending & ~self.cmd_rsp.valid))
         snoops_held = Signal(32)
-        with m.If(held_up & (self.dispatch == Dispatch.SNOOP)):
+        with m.If(held_up & self.snoop_taken):
             m.d.sync += snoops_held.eq(snoops_held + 1)
         m.d.comb += self.snoops_while_held.eq(snoops_held)
 
         quiet = Signal()
-        m.d.comb += [quiet.eq(self.dcoh_idle & (self.dispatch == Dispatch.NONE) & ~self.cmd.valid &
+        m.d.comb += [quiet.eq(self.dcoh_idle & ~self.dcoh_event & ~self.cmd.valid &
                               ~self.cpu_rsp.valid & ~(rsp_pending & ~self.cmd_rsp.ready) & ~fresh),
                      self.quiet.eq(quiet)]
 

@@ -114,8 +114,8 @@ def build(sim, devices, build_root, ber=0.0, waves=False, dcoh=None, batched=Fal
     batched testbench's device on the native driver (Verilator only): the runner is then a
     :class:`NativeBuild`, the build the same for any ``devices``, and params_path None.  Builds into one
     ``build_root`` take turns (tb.system_top.build_lock: parallel test workers, two runs at once).
-    ``pipelined_dcoh``: the devices have the pipelined DCOH (hdl/dcoh/pipe/dcoh_top.py; the per-cycle
-    testbench only), built in folders of their own."""
+    ``pipelined_dcoh``: the devices have the pipelined DCOH (hdl/dcoh/pipe/dcoh_top.py), built in folders
+    of their own."""
     from tb.system_top import build_lock
     _check_simulator(sim)
     with build_lock(build_root):
@@ -128,10 +128,12 @@ def _build(sim, devices, build_root, ber, waves, dcoh, batched, cache_stall=0, p
         if sim != "verilator" or ber or waves:
             raise SystemExit("the batched testbench runs on Verilator, without BER and waves (--batch 0 has them)")
         from tb import native
-        lib, ports, unit_params, _ = native.build(build_root / "rtl", build_root / "native", dcoh=dcoh,
+        tag = "_pipelined" if pipelined_dcoh else ""        # the pipelined DCOH: folders of its own
+        lib, ports, unit_params, _ = native.build(build_root / f"rtl{tag}", build_root / f"native{tag}", dcoh=dcoh,
                                                   log=lambda line: print(line, flush=True),
-                                                  caches={"stall_bits": cache_stall} if cache_stall else None)
-        return NativeBuild(lib, tuple(ports), unit_params, devices), build_root / "native", None
+                                                  caches={"stall_bits": cache_stall} if cache_stall else None,
+                                                  pipelined=pipelined_dcoh)
+        return NativeBuild(lib, tuple(ports), unit_params, devices), build_root / f"native{tag}", None
     if cache_stall:
         raise SystemExit("--cache-stall: only the batched testbench's RTL caches stall (--batch K > 0)")
     # a BER or the pipelined DCOH changes linked_device.v: folders of their own
@@ -333,10 +335,8 @@ def main(argv=None):
     ap.add_argument("--out", default="build/sim/summary.json")
     ap.add_argument("--build-root", default="build/sim")
     ap.add_argument("--pipelined-dcoh", action="store_true",
-                    help="devices with the pipelined DCOH (hdl/dcoh/pipe/dcoh_top.py); per-cycle testbench, one seed")
+                    help="devices with the pipelined DCOH (hdl/dcoh/pipe/dcoh_top.py)")
     args = ap.parse_args(argv)
-    if args.batch is None and args.pipelined_dcoh:
-        args.batch = 0                       # (the batched testbench follows the serializing DCOH only)
     if args.batch is None:
         args.batch = default_batch(args.sim, args.ber, args.trace, args.waves, args.testcase)
         if args.pipeline and args.batch:
@@ -348,8 +348,6 @@ def main(argv=None):
                  "--testcase (--batch 0 has them)")
     if args.pipeline and not args.batch:
         ap.error("--pipeline: only the batched testbench (--batch K > 0) pipelines")
-    if args.pipelined_dcoh and (args.batch or args.seeds > 1):
-        ap.error("--pipelined-dcoh: the per-cycle testbench (--batch 0), one seed at a time")
     try:
         from models.config import Config, ConfigError
         Config().with_overrides(args.host)

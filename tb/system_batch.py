@@ -21,7 +21,9 @@ reached the DCOH, a GO only after the data the host sent before it for the same 
 tb/stamped.py ReleaseQueue, counted by the RTL).
 
 Checked, as in tb/system_tb.py: every D2H message against the shadow's; every H2D message the DCOH takes
-is the one the host sent; the shadow takes the DCOH's events in its dispatch order; after every event
+is the one the host sent; the shadow takes the DCOH's events in its dispatch order (the pipelined DCOH,
+``--pipelined-dcoh``: in the order of its intake and commit ports, tb/system_pipe.py's
+:class:`~tb.system_pipe.CommitFollower`, read from the records); after every event
 the golden model's invariants; SWMR and data value over the RTL's caches whenever one changes (on a
 mirror of them, :class:`tb.cache_bfm.CacheBFM`, that follows every command, install and hit the RTL
 reports, and every answer the RTL's caches give is checked against it); the caches against the shadow's
@@ -32,7 +34,8 @@ cycle of the record that showed it.
 Run: :func:`run` (tb/run_system.py calls it; ``SIM_PROFILE=<file>`` writes a cProfile of the
 testbench).  ``SIM_BREAK`` (tests only): ``flit`` as in tb/system_tb.py; ``mirror`` gives the mirror of
 the RTL's caches a wrong line once, which the next check of an answer of the RTL's caches or of the
-settled caches must catch.
+settled caches must catch; ``freed`` (the pipelined DCOH) hides one completion from the shadow, whose
+next step on that line or CQID must then disagree with the RTL.
 
 Accesses: each internal cache draws them from a generator of its own, so that no draw depends on when a
 look happens, and issues a quota of them, at first ceil(N / (devices x caches)) for N =
@@ -61,9 +64,13 @@ from tb.flit_checker import FlitChecker
 from tb.rtl_caches import CacheErrors, TrafficOp
 from tb.stamped import STAMP_BITS, ReleaseQueue
 from tb.system_top import UNIT_RESET_CYCLES
+from tb.system_pipe import CommitFollower
 from tb.system_tb import DeviceSide, SystemBench, SystemMismatch, _CACHE_STATE, _DISPATCH, run_bench
 from tb.vip import ChannelCodec, StructCodec
 
+# the pipelined DCOH's intake and commit strobes (tb/batched_device.py PIPELINED_STEPS without the payloads)
+_PIPELINED_STROBES = ("took_snoop", "took_rsp", "took_data", "commit_c", "commit_lane", "commit_probe", "commit",
+                      "commit_bi", "freed_valid", "rsp_commit")
 _SNOOP_CODE = Dispatch.SNOOP.value
 _WORK_CODE = Dispatch.WORK.value
 
@@ -211,25 +218,13 @@ class BatchedSide(DeviceSide):
             return False
         if v & bit["error"]:
             self.fail(self.rtl_errors())
-        code = f(v, "dispatch")
         if v & bit["cpu_req_valid"]:
             k = f(v, "cpu_req_cache")
             self.cpu_cur = self.bfm.busy[k]
             if self.cpu_cur is None:
                 self.fail(f"the DCOH took a cpu_req of cache {k}, whose RTL cache waits on nothing")
             self.to_send -= 1
-        if code:
-            if v & bit["scan_before"]:
-                self.scan_before(t)
-            bench.dispatch_count[code] += 1
-            if code == _SNOOP_CODE and self.owed:     # the engine waits for that answer: the side path took it
-                bench.snoops_while_cmd_owed += 1
-            if code == _WORK_CODE:
-                line = bench.line_codec["work_line"].decode(f(v, "work_line"))
-                self._narrow(line, "the WORK line")
-                self.dispatch(_DISPATCH[code], t, line["data"])
-            else:
-                self.dispatch(_DISPATCH[code], t)
+        self.engine_record(t, v)
         self.cpu_cur = None
         taken = f(v, "h2d_taken")
         if taken:
@@ -269,6 +264,24 @@ class BatchedSide(DeviceSide):
         self._settle(bool(v & bit["quiet"]), changed)
         return True
 
+    def engine_record(self, t, v):
+        """What the DCOH did in record ``v``, for the shadow: its ``dispatch`` (and the SCAN before it)."""
+        bench = self.bench
+        f = bench.field
+        code = f(v, "dispatch")
+        if code:
+            if v & bench.bit["scan_before"]:
+                self.scan_before(t)
+            bench.dispatch_count[code] += 1
+            if code == _SNOOP_CODE and self.owed:     # the engine waits for that answer: the side path took it
+                bench.snoops_while_cmd_owed += 1
+            if code == _WORK_CODE:
+                line = bench.line_codec["work_line"].decode(f(v, "work_line"))
+                self._narrow(line, "the WORK line")
+                self.dispatch(_DISPATCH[code], t, line["data"])
+            else:
+                self.dispatch(_DISPATCH[code], t)
+
     def _cache_events(self, t, v):
         """The caches' side of record ``v``: a cmd's answer (checked against the mirror), a cmd, an install,
         a probe taken.  Returns whether an RTL cache changed."""
@@ -300,7 +313,7 @@ class BatchedSide(DeviceSide):
                 self.bfm.caches[c["cache"]][c["line"]][1] ^= 1
             bench.touch(c["line"])
             changed = True
-        if v & bit["probe_valid"]:
+        if v & bit["probe_valid"] and not self.probes_in_steps:
             self.probe_acked(f(v, "probe"), t)
         return changed
 
@@ -345,15 +358,35 @@ class BatchedSide(DeviceSide):
                 not any(self.pending.values()) and not any(self.queued.values()) and not any(self.in_rtl.values()))
 
 
+class BatchedPipelinedSide(CommitFollower, BatchedSide):
+    """A batched device with the pipelined DCOH: its shadow follows the commit ports in the records
+    (tb/system_pipe.py :class:`CommitFollower`)."""
+
+    def __init__(self, bench, d):
+        super().__init__(bench, d)
+        self.follow_init()
+
+    def engine_record(self, t, v):
+        bench = self.bench
+        if self.cpu_cur is not None and v & bench.bit["cpu_req_valid"]:
+            self.take_access(t)
+        if v & bench.steps_mask:
+            f = bench.field
+            get = lambda name: f(v, name)       # noqa: E731
+            if bench.broken == "freed" and get("freed_valid"):
+                bench.broken = None             # SIM_BREAK=freed: the shadow misses one completion
+                get = lambda name: 0 if name == "freed_valid" else f(v, name)   # noqa: E731
+            self.follow_commits(get, t)
+
+
 class BatchBench(SystemBench):
-    side_class = BatchedSide
 
     def __init__(self, dut, params, seed, transactions, think=8, flit_monitor=True, trace=None, host="", batch=8,
                  pipeline=False):
         if batch < 1:
             raise ValueError(f"batch={batch}: Python must look every K >= 1 cycles")
         p = params["dcoh"]
-        dev = BatchedDevice(dcoh=p, link=params["link"])       # its layouts (not elaborated)
+        dev = BatchedDevice(dcoh=p, link=params["link"], pipelined=bool(params.get("pipelined")))   # its layouts
         self.window = WINDOW
         self.batch = batch
         self.late = 0
@@ -386,10 +419,11 @@ class BatchBench(SystemBench):
         # the fields that make a record more than flits and quiet: the strobes only (a payload field
         # holds whatever its port carries while not valid, so it says nothing about an event)
         strobes = [n for n in self._fields if n.endswith("_valid") and n not in ("up_valid", "down_valid")]
-        self.event_mask = 0
-        for name in ("dispatch", "h2d_taken", "hit", "miss", "error", *strobes):
-            off, mask = self._fields[name]
-            self.event_mask |= mask << off
+        # what the DCOH did: the dispatch, or the pipelined DCOH's intake and commits (with the probe taken,
+        # one of its steps): a record with none of these leaves the shadow alone
+        steps = _PIPELINED_STROBES if self.pipelined else ("dispatch",)
+        self.steps_mask = self._mask(*steps, *(("probe_valid",) if self.pipelined else ()))
+        self.event_mask = self._mask("h2d_taken", "hit", "miss", "error", *strobes, *steps)
         self.lanes = {c: _Lanes(channel_shape(c)) for c in H2D_CHANNELS}
         ops = TrafficOp(p["caches"], dev.linked.dcoh.addr_width)
         self.op_codec = StructCodec(ops)
@@ -401,11 +435,22 @@ class BatchBench(SystemBench):
         self.ops_space_field = status_fields["ops_space"]
         # the records' lines: low VALUE_BITS and a "wide" bit (tb/batched_device.py)
         self.line_codec = {n: StructCodec(dev.layout[n].shape)
-                           for n in ("d2h_data", "cmd_rsp", "cpu_rsp", "work_line")}
+                           for n in ("d2h_data", "cmd_rsp", "cpu_rsp", "work_line") if n in self._fields}
         self.d2h_hdr_bits = data.Layout.cast(dev.layout["d2h_data"].shape)["hdr"].width
         self.status_bits = dev.status_layout.size
         self.status_mask = (1 << self.status_bits) - 1
         self.cache_err_fields = [(n, (f.offset, 1)) for n, f in CacheErrors()]
+
+    def _mask(self, *names):
+        """The bits of these record fields in a stamped record (a name may come twice)."""
+        bits = 0
+        for n in names:
+            off, mask = self._fields[n]
+            bits |= mask << off
+        return bits
+
+    def side_for(self, d):
+        return (BatchedPipelinedSide if self.pipelined else BatchedSide)(self, d)
 
     def new_flit_checker(self):
         return FlitChecker(record_fields=[(w, valid, off, mask) for w, valid, (off, mask) in self.flit_fields])

@@ -31,26 +31,33 @@ from hdl.dcoh.pipe.response_path import ResponseCommit
 from hdl.dcoh.pipe.snoop_pipe import CommitC
 from tb.engine_shadow import ShadowDisagrees, shadow_commit, shadow_hit
 from tb.system_tb import DeviceSide
-from tb.system_top import mon_layout
+from tb.system_top import MON_FIELD_WIDTH, mon_layout
 
-__all__ = ["PipelinedSide"]
+__all__ = ["CommitFollower", "PipelinedSide"]
 
 _MON, _ = mon_layout(pipelined=True)
 _BIT = {n: 1 << p for n, p in _MON.items()}
 _COMMIT_C_SHIFT, _RSP_COMMIT_SHIFT = _MON["commit_c"], _MON["rsp_commit"]
 _COMMIT_C = list(CommitC)
 _RSP_COMMIT = list(ResponseCommit)
+_MON_NAME = {"probe_valid": "probe__valid"}          # follow_commits' names -> the monitor's
+_HANDLE = {"probe": "probe__payload"}                # -> the port handles'
+_MASK = {n: (1 << MON_FIELD_WIDTH.get(_MON_NAME.get(n, n), 1)) - 1
+         for n in (*_MON, "probe_valid")}
 # any of these bits: the engine changed something this cycle
 _STEPS = sum(_BIT[n] for n in ("took_snoop", "took_rsp", "took_data", "commit_lane", "commit_probe", "commit",
                                "commit_bi", "freed_valid", "probe__valid")) | (7 << _COMMIT_C_SHIFT) | \
     (3 << _RSP_COMMIT_SHIFT)
 
 
-class PipelinedSide(DeviceSide):
+class CommitFollower:
+    """The shadow's part of a device side that follows the pipelined DCOH's commit ports, whichever way the
+    testbench reads them (this file's :class:`PipelinedSide` from the per-cycle monitor, tb/system_batch.py
+    from the batched device's records).  Mixed into a :class:`tb.system_tb.DeviceSide`."""
+
     probes_in_steps = True
 
-    def __init__(self, bench, d):
-        super().__init__(bench, d)
+    def follow_init(self):
         self.shadow.defer_complete = True           # completes where the RTL's lane frees the CQID
         self.snoops = {}                            # line -> the host's snoop the DCOH took, not yet committed
         self.taken = deque()                        # H2D Rsp / Data the DCOH took, not yet applied
@@ -69,59 +76,62 @@ class PipelinedSide(DeviceSide):
                       f"(taken: {sorted(hex(x) for x in self.snoops)})")
         self._deliver(entry)
 
-    def engine_steps(self, bits, now):
-        dev, h, count = self.shadow, self.h, self.bench.commit_count
-        took_access = self.cpu_cur is not None and bits & _BIT["cpu_req__ready"]
-        if took_access and not dev.take(self.cpu_cur, now):
+    def take_access(self, now):
+        """The DCOH took the access its cpu_req offered (``self.cpu_cur``)."""
+        if not self.shadow.take(self.cpu_cur, now):
             self.fail(f"the shadow refuses {self.cpu_cur!r}: its cache {self.cpu_cur.k} is busy")
-        if not bits & _STEPS:
-            return bool(took_access)
+
+    def follow_commits(self, get, now):
+        """One cycle's intake and commits, in the engine's order.  ``get(name)``: the value of a commit
+        port (hdl/dcoh/pipe/dcoh_top.py COMMIT_PORTS), of ``took_snoop`` / ``took_rsp`` / ``took_data``,
+        of ``probe_valid`` (the caches took a probe message) or ``probe`` (its payload)."""
+        dev, count = self.shadow, self.bench.commit_count
         # ---- what the DCOH took from the link (its commits are cycles later)
-        if bits & _BIT["took_snoop"]:
+        if get("took_snoop"):
             entry = self._took_next(Channel.H2D_REQ)
             line = entry[1].line
             if line in self.snoops:
                 self.fail(f"the host sent a second snoop to line {line:#x} while the first is unanswered")
             self.snoops[line] = entry
         for name, chan in (("took_rsp", Channel.H2D_RSP), ("took_data", Channel.H2D_DATA)):
-            if bits & _BIT[name]:
+            if get(name):
                 self.taken.append(self._took_next(chan))
         # ---- the commits, in the engine's order
-        if bits & _BIT["probe__valid"]:                 # the caches take every probe at once
-            self.probe_acked(int(h("probe__payload").value), now)
-        c = _COMMIT_C[(bits >> _COMMIT_C_SHIFT) & 7]
+        if get("probe_valid"):                          # the caches take every probe at once
+            self.probe_acked(get("probe"), now)
+        c = _COMMIT_C[get("commit_c")]
         if c is CommitC.ANSWER:
             count["snoop_c"] += 1
-            self._snoop(int(h("commit_c_line").value))
+            self._snoop(get("commit_c_line"))
         elif c is CommitC.DROP:
-            self.fail(f"the DCOH dropped a snoop to line {int(h('commit_c_line').value):#x} (a reserved opcode)")
-        if bits & _BIT["freed_valid"]:
-            cqid = int(h("freed_cqid").value)
+            self.fail(f"the DCOH dropped a snoop to line {get('commit_c_line'):#x} (a reserved opcode)")
+        if get("freed_valid"):
+            cqid = get("freed_cqid")
             if cqid not in dev.txns:
                 self.fail(f"the DCOH completed CQID {cqid}, which its shadow has not started")
             count["completion"] += 1
             dev.complete(cqid, now)
-        if bits & (_BIT["commit"] | _BIT["commit_bi"]):
-            bi = not bits & _BIT["commit"]
-            count["back_invalidation" if bi else "access"] += 1
+        access, bi = get("commit"), get("commit_bi")
+        if access or bi:
+            count["access" if access else "back_invalidation"] += 1
             try:
-                shadow_commit(dev, int(h("commit_cache").value), now, back_invalidation=bi)
+                shadow_commit(dev, get("commit_cache"), now, back_invalidation=not access)
             except ShadowDisagrees as e:
                 self.fail(str(e))
-        if bits & _BIT["commit_lane"]:
+        if get("commit_lane"):
             count["snoop_lane"] += 1
-            line = int(h("commit_lane_line").value)
-            if bits & _BIT["commit_lane_probed"]:
+            line = get("commit_lane_line")
+            if get("commit_lane_probed"):
                 if line not in self.acked:
                     self.fail(f"the DCOH finished line {line:#x} after a probe its caches have not taken")
                 self.acked.discard(line)
                 dev.finish_probe((line,), now)
             else:
                 self._snoop(line)
-        if bits & _BIT["commit_probe"] and not bits & _BIT["commit_probe_evict"]:
+        if get("commit_probe") and not get("commit_probe_evict"):
             count["snoop_probe"] += 1
-            self._snoop(int(h("commit_probe_line").value))
-        r = _RSP_COMMIT[(bits >> _RSP_COMMIT_SHIFT) & 3]
+            self._snoop(get("commit_probe_line"))
+        r = _RSP_COMMIT[get("rsp_commit")]
         if r is not ResponseCommit.NONE:
             if not self.taken:
                 self.fail(f"the DCOH applied an H2D message ({r.name}) it did not take")
@@ -134,7 +144,6 @@ class PipelinedSide(DeviceSide):
             count["response"] += 1
             self._deliver(entry)
         dev.transmit(now)
-        return True
 
     def hit_taken(self, op, now):
         """A hit in the RTL's cache (taken while the DCOH is idle): the shadow takes it and tries it at once,
@@ -148,3 +157,27 @@ class PipelinedSide(DeviceSide):
 
     def drained(self):
         return super().drained() and not self.snoops and not self.taken
+
+
+class PipelinedSide(CommitFollower, DeviceSide):
+    """The per-cycle testbench's device side: the commit ports from the monitor vector and their handles."""
+
+    def __init__(self, bench, d):
+        super().__init__(bench, d)
+        self.follow_init()
+
+    def engine_steps(self, bits, now):
+        h = self.h
+        took_access = self.cpu_cur is not None and bits & _BIT["cpu_req__ready"]
+        if took_access:
+            self.take_access(now)
+        if not bits & _STEPS:
+            return bool(took_access)
+
+        def get(name):
+            at = _MON.get(_MON_NAME.get(name, name))
+            if at is not None:
+                return (bits >> at) & _MASK[name]
+            return int(h(_HANDLE.get(name, name)).value)
+        self.follow_commits(get, now)
+        return True

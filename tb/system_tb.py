@@ -543,7 +543,6 @@ class DeviceSide:
 
 
 class SystemBench:
-    side_class = DeviceSide          # one per RTL device (tb/system_batch.py has its own)
     show_progress = None             # the progress line: True/False, or None for SIM_PROGRESS=1
 
     def __init__(self, dut, params, seed, transactions, think=8, flit_monitor=True, trace=None, host=""):
@@ -602,11 +601,14 @@ class SystemBench:
                                            # still in it (DeviceSide.entered_link)
         self._last_done, self._last_done_at = 0, 0      # for watch()
         self.touched = set()
-        side = self.side_class
+        self.devs = [self.side_for(d) for d in range(self.devices)]
+
+    def side_for(self, d):
+        """Device ``d``'s side (tb/system_batch.py has its own)."""
         if self.pipelined:                  # the pipelined DCOH: its shadow follows the commit ports
             from tb.system_pipe import PipelinedSide
-            side = PipelinedSide
-        self.devs = [side(self, d) for d in range(self.devices)]
+            return PipelinedSide(self, d)
+        return DeviceSide(self, d)
 
     def new_flit_checker(self):
         """The flit checker's process (tb/flit_checker.py); this testbench hands it flits one by one."""

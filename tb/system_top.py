@@ -27,7 +27,10 @@ import hashlib
 import json
 import os
 import re
+import warnings
 from pathlib import Path
+
+from amaranth.hdl import UnusedElaboratable
 
 from hdl.verilog import to_verilog
 
@@ -161,20 +164,24 @@ def _ports(text, module):
 _BATCHED_SOURCES = [ROOT / "tb" / f for f in ("batched_device.py", "rtl_caches.py", "stamped.py")]
 
 
+def _batched_device(params):
+    from tb.batched_device import BatchedDevice
+    return BatchedDevice(dcoh=params["dcoh"], link=params["link"], caches=params.get("caches"),
+                         pipelined=params.get("pipelined", False))
+
+
 def _device_verilog(out_dir, params, module="linked_device"):
     if module == "batched_device":
         from tb.batched_device import BatchedDevice
         return cached_verilog(out_dir / "batched_device.v", source_hash(params, _BATCHED_SOURCES),
-                              lambda: BatchedDevice(dcoh=params["dcoh"], link=params["link"],
-                                                    caches=params.get("caches")))
+                              lambda: _batched_device(params))
     if module == "batched_recorder":
-        from tb.batched_device import BatchedDevice, Recorder
-        from cxl.messages import ADDR_WIDTH
+        from tb.batched_device import Recorder
 
-        def make():
-            d = params["dcoh"]
-            return Recorder(BatchedDevice.record_layout(d["caches"], d.get("addr_width", ADDR_WIDTH),
-                                                        d["coalesce_block"]))
+        def make():                     # the device's record layout (the device is not elaborated)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UnusedElaboratable)
+                return Recorder(_batched_device(params).layout)
         return cached_verilog(out_dir / "batched_recorder.v", source_hash(params, _BATCHED_SOURCES), make)
     from tb.linked_device import LinkedDevice
     return cached_verilog(out_dir / "linked_device.v", source_hash(params),
@@ -238,7 +245,7 @@ def write_if_changed(path, text):
 UNIT_RESET_CYCLES = 3
 
 
-def build_batched_unit(out_dir, dcoh=None, link=None, caches=None):
+def build_batched_unit(out_dir, dcoh=None, link=None, caches=None, pipelined=False):
     """Verilog of one device of the batched testbench (tb/system_batch.py), for the native driver
     (tb/native.py): ``batched_device.v`` and ``batched_recorder.v`` (tb/batched_device.py, cached as
     ``linked_device.v`` is) and ``batched_unit.v`` (module ``batched_unit``), the device with its recorder
@@ -253,7 +260,7 @@ def build_batched_unit(out_dir, dcoh=None, link=None, caches=None):
     (about a fifth of the model's work, docs/testbench.md).  Returns the three files, the unit last, and
     writes :func:`params_path` for one device."""
     out_dir = Path(out_dir)
-    params = system_params(dcoh, link, caches=caches)
+    params = system_params(dcoh, link, caches=caches, pipelined=pipelined)
     dev_v = _device_verilog(out_dir, params, "batched_device")
     rec_v = _device_verilog(out_dir, params, "batched_recorder")
     inner = {"record", "record_write"}

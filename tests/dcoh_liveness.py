@@ -19,16 +19,23 @@ is still waiting to be taken (a snoop may not pass a GO, docs/sources.md §1.1).
 are ``tb.cache_bfm.CacheBFM``; a cache hit is taken only while the DCOH is idle (as in
 tb/system_tb.py).  The caches take probe messages either freely (after a random delay) or by the rule
 of tb/system_tb.py (``probe_rule="one_at_a_time"``: after taking one, the next only once the engine has
-dispatched the work and the rescan after it).
+dispatched the work and the rescan after it; the serializing DCOH only).
 
-``python tests/dcoh_liveness.py --seeds 20 --work 1 --groups 1`` runs seeds from the command line; a
-failure prints its seed.
+The DUT is either DCOH: ``make_dut(pipelined=True)`` gives the pipelined one (hdl/dcoh/pipe/dcoh_top.py),
+whose commit ports stand in for ``dispatch`` in the coverage (``stats["commits"]``) and whose ``freed``
+port returns a CQID to the host.
+
+``python tests/dcoh_liveness.py --seeds 20 --work 1 --groups 1 [--pipelined]`` runs seeds from the command
+line; a failure prints its seed.
 """
 
 import random
 from collections import deque
 
 from hdl.dcoh.dcoh import DCOH, CacheState, CmdOp, CpuKind, Dispatch
+from hdl.dcoh.pipe.dcoh_top import PipelinedDCOH
+from hdl.dcoh.pipe.response_path import ResponseCommit
+from hdl.dcoh.pipe.snoop_pipe import CommitC
 from cxl.coherence import HOST_TABLE
 from cxl.messages import D2HReqOpcode as Req, D2HRspOpcode as Rsp, GOState, H2DReqOpcode as Snp, \
     H2DRspOpcode as HRsp
@@ -66,9 +73,33 @@ def snoop_bound(dut, host_delay, probe_delay, cmd_delay):
     return 2 * (dut.tracker + dut.work + dut.caches + 2) * per_event
 
 
-def make_dut(*, caches=2, sf_sets=2, sf_ways=2, tracker=4, work=8, window=4, block=2, groups=4):
-    return DCOH(caches=caches, sf_sets=sf_sets, sf_ways=sf_ways, tracker=tracker, work=work,
-                coalesce_window=window, coalesce_block=block, coalesce_groups=groups, credits=64)
+def make_dut(*, caches=2, sf_sets=2, sf_ways=2, tracker=4, work=8, window=4, block=2, groups=4, pipelined=False):
+    """``window``: the coalescing window; ``pipelined``: the pipelined DCOH."""
+    return (PipelinedDCOH if pipelined else DCOH)(
+        caches=caches, sf_sets=sf_sets, sf_ways=sf_ways, tracker=tracker, work=work, coalesce_window=window,
+        coalesce_block=block, coalesce_groups=groups, credits=64)
+
+
+def _commits(ctx, dut):
+    """The pipelined DCOH's commits of this cycle, by kind (the coverage of its liveness runs)."""
+    kinds = []
+    c = ctx.get(dut.commit_c)
+    if c != CommitC.NONE:
+        kinds.append(f"snoop_c_{c.name.lower()}")
+    if ctx.get(dut.commit_lane):
+        kinds.append("snoop_lane_probed" if ctx.get(dut.commit_lane_probed) else "snoop_lane")
+    if ctx.get(dut.commit_probe):
+        kinds.append("probe_evict" if ctx.get(dut.commit_probe_evict) else "snoop_probe")
+    if ctx.get(dut.commit):
+        kinds.append("access")
+    if ctx.get(dut.commit_bi):
+        kinds.append("back_invalidation")
+    r = ctx.get(dut.rsp_commit)
+    if r != ResponseCommit.NONE:
+        kinds.append(f"response_{r.name.lower()}")
+    if ctx.get(dut.freed_valid):
+        kinds.append("completion")
+    return kinds
 
 
 async def run_liveness(ctx, dut, seed, *, cycles=3000, lines=6, host_delay=12, probe_delay=3, cmd_delay=0,
@@ -84,6 +115,9 @@ async def run_liveness(ctx, dut, seed, *, cycles=3000, lines=6, host_delay=12, p
     no probe message for that long, which they may always do).  ``rdany_grant`` ("S" or "E") fixes the
     host's grant for RdAny (else random)."""
     rng = random.Random(seed)
+    pipelined = isinstance(dut, PipelinedDCOH)
+    if pipelined and probe_rule != "free":
+        raise ValueError(f"probe_rule={probe_rule!r}: the pipelined DCOH has no dispatch to pace probes by")
     bound = snoop_bound(dut, host_delay, probe_delay, cmd_delay)
     K = dut.caches
     bfm = CacheBFM(K)
@@ -92,7 +126,7 @@ async def run_liveness(ctx, dut, seed, *, cycles=3000, lines=6, host_delay=12, p
     def fail(what):
         raise LivenessFailure(f"seed {seed} cycle {now}: {what}")
 
-    for s in (dut.d2h_req, dut.d2h_rsp, dut.d2h_data, dut.cpu_rsp, dut.cmd):
+    for s in (dut.d2h_req, dut.d2h_rsp, dut.d2h_data, dut.cpu_rsp):
         ctx.set(s.ready, 1)
 
     # host state
@@ -105,7 +139,7 @@ async def run_liveness(ctx, dut, seed, *, cycles=3000, lines=6, host_delay=12, p
     latencies = []
     quiet = set()                                               # UQIDs with no H2D Rsp/Data delivered since taken
     quiet_latencies = []
-    seen = {}                                                   # dispatch kind -> count (coverage)
+    seen = {}                                                   # dispatch (or commit) kind -> count (coverage)
     next_uqid = [0]
     value = [1000]
     cpu_offer = deque()                                         # misses waiting for the cpu_req port
@@ -225,7 +259,9 @@ async def run_liveness(ctx, dut, seed, *, cycles=3000, lines=6, host_delay=12, p
                 ctx.set(getattr(dut.cpu_req.p, name), v)
         else:
             ctx.set(dut.cpu_req.valid, 0)
-        # ---- cache answers to commands (after cmd_delay cycles), probes
+        # ---- cache answers to commands (after cmd_delay cycles), probes; a command is taken while no
+        # answer is owed (as tb/rtl_caches.py: the pipelined DCOH may offer the next one meanwhile)
+        ctx.set(dut.cmd.ready, cmd_rsp[0] is None)
         if cmd_rsp[0] is not None and cmd_rsp[1] <= 0:
             ctx.set(dut.cmd_rsp.valid, 1)
             d, e, v = cmd_rsp[0]
@@ -288,9 +324,7 @@ async def run_liveness(ctx, dut, seed, *, cycles=3000, lines=6, host_delay=12, p
         if cpu_cur[0] is not None and ctx.get(dut.cpu_req.ready):
             cpu_cur[0] = None
         new_cmd = None
-        if ctx.get(dut.cmd.valid):
-            if cmd_rsp[0] is not None:
-                fail("a second cmd while the caches still answer the first")
+        if ctx.get(dut.cmd.valid) and ctx.get(dut.cmd.ready):
             c = ctx.get(dut.cmd.p)
             new_cmd = bfm.command(int(c.line), int(c.caches), CmdOp(c.op).name)
         cmd_taken = ctx.get(dut.cmd_rsp.valid) and ctx.get(dut.cmd_rsp.ready)
@@ -303,14 +337,21 @@ async def run_liveness(ctx, dut, seed, *, cycles=3000, lines=6, host_delay=12, p
         if ctx.get(dut.probe.valid) and probe_ready:
             probe["phase"] = "acked" if probe_rule == "one_at_a_time" else None
             probe["wait"] = rng.randrange(probe_delay + 1)
-        code = ctx.get(dut.dispatch)
-        # the SCAN that ended a run of work (``scan_before``) comes before this cycle's ``code``
-        for step in ([Dispatch.SCAN] if ctx.get(dut.scan_before) else []) + [code]:
-            seen[step] = seen.get(step, 0) + 1
-            if step == Dispatch.WORK and probe["phase"] == "acked":
-                probe["phase"] = "working"
-            elif step == Dispatch.SCAN and probe["phase"] == "working":
-                probe["phase"] = None
+        freed = None
+        if pipelined:
+            for kind in _commits(ctx, dut):
+                seen[kind] = seen.get(kind, 0) + 1
+            if ctx.get(dut.freed_valid):
+                freed = ctx.get(dut.freed_cqid)
+        else:
+            code = ctx.get(dut.dispatch)
+            # the SCAN that ended a run of work (``scan_before``) comes before this cycle's ``code``
+            for step in ([Dispatch.SCAN] if ctx.get(dut.scan_before) else []) + [code]:
+                seen[step.name] = seen.get(step.name, 0) + 1
+                if step == Dispatch.WORK and probe["phase"] == "acked":
+                    probe["phase"] = "working"
+                elif step == Dispatch.SCAN and probe["phase"] == "working":
+                    probe["phase"] = None
         if ctx.get(dut.protocol_errors):
             fail(f"the DCOH counted a protocol error ({ctx.get(dut.last_error)})")
 
@@ -323,7 +364,10 @@ async def run_liveness(ctx, dut, seed, *, cycles=3000, lines=6, host_delay=12, p
             cmd_rsp[0], cmd_rsp[1] = new_cmd, rng.randrange(cmd_delay + 1)
         elif cmd_rsp[0] is not None:
             cmd_rsp[1] -= 1
-        retire_cqids(ctx, dut, reqs)
+        if pipelined:               # the CQID is the host's again once the DCOH frees it
+            reqs.pop(freed, None)
+        else:
+            retire_cqids(ctx, dut, reqs)
         for uqid, (line, t0) in snoops.items():
             if t0 is not None and now - t0 > bound:
                 fail(f"snoop UQID {uqid} to line {line:#x}, taken at cycle {t0}, unanswered after {bound} "
@@ -340,7 +384,7 @@ async def run_liveness(ctx, dut, seed, *, cycles=3000, lines=6, host_delay=12, p
     if stats is not None:
         stats.update(snoops=len(latencies), max_latency=max(latencies, default=0), bound=bound, cycles=now,
                      quiet_snoops=len(quiet_latencies), max_quiet_latency=max(quiet_latencies, default=0),
-                     dispatch={c.name: n for c, n in seen.items() if c != Dispatch.NONE})
+                     **{"commits" if pipelined else "dispatch": {c: n for c, n in seen.items() if c != "NONE"}})
     return latencies
 
 
@@ -364,11 +408,13 @@ def main(argv=None):
                           ("window", 4), ("block", 2), ("groups", 4), ("lines", 6)):
         ap.add_argument(f"--{name}", type=int, default=default)
     ap.add_argument("--probe-rule", choices=("free", "one_at_a_time"), default="free")
+    ap.add_argument("--pipelined", action="store_true", help="the pipelined DCOH (hdl/dcoh/pipe/dcoh_top.py)")
     args = ap.parse_args(argv)
     failures = 0
     for seed in range(args.first, args.first + args.seeds):
         dut = make_dut(caches=args.caches, sf_sets=args.sf_sets, sf_ways=args.sf_ways, tracker=args.tracker,
-                       work=args.work, window=args.window, block=args.block, groups=args.groups)
+                       work=args.work, window=args.window, block=args.block, groups=args.groups,
+                       pipelined=args.pipelined)
         stats = {}
 
         async def bench(ctx):
@@ -381,7 +427,8 @@ def main(argv=None):
         try:
             sim.run()
             print(f"seed {seed}: ok, {stats['snoops']} snoops, max latency {stats['max_latency']} "
-                  f"(bound {stats['bound']}), {stats['dispatch']}, {time.monotonic() - t0:.1f} s", flush=True)
+                  f"(bound {stats['bound']}), {stats.get('dispatch', stats.get('commits'))}, "
+                  f"{time.monotonic() - t0:.1f} s", flush=True)
         except LivenessFailure as e:
             failures += 1
             print(f"seed {seed}: FAIL {e}", flush=True)

@@ -1,7 +1,7 @@
 """tb/rtl_caches.py ``InternalCaches`` against the Python cache BFM's rules, under a random stand-in DCOH.
 
 The stand-in drives every input the DCOH would (cmd, cmd_rsp back-pressure, cpu_req back-pressure,
-cpu_rsp with a legal granted state, probes, dispatch codes, idle) at random, and a mirror of the caches
+cpu_rsp with a legal granted state, probes, its events (drawn as dispatch codes), idle) at random, and a mirror of the caches
 (tb/cache_bfm.py ``CacheBFM``, the rules the cocotb testbench uses) follows what crossed the ports.
 Checked every cycle: each hit is a hit in the mirror and happens while the DCOH is quiet by the Python
 testbench's rule; each miss is a miss in the mirror; no access starts before its think time; each
@@ -92,7 +92,8 @@ def _run(seed, ops_per_cache=150, caches=2, think=3, limit=40000, idle_p=0.6, st
                                         "data": rsp_cur[3]})
             ctx.set(dut.probe.valid, rng.random() < 0.05)
             code = Dispatch.NONE if rng.random() < 0.7 else rng.choice(list(Dispatch))
-            ctx.set(dut.dispatch, code)
+            ctx.set(dut.dcoh_event, code != Dispatch.NONE)
+            ctx.set(dut.snoop_taken, code == Dispatch.SNOOP)
             idle = rng.random() < idle_p
             ctx.set(dut.dcoh_idle, idle)
 

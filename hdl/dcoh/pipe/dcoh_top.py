@@ -64,6 +64,7 @@ class PipelinedDCOH(wiring.Component):
         self.sf, self.snoop = self.engine.sf, self.engine.snoop
         self.caches, self.tracker, self.sf_sets, self.sf_ways, self.credits = caches, tracker, sf_sets, sf_ways, credits
         self.work, self.coalesce_window, self.coalesce_block = work, coalesce_window, coalesce_block
+        self.addr_width = addr_width
         members = {
             "h2d_req": In(stream.Signature(channel_shape(Channel.H2D_REQ))),
             "h2d_rsp": In(stream.Signature(channel_shape(Channel.H2D_RSP))),
