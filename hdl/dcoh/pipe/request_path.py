@@ -312,12 +312,15 @@ class RequestPath(wiring.Component):
 
         # C's write of the last cycle reaches the filter in this one: a row of its set read before it
         # lacks it, so an access in that set goes round again
-        # and so does the response path's fill written in this cycle (it waits while C's write goes): the
-        # completion that fills is before this C in the commit order, and the fill touches the set's
-        # pseudo-LRU bits and frees its line from the busy mask, both of which a victim choice reads
+        # and so does a miss that would choose a victim in the set the response path's fill writes in this
+        # cycle (the fill waits while C's write goes): the completion that fills is before this C in the
+        # commit order, and the fill touches the set's pseudo-LRU bits and frees its line from the busy
+        # mask, which only a victim choice reads
         same_set = lambda x: (x[:sb] == line[:sb]) if sb else 1       # noqa: E731
         fill_now = self.fill.valid & ~upd_r_valid
-        stale = c.valid & ((upd_r_valid & same_set(upd_r.line)) | (fill_now & same_set(self.fill.p.line)))
+        victim_choice = ~res.hit & (res.alloc != AllocKind.FREE)
+        stale = c.valid & ((upd_r_valid & same_set(upd_r.line)) |
+                           (fill_now & victim_choice & same_set(self.fill.p.line)))
         with m.If(stale):
             m.d.comb += retry.eq(1)
         with m.Elif(c.valid & ~c.fin):
