@@ -14,15 +14,15 @@ run it for many cycles between two looks:
   many H2D Data);
 * ``record`` (:meth:`record_layout`) with ``record_write`` in every cycle in which something a testbench
   checks happens: the DCOH's dispatch (``pipelined``: its intake and commit ports), an H2D message taken
-  by the host end, a D2H message out of it (always taken), the caches' hits, misses, commands and answers, cpu_req/cpu_rsp, probes acknowledged, a
-  change of the caches' ``quiet``, a flit on either wire (while ``record_flits`` is set: a testbench
-  without a flit monitor clears it and reads fewer records), the error bit.  :class:`Recorder` (a
-  :class:`tb.stamped.EventRecorder` with one port per window record) stamps and keeps them; it is a
-  component of its own, beside the device in the batched unit (tb/system_top.py ``build_batched_unit``),
-  and the window is 16 records of ~1.6 kbit.  A line in a record
-  (D2H data, a cmd's answer, a cpu_rsp, the line of a WORK) is its low ``VALUE_BITS`` and a ``wide`` bit (a bit above them is
-  set): the model's line values are below 2^64, so nothing a check compares is lost, and a record is about
-  half as wide;
+  by the host end, a D2H message out of it (always taken), the caches' hits, misses, commands and
+  answers, cpu_req/cpu_rsp, probes acknowledged, a change of the caches' ``quiet``, a flit on either
+  wire (while ``record_flits`` is set: a testbench without a flit monitor clears it and reads fewer
+  records), the error bit.  :class:`Recorder` (a :class:`tb.stamped.EventRecorder` with one port per
+  window record) stamps and keeps them; it is a component of its own, beside the device in the batched
+  unit (tb/system_top.py ``build_batched_unit``), and the window is 16 records of ~1.6 kbit.  A line in
+  a record (D2H data, a cmd's answer, a cpu_rsp, the line of a WORK) is its low ``VALUE_BITS`` and a
+  ``wide`` bit (a bit above them is set): the model's line values are below 2^64, so nothing a check
+  compares is lost, and a record is about half as wide;
 * ``now`` counts cycles from reset; ``status`` packs what a testbench polls once per look (free entries
   per queue, error, drained, the DCOH's idle); ``snoops_while_held`` is the caches' count of the snoops
   the DCOH took while they held it up (its snoop side path).
@@ -48,8 +48,8 @@ from tb.linked_device import LinkedDevice
 from tb.rtl_caches import CacheErrors, InternalCaches, TrafficOp
 from tb.stamped import STAMP_BITS, EventRecorder, ReleaseQueue
 
-__all__ = ["BatchedDevice", "Recorder", "SERIAL_STEPS", "PIPELINED_STEPS", "H2D_CHANNELS", "D2H_CHANNELS", "QUEUE_DEPTH", "LANES", "OP_LANES", "OP_DEPTH",
-           "WINDOW", "DEPTH", "VALUE_BITS"]
+__all__ = ["BatchedDevice", "Recorder", "SERIAL_STEPS", "PIPELINED_STEPS", "H2D_CHANNELS", "D2H_CHANNELS",
+           "QUEUE_DEPTH", "LANES", "OP_LANES", "OP_DEPTH", "WINDOW", "DEPTH", "VALUE_BITS"]
 
 H2D_CHANNELS = (Channel.H2D_REQ, Channel.H2D_RSP, Channel.H2D_DATA)
 D2H_CHANNELS = (Channel.D2H_REQ, Channel.D2H_RSP, Channel.D2H_DATA)

@@ -22,6 +22,10 @@ cycle, in the engine's commit order:
 The shadow tries an access only where the RTL commits it (``defer_service``); a cache hit (the cache BFM
 finishes it alone) is taken while the DCOH is idle, and tried at once.  Everything else (the host, the
 flit monitor, the message and cache comparisons, the invariants) is tb/system_tb.py's.
+
+:class:`CommitFollower` is that shadow logic, given the ports' values by a function, so that the
+per-cycle side here (:class:`PipelinedSide`, from the monitor vector) and the batched one
+(tb/system_batch.py, from the device's records) share it.
 """
 
 from collections import deque
