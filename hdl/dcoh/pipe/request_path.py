@@ -238,12 +238,14 @@ class RequestPath(wiring.Component):
         # every snoop behind it) is answered: a deadlock.  So such an eviction reserves a CQID at its
         # first pass (``s_cq_res``, a count, not a number: the finish takes the lowest free one, as the
         # model does), and the others take one only beyond the reservations.
-        free_count = Signal(range(T + 1))
-        reserved = Signal(range(K + 1))
-        m.d.comb += [free_count.eq(sum(cq_free[i] for i in range(T))),
-                     reserved.eq(sum(s_cq_res[j] for j in range(K)))]
-        cq_one = free_count > reserved                    # a CQID to spare
-        cq_two = free_count > reserved + 1                # two (a back-invalidation keeps one for the access)
+        # The CQIDs to spare (free less reserved, not counting this cycle's completion) are a counter
+        # register moved by C's takes and reservations and by the completions, so that C compares a flop
+        # with a constant instead of counting the free CQIDs (a popcount and an adder in its decision).
+        # The Assert checks it against the count.
+        spare = Signal(range(-K - 1, T + 1), init=T)
+        cq_one = (spare > 0) | ((spare == 0) & self.freed.valid)          # a CQID to spare
+        cq_two = (spare > 1) | ((spare == 1) & self.freed.valid)          # two (a back-invalidation keeps
+                                                                          # one for the access)
         # the start register (below): free, or handing its request over in this cycle
         start_valid = Signal()
         start_ok = ~start_valid | self.start.ready
@@ -542,6 +544,21 @@ class RequestPath(wiring.Component):
         m.d.comb += [
             self.t_match.eq(Cat(t_valid[i] & (t_line[i] == line) for i in range(T))),
             self.line_busy.eq(Cat((s_lane[j] | s_answer[j]) & (s_line[j] == line) for j in range(K)).any()),
+        ]
+
+        # ---- the spare CQIDs' counter (above): a CQID taken (a request issued or a back-invalidation),
+        # one freed, a reservation made or used
+        res_add = c.valid & reserve & ~s_cq_res.bit_select(k, 1)
+        res_use = c.valid & (issue | fin_done) & c.fin & s_cq_res.bit_select(k, 1)
+        m.d.sync += spare.eq(spare - (issue | bi_go) + self.freed.valid - res_add + res_use)
+        free_count = Signal(range(T + 1))
+        reserved = Signal(range(K + 1))
+        m.d.comb += [free_count.eq(sum(~t_valid[i] for i in range(T))),
+                     reserved.eq(sum(s_cq_res[j] for j in range(K)))]
+        m.d.sync += [
+            Assert(spare + reserved == free_count, "request path: the spare CQIDs' counter drifted"),
+            Assert(~self.freed.valid | t_valid.bit_select(self.freed.cqid, 1),
+                   "request path: a completion freed a CQID not in use"),
         ]
 
         # ---- commit port and status --------------------------------------------------------------------

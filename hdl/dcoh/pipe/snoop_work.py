@@ -380,7 +380,19 @@ class SnoopWork(wiring.Component):
         m.d.comb += [self.freed.eq((answered & ~ap.data) | take),
                      self.idle.eq(~in_state(*busy_states).any() & ~pend_valid)]
         m.d.comb += [self.states[i].eq(x.state) for i, x in enumerate(e)]
+        # ``pinned`` is a register, loaded with what the entries name after this cycle's moves (an entry
+        # written from the pending allocation, or one ending): the response path's completion reads it
+        # from a flop, not through every entry's state decode and CQID compare.  Its value is the same
+        # in every cycle (the Assert compares it with the entries).
+        ends = [(x.state == WorkState.LANE) & answered & (ap.idx == i) & ~x.data |
+                (x.state == WorkState.DATA_OUT) & take & (d_idx == i) for i, x in enumerate(e)]
+        starts = [(x.state == WorkState.FREE) & pend_valid & pend_grant[i] for i, x in enumerate(e)]
+        pinned_now = Signal(self.tracker)
         for q in range(self.tracker):
-            m.d.comb += self.pinned[q].eq(Cat(*((x.state != WorkState.FREE) & x.req & (x.cqid == q)
-                                                  for x in e)).any())
+            nxt = Cat(*(Mux(st, a.req & (a.cqid == q), (x.state != WorkState.FREE) & ~en & x.req & (x.cqid == q))
+                        for x, st, en in zip(e, starts, ends))).any()
+            m.d.sync += self.pinned[q].eq(nxt)
+            m.d.comb += pinned_now[q].eq(Cat(*((x.state != WorkState.FREE) & x.req & (x.cqid == q)
+                                                for x in e)).any())
+        m.d.sync += Assert(self.pinned == pinned_now, "snoop work: the pinned register differs from the entries")
         return m
