@@ -51,7 +51,7 @@ the row the memory holds now, read through an asynchronous port per stage that o
 (formal/proof_sf_pipe_forwarding.py proves them by induction).
 """
 
-from amaranth.hdl import Assert, Format, Module, Mux, Signal
+from amaranth.hdl import Assert, Cat, Format, Module, Mux, Signal
 from amaranth.hdl import MemoryData
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
@@ -98,6 +98,12 @@ class PipelinedSnoopFilter(wiring.Component):
             # a consumer that works out its own verdict for every way beside the tag compares
             "result_row": Out(self.row_layout), "result_hits": Out(ways),
             "update": In(stream.Signature(Update(addr_width, ways, caches))),
+            # the result register's next contents, for a consumer that works out per line or per way
+            # from them a cycle early, into registers of its own: the line (``next_line``), the row
+            # without this cycle's write (``next_row``), the ways whose tag this cycle's write replaces
+            # in it (``next_written``) and the line it writes (``next_wline``: those ways' tag is its)
+            "next_line": Out(addr_width), "next_row": Out(self.row_layout), "next_written": Out(ways),
+            "next_wline": Out(addr_width),
         })
 
     def _forward_mask(self, w_set, w_mask, line_set):
@@ -174,9 +180,27 @@ class PipelinedSnoopFilter(wiring.Component):
         with m.Else():
             m.d.sync += a_row.eq(merge(a_row, w_data, own(set_of(a_line))))
 
+        # The result register's next contents (A takes F's, or keeps its own, and this cycle's write on
+        # top), and each way's tag compare with the next line worked out from them into a register
+        # (``tag_eq``), so that the answer starts from flops: the compare of the row written in this
+        # cycle splits into the row's tag and the write's, selected by the write's mask.  (Reset: a
+        # row and a line of zeros, every tag equal.)
+        next_line, next_row = self.next_line, self.next_row
+        m.d.comb += [next_line.eq(Mux(a_free, f_line, a_line)), next_row.eq(Mux(a_free, f_row, a_row)),
+                     self.next_wline.eq(self.update.p.line)]
+        n_mask = data.View(self.row_layout, own(set_of(next_line)))
+        n_tag = next_line[self.set_bits:]
+        tag_eq = Signal(ways, init=(1 << ways) - 1)
+        for w in range(ways):
+            m.d.comb += self.next_written[w].eq(n_mask.ways[w].tag.any())
+            m.d.sync += tag_eq[w].eq(Mux(self.next_written[w], self.update.p.line[self.set_bits:] == n_tag,
+                                         next_row.ways[w].tag == n_tag))
+
         # A: the answer from the row register
-        hits = answer(m, data.View(self.row_layout, a_row), a_line, self.result_busy, self.result.p,
-                      ways, self.set_bits)
+        a_view = data.View(self.row_layout, a_row)
+        hits = answer(m, a_view, a_line, self.result_busy, self.result.p, ways, self.set_bits, tag_eq=tag_eq)
+        m.d.sync += Assert(tag_eq == Cat(a_view.ways[w].tag == a_line[self.set_bits:] for w in range(ways)),
+                           Format("snoop filter: the registered tag compare for line {:#x} is stale", a_line))
         m.d.comb += [self.result_row.eq(a_row), self.result_hits.eq(hits)]
 
         # ---- invariants ------------------------------------------------------------------------

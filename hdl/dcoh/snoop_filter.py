@@ -205,18 +205,21 @@ def row_write(m, update, row_layout, ways, set_bits):
     return wdata, wmask
 
 
-def answer(m, row, line, busy, res, ways, set_bits):
+def answer(m, row, line, busy, res, ways, set_bits, tag_eq=None):
     """Drive the fields of ``res`` (a :class:`LookupResult` view) for a lookup of ``line`` in ``row``
     (an :class:`SFRow` view of the line's set) with ``busy`` over its ways: the hit and its entry, and
     the allocation choice (lowest free way, else the pseudo-LRU victim, else the lowest way not busy).
-    Returns the one-hot (or, in a broken store, many-hot) hit vector, for the checks."""
+    ``tag_eq``: the ways whose tag is the line's, when the caller has them (from a register); else the
+    tags are compared here.  Returns the one-hot (or, in a broken store, many-hot) hit vector, for the
+    checks."""
     way_bits = exact_log2(ways)
     tag = line[set_bits:]
     hits = Signal(ways)
     free = Signal(ways)
     for w in range(ways):
+        eq = (row.ways[w].tag == tag) if tag_eq is None else tag_eq[w]
         m.d.comb += [
-            hits[w].eq(row.ways[w].valid & (row.ways[w].tag == tag)),
+            hits[w].eq(row.ways[w].valid & eq),
             free[w].eq(~row.ways[w].valid),
         ]
     # hit_clean_s as deep as hit: each way's state compared beside its tag, not after the hit-way select

@@ -161,7 +161,9 @@ class Engine(wiring.Component):
         m.d.comb += [sf.result.ready.eq(1), sf.result_busy.eq(rq.sf.result_busy)]
         for side in (sp.sf, rq.sf):
             m.d.comb += [side.result.valid.eq(sf.result.valid), side.result.p.eq(sf.result.p),
-                         side.result_row.eq(sf.result_row), side.result_hits.eq(sf.result_hits)]
+                         side.result_row.eq(sf.result_row), side.result_hits.eq(sf.result_hits),
+                         side.next_line.eq(sf.next_line), side.next_row.eq(sf.next_row),
+                         side.next_written.eq(sf.next_written), side.next_wline.eq(sf.next_wline)]
         s_up, r_up = sp.sf.update, rq.sf.update
         m.d.comb += [r_up.ready.eq(1), s_up.ready.eq(~r_up.valid),
                      sf.update.valid.eq(r_up.valid | s_up.valid),
@@ -183,7 +185,7 @@ class Engine(wiring.Component):
         # back-invalidations: request C's work entry, the write-back its answer lane starts
         wiring.connect(m, rq.bi, sp.bi)
         wiring.connect(m, sp.wb_start, rq.ext_start)
-        m.d.comb += [rq.bi_can.eq(sp.can_alloc), rq.ext_value.eq(sp.evict_value)]
+        m.d.comb += [rq.bi_can.eq(sp.can_alloc), rq.ext_value.eq(sp.evict_value), sp.bi_line_next.eq(rq.bi_line_next)]
         # A held snoop goes again after anything it may have waited for: a completion (which also ends
         # a stall: each state whose snoops stall completes with its Data), a request started (its
         # tracker entry written from the start register, which may wait there after its commit), an

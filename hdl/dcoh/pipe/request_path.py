@@ -133,6 +133,7 @@ class RequestPath(wiring.Component):
             # write-back it starts (its line in ``ext_value`` from the next cycle)
             "bi": Out(stream.Signature(WorkAlloc(addr_width, exact_log2(sf_ways), caches, tracker))),
             "bi_can": In(1),
+            "bi_line_next": Out(1),     # the line ``bi`` offers is the filter's ``next_line``
             "ext_start": In(stream.Signature(WriteBackStart(tracker, addr_width, sf_ways))),
             "ext_value": In(LINE_BITS),
         })
@@ -224,9 +225,10 @@ class RequestPath(wiring.Component):
         slot_set_busy = Cat((s_lane[j] | s_answer[j]) & ((s_line[j][:sb] == line[:sb]) if sb else 1)
                             for j in range(K)).any()
         # the ways whose lines have a request: the victim choice passes over them, as the model's does
+        # (each tracker entry's line compared with each way's a cycle early: below)
+        busy_eq = [Signal(self.sf_ways, name=f"busy_eq{i}", init=(1 << self.sf_ways) - 1) for i in range(T)]
         for w in range(self.sf_ways):
-            way_line = Cat(line[:sb], res_row.ways[w].tag)
-            m.d.comb += sf.result_busy[w].eq(Cat(t_valid[i] & (t_line[i] == way_line) for i in range(T)).any())
+            m.d.comb += sf.result_busy[w].eq(Cat(t_valid[i] & busy_eq[i][w] for i in range(T)).any())
         # the lowest free CQID, as the model takes it after this cycle's completion (freed first)
         freed_now = Signal(T)
         m.d.comb += freed_now.eq(Mux(self.freed.valid, 1 << self.freed.cqid, 0))
@@ -260,6 +262,7 @@ class RequestPath(wiring.Component):
         code, st = Signal(Req, init=Req.RdCurr), Signal(STATE_BITS)
         way, others = Signal.like(res.hit_way), Signal(K)
         bi_go, bi_line, bi_way, bi_entry = Signal(), Signal(AW), Signal.like(res.hit_way), Signal.like(res.entry)
+        bi_victim = Signal()            # the back-invalidation's line is the victim's, not the access's
         reserve = Signal()              # an eviction's first pass reserves the CQID its finish takes
         lane_op, lane_mask, lane_fin = Signal(CmdOp), Signal(K), Signal(Finish)
         rsp_state = Signal(CacheState)
@@ -300,14 +303,15 @@ class RequestPath(wiring.Component):
             # model's access does while its victim has work)
             with m.Elif((res.alloc == AllocKind.VICTIM) & cq_two & self.bi_can & ~self.ext_set_busy &
                         ~slot_set_busy):
-                back_invalidate(res.victim_line, res.alloc_way, res.victim)
+                back_invalidate(res.victim_line, res.alloc_way, res.victim, victim=1)
                 wait(loc=1)
             with m.Else():              # every way busy, or no CQID or work entry to spare
                 wait(cqid=1, loc=1)
 
-        def back_invalidate(line_, way_, entry_):
+        def back_invalidate(line_, way_, entry_, victim=0):
             """Free a way (or the access's own line): a work entry of the snoop side and a CQID."""
-            m.d.comb += [bi_go.eq(1), bi_line.eq(line_), bi_way.eq(way_), bi_entry.eq(entry_)]
+            m.d.comb += [bi_go.eq(1), bi_line.eq(line_), bi_way.eq(way_), bi_entry.eq(entry_),
+                         bi_victim.eq(victim)]
 
         def to_lane(op, mask, fin_):
             m.d.comb += [lane.eq(1), lane_op.eq(op), lane_mask.eq(mask), lane_fin.eq(fin_)]
@@ -537,14 +541,51 @@ class RequestPath(wiring.Component):
             with m.If(s_issued[j] & self.freed.valid & (self.freed.cqid == s_cqid[j])):
                 m.d.sync += [s_valid[j].eq(0), s_issued[j].eq(0)]
 
+        # ---- the line compares with the filter's result, a cycle early ----------------------------------
+        # The tracker's lines and the slots' lines are compared with the line (and each way's line) the
+        # filter's result holds in the next cycle (``next_line``, ``next_row``: the result register's
+        # next contents) into registers, and the valid bits of the cycle are applied to those: the
+        # result's cycle starts from flops.  Corrections for what changes at this edge: the entry C
+        # writes (its line: the access's or the victim's), a new access's line; and this cycle's write
+        # to the filter, which may replace a way's tag (``next_written``: the tag is ``next_wline``'s).
+        nl, nrow, nwr, nwl = sf.next_line, sf.next_row, sf.next_written, sf.next_wline
+        way_next = [Cat(nl[:sb], nrow.ways[w].tag) for w in range(self.sf_ways)]
+
+        def new_eq(target):             # the line C writes into the tracker now, compared with ``target``
+            return Mux(bi_go & bi_victim, res.victim_line == target, line == target)
+        m.d.comb += self.bi_line_next.eq(Mux(bi_victim, res.victim_line == nl, line == nl))
+        tm_eq = Signal(T, init=(1 << T) - 1)
+        new_wl = new_eq(nwl)
+        new_way = [new_eq(way_next[w]) for w in range(self.sf_ways)]
+        for i in range(T):
+            set_i = (issue | bi_go) & (cqid == i)
+            old_wl = t_line[i] == nwl
+            m.d.sync += tm_eq[i].eq(Mux(set_i, new_eq(nl), t_line[i] == nl))
+            for w in range(self.sf_ways):
+                m.d.sync += busy_eq[i][w].eq(Mux(set_i, Mux(nwr[w], new_wl, new_way[w]),
+                                                 Mux(nwr[w], old_wl, t_line[i] == way_next[w])))
+        s_eq = Signal(K, init=(1 << K) - 1)
+        for j in range(K):
+            m.d.sync += s_eq[j].eq(Mux(take & (req.p.cache == j), req.p.line == nl, s_line[j] == nl))
+
         # ---- what the snoop side sees of the line in the filter's result --------------------------------
         # (a request still in the start register is in ``t_match`` already, and its tracker entry still
         # holds the last request's stable state: the snoop side holds a snoop to it as to a completing
         # request; hdl/dcoh/pipe/engine.py asserts it)
         m.d.comb += [
-            self.t_match.eq(Cat(t_valid[i] & (t_line[i] == line) for i in range(T))),
-            self.line_busy.eq(Cat((s_lane[j] | s_answer[j]) & (s_line[j] == line) for j in range(K)).any()),
+            self.t_match.eq(t_valid & tm_eq),
+            self.line_busy.eq(((s_lane | s_answer) & s_eq).any()),
         ]
+        m.d.sync += [
+            Assert(self.t_match == Cat(t_valid[i] & (t_line[i] == line) for i in range(T)),
+                   "request path: the registered tracker line compare is stale"),
+            Assert(self.line_busy == Cat((s_lane[j] | s_answer[j]) & (s_line[j] == line) for j in range(K)).any(),
+                   "request path: the registered slot line compare is stale"),
+        ]
+        for w in range(self.sf_ways):
+            way_line = Cat(line[:sb], res_row.ways[w].tag)
+            m.d.sync += Assert(sf.result_busy[w] == Cat(t_valid[i] & (t_line[i] == way_line) for i in range(T)).any(),
+                               "request path: the registered busy ways are stale")
 
         # ---- the spare CQIDs' counter (above): a CQID taken (a request issued or a back-invalidation),
         # one freed, a reservation made or used

@@ -158,6 +158,7 @@ class SnoopPipe(wiring.Component):
             # next cycle)
             "bi": In(stream.Signature(WorkAlloc(addr_width, exact_log2(sf_ways), caches, tracker))),
             "can_alloc": Out(1),
+            "bi_line_next": In(1),      # ``bi``'s line is the filter's next result line
             "wb_start": Out(stream.Signature(WriteBackStart(tracker, addr_width, sf_ways))),
             "evict_value": Out(LINE_BITS),
         })
@@ -214,7 +215,9 @@ class SnoopPipe(wiring.Component):
         # ---- C: decide and commit ------------------------------------------------------------------
         res = sf.result.p
         ev = Signal()
-        m.d.comb += [ev.eq(c.valid & (c.epoch == win.epoch)), work.cam_line.eq(res.line)]
+        m.d.comb += [ev.eq(c.valid & (c.epoch == win.epoch)), work.cam_line.eq(res.line),
+                     work.cam_next_line.eq(sf.next_line),
+                     work.alloc_line_next.eq(Mux(self.bi.valid, self.bi_line_next, res.line == sf.next_line))]
         # The verdict is worked out for every way of the row beside the tag compares, then selected by
         # the hit (a miss: state I), so the decision does not wait for the hit way's entry to be chosen.
         row, hits = sf.result_row, sf.result_hits

@@ -164,6 +164,9 @@ class SnoopWork(wiring.Component):
             # ``cam_evict``: the line's entry is a back-invalidation; ``cam_set``: an entry's line is in
             # the set of ``cam_line`` (the request side chooses no victim there meanwhile)
             "cam_line": In(addr_width), "cam_hit": Out(1), "cam_evict": Out(1), "cam_set": Out(1),
+            # ``cam_line``'s value in the next cycle, and whether ``alloc``'s line is it (the CAM's line
+            # compares are made a cycle early, into registers)
+            "cam_next_line": In(addr_width), "alloc_line_next": In(1),
             "cmd": Out(stream.Signature(CacheCmd(caches, addr_width))),
             "cmd_rsp": In(stream.Signature(CacheCmdRsp())),
             "probe_add": Out(stream.Signature(Probe(addr_width, caches))),
@@ -217,9 +220,19 @@ class SnoopWork(wiring.Component):
         m.d.sync += Assert(~self.alloc.valid | can, "snoop work: an entry allocated with none free")
 
         # ---- the line's snoop is being answered here (or its entry is about to be written) -------
+        # Each entry's line (and the pending allocation's) is compared with ``cam_line``'s next value
+        # into a register (``line_eq``), with the line the entry takes at this edge; the states of the
+        # cycle are applied to those, so the CAM starts from flops.  (Reset: lines of zeros, equal.)
         live = [(x.state != WorkState.FREE) & (x.state != WorkState.DATA_OUT) for x in e]
-        busy = Cat(*(lv & (x.line == self.cam_line) for lv, x in zip(live, e)),
-                   pend_valid & (pend.line == self.cam_line))
+        line_eq = Signal(n + 1, init=(1 << (n + 1)) - 1)
+        for i, x in enumerate(e):
+            m.d.sync += line_eq[i].eq(Mux(pend_valid & pend_grant[i],
+                                          (pend.line == self.cam_next_line), x.line == self.cam_next_line))
+        m.d.sync += line_eq[n].eq(self.alloc_line_next)
+        busy = Cat(*(lv & line_eq[i] for i, lv in enumerate(live)), pend_valid & line_eq[n])
+        m.d.sync += Assert(busy == Cat(*(lv & (x.line == self.cam_line) for lv, x in zip(live, e)),
+                                       pend_valid & (pend.line == self.cam_line)),
+                           "snoop work: the registered line compares are stale")
         evict = Cat(*(x.evict for x in e), pend.evict)
         sb = self.set_bits
         same_set = Cat(*((x.state != WorkState.FREE) & (x.line[:sb] == self.cam_line[:sb]) for x in e),
