@@ -179,7 +179,7 @@ class Engine(wiring.Component):
                      sp.lane_req_state.eq(rs.states[sp.lane_cqid]),
                      sp.lane_req_blocked.eq(rs.c_apply.valid & (rs.c_apply.cqid == sp.lane_cqid)),
                      rs.snoop_write.eq(sp.req_write), rs.wb_read.eq(sp.wb_read), sp.wb_data.eq(rs.wb_data),
-                     rs.pinned.eq(sp.pinned),
+                     rs.pinned.eq(sp.pinned), rs.pinned_next.eq(sp.pinned_next),
                      rq.ext_busy.eq(sp.work_block.cam_hit), rq.ext_set_busy.eq(sp.work_block.cam_set),
                      rq.ext_wake.eq(sp.line_freed)]
         # back-invalidations: request C's work entry, the write-back its answer lane starts

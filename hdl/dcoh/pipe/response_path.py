@@ -156,6 +156,7 @@ class ResponsePath(wiring.Component):
             "c_apply": Out(data.StructLayout({"valid": 1, "cqid": range(tracker)})),
             "wb_read": In(data.StructLayout({"en": 1, "cqid": range(tracker)})), "wb_data": Out(LINE_BITS),
             "pinned": In(tracker),      # requests a snoop's work names: their completion waits
+            "pinned_next": In(tracker),     # ``pinned`` in the next cycle (the lane registers its bit)
             "idle": Out(1),
             "protocol_errors": Out(16), "last_error": Out(ErrorKind),
         })
@@ -299,7 +300,12 @@ class ResponsePath(wiring.Component):
         k_mask = Signal(K)
         m.d.comb += k_mask.eq(1 << l2_info.cache)
         is_e, is_s = l2.state == STATE_CODE[D.E], l2.state == STATE_CODE[D.S]
-        need_inv = is_e & l2_info.store & (l2_info.others != 0) & ~no_peers.bit_select(l2.cqid, 1) & ~inv_done
+        # The lane's request's ``no_peers`` and ``pinned`` bits are registers of the lane (``l2_no_peers``,
+        # ``l2_pinned``), loaded with the bits of the request it holds in the next cycle as they will be
+        # then (this cycle's writes of ``no_peers`` taken in), so that its completion does not select them
+        # by the CQID in its own cycle.  (Asserts compare them with the selected bits.)
+        l2_no_peers, l2_pinned = Signal(), Signal()
+        need_inv = is_e & l2_info.store & (l2_info.others != 0) & ~l2_no_peers & ~inv_done
         cr, cmd = self.cpu_rsp, self.cmd
         m.d.comb += [cr.p.cache.eq(l2_info.cache), cr.p.line.eq(l2_info.line), cr.p.data.eq(buf_r.data),
                      cr.p.state.eq(Mux(is_e, Mux(l2_info.store, CacheState.M, CacheState.E),
@@ -325,7 +331,7 @@ class ResponsePath(wiring.Component):
                 # the fill and the cache's answer go together: each offered once the other is taken
                 # (the filter's update may wait for a writer with priority, the cache for its port)
                 # (and neither while a snoop's work names the request: it may still read its buffer)
-                free_to_go = ~self.pinned.bit_select(l2.cqid, 1)
+                free_to_go = ~l2_pinned
                 m.d.comb += [cr.valid.eq(free_to_go & l2_info.cpu & (~filling | upd.ready)),
                              upd.valid.eq(free_to_go & filling & (~l2_info.cpu | cr.ready)),
                              completes.eq(free_to_go & (~filling | upd.ready) & (~l2_info.cpu | cr.ready))]
@@ -350,6 +356,16 @@ class ResponsePath(wiring.Component):
             with m.Elif(free_i):
                 m.d.sync += valid[i].eq(0)
         m.d.comb += self.idle.eq(~ev.valid & ~lane_q.r_rdy & ~l2_valid)
+
+        # (the lane's registered bits, above: its request in the next cycle, ``q``)
+        q = Mux(load, head.cqid, l2.cqid)
+        m.d.sync += [
+            l2_no_peers.eq(Mux(start_go & (start.idx == q), 0,
+                               Mux(sw.valid & sw.clear_peers & (sw.cqid == q), 1, no_peers.bit_select(q, 1)))),
+            l2_pinned.eq(self.pinned_next.bit_select(q, 1)),
+            Assert(l2_no_peers == no_peers.bit_select(l2.cqid, 1), "response path: the lane's no_peers bit is stale"),
+            Assert(l2_pinned == self.pinned.bit_select(l2.cqid, 1), "response path: the lane's pinned bit is stale"),
+        ]
 
         # ---- B's forwarding: what C writes in this cycle ----------------------------------------------
         # (A start or the lane's free in this cycle need none: a message naming a request the lane frees

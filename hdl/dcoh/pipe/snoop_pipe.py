@@ -149,7 +149,7 @@ class SnoopPipe(wiring.Component):
             "req_write": Out(data.StructLayout({"valid": 1, "cqid": range(tracker), "state": STATE_BITS,
                                                 "clear_peers": 1})),
             "wb_read": Out(data.StructLayout({"en": 1, "cqid": range(tracker)})), "wb_data": In(LINE_BITS),
-            "pinned": Out(tracker),
+            "pinned": Out(tracker), "pinned_next": Out(tracker),
             "line_freed": Out(1),       # a work entry ended (its line is no longer busy here)
             "idle": Out(1),             # no snoop or work left, no response queued
             # back-invalidations (the request side's): a work entry taken for one (``bi``, never in a cycle
@@ -178,6 +178,7 @@ class SnoopPipe(wiring.Component):
         wiring.connect(m, coal.messages, wiring.flipped(self.probe))
         wiring.connect(m, work.d2h_data, wiring.flipped(self.d2h_data))
         m.d.comb += [self.wb_read.eq(work.wb_read), work.wb_data.eq(self.wb_data), self.pinned.eq(work.pinned),
+                     self.pinned_next.eq(work.pinned_next),
                      self.line_freed.eq(work.freed), self.can_alloc.eq(work.can_alloc),
                      self.evict_value.eq(work.evict_value)]
         # a probe message the caches took wakes its lines' work entries in the next cycle (registered:
@@ -274,8 +275,16 @@ class SnoopPipe(wiring.Component):
         c_work = ev & ~reserved & ~second & ~req_hold & need_work & work.can_alloc
         c_answer = ev & ~reserved & ~second & ~req_hold & ~need_work
         c_drop = ev & reserved
-        m.d.comb += [win.pop.eq(c_drop | c_work | c_answer), win.hold.eq(c_hold),
-                     win.release.eq(work.freed | self.req_release)]
+        # The release reaches the window from a register (what may clear a hold, from the request side's
+        # decisions and ports, does not reach the window's issue in the same cycle).  A release is never
+        # lost: one in the cycle of a hold, or later, reaches the window a cycle later, when the snoop is
+        # held (or in the hold's cycle, where it wins).  One a cycle before the hold reaches the window in
+        # the hold's cycle and wins too: the snoop goes again at once and is decided again (C had seen
+        # what that release was for, so at worst it holds once more).  The cost: a held snoop goes again
+        # a cycle later than its release.
+        release_r = Signal()
+        m.d.sync += release_r.eq(work.freed | self.req_release)
+        m.d.comb += [win.pop.eq(c_drop | c_work | c_answer), win.hold.eq(c_hold), win.release.eq(release_r)]
         a = Signal.like(work.alloc.p)
         m.d.comb += [a.line.eq(res.line), a.way.eq(res.hit_way),
                      a.presence.eq(presence), a.op.eq(c.op), a.uqid.eq(c.uqid), a.st.eq(st),

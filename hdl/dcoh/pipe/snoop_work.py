@@ -179,6 +179,7 @@ class SnoopWork(wiring.Component):
             "wb_read": Out(data.StructLayout({"en": 1, "cqid": range(tracker)})), "wb_data": In(LINE_BITS),
             # the requests a work entry names (their tracker entries must not be freed before it ends)
             "pinned": Out(tracker),
+            "pinned_next": Out(tracker),       # ``pinned``'s value in the next cycle
             # a back-invalidation's line (its copies' data), read as the answer lane takes it: valid from
             # the next cycle until the next back-invalidation is taken
             "evict_value": Out(LINE_BITS),
@@ -404,6 +405,7 @@ class SnoopWork(wiring.Component):
         for q in range(self.tracker):
             nxt = Cat(*(Mux(st, a.req & (a.cqid == q), (x.state != WorkState.FREE) & ~en & x.req & (x.cqid == q))
                         for x, st, en in zip(e, starts, ends))).any()
+            m.d.comb += self.pinned_next[q].eq(nxt)
             m.d.sync += self.pinned[q].eq(nxt)
             m.d.comb += pinned_now[q].eq(Cat(*((x.state != WorkState.FREE) & x.req & (x.cqid == q)
                                                 for x in e)).any())
