@@ -1,8 +1,9 @@
 """tb/rtl_caches.py ``InternalCaches`` against the Python cache BFM's rules, under a random stand-in DCOH.
 
 The stand-in drives every input the DCOH would (cmd, cmd_rsp back-pressure, cpu_req back-pressure,
-cpu_rsp with a legal granted state, probes, its events (drawn as dispatch codes), idle) at random, and a mirror of the caches
-(tb/cache_bfm.py ``CacheBFM``, the rules the cocotb testbench uses) follows what crossed the ports.
+cpu_rsp with a legal granted state, probes, its events (drawn as dispatch codes), idle) at random, and a
+mirror of the caches (tb/cache_bfm.py ``CacheBFM``, the rules the cocotb testbench uses) follows what
+crossed the ports.
 Checked every cycle: each hit is a hit in the mirror and happens while the DCOH is quiet by the Python
 testbench's rule; each miss is a miss in the mirror; no access starts before its think time; each
 cpu_req carries the access the mirror has outstanding; each cmd_rsp is the mirror's answer to that cmd;
