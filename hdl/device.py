@@ -23,16 +23,21 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from hdl.dcoh.dcoh import DCOH
-from hdl.dcoh.pipe.dcoh_top import COMMIT_PORTS, PipelinedDCOH
+from hdl.dcoh.pipe.dcoh_top import COMMIT_PORTS, COMMIT_STROBES, PipelinedDCOH
 from hdl.link.port import RX_ERROR_KINDS, LinkErrorCause, LinkPort, rx_errors_signature
 from hdl.link.ports import flit_stream
 from cxl.messages import Channel
 
-__all__ = ["Device"]
+__all__ = ["Device", "INTAKE_PORTS", "PIPELINED_EVENTS"]
 
 _D2H = (Channel.D2H_REQ, Channel.D2H_RSP, Channel.D2H_DATA)
 _H2D = (Channel.H2D_REQ, Channel.H2D_RSP, Channel.H2D_DATA)
 _CACHE_PORTS = ("cpu_req", "cpu_rsp", "probe", "cmd", "cmd_rsp")
+#: with ``pipelined``: the DCOH took a message from the link on that channel in this cycle
+INTAKE_PORTS = ("took_snoop", "took_rsp", "took_data")
+#: with ``pipelined``: the ports of which any non-zero value says the DCOH changed state in this cycle (what
+#: a testbench watches to know that its shadow has something to follow: every intake and commit)
+PIPELINED_EVENTS = INTAKE_PORTS + COMMIT_STROBES
 
 
 class Device(wiring.Component):
@@ -44,7 +49,7 @@ class Device(wiring.Component):
         for name in _CACHE_PORTS + self.status_ports():
             members[name] = self.dcoh.signature.members[name]
         if pipelined:
-            members.update(took_snoop=Out(1), took_rsp=Out(1), took_data=Out(1))
+            members.update({name: Out(1) for name in INTAKE_PORTS})
         members.update(idle=Out(1), devload=Out(2), protocol_errors=Out(16),
                        retries=Out(32), crc_errors=Out(32), rule_errors=Out(32),
                        rx_errors=Out(rx_errors_signature()), link_error=Out(1),

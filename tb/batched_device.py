@@ -32,7 +32,7 @@ of the caches (``cache_errors``) or of a queue (``overflows``: ops, req, rsp, da
 own ``overflow``.
 """
 
-from amaranth.hdl import Cat, Module, Signal
+from amaranth.hdl import Cat, Module, Signal, Value
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -40,8 +40,7 @@ from cxl.messages import Channel
 from hdl.dcoh.dcoh import CacheCmd, CacheState, Dispatch
 from hdl.dcoh.coalescer import Message
 from hdl.dcoh.pipe.dcoh_top import COMMIT_PORTS
-from hdl.dcoh.pipe.response_path import ResponseCommit
-from hdl.dcoh.pipe.snoop_pipe import CommitC
+from hdl.device import INTAKE_PORTS, PIPELINED_EVENTS
 from hdl.link.port import LinkErrorCause
 from hdl.link.ports import FLIT_BITS, channel_shape
 from tb.linked_device import LinkedDevice
@@ -64,7 +63,7 @@ VALUE_BITS = 64          # a line in a record: its low bits (and whether any bit
 # what the DCOH did, in a record: the serializing DCOH's dispatch, or the pipelined DCOH's intake and commit
 # ports (hdl/device.py; a response's CQID is not needed: the shadow applies the messages in intake order)
 SERIAL_STEPS = ("dispatch", "scan_before", "work_line")
-PIPELINED_STEPS = ("took_snoop", "took_rsp", "took_data") + tuple(n for n in COMMIT_PORTS if n != "rsp_commit_cqid")
+PIPELINED_STEPS = INTAKE_PORTS + tuple(n for n in COMMIT_PORTS if n != "rsp_commit_cqid")
 
 
 def _name(chan):
@@ -144,10 +143,8 @@ class BatchedDevice(wiring.Component):
         # the DCOH changed something this cycle (the caches' hits wait for a cycle without: tb/rtl_caches.py)
         event = Signal()
         if self.pipelined:      # as tb/system_pipe.py's shadow: an intake, a commit, an access or probe taken
-            m.d.comb += event.eq(Cat(lk.took_snoop, lk.took_rsp, lk.took_data, lk.commit_c != CommitC.NONE,
-                                     lk.commit_lane, lk.commit_probe, lk.commit, lk.commit_bi, lk.freed_valid,
-                                     lk.rsp_commit != ResponseCommit.NONE, lk.cpu_req.valid & lk.cpu_req.ready,
-                                     lk.probe.valid & lk.probe.ready).any())
+            m.d.comb += event.eq(Cat(*(Value.cast(getattr(lk, name)).any() for name in PIPELINED_EVENTS),
+                                     lk.cpu_req.valid & lk.cpu_req.ready, lk.probe.valid & lk.probe.ready).any())
             snoop_taken, data_taken_now = lk.took_snoop, lk.took_data
         else:
             m.d.comb += event.eq(lk.dispatch != Dispatch.NONE)

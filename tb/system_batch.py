@@ -55,6 +55,7 @@ from amaranth.lib import data
 
 from cxl.messages import Channel
 from hdl.dcoh.dcoh import CmdOp, CpuKind, Dispatch
+from hdl.device import PIPELINED_EVENTS
 from hdl.link.ports import channel_shape
 from models.dcoh import cache_hit
 from tb.batched_device import (D2H_CHANNELS, H2D_CHANNELS, DEPTH, LANES, OP_DEPTH, OP_LANES, VALUE_BITS, WINDOW,
@@ -68,9 +69,6 @@ from tb.system_pipe import CommitFollower
 from tb.system_tb import DeviceSide, SystemBench, SystemMismatch, _CACHE_STATE, _DISPATCH, run_bench
 from tb.vip import ChannelCodec, StructCodec
 
-# the pipelined DCOH's intake and commit strobes (tb/batched_device.py PIPELINED_STEPS without the payloads)
-_PIPELINED_STROBES = ("took_snoop", "took_rsp", "took_data", "commit_c", "commit_lane", "commit_probe", "commit",
-                      "commit_bi", "freed_valid", "rsp_commit")
 _SNOOP_CODE = Dispatch.SNOOP.value
 _WORK_CODE = Dispatch.WORK.value
 
@@ -421,7 +419,7 @@ class BatchBench(SystemBench):
         strobes = [n for n in self._fields if n.endswith("_valid") and n not in ("up_valid", "down_valid")]
         # what the DCOH did: the dispatch, or the pipelined DCOH's intake and commits (with the probe taken,
         # one of its steps): a record with none of these leaves the shadow alone
-        steps = _PIPELINED_STROBES if self.pipelined else ("dispatch",)
+        steps = PIPELINED_EVENTS if self.pipelined else ("dispatch",)
         self.steps_mask = self._mask(*steps, *(("probe_valid",) if self.pipelined else ()))
         self.event_mask = self._mask("h2d_taken", "hit", "miss", "error", *strobes, *steps)
         self.lanes = {c: _Lanes(channel_shape(c)) for c in H2D_CHANNELS}

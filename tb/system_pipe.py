@@ -33,6 +33,7 @@ from collections import deque
 from cxl.messages import Channel
 from hdl.dcoh.pipe.response_path import ResponseCommit
 from hdl.dcoh.pipe.snoop_pipe import CommitC
+from hdl.device import PIPELINED_EVENTS
 from tb.engine_shadow import ShadowDisagrees, shadow_commit, shadow_hit
 from tb.system_tb import DeviceSide
 from tb.system_top import MON_FIELD_WIDTH, mon_layout
@@ -41,7 +42,6 @@ __all__ = ["CommitFollower", "PipelinedSide"]
 
 _MON, _ = mon_layout(pipelined=True)
 _BIT = {n: 1 << p for n, p in _MON.items()}
-_COMMIT_C_SHIFT, _RSP_COMMIT_SHIFT = _MON["commit_c"], _MON["rsp_commit"]
 _COMMIT_C = list(CommitC)
 _RSP_COMMIT = list(ResponseCommit)
 _MON_NAME = {"probe_valid": "probe__valid"}          # follow_commits' names -> the monitor's
@@ -49,9 +49,7 @@ _HANDLE = {"probe": "probe__payload"}                # -> the port handles'
 _MASK = {n: (1 << MON_FIELD_WIDTH.get(_MON_NAME.get(n, n), 1)) - 1
          for n in (*_MON, "probe_valid")}
 # any of these bits: the engine changed something this cycle
-_STEPS = sum(_BIT[n] for n in ("took_snoop", "took_rsp", "took_data", "commit_lane", "commit_probe", "commit",
-                               "commit_bi", "freed_valid", "probe__valid")) | (7 << _COMMIT_C_SHIFT) | \
-    (3 << _RSP_COMMIT_SHIFT)
+_STEPS = sum(_MASK[n] << _MON[n] for n in PIPELINED_EVENTS) | _BIT["probe__valid"]
 
 
 class CommitFollower:

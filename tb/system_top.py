@@ -32,6 +32,7 @@ from pathlib import Path
 
 from amaranth.hdl import UnusedElaboratable
 
+from hdl.device import PIPELINED_EVENTS
 from hdl.verilog import to_verilog
 
 __all__ = ["MON_BITS", "MON_BITS_PIPELINED", "MON_FIELD_WIDTH", "mon_layout", "DEFAULT_DCOH", "DEFAULT_LINK", "UNIT_RESET_CYCLES", "build_system", "build_batched_unit",
@@ -46,9 +47,7 @@ _MON_COMMON = ("d2h_req__valid", "d2h_rsp__valid", "d2h_data__valid",
                "cpu_req__ready", "cpu_rsp__valid", "probe__valid", "cmd__valid", "cmd_rsp__ready",
                "dcoh_idle", "up_flit", "down_flit", "error")
 MON_BITS = _MON_COMMON + ("scan_before", "dispatch")
-MON_BITS_PIPELINED = _MON_COMMON + ("took_snoop", "took_rsp", "took_data", "commit_lane", "commit_lane_probed",
-                                    "commit_probe", "commit_probe_evict", "commit", "commit_bi", "freed_valid",
-                                    "commit_c", "rsp_commit")
+MON_BITS_PIPELINED = _MON_COMMON + PIPELINED_EVENTS + ("commit_lane_probed", "commit_probe_evict")
 #: the fields wider than one bit
 MON_FIELD_WIDTH = {"dispatch": 3, "commit_c": 3, "rsp_commit": 2}
 

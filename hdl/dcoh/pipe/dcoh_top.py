@@ -36,12 +36,16 @@ from ..parameters import check_parameters
 from ..qos import CreditCounter, DevLoad
 from .engine import Engine
 
-__all__ = ["PipelinedDCOH", "COMMIT_PORTS"]
+__all__ = ["PipelinedDCOH", "COMMIT_PORTS", "COMMIT_STROBES"]
 
 #: the engine's commit ports, passed through
 COMMIT_PORTS = ("commit_c", "commit_c_line", "commit_lane", "commit_lane_line", "commit_lane_probed",
                 "commit_probe", "commit_probe_line", "commit_probe_evict", "commit", "commit_bi",
                 "commit_cache", "rsp_commit", "rsp_commit_cqid", "freed_valid", "freed_cqid")
+#: those of them that say a commit happened (a value other than 0; the others are their payloads), in the
+#: order a shadow applies one cycle's commits (tb/system_pipe.py ``CommitFollower.follow_commits``)
+COMMIT_STROBES = ("commit_c", "freed_valid", "commit", "commit_bi", "commit_lane", "commit_probe", "rsp_commit")
+assert set(COMMIT_STROBES) <= set(COMMIT_PORTS)
 
 
 class PipelinedDCOH(wiring.Component):
