@@ -48,6 +48,9 @@ SLOW_PORTS = dict(p_sink=0.4, p_in=0.5, cmd_delay=3, host_delay=10)
 #: run parameters: the host snoops in about a third of the cycles
 SNOOPS = dict(snoop_rate=0.35)
 
+#: the engine's outputs the bench takes from (``p_sink``, ``stall``)
+SINKS = ("d2h_data", "cpu_rsp", "cmd", "d2h_req", "d2h_rsp", "probe")
+
 CACHED = ("load", "load", "load", "store", "store", "store", "evict", "evict")
 UNCACHED = ("rdcurr", "itomwr", "wrinv", "clflush")
 
@@ -117,15 +120,19 @@ class EngineBench:
         return rng.choice(list(H2DReqOpcode)), line
 
     def run(self, accesses=200, *, p_access=0.5, p_in=1.0, p_sink=1.0, cmd_delay=0, host_delay=4,
-            max_cycles=None, script=None, snoop_rate=0.0, snoop_script=None, host_plan=None):
+            max_cycles=None, script=None, snoop_rate=0.0, snoop_script=None, host_plan=None, stall=None):
         """``script``: instead of random accesses, a list of (cycle, CpuOp), each made at that cycle or
         as soon after as its cache is idle, each cache's in their order (``accesses`` is then its length).
         ``snoop_script``: instead of random snoops, a list of (cycle, opcode, line), each offered from that
         cycle on, in order.  ``host_plan(txn)``: the host's answer to a request (a model ``Txn``) as a
-        list of (cycles after its D2H Req, response-table event), or None for a random one."""
+        list of (cycles after its D2H Req, response-table event), or None for a random one.  ``stall``:
+        {sink: cycles} in which that sink (one of :data:`SINKS`) is not ready whatever ``p_sink`` draws."""
         dut, dev, bfm, rng = self.dut, self.dev, self.bfm, self.rng
         K = self.cfg.caches
         max_cycles = max_cycles or 60 * accesses + 500
+        stall = stall or {}
+        if set(stall) - set(SINKS):
+            raise ValueError(f"stall: no sink named {sorted(set(stall) - set(SINKS))}; the sinks are {SINKS}")
         out = {"cycles": 0, "accesses": 0, "hits": 0, "commits": 0, "requests": 0, "rsp_events": 0,
                "event_cycles": [], "commit_cycles": {}, "log": [], "snoops": 0, "snoop_data": 0,
                "snoops_on_requests": 0, "back_invalidations": 0, "rsp_cycles": [],
@@ -258,8 +265,9 @@ class EngineBench:
                         ctx.set(dut.h2d_req.p, {"valid": 1, "opcode": op, "addr": line, "uqid": snoop.uid})
                 if snoop is None:
                     ctx.set(dut.h2d_req.valid, 0)
-                for port in (dut.d2h_data, dut.cpu_rsp, dut.cmd, dut.d2h_req, dut.d2h_rsp, dut.probe):
-                    ctx.set(port.ready, rng.random() < p_sink)
+                for name in SINKS:
+                    # (the draw is made in every cycle: a stall leaves the run's other draws as they were)
+                    ctx.set(getattr(dut, name).ready, rng.random() < p_sink and cyc not in stall.get(name, ()))
                 answers.drive(ctx, dut.cmd_rsp, cyc)
                 if top:
                     return_credits(ctx, cyc)

@@ -123,3 +123,40 @@ def test_an_upgrade_snooped_twice_while_its_data_arrives(data_at, second):
     out = _upgrade_snooped_twice(data_at, second)
     assert out["errors"] == 0 and out["snoops"] == 2 and out["requests"] == 1
 
+
+
+STALL_END = 70      # the cycle up to which the host takes no D2H Data in the pinned-request runs
+
+
+def _write_back_snooped_with_its_data_stalled(snoop_at, event):
+    """Caches 0 and 1 write back an M line each (DirtyEvict, CQIDs 0 and 1); the host snoops both (SnpInv,
+    cache 1's first): each snoop forwards its request's write-back buffer (RspIFwdM), and their data wait
+    because the host takes no D2H Data before ``STALL_END``: the first snoop's in the output register, the
+    second's (cache 0's line) in its work entry, which names CQID 0 meanwhile.  Once that snoop is
+    answered the host completes cache 0's write-back (``event``, ten cycles after its D2H Req), and cache
+    2 writes back a third line at cycle 24, under the lowest free CQID."""
+    from cxl.messages import H2DReqOpcode as Snp
+    from models.dcoh import CpuOp
+    bench = EngineBench(seed=1, caches=3, tracker=3, preload_share=1.0, uncached_share=0)
+    m = [sorted(line for line, (state, _) in bench.dev.caches[k].items() if state.name == "M") for k in range(3)]
+    a, c, b = m[0][0], m[1][0], m[2][0]
+
+    def plan(t):
+        return {a: [(10, event)], c: [(40, "GO_WritePull_Drop")], b: [(1, "GO_WritePull")]}.get(t.line)
+    return bench.run(script=[(0, CpuOp("evict", 0, a)), (0, CpuOp("evict", 1, c)), (24, CpuOp("evict", 2, b))],
+                     host_plan=plan, host_delay=0,
+                     snoop_script=[(snoop_at - 1, Snp.SnpInv, c), (snoop_at, Snp.SnpInv, a)],
+                     stall={"d2h_data": range(STALL_END)})
+
+
+@pytest.mark.parametrize("snoop_at", [11, 12])
+@pytest.mark.parametrize("event", ["GO_WritePull_Drop", "GO-I"])
+def test_a_request_whose_buffer_a_snoop_still_forwards_is_not_freed(snoop_at, event):
+    """The pin: a request a snoop's work entry names completes only after the entry has read its
+    write-back buffer.  Freed earlier, cache 2's write-back takes its CQID and writes that buffer, and the
+    snoop forwards cache 2's line (with the pin removed every run fails so: "D2H Data: RTL ... 1043,
+    model ... 1022")."""
+    out = _write_back_snooped_with_its_data_stalled(snoop_at, event)
+    assert out["errors"] == 0 and out["snoops"] == out["snoop_data"] == 2 and out["requests"] == 3
+    done = [cyc for cyc, what, k in out["log"] if what == "cpu_rsp" and k == 0]
+    assert done and done[0] >= STALL_END, f"cache 0's write-back completed at {done}, before the snoop's data"
