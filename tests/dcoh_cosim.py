@@ -12,13 +12,21 @@ runs until it is idle, and then
 
 A move of the model that opens a coalescer group on device 0 is followed at once by its flush, because
 the RTL flushes by itself ``coalesce_window`` cycles later and the comparison is made at quiescence.
+
+The pipelined DCOH (``make_dut(..., pipelined=True)``) runs under the same comparisons, with two rules of
+its own: a step ends when it has been quiet for ``QUIET_CYCLES`` (``rtl_quiet``), and the model flushes a
+group when the RTL offers its probe message (the engine's work waits for the probe, so the engine is not
+quiet before; docs/dcoh_pipeline.md, "In the co-simulation").
 """
 
 import random
 
+from amaranth.hdl import Value
 from amaranth.lib import data
 
 from hdl.dcoh.dcoh import DCOH, CacheState, CmdOp, CpuKind, STATE_CODE
+from hdl.dcoh.pipe.dcoh_top import COMMIT_STROBES, PipelinedDCOH
+from hdl.dcoh.pipe.snoop_work import WorkState
 from hdl.dcoh.snoop_filter import SFState
 from cxl.messages import Channel, D2HReqOpcode, D2HRspOpcode
 from models.config import Config
@@ -33,6 +41,7 @@ __all__ = ["CONFIG", "run_cosim", "CosimMismatch"]
 CONFIG = dict(devices=2, caches=2, sf_sets=2, sf_ways=2, max_outstanding=4, credits=64,
               coalesce_window=2, coalesce_block=2, clean_evict_pull=0)
 IDLE_LIMIT = 3000          # cycles the RTL may take to go idle after one event
+QUIET_CYCLES = 16          # the pipelined DCOH: cycles without a commit that end a step (see rtl_quiet)
 
 
 class CosimMismatch(AssertionError):
@@ -42,23 +51,26 @@ class CosimMismatch(AssertionError):
 _SF_STATE = {None: SFState.PLACEHOLDER, DevState.S: SFState.S, DevState.E: SFState.E}
 
 
-def make_dut(cfg, window=128):
-    """The RTL for a model configuration.  Its coalescer window is long (``window`` cycles) because
-    the model's untimed groups stay open until a move flushes them; the harness flushes a group
-    before half the window has passed."""
-    return DCOH(caches=cfg.caches, sf_sets=cfg.sf_sets, sf_ways=cfg.sf_ways, tracker=cfg.max_outstanding,
-                work=cfg.work_entries or 8, coalesce_window=window, coalesce_block=cfg.coalesce_block,
-                coalesce_groups=4, starvation_bound=cfg.starvation_bound, credits=64)
+def make_dut(cfg, window=128, pipelined=False):
+    """The RTL for a model configuration (``pipelined``: the pipelined DCOH).  For the serializing DCOH the
+    coalescer window is long (``window`` cycles) because the model's untimed groups stay open until a move
+    flushes them; the harness flushes a group before half the window has passed.  The pipelined DCOH's
+    groups close when its window does (the model follows), so a short window only makes the run faster."""
+    return (PipelinedDCOH if pipelined else DCOH)(
+        caches=cfg.caches, sf_sets=cfg.sf_sets, sf_ways=cfg.sf_ways, tracker=cfg.max_outstanding,
+        work=cfg.work_entries or 8, coalesce_window=window, coalesce_block=cfg.coalesce_block,
+        coalesce_groups=4, starvation_bound=cfg.starvation_bound, credits=64)
 
 
 def _rtl_sf(ctx, dut):
     """The RTL snoop filter as {line: (state, dirty, presence, way)} and its pseudo-LRU bits per set."""
     entries, plru = {}, []
-    set_bits = dut.sf.set_bits
-    for s in range(dut.sf_sets):
-        row = data.Const(dut.sf.row_layout, ctx.get(dut.sf.storage[s]))
+    sf = dut.sf
+    set_bits = sf.set_bits
+    for s in range(sf.sets):
+        row = data.Const(sf.row_layout, ctx.get(sf.storage[s]))
         plru.append(int(row.plru))
-        for w in range(dut.sf_ways):
+        for w in range(sf.ways):
             way = row.ways[w]
             if way.valid:
                 line = (int(way.tag) << set_bits) | s
@@ -91,6 +103,7 @@ async def run_cosim(ctx, dut, seed, steps=0, *, cfg=None, trace=None, lines=6, l
     rng = random.Random(seed)
     cfg = cfg or Config(**CONFIG)
     core = getattr(dut, "dcoh", dut)          # the DCOH itself (a LinkedDevice wraps one)
+    pipelined = isinstance(core, PipelinedDCOH)
     sysm = System(cfg, timed=False)
     dev = sysm.devices[0]
     bfm = CacheBFM(cfg.caches)
@@ -131,7 +144,23 @@ async def run_cosim(ctx, dut, seed, steps=0, *, cfg=None, trace=None, lines=6, l
                 out.append(("data", int(p.hdr.uqid), None if bogus else int(p.data), bogus))
                 ret["data"] = 1
             new_cmd = None
-            if ctx.get(dut.cmd.valid):
+            if pipelined:
+                # the pipelined engine offers its next command while an answer is owed: the caches take
+                # one at a time.  And it flushes a coalescer group by itself when its window closes: the
+                # model flushes the same group then (a work entry waiting for the probe keeps the engine
+                # from idle, so no group stays open across moves, as the serializing DCOH's do)
+                ctx.set(dut.cmd.ready, pending_rsp is None)
+                ctx.set(dut.probe.ready, 0)
+                if ctx.get(dut.probe.valid):
+                    block = int(ctx.get(dut.probe.p.block))
+                    if block not in dev.coal.groups:
+                        raise CosimMismatch(f"seed {seed} step {step}: the RTL offers a probe message for block "
+                                            f"{block:#x}, the model has no group open for it")
+                    dev.flush(block, 0)
+                    sysm.settle()
+                    opened.pop(block, None)
+                    ctx.set(dut.probe.ready, 1)
+            if ctx.get(dut.cmd.valid) and ctx.get(dut.cmd.ready):
                 c = ctx.get(dut.cmd.p)
                 new_cmd = bfm.command(int(c.line), int(c.caches), CmdOp(c.op).name)
             if ctx.get(dut.cpu_rsp.valid):
@@ -144,7 +173,7 @@ async def run_cosim(ctx, dut, seed, steps=0, *, cfg=None, trace=None, lines=6, l
                 ctx.set(dut.crd_rsp, last_ret["rsp"])
                 ctx.set(dut.crd_data, last_ret["data"])
                 last_ret = ret
-            idle = ctx.get(dut.idle) and not any(ctx.get(s) for s in (
+            idle = rtl_quiet() and not any(ctx.get(s) for s in (
                 dut.d2h_req.valid, dut.d2h_rsp.valid, dut.d2h_data.valid, dut.cpu_rsp.valid, dut.cmd.valid,
                 dut.cpu_req.valid, dut.h2d_req.valid, dut.h2d_rsp.valid, dut.h2d_data.valid)) \
                 and pending_rsp is None
@@ -155,12 +184,35 @@ async def run_cosim(ctx, dut, seed, steps=0, *, cfg=None, trace=None, lines=6, l
             if new_cmd is not None:
                 pending_rsp = new_cmd
             idle_run = idle_run + 1 if idle and not any(last_ret.values()) else 0
-            if idle_run >= 2:
+            if idle_run >= (QUIET_CYCLES if pipelined else 2):
                 if hasattr(dut, "crd_req"):
                     for s in (dut.crd_req, dut.crd_rsp, dut.crd_data):
                         ctx.set(s, 0)
                 return out
-        raise CosimMismatch(f"seed {seed} step {step}: the RTL did not go idle in {IDLE_LIMIT} cycles")
+        raise CosimMismatch(f"seed {seed} step {step}: the RTL did not go idle in {IDLE_LIMIT} cycles"
+                            f"{busy_parts()}")
+
+    def rtl_quiet():
+        """The RTL can do nothing more without a message or an answer from outside.  The serializing DCOH
+        says so (``idle``).  The pipelined DCOH's ``idle`` also waits for the accesses parked behind a
+        request on their line, which only the host's answer wakes: there, no snoop or response work, no
+        request waiting to leave, and no commit (the request path's accesses go round without one for at
+        most a few cycles; QUIET_CYCLES of them in a row end the step)."""
+        if not pipelined:
+            return ctx.get(dut.idle)
+        e = core.engine
+        return ctx.get(e.rsp_path.idle) and ctx.get(e.snoop.idle) and ctx.get(e.transmit.empty) and \
+            not any(ctx.get(Value.cast(getattr(core, name))) for name in COMMIT_STROBES)
+
+    def busy_parts():
+        """For the pipelined DCOH: which of the engine's parts is busy, and its work entries' states."""
+        if not pipelined:
+            return ""
+        e = core.engine
+        busy = [name for name, sig in (("request path", e.req_path.idle), ("response path", e.rsp_path.idle),
+                                       ("snoop path", e.snoop.idle)) if not ctx.get(sig)]
+        work = [WorkState(ctx.get(st)).name for st in e.snoop.work_block.states]
+        return f" (busy: {', '.join(busy) or 'none of the paths'}; work entries {work})"
 
     async def drive(stream_, payload, step):
         ctx.set(stream_.valid, 1)
@@ -202,14 +254,18 @@ async def run_cosim(ctx, dut, seed, steps=0, *, cfg=None, trace=None, lines=6, l
             if bfm.caches[k] != dev.caches[k]:
                 raise CosimMismatch(f"seed {seed} step {step} ({what}): cache {k}: model {dev.caches[k]}, "
                                     f"RTL {bfm.caches[k]}")
-        rtl_sf, rtl_plru = _rtl_sf(ctx, core)
+        rtl_sf, rtl_plru = _rtl_sf(ctx, core.engine if isinstance(core, PipelinedDCOH) else core)
         model_sf = {line: (_SF_STATE[e.state], int(e.dirty), e.presence, e.way)
                     for line, e in dev.sf.entries.items()}
         if rtl_sf != model_sf or rtl_plru != dev.sf.plru:
             raise CosimMismatch(f"seed {seed} step {step} ({what}): snoop filter: model {model_sf} plru "
                                 f"{dev.sf.plru}, RTL {rtl_sf} plru {rtl_plru}")
-        trk = ctx.get(core.trk)
-        rtl_t = {i: int(trk[i].state) for i in range(cfg.max_outstanding) if trk[i].valid}
+        if isinstance(core, PipelinedDCOH):
+            in_use, states = ctx.get(core.engine.cqids_in_use), ctx.get(core.engine.rsp_path.states)
+            rtl_t = {i: int(states[i]) for i in range(cfg.max_outstanding) if in_use >> i & 1}
+        else:
+            trk = ctx.get(core.trk)
+            rtl_t = {i: int(trk[i].state) for i in range(cfg.max_outstanding) if trk[i].valid}
         model_t = {c: STATE_CODE[t.state] for c, t in dev.txns.items()}
         if rtl_t != model_t:
             raise CosimMismatch(f"seed {seed} step {step} ({what}): tracker: model {model_t}, RTL {rtl_t}")
