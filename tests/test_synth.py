@@ -194,3 +194,32 @@ def test_static_flow():
     assert f"Placed by `static`, routed by router2, the clock pin at {synth.CLOCK_SITE}." in md
     with pytest.raises(ValueError, match="flow='fast': unknown place-and-route flow; known: heap, static"):
         synth.run_top("credit_counter", out, timeout=300, component=CreditCounter(8), flow="fast")
+
+
+def test_blocks_counts_each_kept_block_once(tmp_path):
+    """synth.blocks: the sub-blocks down to the depth asked for are modules of their own, each counted
+    without the kept blocks inside it; their total is the design's.  RequestTransmit(4, 4): its three
+    class queues and the arbiter under the design."""
+    from hdl.dcoh.pipe.request_tx import RequestTransmit
+    from synth import blocks
+    il = "module \\shell\nend\nmodule \\shell.dut\nend\nmodule \\shell.dut.a\nend\nmodule \\shell.dut.a.b\nend\n"
+    assert blocks.kept_modules(il, 1) == ["shell.dut", "shell.dut.a"]
+    assert blocks.kept_modules(il, 0) == ["shell.dut"]
+    with pytest.raises(ValueError, match="depth"):
+        blocks.kept_modules(il, -1)
+    stat = {"modules": {"\\shell.dut": {"num_cells_by_type": {"LUT4": 5, "TRELLIS_FF": 2, "shell.dut.a": 1}},
+                        "\\shell.dut.a": {"num_cells_by_type": {"LUT4": 7, "$scopeinfo": 1}}}}
+    rows, total = blocks.block_counts(stat, ["shell.dut", "shell.dut.a"])
+    assert [(r["block"], r["lut4"], r["cells"]) for r in rows] == [("dut.a", 7, 7), ("dut", 5, 7)]
+    assert (total["lut4"], total["ff"]) == (12, 2)
+
+    s = blocks.run("transmit", tmp_path, depth=2, timeout=300, component=RequestTransmit(4, 4))
+    names = {r["block"] for r in s["blocks"]}
+    assert names == {"dut", "dut.arb", "dut.class0", "dut.class1", "dut.class2"}
+    assert all(r["lut4"] > 0 for r in s["blocks"])
+    flat = blocks.run("transmit_flat", tmp_path, depth=0, timeout=300, component=RequestTransmit(4, 4))
+    assert [r["block"] for r in flat["blocks"]] == ["dut"]
+    # the same logic either way, but for what the kept boundaries keep apart
+    assert 0.8 * flat["total"]["lut4"] <= s["total"]["lut4"] <= 1.2 * flat["total"]["lut4"]
+    assert s["total"]["ff"] == flat["total"]["ff"]
+    assert "| dut.class0 |" in blocks.markdown(s)
