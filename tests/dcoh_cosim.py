@@ -36,7 +36,7 @@ from tb.cache_bfm import CacheBFM
 from cxl.coherence import DevState
 from models.system import System
 
-__all__ = ["CONFIG", "run_cosim", "CosimMismatch"]
+__all__ = ["CONFIG", "make_dut", "run_cosim", "simulate", "CosimMismatch"]
 
 CONFIG = dict(devices=2, caches=2, sf_sets=2, sf_ways=2, max_outstanding=4, credits=64,
               coalesce_window=2, coalesce_block=2, clean_evict_pull=0)
@@ -375,6 +375,22 @@ async def run_cosim(ctx, dut, seed, steps=0, *, cfg=None, trace=None, lines=6, l
         await flush_dev0(block, steps)
         compare(steps, f"final flush {block:#x}", await rtl_until_idle(steps))
     return sysm
+
+
+def simulate(cfg, seed, steps=0, *, trace=None, lines=6, window=128, pipelined=False):
+    """One co-simulation of a new RTL for ``cfg`` (:func:`make_dut`) in Amaranth's simulator; returns the
+    model's system at the end (raises :class:`CosimMismatch`)."""
+    from amaranth.sim import Simulator
+    dut = make_dut(cfg, window, pipelined)
+    out = {}
+
+    async def bench(ctx):
+        out["sys"] = await run_cosim(ctx, dut, seed, steps, cfg=cfg, trace=trace, lines=lines)
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    return out["sys"]
 
 
 def main(argv=None):

@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 sys.path.insert(0, str(Path(__file__).parent))
 import scenario as scenario_mod                                    # noqa: E402
 import test_races                                                  # noqa: E402
-from dcoh_cosim import CONFIG, CosimMismatch, make_dut, run_cosim  # noqa: E402
+from dcoh_cosim import CONFIG, CosimMismatch, simulate  # noqa: E402
 from cxl.coherence import SNOOP_TABLE, STALL, DevState              # noqa: E402
 from hdl.dcoh.dcoh import DCOH, CacheState, CpuKind, Dispatch, ErrorKind  # noqa: E402
 from cxl.messages import D2HReqOpcode, D2HRspOpcode, H2DReqOpcode, H2DRspOpcode  # noqa: E402
@@ -34,16 +34,7 @@ from models.config import Config                                   # noqa: E402
 
 
 def _cosim(cfg, seed, steps=0, trace=None, window=128):
-    dut = make_dut(cfg, window)
-    out = {}
-
-    async def bench(ctx):
-        out["sys"] = await run_cosim(ctx, dut, seed, steps, cfg=cfg, trace=trace)
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    sim.run()
-    return out["sys"]
+    return simulate(cfg, seed, steps, trace=trace, window=window)
 
 
 # Each example runs a few hundred model moves through the RTL (~1 s), so fewer examples than the

@@ -13,10 +13,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from amaranth.sim import Simulator
 
 sys.path.insert(0, str(Path(__file__).parent))
-from dcoh_cosim import CONFIG, CosimMismatch, make_dut, run_cosim  # noqa: E402
+from dcoh_cosim import CONFIG, CosimMismatch, simulate           # noqa: E402
 from cxl.messages import D2HRspOpcode, H2DReqOpcode               # noqa: E402
 from models.config import Config                                  # noqa: E402
 
@@ -24,16 +23,7 @@ WINDOW = 16         # the engine's coalescer window (cycles): it flushes by itse
 
 
 def _cosim(cfg, seed, steps, lines=6):
-    dut = make_dut(cfg, WINDOW, pipelined=True)
-    out = {}
-
-    async def bench(ctx):
-        out["sys"] = await run_cosim(ctx, dut, seed, steps, cfg=cfg, lines=lines)
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    sim.run()
-    return out["sys"].devices[0]
+    return simulate(cfg, seed, steps, lines=lines, window=WINDOW, pipelined=True).devices[0]
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
