@@ -407,21 +407,30 @@ class RequestPath(wiring.Component):
         # copy) C reads from RAM by the cache's number; the D2H Req is queued as the tracker takes it, so
         # the host never sees a request its tracker entry does not hold yet.
         # A back-invalidated line's write-back (``ext_start``: the snoop side's answer lane, its line in
-        # ``ext_value`` from the next cycle) takes the start register in a cycle C issues nothing.
+        # ``ext_value`` from the next cycle) goes through a register of its own (``ext_r``), whose
+        # ``ready`` comes from flops (the lane's decision does not wait for C's), and from there takes the
+        # start register in a cycle C issues nothing.  ``ext_value`` stays as it is until the start
+        # register hands the write-back over: no other write-back is taken before then.
         start_r = Signal(data.StructLayout({f: self.start.p.shape().members[f] for f in
                                             ("idx", "op", "line", "state", "way", "cache", "cpu", "store",
                                              "others")}))
         start_from_cmd, start_from_ext = Signal(), Signal()
         ext = self.ext_start
-        m.d.comb += ext.ready.eq(start_ok & ~issue)
+        ext_r, ext_r_valid = Signal.like(ext.p), Signal()
+        ext_go = ext_r_valid & start_ok & ~issue
+        m.d.comb += ext.ready.eq(~ext_r_valid & ~(start_valid & start_from_ext))
+        with m.If(ext.valid & ext.ready):
+            m.d.sync += [ext_r_valid.eq(1), ext_r.eq(ext.p)]
+        with m.Elif(ext_go):
+            m.d.sync += ext_r_valid.eq(0)
         with m.If(issue):
             m.d.sync += [start_valid.eq(1), start_r.idx.eq(cqid), start_r.op.eq(code), start_r.line.eq(line),
                          start_r.state.eq(st), start_r.way.eq(way), start_r.cache.eq(k), start_r.cpu.eq(1),
                          start_r.store.eq(kind == CpuKind.STORE), start_r.others.eq(others),
                          start_from_cmd.eq(value_from_cmd), start_from_ext.eq(0)]
-        with m.Elif(ext.valid & ext.ready):
-            m.d.sync += [start_valid.eq(1), start_r.idx.eq(ext.p.idx), start_r.op.eq(ext.p.op),
-                         start_r.line.eq(ext.p.line), start_r.state.eq(ext.p.state), start_r.way.eq(ext.p.way),
+        with m.Elif(ext_go):
+            m.d.sync += [start_valid.eq(1), start_r.idx.eq(ext_r.idx), start_r.op.eq(ext_r.op),
+                         start_r.line.eq(ext_r.line), start_r.state.eq(ext_r.state), start_r.way.eq(ext_r.way),
                          start_r.cache.eq(0), start_r.cpu.eq(0), start_r.store.eq(0), start_r.others.eq(0),
                          start_from_cmd.eq(0), start_from_ext.eq(1)]
         with m.Elif(self.start.ready):
@@ -606,7 +615,8 @@ class RequestPath(wiring.Component):
         m.d.comb += [self.commit.eq(issue | answer | fin_done), self.commit_bi.eq(bi_go),
                      self.commit_cache.eq(k)]
         # (an access whose request is issued waits for the host, not for this path: idle as far as it goes)
-        m.d.comb += [self.idle.eq(~(s_valid & ~s_issued).any() & ~start_valid & ~rsp_q.r_rdy & ~out_valid),
+        m.d.comb += [self.idle.eq(~(s_valid & ~s_issued).any() & ~start_valid & ~ext_r_valid & ~rsp_q.r_rdy &
+                                   ~out_valid),
                      self.cqids_in_use.eq(t_valid)]
         m.d.sync += [
             Assert(~(c.valid & c.fin) | hit, "request path: a finish pass whose line left the snoop filter"),
