@@ -34,7 +34,7 @@ work entries), hdl/dcoh/pipe/request_path.py (the caches' accesses) and hdl/dcoh
   stages share the filter's one lookup a cycle, so the work entries' one allocation a cycle goes to
   whichever decides) and a CQID; the entry probes and invalidates the line's copies as a snoop's does,
   and its answer lane frees the filter's entry and hands the write-back to the request path's start
-  register (``wb_start``, ``evict_value``).  A snoop to a line being back-invalidated waits for the
+  register through a register of its own (``wb_start``, ``evict_value``).  A snoop to a line being back-invalidated waits for the
   write-back to start, as for a request not yet started (the back-invalidation's CQID is in the tracker
   under that line, its entry in a stable state), and then reads that request's state.  Request C chooses
   no victim in a set where a work entry or another access's command or answer holds a line (the model
@@ -62,6 +62,7 @@ from hdl.link.ports import DataMsg
 from ..engine_tables import is_stable
 from ..encodings import CacheCmd, CacheCmdRsp, CpuReq, CpuRsp, ErrorKind, STATE_BITS
 from ..sf_pipe import PipelinedSnoopFilter
+from ..snoop_filter import SFOp
 from .request_path import RequestPath
 from .request_tx import RequestTransmit
 from .response_path import ResponseCommit, ResponsePath
@@ -168,6 +169,9 @@ class Engine(wiring.Component):
         m.d.comb += [r_up.ready.eq(1), s_up.ready.eq(~r_up.valid),
                      sf.update.valid.eq(r_up.valid | s_up.valid),
                      sf.update.p.eq(Mux(r_up.valid, r_up.p, s_up.p))]
+        # (the snoop lane's payload does not wait for its valid: it replaces no tag, so the filter's
+        # ``next_written`` and ``next_wline`` where it matters are the request side's alone)
+        m.d.sync += Assert(s_up.p.op != SFOp.ALLOCATE, "engine: the snoop lane's write would allocate")
 
         # ---- what each side sees of the other --------------------------------------------------------
         t_any, t_idx, _ = lowest(m, rq.t_match, "t_match")

@@ -325,14 +325,17 @@ class SnoopPipe(wiring.Component):
         m.d.comb += [work.answer.ready.eq(lane_go),
                      rspq.push2.eq(lane_push), rspq.push2_p.opcode.eq(Mux(lane.req, l_rsp, lane.rsp)),
                      rspq.push2_p.uqid.eq(lane.uqid)]
+        # (the write's payload from the lane's register alone, whether it goes or not: only its valid
+        # waits for the lane's decision, so the line the filter writes, which its tag compares and the
+        # request path's busy compares take in, does not; the lane never allocates, so its write replaces
+        # no tag: hdl/dcoh/pipe/engine.py asserts it)
         upd = sf.update
-        with m.If(lane_go & lane_sf):
-            m.d.comb += [upd.valid.eq(1), upd.p.line.eq(lane.line), upd.p.way.eq(lane.way),
-                         upd.p.op.eq(Mux(~lane.evict & (lane.req | (lane.nxt == STATE_CODE[D.S])), SFOp.MODIFY,
-                                         SFOp.FREE)),
-                         upd.p.entry.state.eq(Mux(lane.req, SFState.PLACEHOLDER, SFState.S)),
-                         upd.p.entry.dirty.eq(0),
-                         upd.p.entry.presence.eq(Mux(lane.req, 0, lane.presence))]
+        m.d.comb += [upd.valid.eq(lane_go & lane_sf), upd.p.line.eq(lane.line), upd.p.way.eq(lane.way),
+                     upd.p.op.eq(Mux(~lane.evict & (lane.req | (lane.nxt == STATE_CODE[D.S])), SFOp.MODIFY,
+                                     SFOp.FREE)),
+                     upd.p.entry.state.eq(Mux(lane.req, SFState.PLACEHOLDER, SFState.S)),
+                     upd.p.entry.dirty.eq(0),
+                     upd.p.entry.presence.eq(Mux(lane.req, 0, lane.presence))]
         rw = self.req_write
         m.d.comb += [rw.valid.eq(lane_go & lane.req), rw.cqid.eq(lane.cqid), rw.state.eq(l_nxt),
                      rw.clear_peers.eq(l_drop_copies)]
