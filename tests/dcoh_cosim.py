@@ -36,10 +36,20 @@ from tb.cache_bfm import CacheBFM
 from cxl.coherence import DevState
 from models.system import System
 
-__all__ = ["CONFIG", "make_dut", "run_cosim", "simulate", "CosimMismatch"]
+__all__ = ["CONFIG", "EDGES", "make_dut", "run_cosim", "simulate", "CosimMismatch"]
 
 CONFIG = dict(devices=2, caches=2, sf_sets=2, sf_ways=2, max_outstanding=4, credits=64,
               coalesce_window=2, coalesce_block=2, clean_evict_pull=0)
+#: sizes at the edges, name: (``Config`` overrides of :data:`CONFIG`, lines in play): a tracker smaller
+#: than the lines, one-set 4- and 8-way snoop filters (every set overflows, the pseudo-LRU's inner nodes
+#: choose victims), a work table of one entry (finite in the model too: ``Config.work_entries``)
+EDGES = {
+    "tracker2-8lines": (dict(max_outstanding=2), 8),
+    "sf1x4-8lines": (dict(sf_sets=1, sf_ways=4, caches=3), 8),
+    "sf1x8-12lines": (dict(sf_sets=1, sf_ways=8, caches=3), 12),
+    "work1-8lines": (dict(work_entries=1), 8),
+    "work1-tracker2-8lines": (dict(work_entries=1, max_outstanding=2), 8),
+}
 IDLE_LIMIT = 3000          # cycles the RTL may take to go idle after one event
 QUIET_CYCLES = 16          # the pipelined DCOH: cycles without a commit that end a step (see rtl_quiet)
 

@@ -22,7 +22,8 @@ import pytest
 from amaranth.sim import Simulator
 
 sys.path.insert(0, str(Path(__file__).parent))
-from dcoh_cosim import CONFIG, CosimMismatch, make_dut as make_cosim_dut, run_cosim  # noqa: E402
+from dcoh_cosim import (CONFIG, EDGES, CosimMismatch, make_dut as make_cosim_dut, run_cosim,  # noqa: E402
+                        simulate)
 import dcoh_liveness as live                                         # noqa: E402
 from models.config import Config                                     # noqa: E402
 
@@ -34,25 +35,14 @@ def _run(dut, body):
     sim.run()
 
 
-COSIM_EDGES = {
-    "tracker2-8lines": (dict(max_outstanding=2), 8),
-    "sf1x4-8lines": (dict(sf_sets=1, sf_ways=4, caches=3), 8),
-    "sf1x8-12lines": (dict(sf_sets=1, sf_ways=8, caches=3), 12),
-}
+COSIM_EDGES = ("tracker2-8lines", "sf1x4-8lines", "sf1x8-12lines")         # dcoh_cosim.EDGES
 
 
 @pytest.mark.parametrize("seed", [0, 1])
-@pytest.mark.parametrize("name", list(COSIM_EDGES))
+@pytest.mark.parametrize("name", COSIM_EDGES)
 def test_cosim_at_edge_sizes(name, seed):
-    over, lines = COSIM_EDGES[name]
-    cfg = Config(**{**CONFIG, **over})
-    dut = make_cosim_dut(cfg)
-    out = {}
-
-    async def bench(ctx):
-        out["sys"] = await run_cosim(ctx, dut, seed, 400, cfg=cfg, lines=lines)
-    _run(dut, bench)
-    dev = out["sys"].devices[0]
+    over, lines = EDGES[name]
+    dev = simulate(Config(**{**CONFIG, **over}), seed, 400, lines=lines).devices[0]
     # the edge was reached: the snoop filter overflowed (back-invalidations) at least once
     assert dev.stats.get("sf_evictions", 0) > 0, f"seed {seed}: no snoop-filter eviction in {name}"
 
@@ -62,8 +52,7 @@ def test_cosim_at_edge_sizes(name, seed):
 # sizes the co-simulation is exact as well.  The seeds are ones where the limit matters: with an unbounded
 # model the same runs part from the RTL (work 1: seeds 0 and 1 at steps 765 and 799; with tracker 2 too:
 # seeds 2 and 3 at steps 672 and 411), which the test checks for the first of them.
-WORK_COSIM_EDGES = {"work1-8lines": (dict(work_entries=1), (0, 1)),
-                    "work1-tracker2-8lines": (dict(work_entries=1, max_outstanding=2), (2, 3))}
+WORK_COSIM_EDGES = {"work1-8lines": (0, 1), "work1-tracker2-8lines": (2, 3)}     # dcoh_cosim.EDGES: seeds
 
 
 def _cosim(cfg, dut, seed, steps, lines):
@@ -75,16 +64,16 @@ def _cosim(cfg, dut, seed, steps, lines):
     return out["sys"]
 
 
-@pytest.mark.parametrize("name, seed", [(n, s) for n, (_, seeds) in WORK_COSIM_EDGES.items() for s in seeds])
+@pytest.mark.parametrize("name, seed", [(n, s) for n, seeds in WORK_COSIM_EDGES.items() for s in seeds])
 def test_cosim_at_work_table_edges(name, seed):
-    over, seeds = WORK_COSIM_EDGES[name]
+    (over, lines), seeds = EDGES[name], WORK_COSIM_EDGES[name]
     cfg = Config(**{**CONFIG, **over})
-    sysm = _cosim(cfg, make_cosim_dut(cfg), seed, 1000, 8)
+    sysm = _cosim(cfg, make_cosim_dut(cfg), seed, 1000, lines)
     assert sysm.stats.get("work_peak") == cfg.work_entries, sysm.stats       # the model's table filled
     if seed == seeds[0]:        # ... and its limit is what keeps the two together
         unbounded = Config(**{**CONFIG, **over, "work_entries": 0})
         with pytest.raises(CosimMismatch):
-            _cosim(unbounded, make_cosim_dut(cfg), seed, 1000, 8)
+            _cosim(unbounded, make_cosim_dut(cfg), seed, 1000, lines)
 
 
 LIVENESS_EDGES = {

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from dcoh_cosim import CONFIG, CosimMismatch, simulate           # noqa: E402
+from dcoh_cosim import CONFIG, EDGES, CosimMismatch, simulate    # noqa: E402
 from cxl.messages import D2HRspOpcode, H2DReqOpcode               # noqa: E402
 from models.config import Config                                  # noqa: E402
 
@@ -32,16 +32,7 @@ def test_pipelined_rtl_matches_model_on_random_streams(seed):
     assert dev.stats.get("sf_evictions", 0) > 0          # victims chosen: the pseudo-LRU bits compared
 
 
-# The serializing DCOH's edges (tests/test_rtl_dcoh_edges.py): a tracker of 2 CQIDs with 8 lines, one-set
-# 4- and 8-way snoop filters with 8 and 12 lines, a work table of one entry (the model's work_entries is
-# the same limit)
-EDGES = {
-    "tracker2-8lines": (dict(max_outstanding=2), 8),
-    "sf1x4-8lines": (dict(sf_sets=1, sf_ways=4, caches=3), 8),
-    "sf1x8-12lines": (dict(sf_sets=1, sf_ways=8, caches=3), 12),
-    "work1-8lines": (dict(work_entries=1), 8),
-    "work1-tracker2-8lines": (dict(work_entries=1, max_outstanding=2), 8),
-}
+# the serializing DCOH's edges (dcoh_cosim.EDGES, tests/test_rtl_dcoh_edges.py)
 
 
 @pytest.mark.parametrize("name", list(EDGES))

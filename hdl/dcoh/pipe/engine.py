@@ -34,9 +34,10 @@ work entries), hdl/dcoh/pipe/request_path.py (the caches' accesses) and hdl/dcoh
   stages share the filter's one lookup a cycle, so the work entries' one allocation a cycle goes to
   whichever decides) and a CQID; the entry probes and invalidates the line's copies as a snoop's does,
   and its answer lane frees the filter's entry and hands the write-back to the request path's start
-  register through a register of its own (``wb_start``, ``evict_value``).  A snoop to a line being back-invalidated waits for the
-  write-back to start, as for a request not yet started (the back-invalidation's CQID is in the tracker
-  under that line, its entry in a stable state), and then reads that request's state.  Request C chooses
+  register through a register of its own (``wb_start``, ``evict_value``).  A snoop to a line being
+  back-invalidated waits for the write-back to start, as for a request not yet started (the
+  back-invalidation's CQID is in the tracker under that line, its entry in a stable state), and then
+  reads that request's state.  Request C chooses
   no victim in a set where a work entry or another access's command or answer holds a line (the model
   may not know of that work yet, and passes over the lines it knows busy), and passes over the ways
   whose lines have a request (the filter's ``result_busy``).
