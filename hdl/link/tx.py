@@ -350,7 +350,17 @@ class FlitPacker(wiring.Component):
             pop = Signal(range(self._window(ch) + 1), name=f"{pname}_pop")
             count[ch], head[ch] = cnt, hd
             m.d.comb += pop.eq(Mux(dp, d_total[ch], 0))
-            m.d.comb += port.ready.eq(cnt != depth)
+            # ``ready`` is ``count != depth``, kept in a register of its own (``full``), so that the
+            # handshake, and the count's update that adds it, start at a flip-flop: as a compare on the
+            # count it was a loop of its own, the count -> the compare -> the handshake -> the add ->
+            # the count (the routed critical path of two placement seeds; docs/link_layer.md, "RTL
+            # pipelining (Fmax)", sixteenth round).  A flit that takes a message of the channel frees
+            # an entry (no handshake fills a full queue in the same cycle); else the queue fills when
+            # a message comes with one entry left.
+            full = Signal(name=f"{pname}_full")
+            m.d.comb += port.ready.eq(~full)
+            m.d.sync += [full.eq(~(dp & (d_total[ch] != 0)) & (full | (port.valid & ~full & (cnt == depth - 1)))),
+                         Assert(full == (cnt == depth), f"{pname}: the full register out of step with the count")]
             push = Signal(name=f"{pname}_push")
             m.d.comb += push.eq(port.valid & port.ready)
             pops[ch], pushes[ch] = pop, push
