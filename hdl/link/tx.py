@@ -143,7 +143,7 @@ from cxl.packing import flit_full, plan_flit, positions, slot_formats
 __all__ = ["FlitPacker", "AK_FLITS", "COUNTER_BITS"]
 
 COUNTER_BITS = 10     # Ref: docs/sources.md §2.4 (10-bit credit counters, <= 1023 per class)
-CRC_PARTS = 4         # the CRC stage's partial CRCs (hdl/link/crc.py): quarters of the payload
+CRC_PARTS = 8         # the CRC stage's partial CRCs (hdl/link/crc.py): eighths of the payload
 
 _PORTS = ("req", "rsp", "data")       # port names, in direction_channels order
 _WIDTH = {name: width for name, _, width in HEADER_FIELDS}
@@ -849,8 +849,10 @@ class FlitPacker(wiring.Component):
 
         # -------------------------------------------------------------- output pipeline
         # Three registers: stage A takes the decided flit; stage B takes A's flit and the partial CRCs
-        # of its four 128-bit quarters (``FlitCRC(CRC_PARTS)``: XOR trees over up to ~64 payload bits
-        # each); the port register takes B's flit with the XOR of the partials (one LUT per CRC bit).
+        # of its eight 64-bit parts (``FlitCRC(CRC_PARTS)``: XOR trees over up to ~32 payload bits
+        # each, three LUT levels; with four 128-bit quarters a tree of ~64 bits was one of the routed
+        # critical paths, 6.70 ns: docs/link_layer.md, "RTL pipelining (Fmax)", sixteenth round); the
+        # port register takes B's flit with the XOR of the partials (two LUT levels per CRC bit).
         # With the whole CRC between two registers its trees (up to a few hundred payload bits per CRC
         # bit) were the packer's longest path once the plan was cut (docs/link_layer.md, "RTL
         # pipelining (Fmax)").  All stages move together whenever the port is empty or taken
