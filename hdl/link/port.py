@@ -81,8 +81,8 @@ Receiver (``rx_flit`` side).  The unpacker never waits for room in its output la
 (``FlitUnpacker(stall=False)``, hdl/link/rx.py "Never waiting for room"): a peer that keeps to its
 credits (the default pools, :func:`default_credits`, are exactly what the lanes hold) never sends a
 message this end cannot take, as in CXL, where a receiver cannot hold the link back.  So the wire is
-held back only by the retry rules (a resuming RETRY.Ack waits while the unpacker still holds flits),
-and no clock enable of the ~2 000 input and pre-decode register bits waits on the lanes' levels.
+never held back (``rx_flit.ready`` is 1), and no clock enable of the ~2 000 input and pre-decode
+register bits waits on the lanes' levels or on the retry rules.
 Each incoming flit's CRC is checked here first (in a register stage in
 front of the receiver: one cycle), and RETRY flits are recognised by their exact bit pattern in the same
 stage, so neither a CRC-bad nor a RETRY flit ever reaches the unpacker (a RETRY flit may arrive while data
@@ -99,7 +99,12 @@ pre-decode").
   the bad flit's number and re-sends the dropped flit too: every message is delivered exactly once.
 * WAIT: every flit is discarded except RETRY flits; a RETRY.Req is sent (Eseq = ``eseq``, NUM_RETRY =
   re-sends in this episode) and re-sent every ``retry_timeout`` cycles until a RETRY.Ack echoing
-  ``eseq`` arrives; then the receiver resumes at ``eseq`` (the peer replays from there).
+  ``eseq`` arrives; then the receiver resumes at ``eseq`` (the peer replays from there).  An Ack that
+  comes while the unpacker still holds flits forwarded before the WAIT is ignored (counted in
+  ``retry_ignored``): the receiver stays in WAIT, drops the replay, and its next RETRY.Req (after
+  ``retry_timeout``) brings another Ack.  It used to be held in the pre-check stage until the unpacker
+  drained, which made ``rx_flit.ready`` depend on the flit's CRC verdict (docs/link_layer.md, "RTL
+  pipelining (Fmax)", sixteenth round).
 * A RETRY.Ack that arrives in NORMAL (the answer to a re-sent Req after the first Ack was already
   taken) announces a replay from its echoed Eseq: the receiver drops that many already-received flits
   (``next_seq - Eseq``) before forwarding again, so a duplicate Req never duplicates messages.  That

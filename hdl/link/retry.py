@@ -42,7 +42,8 @@ register: new messages may enter the packer), ``crc_bad`` / ``retry_ignored`` / 
 
 Latency: none of its own: every output is a function of its registers and of this cycle's inputs,
 and a flit passes through in the cycle the pre-check stage offers it (back-pressure: the unpacker's
-``up_ready`` for a forwarded flit; a resuming RETRY.Ack is held while the unpacker still holds flits).
+``up_ready`` for a forwarded flit, nothing else; a resuming RETRY.Ack that comes while the unpacker
+still holds flits is ignored, see ``resume_ok``).
 """
 
 from amaranth.hdl import Assert, Module, Mux, Signal
@@ -138,11 +139,20 @@ class LinkRetry(wiring.Component):
         ack_field, req_field = self.rx_ack_eseq, self.rx_req_eseq
         ack_match = Signal()
         m.d.comb += ack_match.eq(crc_ok & self.rx_is_ack & (ack_field == eseq))
-        hold = Signal()                         # the resuming Ack waits for the unpacker to drain
-        m.d.comb += hold.eq(waiting & ack_match & (inflight != 0))
+        # The pre-check stage hands its flit on in every cycle but one where a flit forwarded to the
+        # unpacker waits for it (``up_ready``, 1 with the non-stalling unpacker the port builds: then
+        # ``rx_ready`` is 1 and no load of the port's input registers waits on the retry rules).  A
+        # resuming RETRY.Ack that comes while the unpacker still holds forwarded flits is taken and
+        # ignored (``resume_ok``; the receiver stays in WAIT, and its next RETRY.Req brings another Ack).
+        # Before, that Ack was held in the pre-check stage until the unpacker drained, so ``rx_ready``
+        # depended on the flit's CRC verdict and RETRY match, and its net, the enable of ~2 000 input
+        # register bits, was the link end's longest path (docs/link_layer.md, "RTL pipelining (Fmax)",
+        # sixteenth round).
+        resume_ok = Signal()
+        m.d.comb += resume_ok.eq(ack_match & (inflight == 0))
         m.d.comb += [
             self.up_valid.eq(self.rx_valid & is_data & fwd_ok),
-            self.rx_ready.eq(Mux(stopped, 1, Mux(is_data & fwd_ok, self.up_ready, ~hold))),
+            self.rx_ready.eq(stopped | ~(is_data & fwd_ok) | self.up_ready),
         ]
         take, fwd = Signal(), Signal()
         # once stopped, flits are taken and dropped: none of them counts or acts
@@ -187,7 +197,7 @@ class LinkRetry(wiring.Component):
                 with m.Else():
                     start_wait(next_seq, True)
         with m.Else():                                      # WAIT
-            with m.If(got_ack & ack_match):
+            with m.If(got_ack & resume_ok):
                 m.d.sync += [waiting.eq(0), next_seq.eq(eseq), ret_seq.eq(eseq), skip.eq(0), wait_timeouts.eq(0),
                              since_resume.eq(0), req_pending.eq(0), Assert(inflight == 0, "resume with flits in the unpacker")]
             with m.Elif(self.send_req):
@@ -298,7 +308,7 @@ class LinkRetry(wiring.Component):
 
         # ============================================================ error pulses
         ack_used = Signal()
-        m.d.comb += ack_used.eq(Mux(waiting, ack_match, late_ack_ok))
+        m.d.comb += ack_used.eq(Mux(waiting, resume_ok, late_ack_ok))
         m.d.comb += [self.retry_ignored.eq((got_req & ~in_window) | (got_ack & ~ack_used)),
                      self.retry_unused.eq(take & crc_ok & self.rx_is_other)]
 
