@@ -7,7 +7,9 @@ states the invariants describe include these).  Receiver ``a`` (flits from ``b``
 * a rule error on a flit ahead of a CRC error moves a waiting receiver's Eseq back;
 * a RETRY.Ack the receiver cannot place (behind its resume point) makes it ask for a replay;
 * a flit of the second lap of sequence numbers (tag >= depth) retired good after a replay;
-* both ends waiting for a replay at once.
+* both ends waiting for a replay at once;
+* a resuming RETRY.Ack that comes while the unpacker still holds forwarded flits, taken and ignored,
+  and a resume after it with a flit retired good.
 
 PASS means SBY found each within ``DEPTH`` steps (all by step 17)."""
 
@@ -34,7 +36,17 @@ class Reached(LinkRetryPair):
         replayed = Signal()
         with m.If(b.send_rep):
             m.d.sync += replayed.eq(1)
+        ignored_ack = Signal()                  # a resuming Ack taken while the unpacker holds flits
+        m.d.comb += ignored_ack.eq(taken & (pre.kind == Kind.ACK) & a.waiting & ~a.up_bad
+                                   & (a.rx_ack_eseq == dbg["eseq"]) & (dbg["inflight"] != 0))
+        ignored_once, resumed = Signal(), Signal()
+        with m.If(ignored_ack):
+            m.d.sync += ignored_once.eq(1)
+        with m.If(ignored_once & ~a.waiting):
+            m.d.sync += resumed.eq(1)
         m.d.comb += [
+            Cover(ignored_ack, "a resuming RETRY.Ack while the unpacker still holds flits: taken and ignored"),
+            Cover(resumed & a.up_good, "after an ignored RETRY.Ack the receiver resumes and retires a flit good"),
             Cover(taken & (pre.kind == Kind.DATA) & ~a.waiting & ~a.up_bad & (dbg["skip"] != 0),
                   "a late RETRY.Ack: the receiver drops a replayed flit it already has"),
             Cover(a.waiting & a.up_bad, "a rule error moves a waiting receiver's Eseq back"),
@@ -52,6 +64,7 @@ PROOF = Proof(
     harness=functools.partial(Reached, invariants=True),
     engine=ENGINE,
     description="WITNESS for link_retry_unbounded (the invariants asserted): a late Ack's skip, a rule error while waiting, an Ack the receiver "
-                "cannot place, a second-lap flit after a replay, both ends waiting",
+                "cannot place, a second-lap flit after a replay, both ends waiting, a resuming Ack ignored while the unpacker holds flits "
+                "and a resume after it",
     quick=False,
 )

@@ -303,7 +303,11 @@ NOTES = """
   without the invariants, a BMC) on the property itself at step 5; `link_retry_reached` (cover, depth
   20, with the invariants asserted) reaches by step 17 a late Ack's skip of a replayed duplicate (step
   11), a rule error moving a waiting receiver's Eseq back (4), an Ack the receiver cannot place sending
-  it to WAIT (17), a second-lap flit retired after a replay (17) and both ends waiting at once (3). The
+  it to WAIT (17), a second-lap flit retired after a replay (17), both ends waiting at once (3), and
+  a resuming Ack that comes while the unpacker still holds forwarded flits, taken and ignored (9; the
+  receiver stays in WAIT, and its next Req brings another Ack), then the resume after it with a flit
+  retired good (14); with the rule before, which held such an Ack in the pre-check stage until the
+  unpacker drained, those two are unreached and the cover FAILs. The
   bounded `link_retry` BMC (19 of 24 steps in its 360 s budget) was retired. Still bounded: the whole
   LinkPort pair with its payload (`link_delivery`, above). Credits are not in this harness: they travel
   inside retryable flits and count only at a good retire (hdl/link/port.py), so exactly-once delivery
