@@ -38,7 +38,7 @@ sees what was handed in up to cycle t-2 (inputs of cycle t-1 are not yet visible
 cycle t), and nothing else: the flit contents and order for a given arrival are exactly what
 ``models.flit.Packer`` decides when fed with that one-cycle delay.  The decision moves the queue heads
 and counters and registers the flit's slot layout (stage W); the flit is built from stage W in the next
-cycle into stage A; stage B takes A's flit with the partial CRCs of its quarters, and the port register
+cycle into stage A; stage B takes A's flit with the partial CRCs of its eighths, and the port register
 B's flit with their XOR (``hdl.link.crc.FlitCRC``).  The ``OUTPUT_STAGES`` = 4 registers (W, A, B, the
 port) move together in every cycle where ``~flit.valid | flit.ready`` (a stall holds them all), so a
 flit decided in cycle t is offered from cycle t+4 if the port does not stall.  ``flit`` is a
@@ -100,7 +100,7 @@ Structure.
   G-slots 1-3 are built by their slot code for every kind of flit: stage W registers G0 and the chunk
   index for an all-data flit's slots, and a code no format has (bits 0) for an LLCRD's, so only slot 0
   chooses between the three kinds.
-* Stage 3, the *CRC*, over two registers: stage B takes A's flit with the CRCs of its four quarters,
+* Stage 3, the *CRC*, over two registers: stage B takes A's flit with the CRCs of its eight parts,
   the port register B's flit with their XOR (see "Timing").
 
 Policy, in the golden model's words (``Packer.next_flit``): all-data flit when >= 4 chunks are owed;
@@ -354,9 +354,9 @@ class FlitPacker(wiring.Component):
             # handshake, and the count's update that adds it, start at a flip-flop: as a compare on the
             # count it was a loop of its own, the count -> the compare -> the handshake -> the add ->
             # the count (the routed critical path of two placement seeds; docs/link_layer.md, "RTL
-            # pipelining (Fmax)", sixteenth round).  A flit that takes a message of the channel frees
-            # an entry (no handshake fills a full queue in the same cycle); else the queue fills when
-            # a message comes with one entry left.
+            # pipelining (Fmax)", sixteenth round).  A flit that takes a message of the channel leaves
+            # the queue below ``depth`` (a full queue takes no message in that cycle, and one with room
+            # takes at most one); else the queue fills when a message comes with one entry left.
             full = Signal(name=f"{pname}_full")
             m.d.comb += port.ready.eq(~full)
             m.d.sync += [full.eq(~(dp & (d_total[ch] != 0)) & (full | (port.valid & ~full & (cnt == depth - 1)))),
