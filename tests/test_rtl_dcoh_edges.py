@@ -22,8 +22,7 @@ import pytest
 from amaranth.sim import Simulator
 
 sys.path.insert(0, str(Path(__file__).parent))
-from dcoh_cosim import (CONFIG, EDGES, CosimMismatch, make_dut as make_cosim_dut, run_cosim,  # noqa: E402
-                        simulate)
+from dcoh_cosim import CONFIG, EDGES, CosimMismatch, simulate               # noqa: E402
 import dcoh_liveness as live                                         # noqa: E402
 from models.config import Config                                     # noqa: E402
 
@@ -55,25 +54,16 @@ def test_cosim_at_edge_sizes(name, seed):
 WORK_COSIM_EDGES = {"work1-8lines": (0, 1), "work1-tracker2-8lines": (2, 3)}     # dcoh_cosim.EDGES: seeds
 
 
-def _cosim(cfg, dut, seed, steps, lines):
-    out = {}
-
-    async def bench(ctx):
-        out["sys"] = await run_cosim(ctx, dut, seed, steps, cfg=cfg, lines=lines)
-    _run(dut, bench)
-    return out["sys"]
-
-
 @pytest.mark.parametrize("name, seed", [(n, s) for n, seeds in WORK_COSIM_EDGES.items() for s in seeds])
 def test_cosim_at_work_table_edges(name, seed):
     (over, lines), seeds = EDGES[name], WORK_COSIM_EDGES[name]
     cfg = Config(**{**CONFIG, **over})
-    sysm = _cosim(cfg, make_cosim_dut(cfg), seed, 1000, lines)
+    sysm = simulate(cfg, seed, 1000, lines=lines)
     assert sysm.stats.get("work_peak") == cfg.work_entries, sysm.stats       # the model's table filled
     if seed == seeds[0]:        # ... and its limit is what keeps the two together
         unbounded = Config(**{**CONFIG, **over, "work_entries": 0})
         with pytest.raises(CosimMismatch):
-            _cosim(unbounded, make_cosim_dut(cfg), seed, 1000, lines)
+            simulate(cfg, seed, 1000, lines=lines, model_cfg=unbounded)
 
 
 LIVENESS_EDGES = {
