@@ -109,7 +109,7 @@ def amaranth_speed(steps=80, seed=5):
     dut = LinkedDevice(dcoh=dict(caches=cfg.caches, sf_sets=cfg.sf_sets, sf_ways=cfg.sf_ways,
                                  tracker=cfg.max_outstanding, work=8, coalesce_window=128,
                                  coalesce_block=cfg.coalesce_block, coalesce_groups=4, credits=64),
-                       link=dict(retry_depth=32))
+                       link=dict(retry_depth=64))
     cycles = [0]
 
     async def counter(ctx):
@@ -321,8 +321,8 @@ def markdown(res):
               "credit returns 8 at a time on an idle direction (`LinkPort` `credit_batch`, `default_credit_batch`; "
               "docs/link_layer.md, \"Batching credit returns\"). The defaults bring every workload but the unpaced "
               "mixed one to 0.97; the `6-deep queues` rows (`--rtl-configs` 3x6) are the former default "
-              "(`LinkPort` keeps ceil(7 x `tx_depth` / 4) + 10 retry-buffer entries free for draining, 24 at 8 deep, which "
-              "the system testbench's 32-entry retry buffers allow; docs/link_layer.md). Unpaced, every source offers a message per cycle and the "
+              "(`LinkPort` keeps ceil(7 x `tx_depth` / 4) + 11 retry-buffer entries free for draining, 25 at 8 deep, "
+              "within the 64-entry retry buffers the system testbench uses; docs/link_layer.md). Unpaced, every source offers a message per cycle and the "
               "mixed workload's channels with fewer messages finish first (after the first third the upstream "
               "carries requests alone, and once they run out it returns the downstream's credits and acks in "
               "LLCRDs in its idle cycles); "

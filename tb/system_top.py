@@ -67,7 +67,10 @@ MON_WIDTH = mon_layout()[1]
 # capacity evictions (back-invalidations) happen often; the rest are the DCOH's defaults.
 DEFAULT_DCOH = dict(caches=2, sf_sets=16, sf_ways=2, tracker=16, work=8, coalesce_window=4,
                     coalesce_block=4, coalesce_groups=4, starvation_bound=4, credits=64)
-DEFAULT_LINK = dict(retry_depth=32)
+# The link ends' defaults (hdl/link/port.py): 64-entry retry buffers, 8-deep packer queues.  (32-entry
+# buffers were used until the packer's skid register made the retry-buffer reserve 25 entries at 8-deep
+# queues; the port asks for reserve + 8.)
+DEFAULT_LINK = dict(retry_depth=64)
 # the batched testbench's RTL internal caches (tb/rtl_caches.py): stall_bits > 0 makes them slow
 DEFAULT_CACHES = dict(stall_bits=0)
 

@@ -427,7 +427,7 @@ def main(argv=None):
             dut = LinkedDevice(dcoh=dict(caches=cfg.caches, sf_sets=cfg.sf_sets, sf_ways=cfg.sf_ways,
                                          tracker=cfg.max_outstanding, work=8, coalesce_window=128,
                                          coalesce_block=cfg.coalesce_block, coalesce_groups=4, credits=64),
-                               link=dict(retry_depth=32), ber=args.ber, seed=seed)
+                               link=dict(retry_depth=64), ber=args.ber, seed=seed)
         else:
             dut = make_dut(cfg)
         log = []

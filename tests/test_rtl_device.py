@@ -23,7 +23,7 @@ def linked(cfg, ber, seed):
     return LinkedDevice(dcoh=dict(caches=cfg.caches, sf_sets=cfg.sf_sets, sf_ways=cfg.sf_ways,
                                   tracker=cfg.max_outstanding, work=8, coalesce_window=128,
                                   coalesce_block=cfg.coalesce_block, coalesce_groups=4, credits=64),
-                        link=dict(retry_depth=32), ber=ber, seed=seed)
+                        link=dict(retry_depth=64), ber=ber, seed=seed)
 
 
 @pytest.mark.parametrize("ber, seed, steps", [(0.0, 11, 80), (2e-4, 12, 80), (1e-3, 13, 40)])
@@ -48,7 +48,7 @@ def test_bad_host_input_counted_at_the_device_top():
     format, a reserved LLCTRL), and a RETRY.Idle: counted per kind on the device top's ``rx_errors``;
     each rule breaker is answered by the test with a RETRY.Ack, after which the device resumes (no
     link error)."""
-    dut = Device(link=dict(retry_depth=32))
+    dut = Device(link=dict(retry_depth=64))
     bad_op = next(v for v in range(8) if v not in {m.value for m in H2DReqOpcode})
     as_int = lambda b: int.from_bytes(b, "little")                    # noqa: E731
     flits = {"opcode": as_int(seal((1 | bad_op << 1) << 32)), "format": as_int(seal(7 << 5)),
@@ -136,7 +136,7 @@ LINE = 0x40
 
 def _ordering_rig():
     return LinkedDevice(dcoh=dict(caches=2, sf_sets=4, sf_ways=2, tracker=4, work=2, coalesce_window=0,
-                                  credits=64), link=dict(retry_depth=32))
+                                  credits=64), link=dict(retry_depth=64))
 
 
 async def _go_then_snoop(ctx, dut, order, snoop_op):

@@ -227,7 +227,7 @@ QUIET_CYCLES = 1500
 
 class Loop(ReusedSimulator):
     def __init__(self):
-        super().__init__(LinkLoopback(rx_depth=16, retry_depth=32, ack_timeout=600, credit_timeout=600))
+        super().__init__(LinkLoopback(rx_depth=16, retry_depth=64, ack_timeout=600, credit_timeout=600))
 
     async def _bench(self, ctx):
         job = self.job
@@ -321,7 +321,9 @@ def test_crc_visible_faults_recovered(loop, job):
 
 @pytest.mark.parametrize("job, side, cause", [
     ({"mode": FaultMode.CUT, "up_at": 40}, "dev", LinkErrorCause.ACK_TIMEOUT),
-    ({"withhold_acks": 1, "withhold_at": 60}, "dev", LinkErrorCause.ACK_TIMEOUT),
+    # enough traffic after the acks stop to fill the 64-entry retry buffer (the messages still to send
+    # then wait for it, and its oldest flit's ack times out)
+    ({"withhold_acks": 1, "withhold_at": 60, "n": 200}, "dev", LinkErrorCause.ACK_TIMEOUT),
     ({"withhold_credits": 1, "withhold_at": 60}, "dev", LinkErrorCause.CREDIT_TIMEOUT),
 ], ids=["cut", "no_acks", "no_credits"])
 def test_silent_or_withholding_peer_is_a_link_error(loop, job, side, cause):

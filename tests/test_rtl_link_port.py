@@ -540,10 +540,10 @@ def test_rule_error_between_ports_no_duplicates(times):
 # The retry-buffer entries a port keeps free for draining its packer (LinkPort.reserve) against the
 # flits the golden packer needs to drain a full packer (models/flit/drain.py).  When the port stops
 # taking messages, one flit has just been written, so reserve - 1 entries can still be written before
-# the buffer's last-but-one limit; up to FlitPacker.OUTPUT_STAGES flits the packer has already decided
-# sit in its output stages and need entries too.  So the reserve must be at least the drain + 1 +
-# OUTPUT_STAGES.
-DRAIN_MARGIN = 1 + FlitPacker.OUTPUT_STAGES
+# the buffer's last-but-one limit; up to FlitPacker.DECIDED_MAX flits the packer has already decided
+# sit in its output stages and skid register and need entries too (tests/test_rtl_link_tx.py measures
+# that bound).  So the reserve must be at least the drain + 1 + DECIDED_MAX.
+DRAIN_MARGIN = 1 + FlitPacker.DECIDED_MAX
 
 
 @pytest.mark.parametrize("tx_depth", range(1, 11))

@@ -5,9 +5,13 @@ flit (``~flit.valid | flit.ready``, not paused) the reference's ``next_flit()`` 
 the messages the RTL accepted in the *previous* cycle are pushed and the credits/acks handed in then are
 added.  The packer plans each flit one cycle ahead (hdl/link/tx.py, "Timing"), so a decision sees the
 inputs of two or more cycles before it.  The decided flit enters the packer's output stages
-(``FlitPacker.OUTPUT_STAGES`` registers, the CRC's among them), which move together at each advance
-(``~flit.valid | flit.ready``); after the clock edge of the OUTPUT_STAGES-th advance from the decision
-(OUTPUT_STAGES cycles later if nothing stalls) the RTL must offer exactly that flit (or none).
+(``FlitPacker.OUTPUT_STAGES`` - 1 registers before the port, the CRC's among them), which move
+together at each advance (while the skid register beside the port is empty); at the
+(OUTPUT_STAGES - 1)-th advance it leaves stage B, into the port register if that loads (it is empty
+or its flit is taken: the flit is then offered OUTPUT_STAGES cycles after its decision if nothing
+stalled), else into the skid register, whose flit the port takes first when it loads.  The harness
+models these registers and, after every clock edge, the RTL must offer exactly the flit of the
+modelled port register (or none).
 Every transferred flit is also decoded by ``models.flit.Unpacker``, which must never raise, and at the
 end every message, credit and ack must have come out, in per-channel order.
 
@@ -65,14 +69,18 @@ class Harness(ReusedSimulator):
         idle = {"valid": {ch: True for ch in chans}, "ready": True, "pause": False, "crd": (0, 0, 0), "acks": 0}
         cycle, drain_limit = 0, len(sc["cycles"]) + 20 * (sum(map(len, pending.values())) + 8)
         late = ([], (0, 0, 0), 0)          # what was handed in during the previous cycle (see below)
-        # The flits decided at the last OUTPUT_STAGES - 1 advances, oldest first (None: no flit), see below.
+        # The packer's registers after the decision, as the model has them (None: no flit): stages W,
+        # A and B (the flits decided at the last OUTPUT_STAGES - 1 advances, oldest first), the port
+        # register and the skid register beside it.
         in_flight = collections.deque([None] * (dut.OUTPUT_STAGES - 1))
+        port = skid = None
+        self.max_decided = 0               # the most flits decided and not yet taken, over the run
         while True:
             step = sc["cycles"][cycle] if cycle < len(sc["cycles"]) else idle
             draining = cycle >= len(sc["cycles"])
             if draining and not ref.busy and not ref.acks and not any(ref.credits.values()) \
                     and not any(pending.values()) and not late[0] and not any(late[1]) and not late[2] \
-                    and not any(in_flight) and not ctx.get(dut.flit.valid):
+                    and not any(in_flight) and port is None and skid is None:
                 break
             assert cycle < drain_limit, "the packer does not drain"
             for ch in chans:
@@ -90,7 +98,8 @@ class Harness(ReusedSimulator):
             if valid and ready:
                 flits.append(ctx.get(dut.flit.payload).to_bytes(FLIT_BYTES, "little"))
                 self.transfers.append(cycle)
-            advance = not valid or ready          # the packer's output stages move
+            load = not valid or ready             # the port register loads (empty or taken)
+            advance = skid is None                # the stages move while the skid register is empty
             decide = advance and not step["pause"]
             expected = None
             if decide:
@@ -106,20 +115,29 @@ class Harness(ReusedSimulator):
             late = (accepted, tuple(step["crd"]), step["acks"])
             await ctx.tick()
             cycle += 1
+            # The clock edge: the decided flit enters stage W on an advance, and the flit decided
+            # OUTPUT_STAGES - 1 advances ago leaves stage B, into the port register if it loads (offered
+            # OUTPUT_STAGES cycles after its decision if nothing stalls), else into the skid register.
+            # A loading port takes the skid's flit first (the stages wait that cycle).
+            leaving = in_flight.popleft() if advance else None
             if advance:
-                # The decided flit enters the packer's first output stage, and the flit decided
-                # OUTPUT_STAGES - 1 advances ago reaches the port: offered OUTPUT_STAGES cycles after
-                # its decision if nothing stalls.
-                want = in_flight.popleft()
-                got_valid = ctx.get(dut.flit.valid)
-                assert got_valid == (want is not None), f"cycle {cycle}: valid {got_valid}, model {want}"
-                if want is not None:
-                    got = ctx.get(dut.flit.payload).to_bytes(FLIT_BYTES, "little")
-                    assert got == want, f"cycle {cycle}:\n RTL   {got.hex()}\n model {want.hex()}"
-                    lazy = ctx.get(dut.flit_lazy)
-                    expect_lazy = is_ack_only_llcrd(int.from_bytes(want[:64], "little"))
-                    assert lazy == expect_lazy, f"cycle {cycle}: flit_lazy {lazy} for {want.hex()}"
                 in_flight.append(expected)
+            if load:
+                port, skid = (skid, None) if skid is not None else (leaving, None)
+            elif advance:
+                skid = leaving
+            decided = sum(f is not None for f in (*in_flight, port, skid))
+            self.max_decided = max(self.max_decided, decided)
+            got_valid = ctx.get(dut.flit.valid)
+            assert got_valid == (port is not None), f"cycle {cycle}: valid {got_valid}, model {port}"
+            if port is not None:
+                got = ctx.get(dut.flit.payload).to_bytes(FLIT_BYTES, "little")
+                assert got == port, f"cycle {cycle}:\n RTL   {got.hex()}\n model {port.hex()}"
+                lazy = ctx.get(dut.flit_lazy)
+                expect_lazy = is_ack_only_llcrd(int.from_bytes(port[:64], "little"))
+                assert lazy == expect_lazy, f"cycle {cycle}: flit_lazy {lazy} for {port.hex()}"
+        assert self.max_decided <= dut.DECIDED_MAX, \
+            f"{self.max_decided} flits decided and untaken, above DECIDED_MAX = {dut.DECIDED_MAX}"
         self.result = flits, ref
 
 
@@ -306,6 +324,25 @@ def test_streaming_one_flit_per_cycle():
     assert h.transfers == list(range(h.transfers[0], h.transfers[0] + len(flits))), "an idle cycle"
     # accepted at edge 1, planned in cycle 1, decided in cycle 2, offered OUTPUT_STAGES cycles later
     assert h.transfers[0] <= 3 + FlitPacker.OUTPUT_STAGES
+    check_stream(h.direction, flits, sc["messages"], Credits(), 0)
+
+
+def test_a_stalled_port_holds_decided_max_flits():
+    """The sink refuses flits for 30 cycles while write-backs stream in: the packer goes on deciding
+    until its output stages, the port and the skid register are full (``DECIDED_MAX`` flits, which
+    the link port's retry-buffer reserve counts), then waits, and the flits come out in order."""
+    h = harness(True)
+    rng = random.Random(3)
+    lines = [random_msg(rng, h.direction.data_channel) for _ in range(16)]
+    chans = h.direction.channels
+    cyc = {"valid": dict.fromkeys(chans, True), "pause": False, "crd": (0, 0, 0), "acks": 0}
+    sc = {"messages": {h.direction.data_channel: lines},
+          "cycles": [{**cyc, "ready": False}] * 30 + [{**cyc, "ready": True}] * 30}
+    flits, _ = h.run(sc)
+    assert h.max_decided == FlitPacker.DECIDED_MAX, h.max_decided
+    assert h.transfers[0] == 30, h.transfers[:3]
+    # after the stall the port, then the skid register, then the stages: a flit in every cycle
+    assert h.transfers[:8] == list(range(30, 38)), h.transfers[:8]
     check_stream(h.direction, flits, sc["messages"], Credits(), 0)
 
 

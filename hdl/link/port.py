@@ -18,12 +18,12 @@ direction) and adds, around them and without changing them:
   sends (protocol, all-data, LLCRD: all retryable) is written at the TX sequence number and stays until
   the peer acknowledges it (acks free entries oldest first).  New flits wait while ``retry_depth - 1``
   entries are in use, and new *messages* stop entering the packer while fewer than ``reserve`` =
-  ``ceil(7 * tx_depth / 4) + 6 + FlitPacker.OUTPUT_STAGES`` entries are free: enough to drain the
+  ``ceil(7 * tx_depth / 4) + 6 + FlitPacker.DECIDED_MAX`` entries are free: enough to drain the
   packer's queues and owed chunks and then send an LLCRD.  The golden packer's worst drain of a full
   packer (``models/flit/drain.py``) is 7, 12, 15 and 19 flits at depths 1, 4, 6 and 8 (at most
   ``ceil(7 * tx_depth / 4) + 5`` for depths 1 to 10), and the reserve must exceed it by
-  1 + OUTPUT_STAGES (the flit written as the port stops taking messages, and the flits already decided
-  in the packer's output stages), which
+  1 + DECIDED_MAX (the flit written as the port stops taking messages, and the flits already decided
+  in the packer's output stages and its skid register), which
   ``tests/test_rtl_link_port.py::test_reserve_covers_the_worst_drain`` checks for depths 1 to 10.  So an
   end whose buffer is nearly full still gets its pending acks out (in Ak or the packer's LLCRD, always
   at legal points of the flit stream), and two nearly full ends cannot deadlock waiting for each
@@ -278,11 +278,11 @@ class LinkPort(wiring.Component):
         self.credit_batch = check_credit_batch(default_credit_batch(rx_depth) if credit_batch is None else credit_batch)
         # Entries kept free for draining the packer (see elaborate): its queues and owed lines, in
         # flits, plus the LLCRD after them, plus the flit written as messages stop and the flits
-        # already decided in the packer's output stages.  The drain term, ceil(7 * tx_depth / 4) + 5,
+        # already decided in the packer's output stages and skid register.  The drain term, ceil(7 * tx_depth / 4) + 5,
         # bounds the golden packer's worst drain (7 messages' and chunks' slots per queue depth, 4
         # slots a flit, the owed lines and the LLCRD), which the tests check for depths 1 to 10
         # (module docstring).
-        self.reserve = (7 * tx_depth + 3) // 4 + 5 + 1 + FlitPacker.OUTPUT_STAGES
+        self.reserve = (7 * tx_depth + 3) // 4 + 5 + 1 + FlitPacker.DECIDED_MAX
         if self.reserve + 8 > retry_depth:
             raise ValueError(f"retry_depth={retry_depth} too small for tx_depth={tx_depth}: need at least "
                              f"{self.reserve + 8} entries")

@@ -28,8 +28,8 @@ Ports (``FlitPacker(upstream)``; the channels are ``hdl.link.ports.direction_cha
   with later traffic: the link port's ack timeout leaves it out).  From the plan, not from the bits: an
   all-data flit whose data happens to read as such an LLCRD is not one.
 
-Timing.  A flit is *decided* (sent to the first output register) in a cycle where
-``~flit.valid | flit.ready`` and ``~pause``.  Since the pipelining for Fmax (docs/link_layer.md, "RTL
+Timing.  A flit is *decided* (sent to the first output register) in a cycle where the skid register
+beside the port is empty and ``~pause``.  Since the pipelining for Fmax (docs/link_layer.md, "RTL
 pipelining (Fmax)") it is *planned* one cycle earlier: in every cycle the packer plans the next flit
 from its queue counts, owed chunks, credit/ack counters and priority as they are at the start of the
 cycle, minus what the flit decided in that same cycle (if any) takes; the plan is registered at the
@@ -40,8 +40,12 @@ cycle t), and nothing else: the flit contents and order for a given arrival are 
 and counters and registers the flit's slot layout (stage W); the flit is built from stage W in the next
 cycle into stage A; stage B takes A's flit with the partial CRCs of its eighths, and the port register
 B's flit with their XOR (``hdl.link.crc.FlitCRC``).  The ``OUTPUT_STAGES`` = 4 registers (W, A, B, the
-port) move together in every cycle where ``~flit.valid | flit.ready`` (a stall holds them all), so a
-flit decided in cycle t is offered from cycle t+4 if the port does not stall.  ``flit`` is a
+port) move together in every cycle where ``~flit.valid | flit.ready``, so a flit decided in cycle t is
+offered from cycle t+4 if the port does not stall.  In the first cycle of a stall B's flit moves into
+a *skid register* beside the port while W, A and B move once more; then they wait until the port has
+taken the skid's flit (``DECIDED_MAX`` = 5 flits decided and untaken at most).  So ``flit.ready``
+drives only the port's and the skid's loads, and every decision and stage enable starts at a
+register.  ``flit`` is a
 valid/ready stream: ``flit.valid`` and ``flit.payload`` are registers, ``flit.valid`` never waits for
 ``flit.ready``, and a flit offered stays offered until taken.  Latency: a message handed in
 (handshake) in cycle t is queued from cycle t+1, planned in cycle t+1, can be in the flit decided in
@@ -50,7 +54,8 @@ CRC, more than the unpipelined packer's t+2; docs/link_layer.md, "RTL pipelining
 each stage bought).  Throughput: one flit per cycle while ``flit.ready`` stays high; each input takes
 one message per cycle.  Lockstep with the golden model (tests/test_rtl_link_tx.py): at each decision
 call ``next_flit()``, then push what was accepted and add what was returned in the *previous* cycle;
-the flit comes out at the OUTPUT_STAGES-th advance of the output stages after the decision.
+the flit leaves stage B at the (OUTPUT_STAGES - 1)-th advance after the decision, into the port
+register or, while the port stalls, the skid register.
 
 Structure.
 * One *window queue* per channel, a ring of entries that never move: a message is written at the tail
@@ -86,11 +91,12 @@ Structure.
   register of its own, and the plan carries its value after the planned flit.  The whole plan (the
   table lookup, the kind, the credit steps and codes, Ak, the LLCRD acks) is formed for both outcomes
   of the cycle's decision (the planned flit decided now, or nothing decided) from registers alone,
-  and ``decide`` (which depends on ``flit.ready``) selects between them in front of the plan
-  registers: two plan tables, so ``flit.ready`` is one mux away from them.
+  and ``decide`` selects between them in front of the plan registers: two plan tables, so
+  ``decide`` is one mux away from them (it depended on ``flit.ready`` before the port's skid
+  register; now on that register and ``pause``).
 * The *decision* (in the deciding cycle): the queue heads, owed lines, counters and priority are
   updated from the registered plan (for the heads both outcomes, planned flit sent or not, are formed
-  from registers and ``decide``, which depends on ``flit.ready``, selects last), and stage W registers
+  from registers and ``decide`` selects last), and stage W registers
   the flit's slot layout from a second table over the plan's registered key (the format code of every
   slot, the messages each slot takes per channel and how many were taken before it, the chunk each G0
   slot takes), with the queue heads, ``cidx`` and the header and LLCRD fields as they were at the
@@ -229,6 +235,10 @@ class FlitPacker(wiring.Component):
     """
 
     OUTPUT_STAGES = 4       # registers from a decision to the port: W (layout), A, B (CRC), the port
+    # Flits decided and not yet taken when the port stalls: the output stages and the skid register
+    # beside the port (it takes stage B's flit in the cycle the port stops being taken).  The link
+    # port's retry-buffer reserve counts them (hdl/link/port.py).
+    DECIDED_MAX = OUTPUT_STAGES + 1
 
     def __init__(self, upstream, *, depth=4, data_depth=4, counter_bits=COUNTER_BITS,
                  wait=0, credit_batch=1):
@@ -311,9 +321,10 @@ class FlitPacker(wiring.Component):
         out_payload = Signal(PAYLOAD_BITS)
         port_valid = Signal()                      # the port register: the flit with its CRC
         port_payload = Signal.like(self.flit.payload)
-        advance = Signal()                         # the output stages move (the port is empty or taken)
+        skid_valid = Signal()                      # the skid register: B's flit, taken while the port stalled
+        advance = Signal()                         # the output stages move (the skid register is empty)
         decide = Signal()
-        m.d.comb += [advance.eq(~port_valid | self.flit.ready),
+        m.d.comb += [advance.eq(~skid_valid),
                      decide.eq(advance & ~self.pause)]
         dp, da, dl = Signal(), Signal(), Signal()  # the planned flit is sent now: protocol / all-data / LLCRD
         m.d.comb += [dp.eq(decide & d_proto), da.eq(decide & d_alldata), dl.eq(decide & d_llcrd)]
@@ -391,7 +402,7 @@ class FlitPacker(wiring.Component):
             cnt_vis[ch] = Signal(range(depth + 1), name=f"{pname}_count_vis")
             m.d.comb += cnt_vis[ch].eq(cnt - pop)
             # Both outcomes from registers and the handshake, ``dp`` last (as ``cnt_vis + push``,
-            # ``flit.ready`` -> ``decide`` -> the subtract was one of the longest paths).
+            # ``decide`` -> the subtract was one of the longest paths, when ``flit.ready`` drove it).
             m.d.sync += cnt.eq(Mux(dp, cnt - d_total[ch] + push, cnt + push))
 
         # -------------------------------------------------------------- GO before snoop (downstream)
@@ -471,7 +482,7 @@ class FlitPacker(wiring.Component):
 
         # The sent flit consumes its chunks of the virtual sequence (4 for an all-data flit, the planned
         # G0 count for a protocol flit); whole lines leave the front.  The line state after each kind
-        # of flit is formed from registers alone, and ``da`` / ``dp`` (from ``flit.ready``) choose last;
+        # of flit is formed from registers alone, and ``da`` / ``dp`` (from ``decide``) choose last;
         # nothing moves without a flit.
         new_lines = Signal(range(MAX_PER_FLIT[data_ch] + 1))
         m.d.comb += new_lines.eq(Mux(dp, d_total[data_ch], 0))
@@ -511,9 +522,9 @@ class FlitPacker(wiring.Component):
         # -------------------------------------------------------------- pending credits and acks
         # What the next plan needs of them (the steps, codes, "any waits", "a return is due") is formed
         # for each outcome of the flit decided now from registers alone, and the outcome (``dp``/``dl``,
-        # which depend on ``flit.ready``) selects last: the subtract and the compare chains are not
-        # behind ``decide`` (they were the critical path, flit.ready -> decide -> subtract -> compare ->
-        # step register).
+        # from ``decide``) selects last: the subtract and the compare chains are not behind ``decide``
+        # (they were the critical path, flit.ready -> decide -> subtract -> compare -> step register,
+        # before the port's skid register took ``flit.ready`` out of ``decide``).
         # ``x`` - the credit step of ``x`` (the largest CREDIT_VALUES entry not above it), with neither
         # the step's compares nor a subtract: CREDIT_VALUES are 0 and the powers of two up to the
         # largest, so it is ``x`` - the largest if ``x`` reaches it (a decrement of the bits above),
@@ -604,9 +615,9 @@ class FlitPacker(wiring.Component):
         # -------------------------------------------------------------- plan the next flit
         # The plan is formed twice from registers alone, once as if the planned flit is decided now
         # ("dec": its kind, d_proto / d_llcrd / d_alldata, takes effect) and once as if nothing is
-        # decided ("idle"), and ``decide`` (which depends on ``flit.ready``) selects between the two in
-        # front of the plan registers: two plan tables, but ``flit.ready`` -> ``decide`` -> a 2-to-1 mux
-        # is all that is left in front of them (before, ``decide`` entered the table's key).
+        # decided ("idle"), and ``decide`` selects between the two in front of the plan registers: two
+        # plan tables, but ``decide`` -> a 2-to-1 mux is all that is left in front of them (before,
+        # ``decide`` entered the table's key, and ``flit.ready`` drove ``decide``).
         prio = Signal(range(n_prio))               # index into chans; rotates per protocol flit
         prio_next = Signal(range(n_prio))
         m.d.comb += prio_next.eq(Mux(prio == n_prio - 1, 0, prio + 1))
@@ -855,12 +866,19 @@ class FlitPacker(wiring.Component):
         # port register takes B's flit with the XOR of the partials (two LUT levels per CRC bit).
         # With the whole CRC between two registers its trees (up to a few hundred payload bits per CRC
         # bit) were the packer's longest path once the plan was cut (docs/link_layer.md, "RTL
-        # pipelining (Fmax)").  All stages move together whenever the port is empty or taken
-        # (``advance``; a stall holds them all), so ``flit`` stays a valid/ready stream whose valid is a
-        # register and never waits for ready, and one flit per cycle passes while ready stays high.
-        # Stages A and B load their payloads on every advance (only their valid bits say whether they
-        # hold a flit), so their clock enable is ``advance`` alone.  Latency: a flit decided in cycle t
-        # is offered from cycle t + OUTPUT_STAGES (stage W, A, B, the port).
+        # pipelining (Fmax)").  The stages move together whenever the skid register beside the port is
+        # empty (``advance``, a register: ``flit.ready`` reaches only the port's and the skid's loads,
+        # not the decision or the ~3 000 stage bits; as ``~port_valid | flit.ready`` it was the
+        # packer's longest path, through ``decide`` into the plan's outcomes, and in the link end the
+        # retry rules' ``ack_pending`` -> ``flit.ready`` -> the stages' enables).  The port register
+        # loads whenever it is empty or taken: the skid's flit if it holds one (the stages wait that
+        # cycle), else B's.  While the port holds an untaken flit, B's flit moves into the skid
+        # register instead, once, and the stages stop until the port takes the skid's flit.  So
+        # ``flit`` stays a valid/ready stream whose valid is a register and never waits for ready, one
+        # flit per cycle passes while ready stays high, and a stalled packer holds ``DECIDED_MAX`` =
+        # OUTPUT_STAGES + 1 decided flits.  Stages A and B load their payloads on every advance (only
+        # their valid bits say whether they hold a flit).  Latency: a flit decided in cycle t is
+        # offered from cycle t + OUTPUT_STAGES (stage W, A, B, the port) if the port does not stall.
         m.submodules.crc = crc = FlitCRC(CRC_PARTS)
         m.d.comb += crc.payload.eq(out_payload)
         mid_valid, mid_lazy = Signal(), Signal()     # stage B: A's flit with its partial CRCs
@@ -874,10 +892,16 @@ class FlitPacker(wiring.Component):
                          out_lazy.eq(w_llcrd
                                      & (Cat(*(crd_code[k] for k in CREDIT_CLASSES)) == 0)),
                          mid_valid.eq(out_valid), mid_payload.eq(out_payload),
-                         mid_partials.eq(crc.partials), mid_lazy.eq(out_lazy),
-                         port_valid.eq(mid_valid),
-                         port_payload.eq(Cat(mid_payload, mid_crc)),
-                         port_lazy.eq(mid_lazy)]
+                         mid_partials.eq(crc.partials), mid_lazy.eq(out_lazy)]
+        skid_payload, skid_lazy = Signal.like(port_payload), Signal()
+        with m.If(~port_valid | self.flit.ready):
+            m.d.sync += [port_valid.eq(Mux(skid_valid, 1, mid_valid)),
+                         port_payload.eq(Mux(skid_valid, skid_payload, Cat(mid_payload, mid_crc))),
+                         port_lazy.eq(Mux(skid_valid, skid_lazy, mid_lazy)),
+                         skid_valid.eq(0)]
+        with m.Elif(~skid_valid):
+            m.d.sync += [skid_valid.eq(mid_valid), skid_payload.eq(Cat(mid_payload, mid_crc)),
+                         skid_lazy.eq(mid_lazy)]
         m.d.comb += [self.flit.valid.eq(port_valid),
                      self.flit.payload.eq(port_payload),
                      self.flit_lazy.eq(port_lazy)]
