@@ -34,7 +34,7 @@ from hdl.link.loopback import FaultMode
 from hdl.link.traffic import CHANNELS, LinkTraffic
 
 DEPTH = 26
-MIN_DEPTH = 21      # what make formal's budget must reach: the reached witness delivers a replayed data message at step 20
+MIN_DEPTH = 23      # what make formal's budget must reach: the reached witness delivers a replayed data message at step 22
 BUDGET_S = 420
 # the link is too wide for the DCOH proofs' gate-level rewriting (yosys alone took 8 minutes on it)
 SCRIPT = ["flatten", "memory_map", "opt -fast"]

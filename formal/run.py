@@ -235,7 +235,7 @@ NOTES = """
   taking one (12). The bounded `dcoh_swmr` (a BMC of the same harness, 17 of 27 steps in a 900 s
   budget: one of `make formal`'s two cores for 15 minutes) was retired with it.
 - **Two LinkPorts over corrupting wires, bounded** (`link_delivery`, BMC on a 420 s budget, `min_depth`
-  21). The harness is the batch link bench's RTL traffic generators and checkers (`LinkTraffic`) around
+  23). The harness is the batch link bench's RTL traffic generators and checkers (`LinkTraffic`) around
   the loopback (device LinkPort, a wire each way, host LinkPort) at the smallest legal sizes
   (`retry_depth` 32, packer queues of 1, unpacker lanes of 2, `pack_wait` 0), every channel offered a
   message every cycle and every message's bits derived from its number; any flit on either wire
@@ -243,12 +243,14 @@ NOTES = """
   bit (every single-bit error is one the CRC detects, `crc_detects_1_bit_errors`). Within the steps it
   reaches, no message is lost, duplicated, reordered or corrupted on any of the six channels, and every
   Assert of both ports holds (credits never negative or above their pools, at most one flit behind a
-  rule error, a resume with the unpacker drained). `link_delivery_reached` (cover, depth 22, ~1 minute)
-  starts a retry of the host's receiver while a D2H data message is on its way at step 8 and delivers
-  that message after the replay at step 20, so 21 steps cover a whole retry around a data message;
-  `link_delivery_broken` (the wires duplicate the flits they hit, which neither the CRC nor the
-  implicit sequence numbers can see) FAILs at step 14 (13 before the packer's stage W and second CRC
-  stage). Run alone the BMC reached step 20 after ~1
+  rule error, a resume with the unpacker drained). `link_delivery_reached` (cover, depth 24, ~2 minutes)
+  starts a retry of the host's receiver while a D2H data message is on its way at step 10 and delivers
+  that message after the replay at step 22, so 23 steps cover a whole retry around a data message
+  (steps 8 and 20 before the packer's stage W and second CRC stage and the receiver's pre-check and
+  move stages: at depth 22 the witness no longer reached its second cover and FAILed, which `make test`
+  does not run); `link_delivery_broken` (the wires duplicate the flits they hit, which neither the
+  CRC nor the implicit sequence numbers can see) FAILs at step 15 (13 before the packer's stage W and
+  second CRC stage). Run alone the BMC reached step 20 after ~1
   minute, 23 after ~4 and finished 24 after ~6 (each step ~1.5x the one before). Its yosys script is
   `flatten; memory_map; opt -fast`: with the DCOH proofs' gate-level rewriting (`techmap`, `abc -g AND`)
   yosys alone took 8 minutes on this design. Still bounded, and why: each port keeps 32 flits of 528

@@ -283,6 +283,8 @@ class LinkPort(wiring.Component):
         # slots a flit, the owed lines and the LLCRD), which the tests check for depths 1 to 10
         # (module docstring).
         self.reserve = (7 * tx_depth + 3) // 4 + 5 + 1 + FlitPacker.DECIDED_MAX
+        # Assumption: at least one ack batch (8 flits, the Ak granule) of room for new traffic beyond
+        # the reserve, so that a buffer mostly kept for draining still lets a link stream.
         if self.reserve + 8 > retry_depth:
             raise ValueError(f"retry_depth={retry_depth} too small for tx_depth={tx_depth}: need at least "
                              f"{self.reserve + 8} entries")
