@@ -246,9 +246,9 @@ NOTES = """
   rule error, a resume with the unpacker drained). `link_delivery_reached` (cover, depth 24, ~2 minutes)
   starts a retry of the host's receiver while a D2H data message is on its way at step 10 and delivers
   that message after the replay at step 22, so 23 steps cover a whole retry around a data message
-  (steps 8 and 20 before the packer's stage W and second CRC stage and the receiver's pre-check and
-  move stages: at depth 22 the witness no longer reached its second cover and FAILed, which `make test`
-  does not run); `link_delivery_broken` (the wires duplicate the flits they hit, which neither the
+  (steps 8 and 20 when the witness was written; the link's pipeline stages added since moved them,
+  and at depth 22 the witness no longer reached its second cover and FAILed, which `make test` does
+  not run); `link_delivery_broken` (the wires duplicate the flits they hit, which neither the
   CRC nor the implicit sequence numbers can see) FAILs at step 15 (13 before the packer's stage W and
   second CRC stage). Run alone the BMC reached step 20 after ~1
   minute, 23 after ~4 and finished 24 after ~6 (each step ~1.5x the one before). Its yosys script is
