@@ -26,7 +26,7 @@ from hdl.link.port import default_credits
 from hdl.link.ports import channel_shape
 from hdl.link.rx import CONTROL_KIND_NAMES, CONTROL_TABLES, FlitKind, FlitUnpacker, RegisteredFlitUnpacker, RxError
 from cxl.credits import CREDIT_CLASSES
-from cxl.flit import MAX_PER_FLIT
+from cxl.flit import MAX_PER_FLIT, PAYLOAD_BITS
 from cxl.messages import CODECS, D2HReqOpcode, D2HRspOpcode
 from models import flit as F
 from models.flit import (CONTROL_KINDS, Credits, Direction, FlitError, Packer, RandomPolicy, Unpacker,
@@ -414,6 +414,23 @@ def test_crc_errors(registered, upstream, seed, error, data):
     statuses, _ = check(direction, stream, data, registered=registered)
     assert statuses[k].crc_error                    # facts §2.3: all 1-, 2-bit and <= 16-bit bursts caught
     assert all(s.good for i, s in enumerate(statuses) if i != k)
+
+
+@pytest.mark.parametrize("registered", (False, True))
+def test_each_crc_field_bit_flipped_is_a_crc_error(registered):
+    """A flip of one bit of the CRC field leaves a syndrome of that one bit: each of the 16 must be
+    caught (a verdict that ignored one syndrome bit passed the random error tests above)."""
+    rng = random.Random(11)
+    direction = DIRS[True]
+    flits = random_stream(rng, direction, segments=2)
+    k = len(flits) // 2
+    good = int.from_bytes(flits[k], "little")
+    bad = [(good ^ (1 << (PAYLOAD_BITS + b))).to_bytes(len(flits[k]), "little") for b in range(16)]
+    stream = flits[:k] + bad + flits[k:]             # the bad copies first, as retries would resend it
+    statuses, _ = check(direction, stream, rng=rng, registered=registered)
+    missed = [b for b in range(16) if not statuses[k + b].crc_error]
+    assert not missed, f"CRC field bits flipped and not caught: {missed}"
+    assert all(st_.good for i, st_ in enumerate(statuses) if not k <= i < k + 16)
 
 
 def _kinds(direction, flits):
