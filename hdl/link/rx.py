@@ -81,11 +81,11 @@ high).  Two more outputs hand the caller verdicts it needs for that same flit, s
 them out again: ``early_crc_bad`` (its CRC does not match) and ``early_ctl_hits`` (one bit per kind of
 ``CONTROL_KIND_NAMES``, in that order: the flit is that control flit), valid from the edge at which
 the register takes the flit and held with it (``early_crc_bad`` a few gates after those registers: the
-XOR of the CRC's partials and the compare).  The first half of the pre-decode, slot by slot (the slot
+XOR of the CRC's partials, the flit's CRC field folded into the first, and whether it is 0).  The first half of the pre-decode, slot by slot (the slot
 formats, each slot's message counts and the counts before it but the last slot's, every check that reads
 one slot's bits, the CRC of each quarter of the payload with the flit's CRC field, the control-flit
 matches), is worked out from ``early_payload`` into registers loaded on ``early_load``; the second half
-(the flit's totals, the CRC's XOR and compare, the per-flit rules, the first failing check, which message
+(the flit's totals, the CRC's XOR and its test for 0, the per-flit rules, the first failing check, which message
 goes to which lane) from those registers and ``flit.payload`` in the cycle the flit is offered, as
 before.  The CRC is linear (no initial value, no final XOR: the CRC of the whole payload is the XOR of the
 CRCs of its parts, each computed with the others' bits zero), which is what lets it split.  So the longest path from a flit bit to the pre-decode's registers is cut in two
@@ -439,15 +439,17 @@ class FlitUnpacker(wiring.Component):
             return staged
 
         a, p = pa[:PAYLOAD_BITS], pb[:PAYLOAD_BITS]
-        # The CRC in two halves (hdl/link/crc.py, ``parts``): the CRC of each part of the payload and the
-        # flit's CRC field in the first half, their XOR and the compare in the second (both from staged
-        # values: ``early_crc_bad`` reads only the first half's registers).
+        # The CRC in two halves (hdl/link/crc.py, ``parts``): the CRC of each part of the payload in the
+        # first half, the flit's CRC field XORed into the first part's (one more input of its XOR
+        # tree), and in the second half the XOR of the parts, which is 0 exactly when the CRC matches
+        # (both from staged values: ``early_crc_bad`` reads only the first half's registers).  Folding
+        # the field in takes the compare's XOR out of the second half: four-input XORs, then the OR.
         m.submodules.crc = crc = FlitCRC(parts=CRC_PARTS)
         m.d.comb += crc.payload.eq(a)
         crc_bits = len(pa) - PAYLOAD_BITS
-        crc_staged = stage("crc_parts", Cat(crc.partials.as_value(), pa[PAYLOAD_BITS:]))
-        crc_parts = data.ArrayLayout(crc_bits, CRC_PARTS)(crc_staged[:crc_bits * CRC_PARTS])
-        keep("crc_bad", FlitCRC.combine(m, crc_parts, name="pre_crc") != crc_staged[crc_bits * CRC_PARTS:])
+        folded = [crc.partials[0] ^ pa[PAYLOAD_BITS:]] + [crc.partials[k] for k in range(1, CRC_PARTS)]
+        crc_parts = data.ArrayLayout(crc_bits, CRC_PARTS)(stage("crc_parts", Cat(*folded)))
+        keep("crc_bad", FlitCRC.combine(m, crc_parts, name="pre_crc") != 0)
         hdr_a = {name: a[offset:offset + width] for name, (offset, width) in HEADER.items()}
         hdr = {name: p[offset:offset + width] for name, (offset, width) in HEADER.items()}
 
