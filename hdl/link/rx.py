@@ -80,16 +80,18 @@ then offered on ``flit.payload`` is always the one ``early_payload`` carried whe
 high).  Two more outputs hand the caller verdicts it needs for that same flit, so it need not work
 them out again: ``early_crc_bad`` (its CRC does not match) and ``early_ctl_hits`` (one bit per kind of
 ``CONTROL_KIND_NAMES``, in that order: the flit is that control flit), valid from the edge at which
-the register takes the flit and held with it (``early_crc_bad`` a few gates after those registers: the
-XOR of the CRC's partials, the flit's CRC field folded into the first, and whether it is 0).  The first half of the pre-decode, slot by slot (the slot
-formats, each slot's message counts and the counts before it but the last slot's, every check that reads
-one slot's bits, the CRC of each quarter of the payload with the flit's CRC field, the control-flit
-matches), is worked out from ``early_payload`` into registers loaded on ``early_load``; the second half
-(the flit's totals, the CRC's XOR and its test for 0, the per-flit rules, the first failing check, which message
-goes to which lane) from those registers and ``flit.payload`` in the cycle the flit is offered, as
-before.  The CRC is linear (no initial value, no final XOR: the CRC of the whole payload is the XOR of the
-CRCs of its parts, each computed with the others' bits zero), which is what lets it split.  So the longest path from a flit bit to the pre-decode's registers is cut in two
-(``_predecode``) without a cycle more; the ports, timing and behaviour above are unchanged.
+the register takes the flit and held with it (``early_crc_bad`` a few gates after those registers:
+the XOR of the CRC's partials, the flit's CRC field folded into the first, and whether it is 0).  The
+first half of the pre-decode, slot by slot (the slot formats, each slot's message counts and the counts
+before it but the last slot's, every check that reads one slot's bits, the CRC of each quarter of the
+payload, the flit's CRC field XORed into the first quarter's, the control-flit matches), is worked out
+from ``early_payload`` into registers loaded on ``early_load``; the second half (the flit's totals, the
+CRC's XOR and its test for 0, the per-flit rules, the first failing check, which message goes to which
+lane) from those registers and ``flit.payload`` in the cycle the flit is offered, as before.  The CRC is
+linear (no initial value, no final XOR: the CRC of the whole payload is the XOR of the CRCs of its
+parts, each computed with the others' bits zero), which is what lets it split.  So the longest path
+from a flit bit to the pre-decode's registers is cut in two (``_predecode``) without a cycle more; the
+ports, timing and behaviour above are unchanged.
 ``early=False`` (the default) does both halves in the cycle the flit is offered.
 
 Each request/response channel has ``MAX_PER_FLIT[chan]`` lanes (``LaneFIFO``, the cycles of ``SyncFIFOBuffered``
