@@ -1,8 +1,9 @@
 """Corners of Link Layer Retry in the loopback (hdl/link/loopback.py around two hdl/link/port.py ends).
 
 * **Sequence-number wrap.**  A corrupted flit at every position of at least two wraps of the sequence
-  space (``retry_depth`` = 32, packer queues of 4): the first transmission of the flit with TX sequence number *s* is
-  corrupted for *s* in an arithmetic sweep whose step (5) is prime to the depth, so over 5 wraps every
+  space (``retry_depth`` = 32, packer queues of 4): the first transmission of the flit with TX
+  sequence number *s* is corrupted for *s* in an arithmetic sweep whose step (5) is prime to the
+  depth, so over 5 wraps every
   residue is hit once and the replays end at every distance from the wrap, the case where a replay
   pointer compared without its modulo keeps replaying and resends a flit.  Every message must arrive
   exactly once, in order; every injected error must be counted as a CRC error.
@@ -41,8 +42,8 @@ ROUTES.update({ch: (f"host_{ch.name.lower()}", ch.name.lower()) for ch in H2D})
 MASK = (1 << PAYLOAD_BITS) - 1
 DEPTH = 32
 # Packer queues of 4: the 32-entry retry buffer (two wraps of the sequence space in a short run) must
-# exceed the port's retry-buffer reserve by 8 (hdl/link/port.py), 18 + 8 at depth 4; the default 8-deep
-# queues need 25 + 8.  The wrap and the ack timing do not depend on the queues' depth.
+# exceed the port's retry-buffer reserve by ``LinkPort.STREAM_ROOM`` (8), 18 + 8 at depth 4; the default
+# 8-deep queues need 25 + 8.  The wrap and the ack timing do not depend on the queues' depth.
 TX_DEPTH = 4
 # Cycles from a flit offered on the wire to its ack freeing the sender's entry, beyond the ack timer:
 # receiver input register and retire (3), ack hand-over to the packer (1), packer plan and decide (2),

@@ -1,7 +1,7 @@
 """RTL TX flit packer (hdl/link/tx.py) against the golden model ``models.flit.Packer``.
 
 Every test drives the RTL and a reference ``Packer`` in lockstep: in each cycle where the RTL decides a
-flit (``~flit.valid | flit.ready``, not paused) the reference's ``next_flit()`` is called first, then
+flit (its skid register empty, not paused) the reference's ``next_flit()`` is called first, then
 the messages the RTL accepted in the *previous* cycle are pushed and the credits/acks handed in then are
 added.  The packer plans each flit one cycle ahead (hdl/link/tx.py, "Timing"), so a decision sees the
 inputs of two or more cycles before it.  The decided flit enters the packer's output stages
@@ -123,7 +123,7 @@ class Harness(ReusedSimulator):
             if advance:
                 in_flight.append(expected)
             if load:
-                port, skid = (skid, None) if skid is not None else (leaving, None)
+                port, skid = (skid if skid is not None else leaving), None
             elif advance:
                 skid = leaving
             decided = sum(f is not None for f in (*in_flight, port, skid))

@@ -247,6 +247,11 @@ class LinkPort(wiring.Component):
     ``cxl.flit.DEFAULT_PACK_WAIT``, 3); ``credit_batch``: the packer's (credits an idle packer gathers
     before an LLCRD; default :func:`default_credit_batch` of ``rx_depth``: 1 up to 25 entries)."""
 
+    # Retry-buffer entries beyond the reserve, at least.  Assumption: one ack batch (8 flits, the Ak
+    # granule) of room for new traffic, so that a buffer mostly kept for draining still lets a link
+    # stream.
+    STREAM_ROOM = 8
+
     def __init__(self, upstream, *, retry_depth=64, credits=None, ack_timer=16, retry_timeout=32,
                  rx_depth=8, tx_depth=8, retry_limit=64, ack_timeout=4096, credit_timeout=8192,
                  pack_wait=DEFAULT_PACK_WAIT, credit_batch=None):
@@ -283,11 +288,9 @@ class LinkPort(wiring.Component):
         # slots a flit, the owed lines and the LLCRD), which the tests check for depths 1 to 10
         # (module docstring).
         self.reserve = (7 * tx_depth + 3) // 4 + 5 + 1 + FlitPacker.DECIDED_MAX
-        # Assumption: at least one ack batch (8 flits, the Ak granule) of room for new traffic beyond
-        # the reserve, so that a buffer mostly kept for draining still lets a link stream.
-        if self.reserve + 8 > retry_depth:
+        if self.reserve + self.STREAM_ROOM > retry_depth:
             raise ValueError(f"retry_depth={retry_depth} too small for tx_depth={tx_depth}: need at least "
-                             f"{self.reserve + 8} entries")
+                             f"{self.reserve + self.STREAM_ROOM} entries")
         self.tx_chans = direction_channels(upstream)
         self.rx_chans = direction_channels(not upstream)
         members = {ch.name.lower(): In(channel_stream(ch)) for ch in self.tx_chans}
