@@ -362,7 +362,7 @@ class LinkPort(wiring.Component):
             # dropped flit retires with ``discarded`` (neither good nor bad), so it is never counted.
             llr.up_done.eq(up.done), llr.up_good.eq(up.good), llr.up_bad.eq(up.rule_error | up.crc_error),
             up.discard.eq(llr.up_bad),
-            llr.up_acks.eq(up.acks),
+            llr.up_acks.eq(up.acks_if_good),
             llr.up_lazy.eq(up.ctl_valid & (up.ctl.kind == llcrd_idx)
                            & (up.credits.as_value() == 0) & (up.mem_credits.as_value() == 0)),
             pk.ack_add.eq(llr.ack_add),

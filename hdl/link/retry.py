@@ -21,7 +21,8 @@ or RETRY.Frame), ``rx_req_eseq`` / ``rx_req_nretry`` (a RETRY.Req's fields), ``r
 RETRY.Ack's) -> ``rx_ready`` (the pre-check stage hands its flit on), ``up_valid`` (forward it to the
 unpacker, whose ``up_ready`` is an input).  From the unpacker, one cycle after it retires a flit:
 ``up_done``, ``up_good``, ``up_bad`` (a rule or CRC error: the port drives the unpacker's ``discard``
-with it), ``up_acks`` (flits the good flit acknowledges), ``up_lazy`` (it is an LLCRD returning no
+with it), ``up_acks`` (flits the flit acknowledges, read only with ``up_good``: the port wires the
+unpacker's ``acks_if_good``, so the verdict comes last in the occupancy's logic), ``up_lazy`` (it is an LLCRD returning no
 credits).  ``ack_add`` (to the packer: received flits to acknowledge).
 
 Sender side: ``pk_valid`` (the packer offers a flit), ``pk_lazy`` (it is an LLCRD returning no
@@ -227,6 +228,7 @@ class LinkRetry(wiring.Component):
         occ = self.occ                          # retry-buffer entries not yet acknowledged
         occ_next = Signal(range(D + 1))
         wr_seq = self.wr_seq                    # sequence number of the next new flit
+        tail = Signal(seq_bits)                 # sequence number of the oldest unacknowledged flit
         rp = Signal(seq_bits)                   # replay pointer
         replay_on = Signal()
         ack_pending = Signal()
@@ -271,27 +273,50 @@ class LinkRetry(wiring.Component):
                 m.d.sync += wr_seq.eq(wr_seq + 1)
 
         # The peer's RETRY.Req: replay from its Eseq (must still be in the buffer).
+        # In the window: ``wr_seq - Eseq <= occ`` modulo D, i.e. the Eseq lies from ``tail`` (kept as a
+        # register, ``wr_seq - occ`` modulo D) to ``wr_seq``, a range that wraps past 0 when
+        # ``wr_seq < occ``.  Three compares side by side instead of a subtraction and then a compare:
+        # the subtraction's carry chain from ``wr_seq`` into the enable of ``ack_pending`` was the link
+        # end's longest path with one placement (docs/link_layer.md, "RTL pipelining (Fmax)").
         in_window = Signal()
-        dist = Signal(seq_bits)
-        m.d.comb += [dist.eq(wr_seq - req_field[:seq_bits]),
-                     in_window.eq((req_field < D) & (dist <= occ)),
+        req_seq = req_field[:seq_bits]
+        from_tail, to_head, wraps = Signal(), Signal(), Signal()
+        m.d.comb += [from_tail.eq(req_seq >= tail), to_head.eq(req_seq <= wr_seq), wraps.eq(wr_seq < occ),
+                     in_window.eq((req_field < D) & Mux(wraps, from_tail | to_head, from_tail & to_head)),
                      req_ok.eq(got_req & in_window)]
         with m.If(req_ok):
             m.d.sync += [rp.eq(req_field[:seq_bits]), ack_pending.eq(1), ack_eseq.eq(req_field[:seq_bits]),
                          ack_nretry.eq(self.rx_req_nretry)]
 
         # Acks free entries oldest first; more acks than outstanding flits (impossible from a correct
-        # peer) free what there is and are reported.
-        acked = Signal(range(256))
-        m.d.comb += acked.eq(Mux(good_c & ~stopped, self.up_acks, 0))
-        freed = Signal(range(256))
-        m.d.comb += [freed.eq(Mux(acked > occ, occ, acked)),
-                     self.cause_ack_overflow.eq(acked > occ)]
-        m.d.comb += occ_next.eq(occ + self.send_new - freed)
+        # peer) free what there is and are reported.  The occupancy after the edge and ``room`` are
+        # worked out for a good flit and for none, each with and without a new flit, from registers
+        # (``occ`` and the unpacker's ``acks_if_good``); the verdict and ``send_new`` pick among them
+        # last.  Computed in line, the verdict went through a compare, a subtraction and a compare
+        # into ``room``: the link end's longest path with one placement (docs/link_layer.md).
+        counted = Signal()                      # the retired flit's acks count
+        m.d.comb += counted.eq(good_c & ~stopped)
+        over_if_good = Signal()
+        freed_if_good = Signal(range(D + 1))
+        occ_if_good = Signal(range(D + 1))
+        m.d.comb += [over_if_good.eq(self.up_acks > occ),
+                     freed_if_good.eq(Mux(over_if_good, occ, self.up_acks)),
+                     occ_if_good.eq(occ - freed_if_good)]
+        freed = Signal(range(D + 1))
+        m.d.comb += [freed.eq(Mux(counted, freed_if_good, 0)),
+                     self.cause_ack_overflow.eq(counted & over_if_good)]
+        kept = Signal(range(D + 1))             # the occupancy after the acks, before a new flit
+        m.d.comb += [kept.eq(Mux(counted, occ_if_good, occ)), occ_next.eq(kept + self.send_new)]
         # ``room`` is ``occ < D - reserve`` registered from the value ``occ`` takes at the edge, so the
         # path from the occupancy into the packer's queue enables starts at a flop (hdl/link/port.py).
-        m.d.sync += [occ.eq(occ_next), self.room.eq(occ_next < D - self.reserve),
-                     Assert(self.room == (occ < D - self.reserve), "room out of step with the occupancy")]
+        # ``kept + send_new < L`` is ``kept < L - send_new``: four compares, then two selects.
+        limit = D - self.reserve
+        room_next = Signal()
+        m.d.comb += room_next.eq(Mux(counted, Mux(self.send_new, occ_if_good < limit - 1, occ_if_good < limit),
+                                     Mux(self.send_new, occ < limit - 1, occ < limit)))
+        m.d.sync += [occ.eq(occ_next), self.room.eq(room_next), tail.eq(tail + freed),
+                     Assert(self.room == (occ < limit), "room out of step with the occupancy"),
+                     Assert(tail == (wr_seq - occ)[:seq_bits], "tail out of step with wr_seq and the occupancy")]
 
         # Ack timeout: the newest flit that needs an ack (not an ack-only LLCRD, which the peer
         # acknowledges only with later traffic) is still outstanding and no ack has come for
@@ -317,6 +342,6 @@ class LinkRetry(wiring.Component):
                       "ack_pending": ack_pending, "req_pending": req_pending, "since_resume": since_resume,
                       "req_timer": req_timer, "num_retry": num_retry, "wait_timeouts": wait_timeouts,
                       "ack_cnt": ack_cnt, "ack_armed": ack_armed, "ack_t": ack_t,
-                      "since_needy": since_needy, "ack_wait": ack_wait, "waiting": waiting, "occ": occ,
+                      "since_needy": since_needy, "ack_wait": ack_wait, "waiting": waiting, "occ": occ, "tail": tail,
                       "req_ok": req_ok})
         return m

@@ -34,6 +34,10 @@ Per retired flit, from registers (a value gated by a registered pulse, see "per-
     ``mem_credits`` the same for credit fields whose protocol-select bit says CXL.mem (reported, not
                     used: this block has no CXL.mem channels);
     ``acks``        flits acknowledged: 8 for a protocol flit with Ak, the Acknowledge count of an LLCRD;
+                    0 unless ``good``;
+    ``acks_if_good`` the same count from the register behind ``acks``, whatever the verdict: a user that
+                    works out both outcomes ahead of ``good`` (the retry rules' occupancy) reads it, so
+                    the verdict comes last in its logic;
     ``ctl_valid``   a good control flit; ``ctl.kind`` indexes ``CONTROL_KIND_NAMES`` (the reference's
                     ``CONTROL_KINDS`` keys, in order) and ``ctl.<field>`` holds every field any control
                     flit has (the union by name; fields the kind lacks are 0).
@@ -392,6 +396,7 @@ class FlitUnpacker(wiring.Component):
             "credits": Out(CreditsLayout),
             "mem_credits": Out(CreditsLayout),
             "acks": Out(range(1 << ACK_BITS)),
+            "acks_if_good": Out(range(1 << ACK_BITS)),
             "ctl_valid": Out(1),
             "ctl": Out(self.ctl_layout),
             "crc_errors": Out(32),
@@ -1043,7 +1048,7 @@ class FlitUnpacker(wiring.Component):
         committed = Signal()                    # the flit retired last edge took effect (not discarded)
         v = {"kind": Signal(FlitKind, name="kind_if_good"), "credits": Signal(CreditsLayout, name="credits_if_good"),
              "mem_credits": Signal(CreditsLayout, name="mem_credits_if_good"),
-             "acks": Signal.like(self.acks, name="acks_if_good"), "ctl": Signal(self.ctl_layout, name="ctl_if_good"),
+             "acks": self.acks_if_good, "ctl": Signal(self.ctl_layout, name="ctl_if_good"),
              "error": Signal(RxError, name="error_if_committed")}
         m.d.sync += [self.done.eq(retire), self.discarded.eq(retire & self.discard), committed.eq(commit),
                      self.good.eq(commit & good),
