@@ -120,7 +120,15 @@ class LinkRetry(wiring.Component):
         inflight = Signal(range(4))             # handed to the unpacker, status not seen yet
         skip = Signal(range(D + 1))             # duplicate flits to drop after a late RETRY.Ack
         since_resume = Signal(range(D + 1))     # flits handed over since the last resume (saturating)
-        req_pending = Signal()
+        # The flags that gate a new flit are written through their next values (``*_next``, comb, holding
+        # by default), so that ``new_ok`` can be a register worked out from them: see "Sender".
+        def flag(name):
+            cur, nxt = Signal(name=name), Signal(name=f"{name}_next")
+            m.d.comb += nxt.eq(cur)
+            m.d.sync += cur.eq(nxt)
+            return cur, nxt
+
+        req_pending, req_pending_next = flag("req_pending")
         req_timer = Signal(range(self.retry_timeout + 1))
         num_retry = Signal(NUM_RETRY_BITS)
         wait_timeouts = Signal(range(self.retry_limit + 1))     # unanswered RETRY.Req re-sends, this episode
@@ -174,7 +182,8 @@ class LinkRetry(wiring.Component):
             m.d.sync += skip.eq(skip - 1)
 
         def start_wait(seq, episode_new):
-            m.d.sync += [waiting.eq(1), eseq.eq(seq), req_pending.eq(1), req_timer.eq(0), skip.eq(0),
+            m.d.comb += req_pending_next.eq(1)
+            m.d.sync += [waiting.eq(1), eseq.eq(seq), req_timer.eq(0), skip.eq(0),
                          num_retry.eq(0 if episode_new else Mux(num_retry == 31, 31, num_retry + 1))]
 
         diff = Signal(seq_bits)
@@ -200,12 +209,15 @@ class LinkRetry(wiring.Component):
         with m.Else():                                      # WAIT
             with m.If(got_ack & resume_ok):
                 m.d.sync += [waiting.eq(0), next_seq.eq(eseq), ret_seq.eq(eseq), skip.eq(0), wait_timeouts.eq(0),
-                             since_resume.eq(0), req_pending.eq(0), Assert(inflight == 0, "resume with flits in the unpacker")]
+                             since_resume.eq(0), Assert(inflight == 0, "resume with flits in the unpacker")]
+                m.d.comb += req_pending_next.eq(0)
             with m.Elif(self.send_req):
-                m.d.sync += [req_pending.eq(0), req_timer.eq(0)]
+                m.d.comb += req_pending_next.eq(0)
+                m.d.sync += req_timer.eq(0)
             with m.Elif(~req_pending):
                 with m.If(req_timer == self.retry_timeout - 1):
-                    m.d.sync += [req_pending.eq(1), req_timer.eq(0),
+                    m.d.comb += req_pending_next.eq(1)
+                    m.d.sync += [req_timer.eq(0),
                                  num_retry.eq(Mux(num_retry == 31, 31, num_retry + 1)),
                                  wait_timeouts.eq(Mux(wait_timeouts == self.retry_limit, wait_timeouts,
                                                       wait_timeouts + 1))]
@@ -230,8 +242,8 @@ class LinkRetry(wiring.Component):
         wr_seq = self.wr_seq                    # sequence number of the next new flit
         tail = Signal(seq_bits)                 # sequence number of the oldest unacknowledged flit
         rp = Signal(seq_bits)                   # replay pointer
-        replay_on = Signal()
-        ack_pending = Signal()
+        replay_on, replay_on_next = flag("replay_on")
+        ack_pending, ack_pending_next = flag("ack_pending")
         ack_eseq = self.ack_eseq
         ack_nretry = self.ack_nretry
 
@@ -247,12 +259,21 @@ class LinkRetry(wiring.Component):
         # twelfth round, which measured no Fmax change from it).
         replay_active = replay_on
         m.d.sync += Assert(~replay_on | ack_pending | (rp != wr_seq), "replaying with the pointer at wr_seq")
+        # A new flit may go when no RETRY flit or replay is due and the buffer has a free entry:
+        # ``new_ready``, a register worked out from the flags' next values and the occupancy's (as
+        # ``room``, below), so the packer's ``flit.ready`` is one gate after flip-flops.  Worked out
+        # from the flags and an occupancy compare in its cycle, it was four LUT levels and a carry chain
+        # from ``req_pending`` to the packer's skid register, the link end's longest path with one
+        # placement (docs/link_layer.md, "RTL pipelining (Fmax)").
+        new_ready = Signal(init=1)
+        m.d.sync += Assert(new_ready == (~ack_pending & ~req_pending & ~replay_on & (occ < D - 1)),
+                           "new_ready out of step with the flags and the occupancy")
         sel_ack, sel_req, sel_rep, new_ok, sel_new = Signal(), Signal(), Signal(), Signal(), Signal()
         m.d.comb += [
             sel_ack.eq(ack_pending & ~stopped),
             sel_req.eq(~ack_pending & req_pending & ~stopped),
             sel_rep.eq(~ack_pending & ~req_pending & replay_active & ~stopped),
-            new_ok.eq(~ack_pending & ~req_pending & ~replay_active & (occ < D - 1) & ~stopped),
+            new_ok.eq(new_ready & ~stopped),
             sel_new.eq(new_ok & self.pk_valid),
             self.pk_ready.eq(load & new_ok),
             self.send_ack.eq(load & sel_ack), self.send_req.eq(load & sel_req),
@@ -264,11 +285,11 @@ class LinkRetry(wiring.Component):
         with m.If(load):
             m.d.sync += out_valid.eq(sel_ack | sel_req | sel_rep | sel_new)
             with m.If(sel_ack):
-                m.d.sync += [ack_pending.eq(0), replay_on.eq(rp != wr_seq)]
+                m.d.comb += [ack_pending_next.eq(0), replay_on_next.eq(rp != wr_seq)]
             with m.Elif(sel_rep):
                 m.d.sync += rp.eq(rp + 1)
                 with m.If((rp + 1)[:seq_bits] == wr_seq):      # modulo the depth
-                    m.d.sync += replay_on.eq(0)
+                    m.d.comb += replay_on_next.eq(0)
             with m.Elif(sel_new):
                 m.d.sync += wr_seq.eq(wr_seq + 1)
 
@@ -285,7 +306,8 @@ class LinkRetry(wiring.Component):
                      in_window.eq((req_field < D) & Mux(wraps, from_tail | to_head, from_tail & to_head)),
                      req_ok.eq(got_req & in_window)]
         with m.If(req_ok):
-            m.d.sync += [rp.eq(req_field[:seq_bits]), ack_pending.eq(1), ack_eseq.eq(req_field[:seq_bits]),
+            m.d.comb += ack_pending_next.eq(1)
+            m.d.sync += [rp.eq(req_field[:seq_bits]), ack_eseq.eq(req_field[:seq_bits]),
                          ack_nretry.eq(self.rx_req_nretry)]
 
         # Acks free entries oldest first; more acks than outstanding flits (impossible from a correct
@@ -310,11 +332,12 @@ class LinkRetry(wiring.Component):
         # ``room`` is ``occ < D - reserve`` registered from the value ``occ`` takes at the edge, so the
         # path from the occupancy into the packer's queue enables starts at a flop (hdl/link/port.py).
         # ``kept + send_new < L`` is ``kept < L - send_new``: four compares, then two selects.
+        def below_after_edge(limit):            # occ_next < limit
+            return Mux(counted, Mux(self.send_new, occ_if_good < limit - 1, occ_if_good < limit),
+                       Mux(self.send_new, occ < limit - 1, occ < limit))
         limit = D - self.reserve
-        room_next = Signal()
-        m.d.comb += room_next.eq(Mux(counted, Mux(self.send_new, occ_if_good < limit - 1, occ_if_good < limit),
-                                     Mux(self.send_new, occ < limit - 1, occ < limit)))
-        m.d.sync += [occ.eq(occ_next), self.room.eq(room_next), tail.eq(tail + freed),
+        m.d.sync += [occ.eq(occ_next), self.room.eq(below_after_edge(limit)), tail.eq(tail + freed),
+                     new_ready.eq(~ack_pending_next & ~req_pending_next & ~replay_on_next & below_after_edge(D - 1)),
                      Assert(self.room == (occ < limit), "room out of step with the occupancy"),
                      Assert(tail == (wr_seq - occ)[:seq_bits], "tail out of step with wr_seq and the occupancy")]
 
