@@ -318,12 +318,16 @@ class LinkRetry(wiring.Component):
         # into ``room``: the link end's longest path with one placement (docs/link_layer.md).
         counted = Signal()                      # the retired flit's acks count
         m.d.comb += counted.eq(good_c & ~stopped)
+        # ``occ - acks`` saturating at 0 from one subtraction: its sign is the overflow, and the
+        # compares below read the difference itself (a negative one is below every limit), so no
+        # chain of compare, select and subtraction lies in front of them.
         over_if_good = Signal()
+        left_if_good = Signal(range(-(1 << ACK_BITS), D + 1))   # occ - acks, signed
         freed_if_good = Signal(range(D + 1))
         occ_if_good = Signal(range(D + 1))
-        m.d.comb += [over_if_good.eq(self.up_acks > occ),
+        m.d.comb += [left_if_good.eq(occ - self.up_acks), over_if_good.eq(left_if_good < 0),
                      freed_if_good.eq(Mux(over_if_good, occ, self.up_acks)),
-                     occ_if_good.eq(occ - freed_if_good)]
+                     occ_if_good.eq(Mux(over_if_good, 0, left_if_good))]
         freed = Signal(range(D + 1))
         m.d.comb += [freed.eq(Mux(counted, freed_if_good, 0)),
                      self.cause_ack_overflow.eq(counted & over_if_good)]
@@ -333,7 +337,7 @@ class LinkRetry(wiring.Component):
         # path from the occupancy into the packer's queue enables starts at a flop (hdl/link/port.py).
         # ``kept + send_new < L`` is ``kept < L - send_new``: four compares, then two selects.
         def below_after_edge(limit):            # occ_next < limit
-            return Mux(counted, Mux(self.send_new, occ_if_good < limit - 1, occ_if_good < limit),
+            return Mux(counted, Mux(self.send_new, left_if_good < limit - 1, left_if_good < limit),
                        Mux(self.send_new, occ < limit - 1, occ < limit))
         limit = D - self.reserve
         m.d.sync += [occ.eq(occ_next), self.room.eq(below_after_edge(limit)), tail.eq(tail + freed),
