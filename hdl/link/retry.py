@@ -22,8 +22,8 @@ RETRY.Ack's) -> ``rx_ready`` (the pre-check stage hands its flit on), ``up_valid
 unpacker, whose ``up_ready`` is an input).  From the unpacker, one cycle after it retires a flit:
 ``up_done``, ``up_good``, ``up_bad`` (a rule or CRC error: the port drives the unpacker's ``discard``
 with it), ``up_acks`` (flits the flit acknowledges, read only with ``up_good``: the port wires the
-unpacker's ``acks_if_good``, so the verdict comes last in the occupancy's logic), ``up_lazy`` (it is an LLCRD returning no
-credits).  ``ack_add`` (to the packer: received flits to acknowledge).
+unpacker's ``acks_if_good``, so the verdict comes last in the occupancy's logic), ``up_lazy`` (it is
+an LLCRD returning no credits).  ``ack_add`` (to the packer: received flits to acknowledge).
 
 Sender side: ``pk_valid`` (the packer offers a flit), ``pk_lazy`` (it is an LLCRD returning no
 credits), ``tx_ready`` (the wire takes the output register) -> ``pk_ready``, ``out_valid`` (the output
@@ -121,7 +121,7 @@ class LinkRetry(wiring.Component):
         skip = Signal(range(D + 1))             # duplicate flits to drop after a late RETRY.Ack
         since_resume = Signal(range(D + 1))     # flits handed over since the last resume (saturating)
         # The flags that gate a new flit are written through their next values (``*_next``, comb, holding
-        # by default), so that ``new_ok`` can be a register worked out from them: see "Sender".
+        # by default), so that ``new_ready`` (below) can be a register worked out from them.
         def flag(name):
             cur, nxt = Signal(name=name), Signal(name=f"{name}_next")
             m.d.comb += nxt.eq(cur)
