@@ -453,7 +453,8 @@ class LinkPort(wiring.Component):
         # Loaded in every cycle until the first cause (both are 0 until then), so the enable is the
         # sticky ``stopped`` alone: with ``cause_now != 0`` in the enable, the OR of every cause (the
         # receiver's overflow from its lanes' levels among them) drove the enable of all the cause
-        # bits, the link end's longest path with one placement (docs/link_layer.md, "RTL pipelining (Fmax)").
+        # bits, the link end's longest path with one placement (docs/link_layer.md, "RTL pipelining
+        # (Fmax)").
         with m.If(~stopped):
             m.d.sync += [self.link_error.eq(cause_now != 0), self.link_error_cause.eq(cause_now)]
 
