@@ -436,17 +436,16 @@ class LinkPort(wiring.Component):
                                        "num_free_buf": llr.num_free_buf})
         _place(m, req_p, "RETRY.Req", {"eseq": llr.req_eseq, "num_retry": llr.req_nretry})
         ctl_p = Signal(PAYLOAD_BITS)
-        m.d.comb += ctl_p.eq(Mux(llr.send_ack, ack_p, req_p))
+        m.d.comb += ctl_p.eq(Mux(llr.pick_ack, ack_p, req_p))
         m.submodules.ctl_crc = ccrc = FlitCRC()
         m.d.comb += ccrc.payload.eq(ctl_p)
 
+        # The data select reads the retry rules' choice (``pick_*``), the enable ``out_load``: only the
+        # enable waits for the wire's ``tx_ready`` (hdl/link/retry.py).
         out_payload = Signal(FLIT_BITS)
-        with m.If(llr.send_ack | llr.send_req):
-            m.d.sync += out_payload.eq(Cat(ctl_p, ccrc.crc))
-        with m.Elif(llr.send_rep):
-            m.d.sync += out_payload.eq(rd.data)
-        with m.Elif(llr.send_new):
-            m.d.sync += out_payload.eq(pk.flit.payload)
+        with m.If(llr.out_load):
+            m.d.sync += out_payload.eq(Mux(llr.pick_ctl, Cat(ctl_p, ccrc.crc),
+                                           Mux(llr.pick_rep, rd.data, pk.flit.payload)))
 
         cause_now = Signal(len(LinkErrorCause))
         m.d.comb += cause_now.eq(Cat(*(cause[c] for c in LinkErrorCause)))

@@ -29,7 +29,9 @@ Sender side: ``pk_valid`` (the packer offers a flit), ``pk_lazy`` (it is an LLCR
 credits), ``tx_ready`` (the wire takes the output register) -> ``pk_ready``, ``out_valid`` (the output
 register holds a flit), ``send_ack`` / ``send_req`` / ``send_rep`` / ``send_new`` (what the output
 register loads at this edge: a RETRY.Ack, a RETRY.Req, the retry buffer's read data, the packer's
-flit), ``rd_addr`` (the retry buffer's read address, a registered read: the data is the entry at the
+flit), the same choice without the wire's ``tx_ready`` for the register's data select (``pick_ack`` /
+``pick_ctl`` / ``pick_rep``: what the register takes if it loads; ``out_load``: it loads),
+``rd_addr`` (the retry buffer's read address, a registered read: the data is the entry at the
 address of the cycle before), ``wr_seq`` (its write address: the next new flit's sequence number),
 and the RETRY flits' fields: ``ack_eseq``, ``ack_nretry``, ``ack_empty``, ``num_free_buf`` (RETRY.Ack;
 its WrPtr is ``wr_seq``), ``req_eseq``, ``req_nretry`` (RETRY.Req).
@@ -96,6 +98,7 @@ class LinkRetry(wiring.Component):
             # sender
             "pk_valid": In(1), "pk_lazy": In(1), "tx_ready": In(1), "pk_ready": Out(1), "out_valid": Out(1),
             "send_ack": Out(1), "send_req": Out(1), "send_rep": Out(1), "send_new": Out(1),
+            "pick_ack": Out(1), "pick_ctl": Out(1), "pick_rep": Out(1), "out_load": Out(1),
             "rd_addr": Out(seq), "wr_seq": Out(seq),
             "ack_eseq": Out(seq), "ack_nretry": Out(NUM_RETRY_BITS), "ack_empty": Out(1),
             "num_free_buf": Out(range(depth + 1)), "req_eseq": Out(seq), "req_nretry": Out(NUM_RETRY_BITS),
@@ -278,6 +281,12 @@ class LinkRetry(wiring.Component):
             self.pk_ready.eq(load & new_ok),
             self.send_ack.eq(load & sel_ack), self.send_req.eq(load & sel_req),
             self.send_rep.eq(load & sel_rep), self.send_new.eq(load & sel_new),
+            # The output register's data select reads the choice alone and only its enable reads
+            # ``load``: with the strobes as the select, the wire's ``tx_ready`` reached the select of
+            # all 528 bits through ``load`` (the link end's longest path with one placement,
+            # docs/link_layer.md "RTL pipelining (Fmax)").
+            self.pick_ack.eq(sel_ack), self.pick_ctl.eq(sel_ack | sel_req), self.pick_rep.eq(sel_rep),
+            self.out_load.eq(load & (sel_ack | sel_req | sel_rep | sel_new)),
             self.ack_empty.eq(rp == wr_seq), self.num_free_buf.eq(D - 1 - occ),
             self.rd_addr.eq(Mux(self.send_rep, rp + 1, rp)),
         ]
