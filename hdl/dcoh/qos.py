@@ -43,10 +43,22 @@ class CreditCounter(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         spent = self.take & (self.available != 0)
-        m.d.sync += [
-            self.available.eq(self.available - spent + self.ret),
-            self.in_flight.eq(self.in_flight + spent - self.ret),
+        # Both outcomes of ``take`` are summed from the registers and ``ret``, and ``spent`` picks
+        # last: ``take`` is the latest input (the sender's handshake, which in the link port runs
+        # from this counter into the packer's queue and back), and with the sums after it, it ran
+        # through a carry chain into the registers (the link end's longest path with one placement,
+        # docs/link_layer.md "RTL pipelining (Fmax)").
+        width = len(self.available)
+        avail_kept, avail_spent = Signal(width + 1), Signal(width + 1)
+        flight_kept, flight_spent = Signal(width + 1), Signal(width + 1)
+        m.d.comb += [
+            avail_kept.eq(self.available + self.ret), avail_spent.eq(self.available + self.ret - 1),
+            flight_kept.eq(self.in_flight - self.ret), flight_spent.eq(self.in_flight - self.ret + 1),
         ]
+        with m.If(spent):
+            m.d.sync += [self.available.eq(avail_spent), self.in_flight.eq(flight_spent)]
+        with m.Else():
+            m.d.sync += [self.available.eq(avail_kept), self.in_flight.eq(flight_kept)]
         m.d.comb += Assert(self.available + self.in_flight == self.initial, "credit conservation")
         # Protocol rules on the inputs, checked at the clock edge where they take effect.
         m.d.sync += [
