@@ -640,31 +640,29 @@ class FlitUnpacker(wiring.Component):
             state_bad.append(_or([c for c, err in checks if isinstance(err, RxError)], 1))
 
         # ---- the messages of each channel, in order, compacted to lanes 0.. (content only)
-        # In two steps, so that a flit bit feeds only its own slot's logic: per slot and channel, the
-        # slot's i-th message (its format's i-th field of that channel, the format from the staged
-        # selects); then message k of the flit is the i-th of slot s where before[s] == k - i and the slot
-        # has more than i (tight packing makes the slot's first count[s] fields the valid ones; a flit
-        # that breaks it fails PACKING and writes nothing).  Both steps read ``pb`` and staged codes only.
-        # Staging the slots' messages instead (~1 100 register bits in the first half) routed slower: more
-        # enables on the retire loop's ``flit.ready`` (docs/link_layer.md, "RTL pipelining", sixth round),
-        # and without stalls, where those registers load every cycle, a deeper first half (fifteenth round).
+        # Message k of the flit is the i-th field of that channel in slot s's format f, for the one
+        # (s, f, i) where slot s has format f, more than i such messages (tight packing makes the
+        # slot's first count[s] fields the valid ones; a flit that breaks it fails PACKING and writes
+        # nothing) and k - i before it.  That choice is made in the first half, one staged bit per
+        # (k, s, f, i) (`pre_<chan>_msg<k>_pick`, about 200 bits in all), so the second half is one
+        # AND-OR of the held flit's fields under flip-flops.  Before, the second half selected each
+        # slot's i-th message by the staged formats and then message k by the staged counts: up to six
+        # LUTs in a row behind a staged code, the receiver's longest path in two placements of three
+        # (docs/link_layer.md, "RTL pipelining (Fmax)").  Staging the slots' messages themselves
+        # (~1 100 register bits in the first half) routed slower (sixth and fifteenth rounds there).
         for ch, name in zip(self.chans, ("req", "rsp", "data")):
             width = CODECS[ch].width
-            local = []
-            for s in range(SLOTS):
-                fields = [(sel[s][f.code], [slot_bits(p, s)[o:o + w] for item, o, w in f.fields if item == ch])
-                          for f in slot_mine[s] if not f.data]
-                n_local = max([len(fs) for _, fs in fields] + [0])
-                values = []
-                for i in range(n_local):
-                    v = Signal(width, name=f"pre_slot{s}_{name}_msg{i}")
-                    m.d.comb += v.eq(_or([Mux(on, fs[i], 0) for on, fs in fields if i < len(fs)], width))
-                    values.append(v)
-                local.append(values)
+            fields = [(s, f, i, offset, w) for s in range(SLOTS) for f in slot_mine[s] if not f.data
+                      for i, (offset, w) in enumerate((o, w) for item, o, w in f.fields if item == ch)]
             for k in range(MAX_PER_FLIT[ch]):
+                picks = [t for t in fields if t[2] <= k and (t[0] > 0 or t[2] == k)]
+                assert picks, f"no slot can carry message {k} of {name}"
+                on = stage(f"{name}_msg{k}_pick", Cat(*(
+                    sel_a[s][f.code] & _ge(count_a[s][ch], i + 1) & _is(before_a[s][ch], k - i)
+                    for s, f, i, _, _ in picks)))
                 msg = Signal(width, name=f"pre_{name}_msg{k}")
-                m.d.comb += msg.eq(_or([Mux(_ge(slot_count[s][ch], i + 1) & _is(before[s][ch], k - i), v, 0)
-                                        for s in range(SLOTS) for i, v in enumerate(local[s]) if i <= k], width))
+                m.d.comb += msg.eq(_or([Mux(on[j], slot_bits(p, s)[offset:offset + w], 0)
+                                        for j, (s, f, i, offset, w) in enumerate(picks)], width))
                 out[f"{name}_msg{k}"] = msg
             n_shape = range(cap[ch] + 1)            # the count's code saturates at cap (a bad flit above it)
             keep(f"{name}_n", _therm_value(counts[ch], Shape.cast(n_shape).width), n_shape)
