@@ -176,9 +176,14 @@ class LinkRetry(wiring.Component):
                      got_req.eq(take & crc_ok & self.rx_is_req),
                      got_ack.eq(take & crc_ok & self.rx_is_ack)]
 
-        m.d.sync += [inflight.eq(inflight + fwd - self.up_done),
-                     next_seq.eq(next_seq + fwd),
-                     ret_seq.eq(ret_seq + good_c)]
+        # The counters add the late strobes by a select between sums made from the registers, not as
+        # an adder's carry-in: ``fwd`` follows the pre-check stage's CRC verdict, and through the carry
+        # chain of ``next_seq + fwd`` it was the link end's longest path with one placement
+        # (docs/link_layer.md, "RTL pipelining (Fmax)").
+        m.d.sync += [inflight.eq(Mux(fwd, Mux(self.up_done, inflight, inflight + 1),
+                                     Mux(self.up_done, inflight - 1, inflight))),
+                     next_seq.eq(Mux(fwd, next_seq + 1, next_seq)),
+                     ret_seq.eq(Mux(good_c, ret_seq + 1, ret_seq))]
         with m.If(fwd):
             m.d.sync += since_resume.eq(Mux(since_resume == D, D, since_resume + 1))
         with m.If(take & is_data & ~wait_eff & (skip != 0)):
@@ -272,6 +277,7 @@ class LinkRetry(wiring.Component):
         m.d.sync += Assert(new_ready == (~ack_pending & ~req_pending & ~replay_on & (occ < D - 1)),
                            "new_ready out of step with the flags and the occupancy")
         sel_ack, sel_req, sel_rep, new_ok, sel_new = Signal(), Signal(), Signal(), Signal(), Signal()
+        rp_after_rep = Signal(seq_bits)
         m.d.comb += [
             sel_ack.eq(ack_pending & ~stopped),
             sel_req.eq(~ack_pending & req_pending & ~stopped),
@@ -288,7 +294,13 @@ class LinkRetry(wiring.Component):
             self.pick_ack.eq(sel_ack), self.pick_ctl.eq(sel_ack | sel_req), self.pick_rep.eq(sel_rep),
             self.out_load.eq(load & (sel_ack | sel_req | sel_rep | sel_new)),
             self.ack_empty.eq(rp == wr_seq), self.num_free_buf.eq(D - 1 - occ),
-            self.rd_addr.eq(Mux(self.send_rep, rp + 1, rp)),
+            # The read address is the replay pointer after the edge.  Its select between ``rp + 1`` and
+            # ``rp`` leaves out ``stopped`` (once stopped nothing is sent, so what is read no longer
+            # matters) and takes ``load`` last: from ``stopped`` through the send choice it ran into
+            # the retry buffer's address, the link end's longest path with one placement
+            # (docs/link_layer.md, "RTL pipelining (Fmax)").
+            rp_after_rep.eq(Mux(~ack_pending & ~req_pending & replay_active, rp + 1, rp)),
+            self.rd_addr.eq(Mux(load, rp_after_rep, rp)),
         ]
 
         with m.If(load):
