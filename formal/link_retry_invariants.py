@@ -98,7 +98,8 @@ def add_invariants(m, pair):
             held = (d != 0) & ((d <= occ) | ((ack_pending | replay_on) & (d <= dist_rp)))
             inv(~held | (Cat(Const(i, SB), buf_lap[i]) == t(M - d)), P + f"buffer entry {i} holds its tag")
         inv((rd_lap == buf_lap[rd_idx]) & (rd_acks == buf_acks[rd_idx]), P + "read register holds its entry")
-        inv(ack_pending | (rd_idx == rp), P + "read register at the replay pointer")
+        # (once stopped nothing is sent, and the read address no longer follows the pointer)
+        inv(stop_s | ack_pending | (rd_idx == rp), P + "read register at the replay pointer")
         inv(~replay_on | ack_pending | (rp != W), P + "replay on: pointer behind wr_seq")
 
         # -------------------------------------------------------------- 2. the receiver's counters
