@@ -60,7 +60,8 @@ credit for its channel; ``ACK_OVERFLOW``: the peer acknowledged more flits than 
 ``CREDIT_OVERFLOW``: it returned more credits than were in flight (both impossible from a correct peer:
 a duplicated flit on the wire, say; the excess is ignored); ``RX_OVERFLOW``: a received flit carried a
 message for which this end had no room, so the peer sent beyond the credits this end grants (the
-message is lost: the receiver never waits for room, below).  From the cycle after the error the port
+message is lost: the receiver never waits for room, below; reported a cycle after the receiver's
+move stage finds it).  From the cycle after the error the port
 **stops**: it sends nothing more, takes no new messages and drops every received flit (messages
 already in the unpacker's queues still come out), so nothing is delivered from a link whose state is
 no longer trusted.  The thresholds are assumptions (facts §2.5 names LL_REPLAY_COUNT, [S, low
@@ -409,6 +410,13 @@ class LinkPort(wiring.Component):
             starved.append(src.valid & (cc.available == 0))
             returned.append(ret != 0)
             over.append(ret > cc.in_flight)
+        # The receiver's overflow comes from its lanes' levels through its move stage's logic: it is
+        # registered here, so the link error follows it a cycle later (from the lanes' levels into
+        # ``link_error`` it was the link end's longest path with one placement, docs/link_layer.md,
+        # "RTL pipelining (Fmax)").  The flits behind the one that overflowed are in the unpacker
+        # already and complete either way.
+        rx_overflow = Signal()
+        m.d.sync += rx_overflow.eq(up.overflow)
         credit_wait = Signal(range(self.credit_timeout + 1))
         starving = Signal()
         m.d.comb += starving.eq(Cat(*starved).any() & ~Cat(*returned).any())
@@ -416,7 +424,7 @@ class LinkPort(wiring.Component):
                                                      credit_wait + 1), 0))
         m.d.comb += [cause[LinkErrorCause.CREDIT_TIMEOUT].eq(credit_wait == self.credit_timeout),
                      cause[LinkErrorCause.CREDIT_OVERFLOW].eq(Cat(*over).any()),
-                     cause[LinkErrorCause.RX_OVERFLOW].eq(up.overflow)]
+                     cause[LinkErrorCause.RX_OVERFLOW].eq(rx_overflow)]
 
         # ============================================================ TX: retry buffer and output
         # Every new flit is written at its sequence number; a replay reads them back in order (a

@@ -62,10 +62,9 @@ and registered together with it (``_predecode``): the CRC check, the slot format
 rule (per run of such rules between the two state-dependent ones, ROLLOVER and NO_DATA, the first
 failing one's code), the messages of each channel compacted in order (message k of the flit), their
 counts, which G0 slot each chunk of the flit comes from, the control-flit decode, and the verdict for
-each chunks-owed count.  The compaction is in two steps, so that a flit bit feeds only the logic of its
-own slot: per slot and channel the slot's messages at its format's positions (message i of the slot),
-then message k of the flit is message k - before[s] of the slot s whose count of messages before it
-allows that.  The per-slot message counts are summed per slot (one format per slot is selected), not
+each chunks-owed count.  The compaction chooses, for message k of the flit, the one field of a slot's
+format that carries it (the slot has that format, more than i messages of the channel, and k - i
+before it), one bit per slot, format and field, and takes that field's bits.  The per-slot message counts are summed per slot (one format per slot is selected), not
 through a chain over every message position.  The three checks that need the data-chunk state
 (ROLLOVER, DATA_SLOT, NO_DATA) only need the chunks owed, which a protocol flit meets as
 0..CHUNKS_PER_LINE-1, so the flit's whole verdict is pre-decoded once per owed value.  After the register
@@ -84,11 +83,13 @@ then offered on ``flit.payload`` is always the one ``early_payload`` carried whe
 high).  Two more outputs hand the caller verdicts it needs for that same flit, so it need not work
 them out again: ``early_crc_bad`` (its CRC does not match) and ``early_ctl_hits`` (one bit per kind of
 ``CONTROL_KIND_NAMES``, in that order: the flit is that control flit), valid from the edge at which
-the register takes the flit and held with it (``early_crc_bad`` a few gates after those registers:
-the XOR of the CRC's partials, the flit's CRC field folded into the first, and whether it is 0).  The
+the register takes the flit and held with it, each a few gates after those registers
+(``early_crc_bad``: the XOR of the CRC's partials, the flit's CRC field folded into the first, and
+whether it is 0; ``early_ctl_hits``: the AND of a kind's compares over the parts of the payload).  The
 first half of the pre-decode, slot by slot (the slot formats, each slot's message counts and the counts
 before it but the last slot's, every check that reads one slot's bits, the CRC of each quarter of the
-payload, the flit's CRC field XORed into the first quarter's, the control-flit matches), is worked out
+payload, the flit's CRC field XORed into the first quarter's, the control-flit compares of each quarter,
+which field of which slot is message k of each channel), is worked out
 from ``early_payload`` into registers loaded on ``early_load``; the second half (the flit's totals, the
 CRC's XOR and its test for 0, the per-flit rules, the first failing check, which message goes to which
 lane) from those registers and ``flit.payload`` in the cycle the flit is offered, as before.  The CRC is
@@ -214,6 +215,7 @@ CONTROL_KIND_NAMES = tuple(CONTROL_KINDS)
 # ---------------------------------------------------------------- sizes, all from cxl.flit
 SLOTS = PAYLOAD_BYTES // SLOT_BYTES
 CRC_PARTS = 4                                  # the CRC's partials staged by the first half of the pre-decode
+CTL_PARTS = 4                                  # the control-flit compares' parts, staged likewise
 SLOT_BITS = 8 * SLOT_BYTES
 CHUNK_BITS = 8 * CHUNK_BYTES
 HEADER = {name: (offset, width) for name, offset, width in HEADER_FIELDS}
@@ -683,7 +685,23 @@ class FlitUnpacker(wiring.Component):
         # One order for the match bits (``early_ctl_hits``) and for ``ctl.kind``: CONTROL_KIND_NAMES.
         kinds = CONTROL_KIND_NAMES
         free = (1 << PAYLOAD_BITS) - 1
-        hits = stage("ctl_hits", Cat(*((a & (free & ~CONTROL_TABLES[k][1])) == CONTROL_TABLES[k][0] for k in kinds)))
+        # Each kind's compare in CTL_PARTS parts staged apart (a part with no fixed bit is left out),
+        # and their AND after the register: a 512-input AND from the wire was the first half's longest
+        # path in one placement of the receiver (docs/link_layer.md, "RTL pipelining (Fmax)").
+        part_bits = PAYLOAD_BITS // CTL_PARTS
+        part_hits = []
+        for k in kinds:
+            fixed, pattern = free & ~CONTROL_TABLES[k][1], CONTROL_TABLES[k][0]
+            for q in range(CTL_PARTS):
+                lo, mask = q * part_bits, (1 << part_bits) - 1
+                f_q, p_q = (fixed >> lo) & mask, (pattern >> lo) & mask
+                if f_q:
+                    part_hits.append((k, (a[lo:lo + part_bits] & f_q) == p_q))
+        staged_parts = stage("ctl_part_hits", Cat(*(hit for _, hit in part_hits)))
+        hits = Signal(len(kinds), name="pre_ctl_hits")
+        m.d.comb += hits.eq(Cat(*(Cat(*(staged_parts[j] for j, (kk, _) in enumerate(part_hits) if kk == k)).all()
+                                  for k in kinds)))
+        out["ctl_hits"] = hits
         ctl_hit = {kind: keep(f"ctl_is_{kind.replace('.', '_').lower()}", hits[i]) for i, kind in enumerate(kinds)}
         ctl = Signal(self.ctl_layout, name="pre_ctl")
         for i, kind in enumerate(kinds):
@@ -776,8 +794,9 @@ class FlitUnpacker(wiring.Component):
                 m.d.comb += sig.eq(value)
             return sig
         pre = self._predecode(m, self.early_payload if self.early else self.flit.payload, self.flit.payload, stage)
+        hits_now = pre.pop("ctl_hits")          # the control matches, also kept per kind (``ctl_is_*``)
         if self.early:                          # the caller's verdicts for the flit it holds: from those registers
-            m.d.comb += [self.early_crc_bad.eq(pre["crc_bad"]), self.early_ctl_hits.eq(staged["ctl_hits"])]
+            m.d.comb += [self.early_crc_bad.eq(pre["crc_bad"]), self.early_ctl_hits.eq(hits_now)]
         h = {}
         for name, sig in pre.items():           # registered with the flit it describes
             h[name] = Signal.like(sig, name=f"h_{name}")
