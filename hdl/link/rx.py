@@ -64,8 +64,9 @@ failing one's code), the messages of each channel compacted in order (message k 
 counts, which G0 slot each chunk of the flit comes from, the control-flit decode, and the verdict for
 each chunks-owed count.  The compaction chooses, for message k of the flit, the one field of a slot's
 format that carries it (the slot has that format, more than i messages of the channel, and k - i
-before it), one bit per slot, format and field, and takes that field's bits.  The per-slot message counts are summed per slot (one format per slot is selected), not
-through a chain over every message position.  The three checks that need the data-chunk state
+before it), one bit per slot, format and field, and takes that field's bits.  The per-slot message
+counts are summed per slot (one format per slot is selected), not through a chain over every message
+position.  The three checks that need the data-chunk state
 (ROLLOVER, DATA_SLOT, NO_DATA) only need the chunks owed, which a protocol flit meets as
 0..CHUNKS_PER_LINE-1, so the flit's whole verdict is pre-decoded once per owed value.  After the register
 only the chunk-state part remains: ``owed`` and "all-data due" are registers of their own, ``good`` is
@@ -646,8 +647,8 @@ class FlitUnpacker(wiring.Component):
         # (s, f, i) where slot s has format f, more than i such messages (tight packing makes the
         # slot's first count[s] fields the valid ones; a flit that breaks it fails PACKING and writes
         # nothing) and k - i before it.  That choice is made in the first half, one staged bit per
-        # (k, s, f, i) (`pre_<chan>_msg<k>_pick`, about 200 bits in all), so the second half is one
-        # AND-OR of the held flit's fields under flip-flops.  Before, the second half selected each
+        # (k, s, f, i) (``<chan>_msg<k>_pick``: 113 bits for the H2D channels, 91 for the D2H), so the
+        # second half is one AND-OR of the held flit's fields under flip-flops.  Before, the second half selected each
         # slot's i-th message by the staged formats and then message k by the staged counts: up to six
         # LUTs in a row behind a staged code, the receiver's longest path in two placements of three
         # (docs/link_layer.md, "RTL pipelining (Fmax)").  Staging the slots' messages themselves
