@@ -448,8 +448,8 @@ class LinkPort(wiring.Component):
         m.submodules.ctl_crc = ccrc = FlitCRC()
         m.d.comb += ccrc.payload.eq(ctl_p)
 
-        # The data select reads the retry rules' choice (``pick_*``), the enable ``out_load``: only the
-        # enable waits for the wire's ``tx_ready`` (hdl/link/retry.py).
+        # The data select reads the retry rules' choice (``pick_*``), the enable ``out_load`` (their
+        # ``load``, from ``out_valid`` and the wire's ``tx_ready`` alone; hdl/link/retry.py).
         out_payload = Signal(FLIT_BITS)
         with m.If(llr.out_load):
             m.d.sync += out_payload.eq(Mux(llr.pick_ctl, Cat(ctl_p, ccrc.crc),

@@ -30,7 +30,8 @@ credits), ``tx_ready`` (the wire takes the output register) -> ``pk_ready``, ``o
 register holds a flit), ``send_ack`` / ``send_req`` / ``send_rep`` / ``send_new`` (what the output
 register loads at this edge: a RETRY.Ack, a RETRY.Req, the retry buffer's read data, the packer's
 flit), the same choice without the wire's ``tx_ready`` for the register's data select (``pick_ack`` /
-``pick_ctl`` / ``pick_rep``: what the register takes if it loads; ``out_load``: it loads),
+``pick_ctl`` / ``pick_rep``: what the register takes if it loads; ``out_load``: it loads, whether or
+not anything was chosen, since with nothing chosen ``out_valid`` is 0 and no one reads the payload),
 ``rd_addr`` (the retry buffer's read address, a registered read: the data is the entry at the
 address of the cycle before), ``wr_seq`` (its write address: the next new flit's sequence number),
 and the RETRY flits' fields: ``ack_eseq``, ``ack_nretry``, ``ack_empty``, ``num_free_buf`` (RETRY.Ack;
@@ -287,12 +288,14 @@ class LinkRetry(wiring.Component):
             self.pk_ready.eq(load & new_ok),
             self.send_ack.eq(load & sel_ack), self.send_req.eq(load & sel_req),
             self.send_rep.eq(load & sel_rep), self.send_new.eq(load & sel_new),
-            # The output register's data select reads the choice alone and only its enable reads
-            # ``load``: with the strobes as the select, the wire's ``tx_ready`` reached the select of
-            # all 528 bits through ``load`` (the link end's longest path with one placement,
-            # docs/link_layer.md "RTL pipelining (Fmax)").
+            # The output register's data select reads the choice alone and its enable ``load`` alone:
+            # with the strobes as the select, the wire's ``tx_ready`` reached the select of all 528
+            # bits through ``load``, and with the choice in the enable, ``ack_pending`` reached the
+            # enable of all 528 bits through it (each the link end's longest path with one placement,
+            # docs/link_layer.md "RTL pipelining (Fmax)").  With nothing chosen the register takes the
+            # packer's payload and ``out_valid`` falls to 0, so no one reads it.
             self.pick_ack.eq(sel_ack), self.pick_ctl.eq(sel_ack | sel_req), self.pick_rep.eq(sel_rep),
-            self.out_load.eq(load & (sel_ack | sel_req | sel_rep | sel_new)),
+            self.out_load.eq(load),
             self.ack_empty.eq(rp == wr_seq), self.num_free_buf.eq(D - 1 - occ),
             # The read address is the replay pointer after the edge.  Its select between ``rp + 1`` and
             # ``rp`` leaves out ``stopped`` (once stopped nothing is sent, so what is read no longer
