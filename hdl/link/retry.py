@@ -278,11 +278,13 @@ class LinkRetry(wiring.Component):
         m.d.sync += Assert(new_ready == (~ack_pending & ~req_pending & ~replay_on & (occ < D - 1)),
                            "new_ready out of step with the flags and the occupancy")
         sel_ack, sel_req, sel_rep, new_ok, sel_new = Signal(), Signal(), Signal(), Signal(), Signal()
+        rep_due = Signal()                      # a replayed flit is next (before ``stopped``)
         rp_after_rep = Signal(seq_bits)
         m.d.comb += [
             sel_ack.eq(ack_pending & ~stopped),
             sel_req.eq(~ack_pending & req_pending & ~stopped),
-            sel_rep.eq(~ack_pending & ~req_pending & replay_active & ~stopped),
+            rep_due.eq(~ack_pending & ~req_pending & replay_active),
+            sel_rep.eq(rep_due & ~stopped),
             new_ok.eq(new_ready & ~stopped),
             sel_new.eq(new_ok & self.pk_valid),
             self.pk_ready.eq(load & new_ok),
@@ -302,7 +304,7 @@ class LinkRetry(wiring.Component):
             # matters) and takes ``load`` last: from ``stopped`` through the send choice it ran into
             # the retry buffer's address, the link end's longest path with one placement
             # (docs/link_layer.md, "RTL pipelining (Fmax)").
-            rp_after_rep.eq(Mux(~ack_pending & ~req_pending & replay_active, rp + 1, rp)),
+            rp_after_rep.eq(Mux(rep_due, rp + 1, rp)),
             self.rd_addr.eq(Mux(load, rp_after_rep, rp)),
         ]
 
